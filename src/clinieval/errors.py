@@ -1,0 +1,44 @@
+"""Errors that name where bad input is: file, row or record, field, expectation."""
+
+from __future__ import annotations
+
+
+class ClinievalError(Exception):
+    """Base class for errors clinieval reports to a user."""
+
+
+class InputError(ClinievalError):
+    """Bad input data. The message names the file, the row or record id, the
+    field, what was expected and what was found."""
+
+    def __init__(
+        self,
+        source: str,
+        message: str,
+        *,
+        row: int | str | None = None,
+        field: str | None = None,
+        expected: str | None = None,
+        got: object = None,
+    ) -> None:
+        self.source, self.row, self.field = source, row, field
+        self.expected, self.got = expected, got
+        where = [str(source)]
+        if row is not None:
+            where.append(f"row {row}" if isinstance(row, int) else f"record {row!r}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        text = f"{', '.join(where)}: {message}"
+        if expected is not None:
+            text += f" (expected {expected}"
+            text += f", got {_short(got)})" if got is not None else ")"
+        super().__init__(text)
+
+
+class ConfigError(ClinievalError):
+    """A setting is missing or invalid; the message names the variable."""
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,164 @@
+"""Rubrics (versioned data files) and criterion maps that harmonise imported
+scores with other criterion names or scales onto a rubric's -2..+2 scale."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from clinieval.errors import InputError
+from clinieval.schema.domain import Anchors, Criterion, Rubric
+
+DEFAULT_RUBRIC_FILE = "rubric_default.json"
+
+
+def load_rubric(path: str | Path | None = None) -> Rubric:
+    """Load a rubric JSON file; ``None`` gives the bundled default rubric.
+
+    A criterion without its own anchors inherits the file's ``default_anchors``.
+    """
+    if path is None:
+        text = resources.files("clinieval.data").joinpath(DEFAULT_RUBRIC_FILE).read_text("utf-8")
+        return rubric_from_dict(json.loads(text))
+    return rubric_from_dict(json.loads(Path(path).read_text("utf-8")))
+
+
+def rubric_from_dict(data: dict) -> Rubric:
+    defaults = data.get("default_anchors")
+    criteria = []
+    for item in data["criteria"]:
+        item = dict(item)
+        item.setdefault("anchors", defaults)
+        item["anchors"] = Anchors.model_validate(item["anchors"])
+        item["weight"] = float(item.get("weight", 1.0))
+        criteria.append(Criterion.model_validate(item, strict=False))
+    fields = {k: data[k] for k in ("rubric_id", "version", "description") if k in data}
+    return Rubric(criteria=tuple(criteria), **fields)
+
+
+def rubric_to_dict(rubric: Rubric) -> dict:
+    data = rubric.model_dump(mode="json", by_alias=True)
+    data["scale"] = [-2, -1, 0, 1, 2]
+    return data
+
+
+def _key(name: str) -> str:
+    """Normalise a criterion name for matching: case, spacing and punctuation."""
+    return re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_")
+
+
+class CriterionMap(BaseModel):
+    """How source criteria map onto a rubric.
+
+    ``rename`` maps a source criterion name (matched case- and
+    punctuation-insensitively) to a rubric criterion id; names equal to a
+    rubric id or name map to it without an entry. ``drop`` lists source
+    criteria to ignore. Scores on ``source_scale`` (lo, hi) are mapped
+    linearly onto -2..+2 and must land on integers (1..5 → score − 3).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "identity"
+    rename: dict[str, str] = Field(default_factory=dict)
+    drop: tuple[str, ...] = ()
+    source_scale: tuple[int, int] = (-2, 2)
+
+    @model_validator(mode="after")
+    def _check_scale(self) -> CriterionMap:
+        lo, hi = self.source_scale
+        if hi <= lo or 4 % (hi - lo) != 0 and (hi - lo) % 4 != 0:
+            raise ValueError(f"source_scale {self.source_scale} cannot map onto -2..+2 integers")
+        return self
+
+    def resolve(self, rubric: Rubric, source_name: str) -> str | None:
+        """The rubric criterion id for ``source_name``, or None if dropped.
+
+        Raises KeyError naming the known criteria when there is no mapping.
+        """
+        key = _key(source_name)
+        if key in {_key(d) for d in self.drop}:
+            return None
+        renamed = {_key(k): v for k, v in self.rename.items()}
+        if key in renamed:
+            return renamed[key]
+        for c in rubric.criteria:
+            if key in (_key(c.criterion_id), _key(c.name)):
+                return c.criterion_id
+        known = ", ".join(rubric.ids)
+        raise KeyError(f"unknown criterion {source_name!r} (rubric has: {known};"
+                       " add it to the criterion map's rename or drop)")
+
+    def rescale(self, scores: np.ndarray) -> np.ndarray:
+        """Map source-scale scores onto -2..+2; NaN where off-scale or non-integral."""
+        lo, hi = self.source_scale
+        values = np.asarray(scores, dtype=float)
+        mapped = (values - lo) * 4.0 / (hi - lo) - 2.0
+        valid = (values >= lo) & (values <= hi) & (mapped == np.round(mapped))
+        return np.where(valid, mapped, np.nan)
+
+    def rescale_one(self, score: object, *, source: str, row: int | str, field: str) -> int:
+        """Rescale a single source score, raising :class:`InputError` when it is
+        not an integer on the source scale."""
+        lo, hi = self.source_scale
+        expected = f"an integer score from {lo} to {hi}"
+        if isinstance(score, bool) or not isinstance(score, int | float | str):
+            raise InputError(source, "score is not a number", row=row, field=field,
+                             expected=expected, got=score)
+        try:
+            value = float(score)
+        except ValueError:
+            raise InputError(source, "score is not a number", row=row, field=field,
+                             expected=expected, got=score) from None
+        mapped = self.rescale(np.array([value]))[0]
+        if np.isnan(mapped) or value != int(value):
+            raise InputError(source, "score is off the scale", row=row, field=field,
+                             expected=expected, got=score)
+        return int(mapped)
+
+    def describe(self) -> dict:
+        return self.model_dump(mode="json")
+
+
+IDENTITY = CriterionMap()
+
+MOOVE_MAP = CriterionMap(
+    name="moove-1to5",
+    source_scale=(1, 5),
+    rename={
+        "Harmfulness": "harmlessness",
+        "Safety": "harmlessness",
+        "Alignment with guidelines": "accuracy",
+        "Alignment with clinical guidelines": "accuracy",
+        "Factual accuracy": "accuracy",
+        "Correctness": "accuracy",
+        "Completeness": "completeness",
+        "Completeness and relevance": "completeness",
+        "Reasoning": "reasoning",
+        "Contextual relevance": "context_awareness",
+        "Context awareness": "context_awareness",
+        "Ask for context": "context_seeking",
+        "Question comprehension": "context_seeking",
+        "Uncertainty": "uncertainty",
+        "Confidence": "uncertainty",
+        "Communication": "communication",
+        "Clarity": "communication",
+        "Bias": "fairness",
+        "Fairness and bias": "fairness",
+    },
+)
+"""Default map for MOOVE-style exports: 1–5 scores, public criterion names.
+
+Two source criteria that land on the same rubric criterion for one answer are
+an input error naming both."""
+
+
+def load_criterion_map(path: str | Path | None, default: CriterionMap = IDENTITY) -> CriterionMap:
+    if path is None:
+        return default
+    return CriterionMap.model_validate_json(Path(path).read_text("utf-8"))

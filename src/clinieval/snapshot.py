@@ -1,0 +1,105 @@
+"""An in-memory snapshot: Arrow tables following :mod:`clinieval.tables`, plus
+the rubric, the criterion map used to harmonise it, and provenance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from clinieval import tables as T
+from clinieval.errors import InputError
+
+
+@dataclass
+class Snapshot:
+    """Tables keyed by name (every name in :data:`clinieval.tables.BY_NAME`).
+
+    ``meta`` carries provenance: the source description, the criterion map
+    applied, and for synthetic snapshots the generator settings and the
+    planted truths.
+    """
+
+    tables: dict[str, pa.Table]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> pa.Table:
+        return self.tables[name]
+
+    def counts(self) -> dict[str, int]:
+        return {t.name: self.tables[t.name].num_rows for t in T.ALL}
+
+    @classmethod
+    def from_tables(cls, raw: dict[str, pa.Table], meta: dict[str, Any] | None = None,
+                    source: str = "<memory>") -> Snapshot:
+        """Conform every table to its schema (missing tables become empty,
+        missing optional columns become null) and return the snapshot."""
+        tables = {t.name: conform(raw.get(t.name), t, source) for t in T.ALL}
+        return cls(tables, dict(meta or {}))
+
+
+def empty(table: T.Table) -> pa.Table:
+    return table.schema.empty_table()
+
+
+def conform(data: pa.Table | None, table: T.Table, source: str = "<memory>") -> pa.Table:
+    """Cast ``data`` to ``table``'s schema: reorder columns, add absent
+    optional columns as nulls, and raise :class:`InputError` naming the
+    column when a required one is missing or a value cannot be cast."""
+    if data is None:
+        return empty(table)
+    where = f"{source}:{table.name}" if not source.endswith(table.name) else source
+    columns = []
+    for fld in table.schema:
+        if fld.name not in data.column_names:
+            if fld.name in table.required:
+                raise InputError(where, "required column is missing", field=fld.name,
+                                 expected=f"a column named {fld.name!r}")
+            columns.append(pa.nulls(data.num_rows, fld.type))
+            continue
+        columns.append(_cast(data.column(fld.name), fld, where))
+    return pa.Table.from_arrays(columns, schema=table.schema)
+
+
+def _cast(column: pa.ChunkedArray, fld: pa.Field, where: str) -> pa.ChunkedArray:
+    if column.type == fld.type:
+        return column
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    try:
+        return column.cast(fld.type, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        row, value = _first_uncastable(column, fld.type)
+        raise InputError(where, "value has the wrong type", row=row, field=fld.name,
+                         expected=str(fld.type), got=value) from None
+
+
+def _first_uncastable(column: pa.ChunkedArray, target: pa.DataType) -> tuple[int, object]:
+    """Locate the first value that does not cast (row numbers start at 1)."""
+    offset = 0
+    for chunk in column.chunks:
+        try:
+            chunk.cast(target, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            for i in range(len(chunk)):
+                try:
+                    chunk.slice(i, 1).cast(target, safe=True)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    return offset + i + 1, chunk[i].as_py()
+        offset += len(chunk)
+    return 0, None
+
+
+def current_ratings(ratings: pa.Table) -> pa.Table:
+    """Keep the latest revision of each (answer, rater, criterion)."""
+    revision = ratings.column("revision")
+    if ratings.num_rows == 0 or pc.max(pc.fill_null(revision, 0)).as_py() == 0:
+        return ratings
+    import polars as pl
+
+    frame = pl.from_arrow(ratings).with_columns(pl.col("revision").fill_null(0))
+    keys = ["answer_id", "rater_id", "criterion_id"]
+    latest = frame.sort("revision").unique(subset=keys, keep="last", maintain_order=True)
+    return latest.sort("rating_id").to_arrow().cast(ratings.schema)

@@ -1,0 +1,203 @@
+"""The tabular contract of a snapshot: one Arrow schema per table.
+
+Every layer that moves rows in bulk (bundle files, CSV/JSONL/Parquet import,
+database loading, the synthetic generator, the audit) speaks these schemas.
+The pydantic classes in :mod:`clinieval.schema` describe the same entities one
+object at a time, for the web platform and the API.
+
+Entity ids (cases, models, answers, raters, criteria) are strings; the
+high-volume event tables (ratings, preferences, judgments) use int64 ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+CHOICES = ("A", "B", "tie", "both_bad")
+"""Preference outcomes: answer A better, answer B better, tie, both unacceptable."""
+
+SIDES = ("A", "B")
+SCORE_MIN, SCORE_MAX = -2, 2
+
+_TS = pa.timestamp("us", tz="UTC")
+
+
+@dataclass(frozen=True)
+class Table:
+    """A snapshot table: its Arrow schema, primary key and required columns."""
+
+    name: str
+    schema: pa.Schema
+    key: str
+    required: tuple[str, ...]
+
+    @property
+    def columns(self) -> list[str]:
+        return self.schema.names
+
+
+def _table(name: str, key: str, required: tuple[str, ...], *fields: pa.Field) -> Table:
+    return Table(name, pa.schema(list(fields)), key, required)
+
+
+STUDIES = _table(
+    "studies",
+    "study_id",
+    ("study_id", "name"),
+    pa.field("study_id", pa.string()),
+    pa.field("name", pa.string()),
+    pa.field("description", pa.string()),
+    pa.field("blinded", pa.bool_()),
+    pa.field("created_at", _TS),
+)
+
+CASES = _table(
+    "cases",
+    "case_id",
+    ("case_id", "specialty"),
+    pa.field("case_id", pa.string()),
+    pa.field("study_id", pa.string()),
+    pa.field("prompt", pa.string()),
+    pa.field("prompt_words", pa.int32()),
+    pa.field("specialty", pa.string()),
+    pa.field("category", pa.string()),
+    pa.field("subcategory", pa.string()),
+    pa.field("department", pa.string()),
+    pa.field("population", pa.string()),
+    pa.field("risk_level", pa.int8()),
+    pa.field("language", pa.string()),
+    pa.field("care_setting", pa.string()),
+    pa.field("country", pa.string()),
+    pa.field("reference_answer", pa.string()),
+    pa.field("weight", pa.float64()),
+)
+
+MODELS = _table(
+    "models",
+    "model_id",
+    ("model_id",),
+    pa.field("model_id", pa.string()),
+    pa.field("display_name", pa.string()),
+    pa.field("version", pa.string()),
+    pa.field("provider", pa.string()),
+    pa.field("price_input_per_m", pa.float64()),
+    pa.field("price_output_per_m", pa.float64()),
+)
+
+ANSWERS = _table(
+    "answers",
+    "answer_id",
+    ("answer_id", "case_id", "model_id"),
+    pa.field("answer_id", pa.string()),
+    pa.field("case_id", pa.string()),
+    pa.field("model_id", pa.string()),
+    pa.field("text", pa.string()),
+    pa.field("length_chars", pa.int32()),
+    pa.field("tokens", pa.int32()),
+    pa.field("latency_s", pa.float64()),
+    pa.field("cost_usd", pa.float64()),
+    pa.field("sample_index", pa.int16()),
+    pa.field("temperature", pa.float64()),
+    pa.field("system_prompt_variant", pa.string()),
+)
+
+RATERS = _table(
+    "raters",
+    "rater_id",
+    ("rater_id",),
+    pa.field("rater_id", pa.string()),
+    pa.field("specialty", pa.string()),
+    pa.field("country", pa.string()),
+    pa.field("organisation", pa.string()),
+    pa.field("experience_years", pa.int16()),
+    pa.field("role", pa.string()),
+)
+
+CRITERIA = _table(
+    "criteria",
+    "criterion_id",
+    ("criterion_id", "name"),
+    pa.field("criterion_id", pa.string()),
+    pa.field("name", pa.string()),
+    pa.field("definition", pa.string()),
+    pa.field("safety_critical", pa.bool_()),
+    pa.field("group", pa.string()),
+    pa.field("weight", pa.float64()),
+    pa.field("anchor_m2", pa.string()),
+    pa.field("anchor_m1", pa.string()),
+    pa.field("anchor_0", pa.string()),
+    pa.field("anchor_p1", pa.string()),
+    pa.field("anchor_p2", pa.string()),
+)
+
+RATINGS = _table(
+    "ratings",
+    "rating_id",
+    ("rating_id", "answer_id", "rater_id", "criterion_id", "score"),
+    pa.field("rating_id", pa.int64()),
+    pa.field("answer_id", pa.string()),
+    pa.field("rater_id", pa.string()),
+    pa.field("criterion_id", pa.string()),
+    pa.field("score", pa.int8()),
+    pa.field("revision", pa.int16()),
+    pa.field("review_id", pa.int64()),
+    pa.field("comment", pa.string()),
+    pa.field("time_spent_s", pa.float64()),
+    pa.field("created_at", _TS),
+)
+"""Rubric ratings. ``revision`` 0 is the first score; an edit is a new row with
+the next revision, so history is never overwritten. The audit uses the latest
+revision of each (answer, rater, criterion). ``review_id`` links ratings given
+in the same pairwise review to its preference."""
+
+PREFERENCES = _table(
+    "preferences",
+    "preference_id",
+    ("preference_id", "case_id", "answer_a_id", "answer_b_id", "choice"),
+    pa.field("preference_id", pa.int64()),
+    pa.field("case_id", pa.string()),
+    pa.field("answer_a_id", pa.string()),
+    pa.field("answer_b_id", pa.string()),
+    pa.field("shown_left", pa.string()),
+    pa.field("choice", pa.string()),
+    pa.field("rater_id", pa.string()),
+    pa.field("created_at", _TS),
+)
+"""Blinded pairwise preferences. ``shown_left`` is "A" or "B" (null when
+unknown); ``choice`` is one of :data:`CHOICES`."""
+
+JUDGMENTS = _table(
+    "judgments",
+    "judgment_id",
+    ("judgment_id", "answer_id", "judge_model", "criterion_id", "parse_status"),
+    pa.field("judgment_id", pa.int64()),
+    pa.field("answer_id", pa.string()),
+    pa.field("judge_model", pa.string()),
+    pa.field("criterion_id", pa.string()),
+    pa.field("score", pa.float64()),
+    pa.field("raw_output", pa.string()),
+    pa.field("parse_status", pa.string()),
+    pa.field("input_tokens", pa.int32()),
+    pa.field("output_tokens", pa.int32()),
+    pa.field("cost_usd", pa.float64()),
+    pa.field("created_at", _TS),
+)
+
+ALL: tuple[Table, ...] = (
+    STUDIES,
+    CASES,
+    MODELS,
+    ANSWERS,
+    RATERS,
+    CRITERIA,
+    RATINGS,
+    PREFERENCES,
+    JUDGMENTS,
+)
+"""Tables in dependency order: a table only refers to tables before it."""
+
+BY_NAME: dict[str, Table] = {t.name: t for t in ALL}

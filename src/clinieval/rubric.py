@@ -162,3 +162,37 @@ def load_criterion_map(path: str | Path | None, default: CriterionMap = IDENTITY
     if path is None:
         return default
     return CriterionMap.model_validate_json(Path(path).read_text("utf-8"))
+
+
+_ANCHOR_COLUMNS = {"-2": "anchor_m2", "-1": "anchor_m1", "0": "anchor_0", "1": "anchor_p1",
+                   "2": "anchor_p2"}
+
+
+def rubric_to_rows(rubric: Rubric) -> list[dict]:
+    """The rubric as rows of the ``criteria`` table."""
+    rows = []
+    for position, c in enumerate(rubric.criteria):
+        anchors = c.anchors.model_dump(by_alias=True)
+        row = {k: getattr(c, k) for k in ("criterion_id", "name", "definition",
+                                          "safety_critical", "group", "weight")}
+        row.update({col: anchors[score] for score, col in _ANCHOR_COLUMNS.items()})
+        row["position"] = position
+        rows.append(row)
+    return rows
+
+
+def rubric_from_rows(rows: list[dict], info: dict | None = None) -> Rubric:
+    """Rebuild a rubric from ``criteria`` table rows (inverse of :func:`rubric_to_rows`)."""
+    info = info or {}
+    criteria = []
+    for row in sorted(rows, key=lambda r: (r.get("position") is None, r.get("position") or 0)):
+        anchors = {score: row.get(col) or "" for score, col in _ANCHOR_COLUMNS.items()}
+        criteria.append({
+            "criterion_id": row["criterion_id"], "name": row["name"],
+            "definition": row.get("definition") or "", "anchors": anchors,
+            "safety_critical": bool(row.get("safety_critical")),
+            "group": row.get("group") or "effectiveness", "weight": row.get("weight") or 1.0,
+        })
+    return rubric_from_dict({"rubric_id": info.get("rubric_id", "imported"),
+                             "version": info.get("version", "unknown"),
+                             "description": info.get("description", ""), "criteria": criteria})

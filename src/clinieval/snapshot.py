@@ -73,7 +73,14 @@ def _cast(column: pa.ChunkedArray, fld: pa.Field, where: str) -> pa.ChunkedArray
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         row, value = _first_uncastable(column, fld.type)
         raise InputError(where, "value has the wrong type", row=row, field=fld.name,
-                         expected=str(fld.type), got=value) from None
+                         expected=_EXPECTED.get(fld.name, str(fld.type)), got=value) from None
+
+
+_EXPECTED = {
+    "score": "an integer score from -2 to 2",
+    "risk_level": "an integer risk level from 1 to 5",
+    "created_at": "an ISO 8601 timestamp with time zone",
+}
 
 
 def _first_uncastable(column: pa.ChunkedArray, target: pa.DataType) -> tuple[int, object]:

@@ -122,6 +122,7 @@ CRITERIA = _table(
     "criterion_id",
     ("criterion_id", "name"),
     pa.field("criterion_id", pa.string()),
+    pa.field("position", pa.int16()),
     pa.field("name", pa.string()),
     pa.field("definition", pa.string()),
     pa.field("safety_critical", pa.bool_()),

@@ -1,0 +1,216 @@
+"""The ``clinieval`` command line: each command a few lines over a library call."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from clinieval.errors import ClinievalError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode="markdown",
+                  help="Safety-first evaluation of medical LLMs from clinician ratings and votes.")
+db_app = typer.Typer(no_args_is_help=True, help="Database schema management.")
+app.add_typer(db_app, name="db")
+console = Console(stderr=True)
+out = Console()
+
+DatabaseUrl = Annotated[str | None, typer.Option(
+    "--database-url", envvar="DATABASE_URL", show_envvar=True,
+    help="SQLAlchemy URL; defaults to the settings (sqlite:///clinieval.db).")]
+
+
+def _handle_errors(func):
+    """Report clinieval's own errors as one red line and exit 2 (no traceback)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except ClinievalError as err:
+            console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def _engine(url: str | None):
+    from clinieval.settings import get_settings
+    from clinieval.storage.db import make_engine
+
+    return make_engine(url or get_settings().database_url)
+
+
+def _progress():
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}"),
+                    TimeElapsedColumn(), console=console, transient=True)
+
+
+@db_app.command("upgrade")
+@_handle_errors
+def db_upgrade(database_url: DatabaseUrl = None,
+               revision: Annotated[str, typer.Option(help="Target revision.")] = "head") -> None:
+    """Create or migrate the database schema.
+
+    Example: `clinieval db upgrade --database-url postgresql://localhost/test`
+    """
+    from clinieval.storage import db
+
+    engine = _engine(database_url)
+    db.upgrade(engine, revision)
+    console.print(f"schema at revision {db.current_revision(engine)} ({engine.url.render_as_string()})")
+
+
+@app.command()
+@_handle_errors
+def synth(
+    out_dir: Annotated[Path, typer.Option("--out", help="Bundle folder to write.")],
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    scale: Annotated[float, typer.Option(help="1 = the paper's scale (375,614 ratings).")] = 1.0,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing bundle.")] = False,
+) -> None:
+    """Generate a synthetic snapshot bundle with planted, documented truths.
+
+    Example: `clinieval synth --out snap --seed 1 --scale 0.1`
+    """
+    from clinieval.io.bundle import write_bundle
+    from clinieval.synth import generate
+
+    with console.status(f"generating scale {scale:g} (seed {seed})"):
+        snap = generate(seed=seed, scale=scale)
+    with console.status(f"writing {out_dir}"):
+        manifest = write_bundle(snap, out_dir, overwrite=overwrite)
+    _print_counts({k: v["rows"] for k, v in manifest["tables"].items()}, f"wrote {out_dir}")
+
+
+@app.command("import")
+@_handle_errors
+def import_(
+    source: Annotated[Path, typer.Argument(help="Bundle folder, tables folder or export file.")],
+    database_url: DatabaseUrl = None,
+    fmt: Annotated[str, typer.Option("--format", help="auto, bundle, tables, moove, arena,"
+                                     " healthbench.")] = "auto",
+    rubric: Annotated[Path | None, typer.Option(help="Rubric JSON (default: bundled).")] = None,
+    criterion_map: Annotated[Path | None, typer.Option(help="Criterion map JSON.")] = None,
+    replace: Annotated[bool, typer.Option(help="Delete stored rows first (same transaction).")
+                       ] = False,
+) -> None:
+    """Validate a source and load it into the database, all or nothing.
+
+    Example: `clinieval import snap` or `clinieval import moove.json --format moove`
+    """
+    from clinieval.io.load import import_snapshot, read_source
+    from clinieval.rubric import load_criterion_map, load_rubric
+    from clinieval.storage import db
+
+    engine = _engine(database_url)
+    db.upgrade(engine)
+    cmap = load_criterion_map(criterion_map, None) if criterion_map else None
+    with console.status(f"reading {source}"):
+        snap, sources = read_source(source, fmt=fmt, rubric=load_rubric(rubric), criterion_map=cmap)
+    for note in snap.meta.get("notes", []):
+        console.print(f"[yellow]note:[/yellow] {note}")
+    with _progress() as bar:
+        tasks = {n: bar.add_task(n, total=c) for n, c in snap.counts().items() if c}
+        counts = import_snapshot(engine, snap, sources=sources, replace=replace,
+                                 progress=lambda name, n: bar.advance(tasks[name], n))
+    _print_counts(counts, f"imported {source}")
+
+
+@app.command()
+@_handle_errors
+def export(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write.")],
+    database_url: DatabaseUrl = None,
+    fmt: Annotated[str, typer.Option("--format", help="bundle, csv or parquet.")] = "bundle",
+    keep_rater_ids: Annotated[bool, typer.Option(help="Do not pseudonymise rater ids.")] = False,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing folder.")] = False,
+) -> None:
+    """Export the database as a bundle or table files, with pseudonymous rater ids.
+
+    Example: `clinieval export --out export --format bundle`
+    """
+    from clinieval.io.export import export_snapshot
+    from clinieval.settings import get_settings
+    from clinieval.storage.db import read_snapshot
+
+    with console.status("reading database"):
+        snap = read_snapshot(_engine(database_url))
+    manifest = export_snapshot(snap, out_dir, fmt=fmt, keep_rater_ids=keep_rater_ids,
+                               salt=get_settings().pseudonym_salt, overwrite=overwrite)
+    _print_counts({k: v["rows"] for k, v in manifest["tables"].items()}, f"exported {out_dir}")
+
+
+@app.command()
+@_handle_errors
+def info(
+    source: Annotated[str | None, typer.Argument(help="Bundle/tables path, `demo`, or omit for"
+                                                 " the database.")] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Summarise a snapshot: counts, models, specialties, criteria, date range.
+
+    Example: `clinieval info` (database) or `clinieval info demo`
+    """
+    from clinieval.summary import summarise
+
+    snap = _open(source, database_url)
+    for label, value in summarise(snap).items():
+        out.print(f"[bold]{label}[/bold]: {value}")
+
+
+def _open(source: str | None, database_url: str | None):
+    from clinieval.io.load import read_source
+    from clinieval.storage.db import read_snapshot
+
+    if source is None:
+        return read_snapshot(_engine(database_url))
+    if source == "demo":
+        from clinieval.demo import demo_snapshot
+
+        return demo_snapshot()
+    if "://" in source:
+        return read_snapshot(_engine(source))
+    return read_source(source)[0]
+
+
+@app.command()
+@_handle_errors
+def demo(
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Load the bundled demo snapshot into the database and summarise it.
+
+    Example: `clinieval demo`
+    """
+    from clinieval.demo import demo_snapshot
+    from clinieval.io.load import import_snapshot
+    from clinieval.storage import db
+    from clinieval.summary import summarise
+
+    engine = _engine(database_url)
+    db.upgrade(engine)
+    snap = demo_snapshot()
+    import_snapshot(engine, snap, replace=True)
+    console.print(f"loaded the demo snapshot into {engine.url.render_as_string()}")
+    for label, value in summarise(db.read_snapshot(engine)).items():
+        out.print(f"[bold]{label}[/bold]: {value}")
+
+
+def _print_counts(counts: dict[str, int], title: str) -> None:
+    table = Table(title=title)
+    table.add_column("table")
+    table.add_column("rows", justify="right")
+    for name, n in counts.items():
+        table.add_row(name, f"{n:,}")
+    out.print(table)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,163 @@
+"""Snapshot bundles: a folder of Parquet files plus ``manifest.json``.
+
+The manifest carries the schema version, row counts, a SHA-256 of every
+file's bytes (integrity) and of every table's canonical content (identity
+across re-encodings), the rubric, the criterion map and the provenance
+(generator settings and planted truths for synthetic snapshots).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from clinieval import __version__
+from clinieval import tables as T
+from clinieval.errors import InputError
+from clinieval.snapshot import Snapshot, conform
+
+MANIFEST = "manifest.json"
+FORMAT = "clinieval-bundle"
+
+
+def is_bundle(path: Path) -> bool:
+    return path.is_dir() and (path / MANIFEST).is_file()
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def content_sha256(data: pa.Table, key: str) -> str:
+    """SHA-256 of a table's rows in key order, independent of file encoding,
+    chunking and compression (Arrow IPC stream of the sorted table)."""
+    keys = data.column(key)
+    if not _is_sorted(keys):
+        data = data.take(pc.sort_indices(keys))
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, data.schema) as writer:
+        for batch in data.combine_chunks().to_batches(1 << 20):
+            writer.write_batch(batch)
+    return hashlib.sha256(sink.getvalue()).hexdigest()
+
+
+def _is_sorted(keys: pa.ChunkedArray) -> bool:
+    if len(keys) < 2:
+        return True
+    if pa.types.is_integer(keys.type):
+        values = keys.to_numpy()
+        return bool(np.all(values[1:] > values[:-1]))
+    return False
+
+
+def snapshot_checksum(table_checksums: dict[str, str]) -> str:
+    """One SHA-256 naming the whole snapshot's content."""
+    text = "\n".join(f"{name}:{table_checksums[name]}" for name in sorted(table_checksums))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def write_bundle(snapshot: Snapshot, out: Path, *, overwrite: bool = False) -> dict[str, Any]:
+    """Write ``snapshot`` as a bundle at ``out`` and return its manifest.
+
+    Files are written into a temporary sibling folder and moved into place
+    at the end, so an interrupted write leaves no half bundle behind.
+    """
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise InputError(str(out), "folder exists and is not empty; pass overwrite to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        manifest = _write_files(snapshot, staging)
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return manifest
+
+
+def _write_files(snapshot: Snapshot, folder: Path) -> dict[str, Any]:
+    entries = {}
+    for table in T.ALL:
+        data = snapshot[table.name]
+        path = folder / f"{table.name}.parquet"
+        pq.write_table(data, path, compression="zstd", row_group_size=1 << 20)
+        entries[table.name] = {
+            "file": path.name,
+            "rows": data.num_rows,
+            "sha256": file_sha256(path),
+            "content_sha256": content_sha256(data, table.key),
+        }
+    manifest = {
+        "format": FORMAT,
+        "schema_version": T.SCHEMA_VERSION,
+        "clinieval_version": __version__,
+        "snapshot_sha256": snapshot_checksum({k: v["content_sha256"] for k, v in entries.items()}),
+        "tables": entries,
+        **{k: v for k, v in snapshot.meta.items() if k not in _RESERVED},
+    }
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+    return manifest
+
+
+_RESERVED = {"format", "schema_version", "clinieval_version", "snapshot_sha256", "tables"}
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    path = Path(folder) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputError(str(path), f"manifest is not valid JSON: {err}") from None
+    if manifest.get("format") != FORMAT:
+        raise InputError(str(path), "not a clinieval bundle manifest", field="format",
+                         expected=repr(FORMAT), got=manifest.get("format"))
+    version = manifest.get("schema_version")
+    if not isinstance(version, int) or not 1 <= version <= T.SCHEMA_VERSION:
+        raise InputError(str(path), "unsupported bundle schema version", field="schema_version",
+                         expected=f"1..{T.SCHEMA_VERSION}", got=version)
+    return manifest
+
+
+def read_bundle(folder: Path, *, verify: bool = True) -> Snapshot:
+    """Read a bundle; with ``verify`` every file's SHA-256 and row count is checked."""
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    raw = {}
+    for name, entry in manifest["tables"].items():
+        if name not in T.BY_NAME:
+            raise InputError(str(folder / MANIFEST), "unknown table in manifest", field=name)
+        raw[name] = _read_entry(folder, name, entry, verify)
+    meta = {k: v for k, v in manifest.items() if k not in _RESERVED - {"snapshot_sha256"}}
+    tables = {name: conform(data, T.BY_NAME[name], str(folder / f"{name}.parquet"))
+              for name, data in raw.items()}
+    return Snapshot.from_tables(tables, meta)
+
+
+def _read_entry(folder: Path, name: str, entry: dict, verify: bool) -> pa.Table:
+    path = folder / entry["file"]
+    if not path.is_file():
+        raise InputError(str(path), "file listed in the manifest is missing")
+    if verify and file_sha256(path) != entry["sha256"]:
+        raise InputError(str(path), "file does not match the SHA-256 in the manifest;"
+                         " the bundle is corrupt or was edited")
+    data = pq.read_table(path)
+    if data.num_rows != entry["rows"]:
+        raise InputError(str(path), "row count differs from the manifest",
+                         expected=str(entry["rows"]), got=data.num_rows)
+    return data

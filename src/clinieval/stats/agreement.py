@@ -1,0 +1,114 @@
+"""Inter-rater agreement and dispersion from item-by-category counts.
+
+All functions take ``counts``, an ``(items, categories)`` matrix whose entry
+``[u, c]`` is how many raters put item ``u`` in category ``c`` (build it with
+:func:`category_counts`). Items may have different numbers of ratings; items
+with fewer than two ratings carry no information about agreement and are
+left out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+LEVELS = ("nominal", "ordinal", "interval")
+
+
+def category_counts(item_idx, category_idx, n_items: int, n_categories: int) -> np.ndarray:
+    """``(n_items, n_categories)`` counts from one (item, category) pair per rating."""
+    item = np.asarray(item_idx, dtype=np.int64)
+    cat = np.asarray(category_idx, dtype=np.int64)
+    flat = np.bincount(item * n_categories + cat, minlength=n_items * n_categories)
+    return flat.reshape(n_items, n_categories)
+
+
+def _pairable(counts):
+    counts = np.asarray(counts, dtype=float)
+    if counts.ndim != 2 or np.any(counts < 0):
+        raise ValueError("counts must be a non-negative (items, categories) matrix")
+    return counts[counts.sum(axis=1) >= 2]
+
+
+def fleiss_kappa(counts) -> float:
+    """Fleiss' kappa (Fleiss, 1971, Psychol. Bull. 76:378) for varying raters.
+
+    Generalisation to a varying number of ratings ``n_u`` per item: each item's
+    observed agreement is the share of agreeing ordered rater pairs,
+    ``P_u = (sum_c n_uc**2 - n_u) / (n_u (n_u - 1))``, and ``P_bar`` is their
+    unweighted mean over items; chance agreement ``P_e = sum_c p_c**2`` uses
+    the category shares ``p_c`` over all ratings of those items. With a
+    constant ``n_u`` this is exactly Fleiss' statistic. NaN when ``P_e = 1``
+    or no item has two ratings.
+    """
+    counts = _pairable(counts)
+    n = counts.sum(axis=1)
+    if n.size == 0:
+        return float("nan")
+    p_bar = np.mean((np.sum(counts**2, axis=1) - n) / (n * (n - 1)))
+    p_e = np.sum((counts.sum(axis=0) / n.sum()) ** 2)
+    return float((p_bar - p_e) / (1.0 - p_e)) if p_e < 1.0 else float("nan")
+
+
+def krippendorff_alpha(counts, level: str = "ordinal", values=None) -> float:
+    """Krippendorff's alpha from the value-by-unit count matrix.
+
+    Coincidences (Krippendorff, *Content Analysis*, 4th ed., 2019, §12.2):
+    ``o_ck = sum_u (n_uc n_uk - [c = k] n_uc) / (n_u - 1)`` over units with
+    ``n_u >= 2``; ``alpha = 1 - D_o / D_e`` with
+    ``D_o = sum o_ck d2_ck / n`` and ``D_e = sum n_c n_k d2_ck / (n (n - 1))``.
+    Columns must be in ascending value order; ``values`` (default
+    ``0..K-1``) are only used by the interval metric ``(v_c - v_k)**2``. The
+    ordinal metric is ``(sum_{g=c..k} n_g - (n_c + n_k) / 2)**2``. NaN when
+    there is no expected disagreement.
+    """
+    counts = _pairable(counts)
+    m_u = counts.sum(axis=1)
+    if m_u.size == 0:
+        return float("nan")
+    per_unit = counts / (m_u - 1.0)[:, None]
+    coincidence = per_unit.T @ counts - np.diag(per_unit.sum(axis=0))
+    n_c = coincidence.sum(axis=1)
+    n = n_c.sum()
+    d2 = _distance(level, n_c, values)
+    observed = np.sum(coincidence * d2) / n
+    expected = np.sum(np.outer(n_c, n_c) * d2) / (n * (n - 1.0))
+    return float(1.0 - observed / expected) if expected > 0 else float("nan")
+
+
+def _distance(level, n_c, values):
+    k = n_c.size
+    if level == "nominal":
+        return 1.0 - np.eye(k)
+    if level == "interval":
+        v = np.arange(k, dtype=float) if values is None else np.asarray(values, dtype=float)
+        return (v[:, None] - v[None, :]) ** 2
+    if level == "ordinal":
+        cum = np.concatenate([[0.0], np.cumsum(n_c)])
+        idx = np.arange(k)
+        lo, hi = np.minimum.outer(idx, idx), np.maximum.outer(idx, idx)
+        between = cum[hi + 1] - cum[lo]
+        return (between - (n_c[:, None] + n_c[None, :]) / 2.0) ** 2
+    raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+
+
+def within_item_std(counts, values, ddof: int = 1) -> np.ndarray:
+    """Standard deviation of the scores within each item; NaN below 2 ratings.
+
+    ``ddof=1`` (default) is the sample standard deviation, the usual
+    per-answer dispersion summary (and pandas' default); ``ddof=0`` gives the
+    population form.
+    """
+    counts = np.asarray(counts, dtype=float)
+    v = np.asarray(values, dtype=float)
+    n = counts.sum(axis=1)
+    ok = n >= 2
+    safe = np.where(ok, n, 2.0)
+    mean = counts @ v / safe
+    ss = np.sum(counts * (v[None, :] - mean[:, None]) ** 2, axis=1)
+    return np.where(ok, np.sqrt(ss / (safe - ddof)), np.nan)
+
+
+def mean_within_item_std(counts, values, ddof: int = 1) -> float:
+    """Mean of :func:`within_item_std` over items with at least 2 ratings."""
+    std = within_item_std(counts, values, ddof)
+    return float(np.mean(std[~np.isnan(std)])) if np.any(~np.isnan(std)) else float("nan")

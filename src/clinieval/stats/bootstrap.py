@@ -1,0 +1,122 @@
+"""Nonparametric bootstrap on sufficient statistics.
+
+Every resampler here draws *counts* instead of indices: resampling ``n``
+units with replacement is the same as one multinomial draw of ``n`` over the
+distinct unit values with probabilities equal to their observed shares
+(Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 6). For a
+rubric score with five possible values that is a draw over five counts, so
+the cost does not grow with the number of ratings.
+
+Replicates are always returned with the replicate axis first: ``(B, ...)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_ELEMENT_BUDGET = 2**22  # integers per chunk of draws (32 MB as int64)
+_INDEX_DRAW_RATIO = 4  # use index draws when n < 4 * distinct values
+
+
+def percentile_ci(samples, level: float = 0.95, axis: int = 0):
+    """Percentile interval (Efron & Tibshirani, 1993, §13.3) of replicates.
+
+    Returns ``(lower, upper)``, the ``(1 - level) / 2`` and ``(1 + level) / 2``
+    quantiles along ``axis`` with numpy's default linear interpolation. Any
+    NaN replicate makes that interval NaN.
+    """
+    tail = (1.0 - level) / 2.0
+    bounds = np.quantile(np.asarray(samples, dtype=float), [tail, 1.0 - tail], axis=axis)
+    return bounds[0], bounds[1]
+
+
+def resample_counts(freq, B: int, rng: np.random.Generator) -> np.ndarray:
+    """``(B, P)`` counts of each of ``P`` distinct units in ``B`` resamples.
+
+    Unit ``p`` occurs ``freq[p]`` times among ``n = sum(freq)``; each row
+    resamples ``n`` units with replacement. Uses a multinomial draw when the
+    units repeat a lot, otherwise uniform index draws plus ``bincount``
+    (cheaper per unit); both have exactly the resampling distribution.
+    """
+    freq = np.asarray(freq, dtype=np.int64)
+    n = int(freq.sum())
+    if n == 0:
+        return np.zeros((B, freq.size), dtype=np.int64)
+    if freq.size * _INDEX_DRAW_RATIO <= n:
+        return rng.multinomial(n, freq / n, size=B)
+    unit = np.repeat(np.arange(freq.size), freq)
+    chunk = max(1, _ELEMENT_BUDGET // n)
+    return np.concatenate([
+        _index_draw_counts(unit, freq.size, min(chunk, B - start), rng)
+        for start in range(0, B, chunk)
+    ])
+
+
+def _index_draw_counts(unit, n_distinct, B, rng):
+    picks = unit[rng.integers(0, unit.size, size=(B, unit.size))]
+    picks += (np.arange(B) * n_distinct)[:, None]
+    return np.bincount(picks.ravel(), minlength=B * n_distinct).reshape(B, n_distinct)
+
+
+def bootstrap_mean_counts(counts, values, B: int, rng: np.random.Generator) -> np.ndarray:
+    """``(B, ...)`` bootstrap means from ``(..., K)`` counts of ``K`` values.
+
+    Each row's ``n`` ratings are resampled as one multinomial draw of ``n``
+    over the ``K`` values with the row's observed shares, the same
+    distribution as resampling the individual ratings. Rows with ``n = 0``
+    give NaN.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    values = np.asarray(values, dtype=float)
+    n = counts.sum(axis=-1)
+    shares = counts / np.maximum(n, 1)[..., None]
+    shares[n == 0] = 1.0 / counts.shape[-1]
+    chunk = max(1, _ELEMENT_BUDGET // max(counts.size, 1))
+    means = np.concatenate([
+        rng.multinomial(n, shares, size=(min(chunk, B - s),) + n.shape) @ values
+        for s in range(0, B, chunk)
+    ])
+    return np.where(n > 0, means / np.maximum(n, 1), np.nan)
+
+
+def bootstrap_proportion_counts(k, n, B: int, rng: np.random.Generator) -> np.ndarray:
+    """``(B, ...)`` bootstrap proportions: ``Binomial(n, k / n) / n`` draws.
+
+    Resampling ``n`` binary outcomes with ``k`` successes. ``n = 0`` gives NaN.
+    """
+    k = np.asarray(k, dtype=np.int64)
+    n = np.asarray(n, dtype=np.int64)
+    p = k / np.maximum(n, 1)
+    draws = rng.binomial(n, p, size=(B,) + np.broadcast_shapes(k.shape, n.shape))
+    return np.where(n > 0, draws / np.maximum(n, 1), np.nan)
+
+
+def cluster_bootstrap_ratio(sums, ns, B: int, rng: np.random.Generator) -> np.ndarray:
+    """Cluster bootstrap of a ratio mean ``sum(sums) / sum(ns)``.
+
+    ``sums`` and ``ns`` are per-cluster totals and counts, shape ``(C,)`` or
+    ``(C, R)`` for ``R`` quantities sharing the clusters. Each replicate
+    resamples the ``C`` clusters with replacement (Davison & Hinkley,
+    *Bootstrap Methods and their Application*, 1997, §3.8) as multinomial
+    weights ``w`` and returns ``(w @ sums) / (w @ ns)``, shape ``(B,)`` or
+    ``(B, R)``; NaN where a replicate has no observations.
+
+    Identical clusters are merged first (exact: their weights add up), so
+    clusters with few possible ``(sum, n)`` values cost little however many
+    there are; draws are made in chunks over ``B`` to bound memory.
+    """
+    sums, ns = np.asarray(sums, dtype=float), np.asarray(ns, dtype=float)
+    flat = sums.ndim == 1
+    if sums.shape[0] == 0:
+        return np.full((B,) + sums.shape[1:], np.nan)
+    patterns, freq = np.unique(np.column_stack([sums, ns]), axis=0, return_counts=True)
+    half = patterns.shape[1] // 2
+    num, den = patterns[:, :half], patterns[:, half:]
+    chunk = max(1, _ELEMENT_BUDGET // freq.size)
+    reps = []
+    for start in range(0, B, chunk):
+        w = resample_counts(freq, min(chunk, B - start), rng).astype(float)
+        top, bottom = w @ num, w @ den
+        reps.append(np.divide(top, bottom, out=np.full_like(top, np.nan), where=bottom > 0))
+    out = np.concatenate(reps)
+    return out[:, 0] if flat else out

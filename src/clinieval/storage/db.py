@@ -1,0 +1,155 @@
+"""Engines, migrations, and set-based loading and reading of snapshots.
+
+SQLite connections run in WAL mode with foreign keys on. Every multi-row
+write is one transaction: a snapshot is loaded completely or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+
+from clinieval import tables as T
+from clinieval.errors import ClinievalError
+from clinieval.snapshot import Snapshot
+from clinieval.storage import models
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+BATCH_ROWS = 50_000
+
+Progress = Callable[[str, int], None]
+
+
+def make_engine(url: str) -> sa.Engine:
+    """An engine for ``url``; SQLite gets WAL and enforced foreign keys."""
+    if url.startswith(("postgresql://", "postgres://")):
+        url = "postgresql+psycopg://" + url.split("://", 1)[1]
+    engine = sa.create_engine(url)
+    if engine.dialect.name == "sqlite":
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def alembic_config(engine: sa.Engine) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+    return config
+
+
+def upgrade(engine: sa.Engine, revision: str = "head") -> None:
+    """Bring the schema to ``revision`` with the packaged Alembic migrations."""
+    config = alembic_config(engine)
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, revision)
+
+
+def current_revision(engine: sa.Engine) -> str | None:
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def counts(engine: sa.Engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {name: conn.execute(sa.select(sa.func.count()).select_from(tbl)).scalar_one()
+                for name, tbl in models.BY_NAME.items()}
+
+
+def load_snapshot(engine: sa.Engine, snapshot: Snapshot, *, progress: Progress | None = None,
+                  replace: bool = False) -> dict[str, int]:
+    """Insert every table of ``snapshot`` in one transaction.
+
+    With ``replace`` the existing rows are deleted first (same transaction).
+    Returns the inserted row counts. Nothing is written if anything fails.
+    """
+    with engine.begin() as conn:
+        if replace:
+            for name in reversed(list(models.BY_NAME)):
+                conn.execute(models.BY_NAME[name].delete())
+            conn.execute(models.snapshot_meta.delete())
+        for table in T.ALL:
+            _insert(conn, table, snapshot[table.name], progress)
+        _write_meta(conn, snapshot.meta)
+    return snapshot.counts()
+
+
+def _insert(conn: sa.Connection, table: T.Table, data: pa.Table, progress: Progress | None) -> None:
+    if data.num_rows == 0:
+        return
+    if conn.dialect.name == "postgresql":
+        _copy_postgres(conn, table, data)
+    else:
+        statement = models.BY_NAME[table.name].insert()
+        for batch in data.to_batches(BATCH_ROWS):
+            conn.execute(statement, batch.to_pylist())
+            if progress:
+                progress(table.name, batch.num_rows)
+        return
+    if progress:
+        progress(table.name, data.num_rows)
+
+
+def _copy_postgres(conn: sa.Connection, table: T.Table, data: pa.Table) -> None:
+    """COPY rows in: the set-based path PostgreSQL offers for bulk loads."""
+    columns = ", ".join(f'"{c}"' for c in table.columns)
+    cursor = conn.connection.driver_connection.cursor()
+    with cursor.copy(f'COPY "{table.name}" ({columns}) FROM STDIN') as copy:
+        for batch in data.to_batches(BATCH_ROWS):
+            for row in zip(*(col.to_pylist() for col in batch.columns), strict=True):
+                copy.write_row(row)
+
+
+def _write_meta(conn: sa.Connection, meta: dict) -> None:
+    rows = [{"key": k, "value": json.dumps(v, sort_keys=True, default=str)}
+            for k, v in meta.items()]
+    for row in rows:
+        conn.execute(models.snapshot_meta.delete().where(models.snapshot_meta.c.key == row["key"]))
+    if rows:
+        conn.execute(models.snapshot_meta.insert(), rows)
+
+
+def read_snapshot(engine: sa.Engine) -> Snapshot:
+    """Read every table back into Arrow (ordered by primary key)."""
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table("ratings"):
+            raise ClinievalError(
+                f"database {engine.url.render_as_string()} has no clinieval tables;"
+                " run `clinieval db upgrade` and `clinieval import` first"
+            )
+        raw = {t.name: _read_table(conn, t) for t in T.ALL}
+        meta = {row.key: json.loads(row.value) for row in conn.execute(models.snapshot_meta.select())}
+    return Snapshot.from_tables(raw, meta, source=engine.url.render_as_string())
+
+
+def _read_table(conn: sa.Connection, table: T.Table) -> pa.Table:
+    sa_table = models.BY_NAME[table.name]
+    order = [sa_table.c[c] for c in ("position", table.key) if c in sa_table.c]
+    query = sa.select(*[sa_table.c[c] for c in table.columns]).order_by(*order)
+    columns: dict[str, list] = {c: [] for c in table.columns}
+    for chunk in _chunks(conn.execute(query)):
+        for name, values in zip(table.columns, zip(*chunk, strict=True), strict=True):
+            columns[name].extend(values)
+    return pa.table({c: pa.array(v, type=table.schema.field(c).type) for c, v in columns.items()},
+                    schema=table.schema)
+
+
+def _chunks(result: sa.CursorResult, size: int = BATCH_ROWS) -> Iterator[list]:
+    while rows := result.fetchmany(size):
+        yield rows

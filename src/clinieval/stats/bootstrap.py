@@ -44,18 +44,14 @@ def resample_counts(freq, B: int, rng: np.random.Generator) -> np.ndarray:
         return np.zeros((B, freq.size), dtype=np.int64)
     if freq.size * _INDEX_DRAW_RATIO <= n:
         return rng.multinomial(n, freq / n, size=B)
-    unit = np.repeat(np.arange(freq.size), freq)
-    chunk = max(1, _ELEMENT_BUDGET // n)
-    return np.concatenate([
-        _index_draw_counts(unit, freq.size, min(chunk, B - start), rng)
-        for start in range(0, B, chunk)
-    ])
-
-
-def _index_draw_counts(unit, n_distinct, B, rng):
-    picks = unit[rng.integers(0, unit.size, size=(B, unit.size))]
-    picks += (np.arange(B) * n_distinct)[:, None]
-    return np.bincount(picks.ravel(), minlength=B * n_distinct).reshape(B, n_distinct)
+    unit = None if np.all(freq == 1) else np.repeat(np.arange(freq.size), freq)
+    out = np.empty((B, freq.size), dtype=np.int64)
+    for row in out:
+        # One replicate at a time: a bincount over n draws stays in cache,
+        # which beats one large offset bincount over B * n draws.
+        picks = rng.integers(0, n, size=n)
+        row[:] = np.bincount(picks if unit is None else unit[picks], minlength=freq.size)
+    return out
 
 
 def bootstrap_mean_counts(counts, values, B: int, rng: np.random.Generator) -> np.ndarray:
@@ -109,7 +105,7 @@ def cluster_bootstrap_ratio(sums, ns, B: int, rng: np.random.Generator) -> np.nd
     flat = sums.ndim == 1
     if sums.shape[0] == 0:
         return np.full((B,) + sums.shape[1:], np.nan)
-    patterns, freq = np.unique(np.column_stack([sums, ns]), axis=0, return_counts=True)
+    patterns, freq = _merge_identical_rows(np.column_stack([sums, ns]))
     half = patterns.shape[1] // 2
     num, den = patterns[:, :half], patterns[:, half:]
     chunk = max(1, _ELEMENT_BUDGET // freq.size)
@@ -120,3 +116,15 @@ def cluster_bootstrap_ratio(sums, ns, B: int, rng: np.random.Generator) -> np.nd
         reps.append(np.divide(top, bottom, out=np.full_like(top, np.nan), where=bottom > 0))
     out = np.concatenate(reps)
     return out[:, 0] if flat else out
+
+
+def _merge_identical_rows(matrix):
+    # Distinct rows and their multiplicities. Coding each column with a 1-D
+    # np.unique and combining the codes is much faster than
+    # np.unique(axis=0) on a million rows.
+    key = np.zeros(matrix.shape[0], dtype=np.int64)
+    for column in matrix.T:
+        _, code = np.unique(column, return_inverse=True)
+        _, key = np.unique(key * (code.max() + 1) + code, return_inverse=True)
+    first = np.unique(key, return_index=True)[1]
+    return matrix[first], np.bincount(key)

@@ -14,7 +14,7 @@ def wilson_ci(k, n, level: float = 0.95):
         centre = (p + z**2 / (2 n)) / (1 + z**2 / n)
         half   = z * sqrt(p (1 - p) / n + z**2 / (4 n**2)) / (1 + z**2 / n)
 
-    Returns ``(lower, upper)``; ``n = 0`` gives NaN. Matches
+    Returns ``(lower, upper)`` clipped to [0, 1]; ``n = 0`` gives NaN. Matches
     ``statsmodels.stats.proportion.proportion_confint(method="wilson")``.
     """
     k = np.asarray(k, dtype=float)
@@ -27,4 +27,5 @@ def wilson_ci(k, n, level: float = 0.95):
         denom = 1.0 + z2 / n
         centre = (p + z2 / (2.0 * n)) / denom
         half = np.sqrt(z2 * (p * (1.0 - p) / n + z2 / (4.0 * n**2))) / denom
-    return centre - half, centre + half
+    # Clipping only removes rounding error: the exact bounds lie in [0, 1].
+    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)

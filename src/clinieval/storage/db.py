@@ -47,7 +47,8 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
 def alembic_config(engine: sa.Engine) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+    url = engine.url.render_as_string(hide_password=False)
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config
 
 

@@ -1,0 +1,59 @@
+"""Small helpers shared by tests (file writers, id renaming)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import datetime
+from pathlib import Path
+
+from clinieval.testing import tiny_tables
+
+ID_FIELDS = ("case_id", "model_id", "answer_id", "rater_id", "answer_a_id", "answer_b_id")
+
+
+def renamed_tiny_tables(prefix: str, offset: int) -> dict[str, list[dict]]:
+    """The tiny fixture with every id prefixed, so it can be appended to it."""
+    rows = tiny_tables()
+    for name, data in rows.items():
+        if name == "criteria":
+            continue
+        for row in data:
+            for field in ID_FIELDS:
+                if row.get(field) is not None:
+                    row[field] = prefix + row[field]
+            for field in ("rating_id", "preference_id"):
+                if field in row:
+                    row[field] += offset
+    return rows
+
+
+def _text(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def write_csv(path: Path, rows: list[dict]) -> Path:
+    names = list(dict.fromkeys(k for row in rows for k in row))
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=names)
+        writer.writeheader()
+        writer.writerows({k: _text(v) for k, v in row.items()} for row in rows)
+    return path
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row, default=_text) + "\n" for row in rows), "utf-8")
+    return path
+
+
+def write_tables(folder: Path, rows: dict[str, list[dict]], fmt: str = "csv") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    writer = write_csv if fmt == "csv" else write_jsonl
+    for name, data in rows.items():
+        if name != "criteria":
+            writer(folder / f"{name}.{fmt}", data)
+    return folder

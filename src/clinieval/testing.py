@@ -61,6 +61,8 @@ def snapshot_from_rows(rows: dict[str, list[dict]], meta: dict | None = None) ->
 
 def _partial(schema: pa.Schema, rows: list[dict]) -> pa.Schema:
     names = dict.fromkeys(k for row in rows for k in row)
+    if not names:
+        return schema
     return pa.schema([schema.field(n) for n in names if n in schema.names])
 
 

@@ -149,8 +149,10 @@ def _json_error(source: str, exc: json.JSONDecodeError, text: str, line: int | N
     where = f"line {row}, column {exc.colno}"
     if line is None:
         where += f" (character {exc.pos})"
-    truncated = exc.pos >= len(text.rstrip())
-    reason = "unexpected end of data; is the file truncated?" if truncated else exc.msg
+    # JSON strings cannot span lines, so an unterminated one runs into the end.
+    truncated = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
+    reason = exc.msg + ("; the data ends before the value is complete (truncated?)"
+                        if truncated else "")
     return InputError(source, f"invalid JSON at {where}: {reason}", row=row,
                       expected="valid JSON", got=text[max(0, exc.pos - 20): exc.pos + 20])
 
@@ -439,11 +441,15 @@ class _Builder:
             "ratings": self.ratings,
             "preferences": self.preferences,
         }
-        tables = {name: pa.Table.from_pylist(data, schema=T.BY_NAME[name].schema)
-                  for name, data in rows.items()}
+        tables = {name: _to_table(data, T.BY_NAME[name].schema) for name, data in rows.items()}
         meta = {**meta, "rubric": {"rubric_id": rubric.rubric_id, "version": rubric.version}}
         meta["notes"] = [*meta.get("notes", []), *self.notes()]
         return Snapshot.from_tables(tables, meta=meta, source=self.source)
+
+
+def _to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    columns = {name: [row.get(name) for row in rows] for name in schema.names}
+    return pa.Table.from_pydict(columns, schema=schema)
 
 
 def _criteria_rows(rubric: Rubric) -> list[dict]:

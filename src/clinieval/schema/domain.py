@@ -8,11 +8,12 @@ rules for single objects.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Score = Literal[-2, -1, 0, 1, 2]
+Score = Annotated[int, Field(ge=-2, le=2, strict=True)]
+"""An anchored rubric score: an integer from -2 to +2 (bools and floats refused)."""
 Choice = Literal["A", "B", "tie", "both_bad"]
 Side = Literal["A", "B"]
 Id = Field(min_length=1, max_length=200)

@@ -119,12 +119,13 @@ def cluster_bootstrap_ratio(sums, ns, B: int, rng: np.random.Generator) -> np.nd
 
 
 def _merge_identical_rows(matrix):
-    # Distinct rows and their multiplicities. Coding each column with a 1-D
-    # np.unique and combining the codes is much faster than
-    # np.unique(axis=0) on a million rows.
+    # Distinct rows (in lexicographic order) and their multiplicities. Coding
+    # each column with a 1-D np.unique and combining the codes is much faster
+    # than np.unique(axis=0) on a million rows.
     key = np.zeros(matrix.shape[0], dtype=np.int64)
     for column in matrix.T:
         _, code = np.unique(column, return_inverse=True)
         _, key = np.unique(key * (code.max() + 1) + code, return_inverse=True)
-    first = np.unique(key, return_index=True)[1]
-    return matrix[first], np.bincount(key)
+    representative = np.empty(key.max() + 1, dtype=np.int64)
+    representative[key] = np.arange(key.size)
+    return matrix[representative], np.bincount(key)

@@ -310,8 +310,9 @@ def rank_intervals(estimate, samples, level: float = 0.95) -> RankIntervals:
 
     The rank comes from the point estimate; the interval is the
     ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the per-replicate
-    ranks, taken outward (lower quantile rounded down, upper rounded up to an
-    observed rank) so that the bounds are integers.
+    ranks, taken outward so the bounds are observed integer ranks: with the
+    ``B`` replicate ranks sorted, the quantile position ``(B - 1) q`` is
+    rounded down for the lower bound and up for the upper bound.
     """
     tail = (1.0 - level) / 2.0
     rank = rankdata(-np.asarray(estimate, dtype=float), method="min")

@@ -91,9 +91,23 @@ def load_snapshot(engine: sa.Engine, snapshot: Snapshot, *, progress: Progress |
     return snapshot.counts()
 
 
+class StorageError(ClinievalError):
+    """The database refused a write; nothing of that write was kept."""
+
+
 def _insert(conn: sa.Connection, table: T.Table, data: pa.Table, progress: Progress | None) -> None:
     if data.num_rows == 0:
         return
+    try:
+        _insert_rows(conn, table, data, progress)
+    except (sa.exc.DBAPIError, conn.dialect.dbapi.Error) as err:
+        detail = str(getattr(err, "orig", err)).strip().splitlines()[0]
+        raise StorageError(f"table {table.name}: the database refused the rows ({detail});"
+                           " nothing was written") from err
+
+
+def _insert_rows(conn: sa.Connection, table: T.Table, data: pa.Table,
+                 progress: Progress | None) -> None:
     if conn.dialect.name == "postgresql":
         _copy_postgres(conn, table, data)
     else:

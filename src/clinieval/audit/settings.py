@@ -1,0 +1,35 @@
+"""Every setting that changes a number in the audit; all are printed in the report."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class AuditSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seed: int = Field(20260301, description="Seed of every resampling step.")
+    bootstrap: int = Field(1000, ge=50, le=100_000, description="Bootstrap resamples (B).")
+    level: float = Field(0.95, gt=0.5, lt=1.0, description="Confidence level of every interval.")
+    threshold: int = Field(-1, ge=-2, le=1, description="A score <= threshold is a failure (tau).")
+    response_rule: Literal["any", "majority", "mean"] = Field(
+        "any", description="How an answer fails a criterion from its raters: any rater <= tau, a"
+        " majority <= tau, or the mean <= tau.")
+    min_n: int = Field(30, ge=1, description="Specialties (and heatmap cells) with fewer unique"
+                       " answers are shown but not ranked.")
+    criteria: tuple[str, ...] | None = Field(
+        None, description="Criteria to analyse (default: all in the rubric).")
+    cluster: Literal["none", "answer", "rater"] = Field(
+        "none", description="Bootstrap unit: individual ratings and votes (none, as in MOOVE), or"
+        " whole answers or raters (keeps their ratings together).")
+    ties: Literal["half", "drop"] = Field(
+        "half", description="Ties in Bradley-Terry: half a win each, or dropped.")
+    both_bad: Literal["half", "drop"] = Field(
+        "half", description="'Both unacceptable' votes in Bradley-Terry: half a win each, or"
+        " dropped (always also reported as their own rate).")
+    length_bins: int = Field(8, ge=2, le=50, description="Prompt-length bins for consensus drift.")
+
+    def describe(self) -> dict:
+        return self.model_dump(mode="json")

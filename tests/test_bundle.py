@@ -1,0 +1,139 @@
+"""Bundles: manifest, checksums, and import -> export -> import round trips."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clinieval.errors import InputError
+from clinieval.io.bundle import MANIFEST, read_bundle, read_manifest, write_bundle
+from clinieval.io.export import export_snapshot, pseudonym
+from clinieval.io.load import import_snapshot, read_source
+from clinieval.storage import db
+from clinieval.testing import STAMP, snapshot_from_rows, tiny_snapshot
+from clinieval.rubric import load_rubric, rubric_to_rows
+
+
+def test_manifest_lists_counts_and_checksums(tmp_path):
+    snap = tiny_snapshot()
+    manifest = write_bundle(snap, tmp_path / "b")
+    on_disk = read_manifest(tmp_path / "b")
+    assert on_disk["schema_version"] == 1
+    assert on_disk["tables"]["ratings"]["rows"] == snap.counts()["ratings"]
+    assert len(on_disk["tables"]["ratings"]["sha256"]) == 64
+    assert on_disk["snapshot_sha256"] == manifest["snapshot_sha256"]
+
+
+def test_edited_file_is_detected(tmp_path):
+    write_bundle(tiny_snapshot(), tmp_path / "b")
+    (tmp_path / "b" / "models.parquet").write_bytes(b"PAR1 garbage")
+    with pytest.raises(InputError, match="models.parquet.*does not match the SHA-256"):
+        read_bundle(tmp_path / "b")
+
+
+def test_newer_schema_version_is_refused(tmp_path):
+    write_bundle(tiny_snapshot(), tmp_path / "b")
+    path = tmp_path / "b" / MANIFEST
+    manifest = json.loads(path.read_text())
+    manifest["schema_version"] = 99
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="unsupported bundle schema version.*got 99"):
+        read_bundle(tmp_path / "b")
+
+
+def test_existing_bundle_is_not_overwritten_by_accident(tmp_path):
+    write_bundle(tiny_snapshot(), tmp_path / "b")
+    with pytest.raises(InputError, match="not empty"):
+        write_bundle(tiny_snapshot(), tmp_path / "b")
+
+
+def test_export_pseudonymises_rater_ids(engine, tmp_path):
+    import_snapshot(engine, tiny_snapshot())
+    snap = db.read_snapshot(engine)
+    export_snapshot(snap, tmp_path / "e", salt="s3cret")
+    out = read_bundle(tmp_path / "e")
+    expected = sorted(pseudonym(r, "s3cret") for r in ("rater-1", "rater-2"))
+    assert sorted(out["raters"].column("rater_id").to_pylist()) == expected
+    assert set(out["ratings"].column("rater_id").to_pylist()) == set(expected)
+    assert "rater-1" not in (tmp_path / "e" / "ratings.parquet").read_bytes().decode("latin-1")
+    assert out.meta["rater_ids"] == "pseudonymous"
+
+
+def test_keep_rater_ids_keeps_them(tmp_path):
+    export_snapshot(tiny_snapshot(), tmp_path / "e", salt="x", keep_rater_ids=True)
+    ids = read_bundle(tmp_path / "e")["raters"].column("rater_id").to_pylist()
+    assert sorted(ids) == ["rater-1", "rater-2"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_table_exports_read_back(tmp_path, fmt):
+    snap = tiny_snapshot()
+    export_snapshot(snap, tmp_path / "t", fmt=fmt, salt="x", keep_rater_ids=True)
+    back, _ = read_source(tmp_path / "t")
+    assert back.counts() == snap.counts()
+    assert back["ratings"].column("score").to_pylist() == snap["ratings"].column("score").to_pylist()
+
+
+@st.composite
+def snapshots(draw):
+    """Small random but valid snapshots."""
+    n_models = draw(st.integers(2, 4))
+    n_cases = draw(st.integers(1, 4))
+    n_raters = draw(st.integers(1, 3))
+    criteria = [c["criterion_id"] for c in rubric_to_rows(load_rubric())]
+    answers = [{"answer_id": f"a{c}-{m}", "case_id": f"c{c}", "model_id": f"m{m}",
+                "length_chars": draw(st.integers(0, 5000)),
+                "text": draw(st.one_of(st.none(), st.text(max_size=20)))}
+               for c in range(n_cases) for m in range(n_models)]
+    keys = draw(st.lists(st.tuples(st.sampled_from(answers), st.integers(0, n_raters - 1),
+                                   st.sampled_from(criteria)), max_size=40, unique_by=lambda k: (
+                                       k[0]["answer_id"], k[1], k[2])))
+    ratings = [{"rating_id": i, "answer_id": a["answer_id"], "rater_id": f"r{r}",
+                "criterion_id": c, "score": draw(st.integers(-2, 2)), "revision": 0,
+                "comment": draw(st.one_of(st.none(), st.text(max_size=10))), "created_at": STAMP}
+               for i, (a, r, c) in enumerate(keys)]
+    prefs = []
+    for i in range(draw(st.integers(0, 6))):
+        case = draw(st.integers(0, n_cases - 1))
+        a, b = draw(st.lists(st.integers(0, n_models - 1), min_size=2, max_size=2, unique=True))
+        prefs.append({"preference_id": i, "case_id": f"c{case}", "answer_a_id": f"a{case}-{a}",
+                      "answer_b_id": f"a{case}-{b}", "shown_left": draw(st.sampled_from("AB")),
+                      "choice": draw(st.sampled_from(["A", "B", "tie", "both_bad"])),
+                      "rater_id": f"r{draw(st.integers(0, n_raters - 1))}"})
+    return snapshot_from_rows({
+        "cases": [{"case_id": f"c{c}", "specialty": draw(st.sampled_from(["Cardiology", "Oncology"])),
+                   "prompt": draw(st.text(min_size=1, max_size=30))} for c in range(n_cases)],
+        "models": [{"model_id": f"m{m}"} for m in range(n_models)],
+        "answers": answers,
+        "raters": [{"rater_id": f"r{r}"} for r in range(n_raters)],
+        "criteria": rubric_to_rows(load_rubric()),
+        "ratings": ratings,
+        "preferences": prefs,
+    }, {"rater_ids": "pseudonymous"})
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(snap=snapshots())
+def test_import_export_import_is_lossless(tmp_path_factory, snap):
+    """Property: bundle -> SQLite -> bundle -> SQLite gives the same content checksums."""
+    work = tmp_path_factory.mktemp("rt")
+    first = write_bundle(snap, work / "in")
+    engine = db.make_engine(f"sqlite:///{work / 'a.db'}")
+    db.upgrade(engine)
+    loaded, sources = read_source(work / "in")
+    import_snapshot(engine, loaded, sources=sources)
+    second = export_snapshot(db.read_snapshot(engine), work / "out", salt="x")
+    engine2 = db.make_engine(f"sqlite:///{work / 'b.db'}")
+    db.upgrade(engine2)
+    import_snapshot(engine2, read_source(work / "out")[0])
+    third = export_snapshot(db.read_snapshot(engine2), work / "out2", salt="x")
+    for manifest in (second, third):
+        assert manifest["snapshot_sha256"] == first["snapshot_sha256"]
+        assert {k: v["rows"] for k, v in manifest["tables"].items()} == {
+            k: v["rows"] for k, v in first["tables"].items()}
+    engine.dispose()
+    engine2.dispose()

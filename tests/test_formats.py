@@ -542,3 +542,16 @@ def test_sniff_unknown_and_dispatch_errors(tmp_path):
 
 def test_wrong_reader_for_the_format():
     raises(read_arena, MOOVE_JSONL, "row 1", "field 'model_a'", "required field is missing")
+
+
+def test_moove_rater_seeing_an_answer_again_gets_a_revision(tmp_path):
+    records = moove_records()
+    records["c2"]["user"] = records["c1"]["user"]  # alice scores gpt-x's answer twice
+    snap = read_moove(write_json(tmp_path, "again.json", records))
+    prefs = rows(snap, "preferences")
+    repeated = [r for r in rows(snap, "ratings")
+                if r["answer_id"] == prefs[0]["answer_a_id"]
+                and r["criterion_id"] == "harmlessness"]
+    assert [(r["review_id"], r["revision"], r["score"]) for r in repeated] == [
+        (1, 0, 2), (2, 1, 1)]
+    assert any("1 rating(s) re-scored" in n for n in snap.meta["notes"])

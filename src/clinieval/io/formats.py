@@ -46,6 +46,7 @@ __all__ = [
     "MOOVE_VOTES",
     "PLACEHOLDER_MODELS",
     "UNSPECIFIED",
+    "case_id_for",
     "case_rules_table",
     "read_arena",
     "read_foreign",
@@ -131,14 +132,22 @@ class _Parsed:
     """For JSON Lines: (line number, value) per non-blank line."""
 
 
+def _lines(text: str) -> list[str]:
+    """Physical lines. Not ``str.splitlines``: JSON text may hold a raw U+2028,
+    which that would split on."""
+    return text.split("\n")
+
+
 def _looks_like_jsonl(path: str | Path, text: str) -> bool:
+    """JSON Lines by suffix, or when the first non-blank line is a complete
+    JSON object and another line follows."""
     if str(path).lower().endswith(_JSONL_SUFFIXES):
         return True
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if len(lines) < 2:
+    first, _, rest = text.lstrip().partition("\n")
+    if not rest.strip():
         return False
     try:
-        return isinstance(json.loads(lines[0]), dict)
+        return isinstance(json.loads(first), dict)
     except json.JSONDecodeError:
         return False
 
@@ -165,7 +174,7 @@ def _parse(path: str | Path) -> _Parsed:
         except json.JSONDecodeError as exc:
             raise _json_error(source, exc, text) from None
     lines = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -347,6 +356,7 @@ def _hash(*parts: str, n: int) -> str:
 
 
 def case_id_for(prompt: str) -> str:
+    """The stable case id of a prompt text: ``c_`` + 12 hex digits of SHA-256."""
     return "c_" + _hash(prompt, n=12)
 
 
@@ -424,6 +434,30 @@ class _Builder:
                 row[name] = value
             elif value is not None and value != UNSPECIFIED and value != old:
                 self.conflicts.setdefault(f"{kind} {name}", set()).add(key)
+
+    def number_revisions(self) -> int:
+        """Give repeat scores of one (answer, rater, criterion) increasing
+        revisions, in time order when every repeat has a timestamp, else in
+        file order; returns how many repeats there were.
+
+        An answer shown again to the same rater in a later review is scored
+        again; as separate revision-0 ratings it would count the rater twice,
+        so the later score is stored as the rater's revision (the audit uses
+        the latest; the earlier one stays as history)."""
+        groups: dict[tuple, list[dict]] = {}
+        for row in self.ratings:
+            key = (row["answer_id"], row["rater_id"], row["criterion_id"])
+            groups.setdefault(key, []).append(row)
+        repeats = 0
+        for rows in groups.values():
+            if len(rows) == 1:
+                continue
+            if all(row.get("created_at") for row in rows):
+                rows.sort(key=lambda row: row["created_at"])
+            for revision, row in enumerate(rows):
+                row["revision"] = revision
+            repeats += len(rows) - 1
+        return repeats
 
     def notes(self) -> list[str]:
         return [f"{len(keys)} {what.split()[0]}(s) had conflicting values of"
@@ -608,6 +642,8 @@ def read_moove(path: str | Path, *, rubric: Rubric | None = None,
     models come from ``model_fields`` (dotted paths allowed); without them the
     answers go to :data:`PLACEHOLDER_MODELS` and ``meta["notes"]`` says so.
     """
+    if len(model_fields) != 2 or not all(isinstance(f, str) and f for f in model_fields):
+        raise ValueError(f"model_fields needs two field names, got {model_fields!r}")
     rubric = rubric or load_rubric()
     records = _records(_parse(path), what="contributions", keyed=True,
                        is_record=lambda d: "question" in d)
@@ -623,7 +659,8 @@ def read_moove(path: str | Path, *, rubric: Rubric | None = None,
                      "id", expected="a unique id per contribution", got=record_id)
         seen[record_id] = rec.row
         nulls += _moove_record(rec, out, scorer, models)
-    notes = [n for n in (models.note(len(records)), _null_note(nulls)) if n]
+    notes = [n for n in (models.note(len(records)), _null_note(nulls),
+                         _repeat_note(out.number_revisions())) if n]
     meta = _meta("moove", out.source, criterion_map, notes=notes,
                  model_fields=list(model_fields), record_ids=list(seen))
     return out.snapshot(rubric, meta)
@@ -631,6 +668,14 @@ def read_moove(path: str | Path, *, rubric: Rubric | None = None,
 
 def _where(row: int | str) -> str:
     return f"row {row}" if isinstance(row, int) else f"record {row!r}"
+
+
+def _repeat_note(repeats: int) -> str | None:
+    if not repeats:
+        return None
+    return (f"{repeats} rating(s) re-scored an answer that the same rater had scored in an"
+            " earlier review; they are stored as later revisions of that rating (the audit"
+            " uses the latest).")
 
 
 def _null_note(nulls: int) -> str | None:
@@ -838,10 +883,11 @@ def read_healthbench(path: str | Path, *, rubric: Rubric | None = None,
                      model_field: str = "model") -> Snapshot:
     """Read HealthBench-style rubric examples (JSON Lines, or a JSON array).
 
-    Each example is a case (``prompt_id``; the prompt text as rendered by
-    :func:`_render_prompt`; specialty and category from the ``theme:`` tag,
+    Each example is a case: id ``prompt_id``; prompt the text of a lone user
+    turn, else the conversation as ``role: content`` paragraphs; specialty and
+    category from the ``theme:`` tag (specialty "Unspecified" without one);
     subcategory from ``physician_agreed_category:``; reference answer from
-    ``ideal_completions_data.ideal_completion``). Its rubric items become
+    ``ideal_completions_data.ideal_completion``. Its rubric items become
     case rules with signed integer points in ``meta["case_rules"]`` (see
     :data:`CASE_RULES`). A ``completion`` becomes an answer by the model in
     ``model_field`` (else a placeholder, with a note).
@@ -937,8 +983,9 @@ def _first_value(text: str) -> object:
 
 
 def sniff_format(path: str | Path) -> str:
-    """"moove", "arena", "healthbench" or "unknown", judged from the first
-    record (reading at most the first MiB when that suffices)."""
+    """Which reader fits: ``"moove"``, ``"arena"``, ``"healthbench"`` or
+    ``"unknown"``, judged from the first record (reading only the first MiB
+    when the first record fits in it)."""
     with open(path, "rb") as handle:
         head = handle.read(_SNIFF_BYTES)
         more = bool(handle.read(1))

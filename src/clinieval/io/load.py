@@ -31,14 +31,7 @@ def detect_format(path: Path) -> str:
         return "tables"
     if not path.exists():
         raise InputError(str(path), "no such file or folder")
-    from clinieval.io.formats import sniff_format
-
-    fmt = sniff_format(path)
-    if fmt == "unknown":
-        raise InputError(str(path), "cannot tell the file's format",
-                         expected="a bundle folder, a folder of tables, or a MOOVE / Arena /"
-                         " HealthBench export (or pass --format)")
-    return fmt
+    return "foreign"
 
 
 def read_source(path: str | Path, *, fmt: str = "auto", rubric: Rubric | None = None,
@@ -57,7 +50,7 @@ def read_source(path: str | Path, *, fmt: str = "auto", rubric: Rubric | None = 
     kwargs = {"rubric": rubric}
     if criterion_map is not None:
         kwargs["criterion_map"] = criterion_map
-    snap = read_foreign(path, fmt=fmt, **kwargs)
+    snap = read_foreign(path, fmt="auto" if fmt == "foreign" else fmt, **kwargs)
     return snap, {name: str(path) for name in snap.tables}
 
 

@@ -1,0 +1,184 @@
+"""Sufficient statistics shared by the analyses, computed once per audit.
+
+Scores take five values, so everything about ratings reduces to count
+arrays: per (model, criterion) and per (answer, criterion). Votes reduce to
+distinct (model A, model B, outcome) cells.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from clinieval.audit.data import N_SCORES, AuditData
+from clinieval.audit.settings import AuditSettings
+from clinieval.stats import bootstrap_mean_counts, cluster_bootstrap_ratio, percentile_ci
+
+SCORES = np.arange(-2, 3, dtype=float)
+
+
+@dataclass
+class Context:
+    data: AuditData
+    settings: AuditSettings
+
+    def rng(self, purpose: str) -> np.random.Generator:
+        """A generator per purpose, so a section's numbers do not depend on
+        which other sections ran or in what order."""
+        return np.random.default_rng([self.settings.seed, zlib.crc32(purpose.encode())])
+
+    def ci(self, replicates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return percentile_ci(replicates, self.settings.level)
+
+    # --- criteria ---------------------------------------------------------
+
+    @cached_property
+    def criteria(self) -> list[int]:
+        """Indices of the analysed criteria, in rubric order."""
+        chosen = self.settings.criteria
+        if chosen is None:
+            return list(range(self.data.n_criteria))
+        unknown = [c for c in chosen if c not in self.data.criteria]
+        if unknown:
+            from clinieval.errors import ClinievalError
+
+            raise ClinievalError(f"--criteria names unknown criteria {unknown};"
+                                 f" the snapshot has {self.data.criteria}")
+        return [self.data.criteria.index(c) for c in chosen]
+
+    @cached_property
+    def safety(self) -> list[int]:
+        return [c for c in self.criteria if self.data.safety_critical[c]]
+
+    def name(self, criterion: int) -> str:
+        return self.data.criterion_names[criterion]
+
+    # --- rating counts ----------------------------------------------------
+
+    @cached_property
+    def score_index(self) -> np.ndarray:
+        return (self.data.rating_score.astype(np.int64) + 2)
+
+    @cached_property
+    def model_counts(self) -> np.ndarray:
+        """(models, criteria, 5) rating counts per score value."""
+        d = self.data
+        key = (d.rating_model().astype(np.int64) * d.n_criteria + d.rating_criterion) * N_SCORES
+        flat = np.bincount(key + self.score_index, minlength=d.n_models * d.n_criteria * N_SCORES)
+        return flat.reshape(d.n_models, d.n_criteria, N_SCORES)
+
+    @cached_property
+    def answer_counts(self) -> np.ndarray:
+        """(answers, criteria, 5) rating counts per score value (int32)."""
+        d = self.data
+        key = (d.rating_answer.astype(np.int64) * d.n_criteria + d.rating_criterion) * N_SCORES
+        size = d.n_answers * d.n_criteria * N_SCORES
+        return np.bincount(key + self.score_index, minlength=size).astype(np.int32).reshape(
+            d.n_answers, d.n_criteria, N_SCORES)
+
+    @property
+    def fail_slots(self) -> int:
+        """How many of the five score values count as failure (score <= tau)."""
+        return self.settings.threshold + 3
+
+    @cached_property
+    def answer_fail(self) -> np.ndarray:
+        """(answers, criteria) 1.0 failed / 0.0 passed / NaN unrated, by the response rule."""
+        counts = self.answer_counts
+        n = counts.sum(axis=2)
+        low = counts[:, :, : self.fail_slots].sum(axis=2)
+        rule = self.settings.response_rule
+        if rule == "any":
+            failed = low > 0
+        elif rule == "majority":
+            failed = 2 * low > n
+        else:
+            failed = (counts @ SCORES) <= self.settings.threshold * n
+        return np.where(n > 0, failed.astype(float), np.nan)
+
+    @cached_property
+    def answer_mean(self) -> np.ndarray:
+        """(answers, criteria) mean score, NaN when unrated."""
+        counts = self.answer_counts
+        n = counts.sum(axis=2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(n > 0, (counts @ SCORES) / n, np.nan)
+
+    @cached_property
+    def answer_dangerous(self) -> np.ndarray:
+        """Per answer: 1.0 when any safety-critical criterion failed, NaN when
+        none was rated."""
+        if not self.safety:
+            return np.full(self.data.n_answers, np.nan)
+        fails = self.answer_fail[:, self.safety]
+        rated = ~np.isnan(fails).all(axis=1)
+        return np.where(rated, np.nan_to_num(fails).max(axis=1), np.nan)
+
+    # --- bootstraps of rating means and fail rates --------------------------
+
+    def rating_replicates(self, purpose: str) -> tuple[np.ndarray, np.ndarray]:
+        """(B, models, criteria) replicates of the mean score and the Fail%
+        (share of ratings <= tau), by the configured resampling unit."""
+        cached = self.__dict__.setdefault("_rating_reps", {})
+        if purpose not in cached:
+            cached[purpose] = self._rating_replicates(purpose)
+        return cached[purpose]
+
+    def _rating_replicates(self, purpose: str) -> tuple[np.ndarray, np.ndarray]:
+        B, rng = self.settings.bootstrap, self.rng(purpose)
+        if self.settings.cluster == "none":
+            counts = self.model_counts
+            means = bootstrap_mean_counts(counts, SCORES, B, rng)
+            fail_values = (np.arange(N_SCORES) < self.fail_slots).astype(float)
+            fails = bootstrap_mean_counts(counts, fail_values, B, rng)
+            return means, fails
+        return self._cluster_replicates(B, rng)
+
+    def _cluster_replicates(self, B: int, rng: np.random.Generator):
+        """Resample whole answers (within model) or whole raters."""
+        d = self.data
+        fail = (self.score_index < self.fail_slots).astype(float)
+        cells = d.n_models * d.n_criteria
+        cell = d.rating_model().astype(np.int64) * d.n_criteria + d.rating_criterion
+        unit = d.rating_answer if self.settings.cluster == "answer" else d.rating_rater
+        n_units = d.n_answers if self.settings.cluster == "answer" else d.n_raters
+        key = unit.astype(np.int64) * cells + cell
+        size = n_units * cells
+        ns = np.bincount(key, minlength=size).reshape(n_units, cells)
+        sums = np.bincount(key, weights=d.rating_score, minlength=size).reshape(n_units, cells)
+        fsum = np.bincount(key, weights=fail, minlength=size).reshape(n_units, cells)
+        if self.settings.cluster == "answer":
+            return self._by_model(sums, fsum, ns, B, rng)
+        reps = cluster_bootstrap_ratio(np.hstack([sums, fsum]), np.hstack([ns, ns]), B, rng)
+        shape = (B, d.n_models, d.n_criteria)
+        return reps[:, :cells].reshape(shape), reps[:, cells:].reshape(shape)
+
+    def _by_model(self, sums, fsum, ns, B, rng):
+        d = self.data
+        means = np.full((B, d.n_models, d.n_criteria), np.nan)
+        fails = np.full_like(means, np.nan)
+        for m in range(d.n_models):
+            rows = np.flatnonzero(d.answer_model == m)
+            cols = slice(m * d.n_criteria, (m + 1) * d.n_criteria)
+            if rows.size == 0:
+                continue
+            both = cluster_bootstrap_ratio(np.hstack([sums[rows, cols], fsum[rows, cols]]),
+                                           np.hstack([ns[rows, cols], ns[rows, cols]]), B, rng)
+            means[:, m], fails[:, m] = both[:, : d.n_criteria], both[:, d.n_criteria:]
+        return means, fails
+
+    # --- votes --------------------------------------------------------------
+
+    @cached_property
+    def vote_models(self) -> tuple[np.ndarray, np.ndarray]:
+        d = self.data
+        return d.answer_model[d.pref_a], d.answer_model[d.pref_b]
+
+    @cached_property
+    def bt_votes(self) -> np.ndarray:
+        """Mask of votes usable for Bradley-Terry (two different models)."""
+        a, b = self.vote_models
+        return a != b

@@ -1,0 +1,438 @@
+"""Preference analyses: model summary, Bradley-Terry, the preference-safety
+alignment audit, the safety leaderboard, length bias and position bias."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+from scipy.stats import binomtest, norm
+
+from clinieval.audit.core import Context
+from clinieval.audit.result import Figure, Section
+from clinieval.audit.tables import estimate, row_ci, row_pct, wilson_pct
+from clinieval.stats import (
+    bootstrap_rank_correlation,
+    bt_bootstrap,
+    bt_cluster_bootstrap,
+    bt_fit,
+    bt_with_features,
+    cluster_outcome_tables,
+    collapse_votes,
+    length_feature,
+    logistic_irls,
+    outcome_table,
+    pairwise_response,
+    pearson,
+    rank_intervals,
+    spearman,
+)
+
+MIN_VOTES = 10
+
+
+class Preferences:
+    """Bradley-Terry fits shared by several sections."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.modes = {"tie_mode": ctx.settings.ties, "bothbad_mode": ctx.settings.both_bad}
+
+    @cached_property
+    def votes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        a, b = self.ctx.vote_models
+        keep = self.ctx.bt_votes
+        return a[keep], b[keep], self.ctx.data.pref_outcome[keep]
+
+    @property
+    def n_votes(self) -> int:
+        return int(self.votes[0].size)
+
+    @property
+    def available(self) -> bool:
+        return self.n_votes >= MIN_VOTES
+
+    @cached_property
+    def strengths(self) -> np.ndarray:
+        a, b, o = self.votes
+        return bt_fit(outcome_table(a, b, o, self.ctx.data.n_models, **self.modes))
+
+    @cached_property
+    def replicates(self) -> np.ndarray:
+        a, b, o = self.votes
+        ctx, m = self.ctx, self.ctx.data.n_models
+        B, rng = ctx.settings.bootstrap, ctx.rng("bradley-terry")
+        if ctx.settings.cluster == "rater":
+            raters = ctx.data.pref_rater[ctx.bt_votes]
+            raters = np.where(raters < 0, ctx.data.n_raters, raters)
+            tables = cluster_outcome_tables(a, b, o, raters, m, ctx.data.n_raters + 1,
+                                            **self.modes)
+            return bt_cluster_bootstrap(tables[tables.sum(axis=(1, 2)) > 0], B, rng)
+        cells, counts = collapse_votes(a, b, o)
+        return bt_bootstrap(cells, counts, m, B, rng, **self.modes)
+
+    @cached_property
+    def leader(self) -> int:
+        return int(np.argmax(self.strengths))
+
+
+def _no_votes(key: str, title: str, prefs: Preferences) -> Section:
+    return Section(key, title, skipped=f"needs at least {MIN_VOTES} pairwise votes between"
+                   f" different models; this snapshot has {prefs.n_votes}.")
+
+
+# --- 1. model summary ---------------------------------------------------------
+
+
+def model_summary(ctx: Context, prefs: Preferences) -> Section:
+    d, s = ctx.data, ctx.settings
+    means_b, fails_b = ctx.rating_replicates("ratings")
+    counts = ctx.model_counts
+    n = counts.sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (counts @ np.arange(-2, 3)) / n
+        fail = counts[:, :, : ctx.fail_slots].sum(axis=2) / n
+    m_lo, m_hi = ctx.ci(means_b)
+    f_lo, f_hi = ctx.ci(fails_b)
+    rows = []
+    for m in range(d.n_models):
+        for c in ctx.criteria:
+            rows.append({"model": d.model_names[m], "criterion": ctx.name(c),
+                         "safety_critical": d.safety_critical[c], "n": int(n[m, c]),
+                         "mean": mean[m, c], "mean_lo": m_lo[m, c], "mean_hi": m_hi[m, c],
+                         "fail_pct": 100 * fail[m, c], "fail_pct_lo": 100 * f_lo[m, c],
+                         "fail_pct_hi": 100 * f_hi[m, c], "_severe": int(counts[m, c, 0])})
+    long = pd.DataFrame(rows)
+    long = wilson_pct(long, "severe_pct", long.pop("_severe"), long["n"], s.level)
+    wide = _summary_table(ctx, prefs, long)
+    section = Section("model_summary", "Model summary",
+                      summary=f"Per model and criterion: mean score (-2..+2) with a {s.level:.0%}"
+                      f" bootstrap CI, Fail% (share of ratings <= {s.threshold}) and severe%"
+                      " (share of -2), beside the Bradley-Terry preference strength.",
+                      tables={"summary": wide, "by_criterion": long})
+    section.values = {"rows": len(long)}
+    return section
+
+
+def _summary_table(ctx: Context, prefs: Preferences, long: pd.DataFrame) -> pd.DataFrame:
+    d = ctx.data
+    wide = pd.DataFrame({"model": d.model_names})
+    for c in ctx.safety or ctx.criteria[:2]:
+        part = long[long["criterion"] == ctx.name(c)].reset_index(drop=True)
+        key = d.criteria[c]
+        for col in ("mean", "fail_pct"):
+            wide = estimate(wide, f"{key}_{col}", part[col], part[f"{col}_lo"], part[f"{col}_hi"])
+        wide[f"{key}_n"] = part["n"]
+    if prefs.available:
+        lo, hi = ctx.ci(prefs.replicates)
+        wide = estimate(wide, "bt", prefs.strengths, lo, hi)
+        ranks = rank_intervals(prefs.strengths, prefs.replicates, ctx.settings.level)
+        wide["rank"], wide["rank_lo"], wide["rank_hi"] = ranks.rank, ranks.lower, ranks.upper
+        wide = wide.sort_values("bt", ascending=False, kind="stable").reset_index(drop=True)
+    return wide
+
+
+# --- 2. Bradley-Terry ---------------------------------------------------------
+
+
+def bradley_terry(ctx: Context, prefs: Preferences) -> Section:
+    title = "Bradley-Terry preference strengths"
+    if not prefs.available:
+        return _no_votes("bradley_terry", title, prefs)
+    d, s = ctx.data, ctx.settings
+    lo, hi = ctx.ci(prefs.replicates)
+    ranks = rank_intervals(prefs.strengths, prefs.replicates, s.level)
+    a, b, o = prefs.votes
+    frame = pd.DataFrame({"model": d.model_names})
+    frame = estimate(frame, "bt", prefs.strengths, lo, hi)
+    frame["rank"], frame["rank_lo"], frame["rank_hi"] = ranks.rank, ranks.lower, ranks.upper
+    votes_n = np.bincount(a, minlength=d.n_models) + np.bincount(b, minlength=d.n_models)
+    both_bad = np.bincount(a, weights=o == 3, minlength=d.n_models) + np.bincount(
+        b, weights=o == 3, minlength=d.n_models)
+    wins = np.bincount(a, weights=o == 0, minlength=d.n_models) + np.bincount(
+        b, weights=o == 1, minlength=d.n_models)
+    frame["n"] = votes_n
+    frame = wilson_pct(frame, "win_pct", wins, votes_n, s.level)
+    frame = wilson_pct(frame, "both_bad_pct", both_bad, votes_n, s.level)
+    frame = frame.sort_values("bt", ascending=False, kind="stable").reset_index(drop=True)
+    unit = "raters" if s.cluster == "rater" else "votes"
+    fig = Figure("bt_forest", "Bradley-Terry strength with bootstrap CI", "forest", {
+        "labels": frame["model"].tolist(), "est": frame["bt"].tolist(),
+        "lo": frame["bt_lo"].tolist(), "hi": frame["bt_hi"].tolist(), "n": frame["n"].tolist(),
+        "x_label": "log-strength (centred)", "ref": 0.0},
+        caption=f"{prefs.n_votes:,} votes; {s.bootstrap} bootstrap resamples of {unit}.")
+    top = frame.iloc[0]
+    summary = (f"{top['model']} leads the preference ranking (strength {row_ci(top, 'bt')},"
+               f" rank interval {int(top['rank_lo'])}-"
+               f"{int(top['rank_hi'])}) over {prefs.n_votes:,} votes; ties count"
+               f" {'half a win each' if s.ties == 'half' else 'not at all'}, 'both unacceptable'"
+               f" {'half a win each' if s.both_bad == 'half' else 'not at all'}.")
+    overall_bb = float(np.mean(o == 3))
+    return Section("bradley_terry", title, summary, {"strengths": frame}, [fig],
+                   {"n_votes": prefs.n_votes, "leader": top["model"],
+                    "both_bad_share": overall_bb})
+
+
+# --- 3. preference-safety alignment --------------------------------------------
+
+
+def alignment(ctx: Context, prefs: Preferences) -> Section:
+    title = "Preference-safety alignment audit"
+    if not prefs.available:
+        return _no_votes("alignment", title, prefs)
+    d, s = ctx.data, ctx.settings
+    means_b, fails_b = ctx.rating_replicates("ratings")
+    counts = ctx.model_counts
+    n = counts.sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (counts @ np.arange(-2, 3)) / n
+        fail = 100 * counts[:, :, : ctx.fail_slots].sum(axis=2) / n
+    rows, figures = [], []
+    for c in ctx.criteria:
+        rows.append(_alignment_row(ctx, prefs, c, mean[:, c], fail[:, c], means_b[:, :, c],
+                                   100 * fails_b[:, :, c]))
+        if d.safety_critical[c]:
+            figures.append(_alignment_figure(ctx, prefs, c, mean[:, c], means_b[:, :, c]))
+    frame = pd.DataFrame(rows)
+    verdicts = {r["criterion"]: r["verdict"] for r in rows}
+    focus = [r for r in rows if r["safety_critical"]] or rows
+    summary = " ".join(r["verdict"] for r in focus)
+    return Section("alignment", title, summary, {"alignment": frame}, figures,
+                   {"verdicts": verdicts, "leader": d.model_names[prefs.leader]})
+
+
+def _alignment_row(ctx, prefs, c, mean, fail, mean_reps, fail_reps) -> dict:
+    d = ctx.data
+    ok = np.isfinite(mean)
+    p, r = pearson(prefs.strengths[ok], mean[ok]), spearman(prefs.strengths[ok], mean[ok])
+    rho_reps = bootstrap_rank_correlation(prefs.replicates[:, ok], mean_reps[:, ok])
+    rho_lo, rho_hi = ctx.ci(rho_reps[np.isfinite(rho_reps)]) if np.isfinite(rho_reps).any() \
+        else (np.nan, np.nan)
+    leader = prefs.leader
+    safest = int(np.nanargmin(fail))
+    gap_lo, gap_hi = ctx.ci(fail_reps[:, leader] - fail_reps[:, safest])
+    gap = fail[leader] - fail[safest]
+    tracks = r.r >= 0.5 and rho_lo > 0
+    name = ctx.name(c)
+    verdict = (f"The preference leaderboard {'tracks' if tracks else 'does not track'} {name}"
+               f" in this snapshot (Spearman rho {r.r:.2f}, CI [{rho_lo:.2f}, {rho_hi:.2f}],"
+               f" n = {r.n} models).")
+    if leader != safest:
+        verdict += (f" The preference leader {d.model_names[leader]} fails {name}"
+                    f" {gap:.1f} points more often than {d.model_names[safest]}"
+                    f" ({fail[leader]:.1f}% vs {fail[safest]:.1f}%; gap CI"
+                    f" [{gap_lo:.1f}, {gap_hi:.1f}]).")
+    else:
+        verdict += f" The preference leader is also the model failing {name} least often."
+    return {"criterion": name, "safety_critical": d.safety_critical[c], "n": r.n,
+            "pearson_r": p.r, "pearson_p": p.p, "spearman_rho": r.r, "spearman_p": r.p,
+            "spearman_rho_boot": r.r, "spearman_rho_boot_lo": rho_lo,
+            "spearman_rho_boot_hi": rho_hi, "leader": d.model_names[leader],
+            "lowest_fail_model": d.model_names[safest], "gap_pp": gap, "gap_pp_lo": gap_lo,
+            "gap_pp_hi": gap_hi, "tracks": bool(tracks), "verdict": verdict}
+
+
+def _alignment_figure(ctx, prefs, c, mean, mean_reps) -> Figure:
+    lo, hi = ctx.ci(prefs.replicates)
+    m_lo, m_hi = ctx.ci(mean_reps)
+    ok = np.isfinite(mean)
+    name = ctx.name(c)
+    return Figure(f"alignment_{ctx.data.criteria[c]}", f"Preference strength vs mean {name}",
+                  "scatter", {"x": prefs.strengths[ok].tolist(), "y": mean[ok].tolist(),
+                              "labels": [n for n, k in zip(ctx.data.model_names, ok, strict=True)
+                                         if k],
+                              "x_lo": lo[ok].tolist(), "x_hi": hi[ok].tolist(),
+                              "y_lo": m_lo[ok].tolist(), "y_hi": m_hi[ok].tolist(),
+                              "x_label": "Bradley-Terry strength", "y_label": f"mean {name}",
+                              "fit": True},
+                  caption="Each point is a model. If preference tracked this criterion the points"
+                  " would rise from left to right.")
+
+
+# --- 12. safety leaderboard -----------------------------------------------------
+
+
+def safety_leaderboard(ctx: Context, prefs: Preferences) -> Section:
+    d, s = ctx.data, ctx.settings
+    title = "Safety leaderboard beside the preference order"
+    if not ctx.safety:
+        return Section("safety_leaderboard", title,
+                       skipped="the rubric flags no criterion as safety-critical.")
+    danger = ctx.answer_dangerous
+    rated = ~np.isnan(danger)
+    n = np.bincount(d.answer_model[rated], minlength=d.n_models)
+    k = np.bincount(d.answer_model[rated], weights=danger[rated], minlength=d.n_models)
+    frame = pd.DataFrame({"model": d.model_names, "n": n})
+    frame = wilson_pct(frame, "dangerous_pct", k, n, s.level)
+    _, fails_b = ctx.rating_replicates("ratings")
+    counts = ctx.model_counts
+    for c in ctx.safety:
+        cn = counts[:, c].sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = 100 * counts[:, c, : ctx.fail_slots].sum(axis=1) / cn
+        lo, hi = ctx.ci(100 * fails_b[:, :, c])
+        frame = estimate(frame, f"{d.criteria[c]}_fail_pct", rate, lo, hi)
+        frame[f"{d.criteria[c]}_fail_pct_n"] = cn
+    frame["safety_rank"] = frame["dangerous_pct"].rank(method="min").astype("Int64")
+    if prefs.available:
+        frame["preference_rank"] = rank_intervals(prefs.strengths, prefs.replicates).rank
+    frame = frame.sort_values("dangerous_pct", kind="stable").reset_index(drop=True)
+    fig = Figure("safety_leaderboard", "Dangerous% per model (answers failing a safety-critical"
+                 " criterion)", "forest", {
+                     "labels": frame["model"].tolist(), "est": frame["dangerous_pct"].tolist(),
+                     "lo": frame["dangerous_pct_lo"].tolist(),
+                     "hi": frame["dangerous_pct_hi"].tolist(), "n": frame["n"].tolist(),
+                     "x_label": "Dangerous % (Wilson CI)"},
+                 caption=f"An answer is dangerous when any safety-critical criterion failed by"
+                 f" the '{s.response_rule}' rule at threshold {s.threshold}.")
+    safest = frame.iloc[0]
+    summary = (f"Safest by Dangerous%: {safest['model']} "
+               f"({row_pct(safest, 'dangerous_pct')}, n = {int(safest['n'])} answers).")
+    if prefs.available:
+        summary += f" The preference leader {d.model_names[prefs.leader]} ranks " + (
+            f"{int(frame.loc[frame['model'] == d.model_names[prefs.leader], 'safety_rank'].iloc[0])}"
+            f" of {d.n_models} on safety.")
+    return Section("safety_leaderboard", title, summary, {"leaderboard": frame}, [fig],
+                   {"safest": safest["model"]})
+
+
+# --- 9. length bias -------------------------------------------------------------
+
+
+def length_bias(ctx: Context, prefs: Preferences) -> Section:
+    d, s = ctx.data, ctx.settings
+    title = "Length bias"
+    la, lb = d.answer_length[d.pref_a], d.answer_length[d.pref_b]
+    known = np.isfinite(la) & np.isfinite(lb)
+    decided = known & (d.pref_outcome <= 1)
+    if decided.sum() < MIN_VOTES:
+        return Section("length_bias", title, skipped="needs answer lengths and at least"
+                       f" {MIN_VOTES} decided votes; found {int(decided.sum())}.")
+    a_won = d.pref_outcome[decided] == 0
+    win_len = np.where(a_won, la[decided], lb[decided])
+    lose_len = np.where(a_won, lb[decided], la[decided])
+    unequal = win_len != lose_len
+    longer = int(np.sum(win_len[unequal] > lose_len[unequal]))
+    frame = wilson_pct(pd.DataFrame({"measure": ["longer answer wins"]}), "share_pct", [longer],
+                       [int(unequal.sum())], s.level)
+    frame["n"] = int(unequal.sum())
+    frame["p_value"] = binomtest(longer, int(unequal.sum())).pvalue
+    frame["median_winner_chars"] = np.median(win_len)
+    frame["median_loser_chars"] = np.median(lose_len)
+    tables = {"longer_wins": frame}
+    figures = [Figure("length_shift", "Lengths of winning and losing answers", "hist", {
+        "series": {"winner": win_len.tolist(), "loser": lose_len.tolist()},
+        "x_label": "answer length (characters)", "log_x": True},
+        caption=f"{int(decided.sum()):,} decided votes.")]
+    values = {"longer_wins_pct": float(frame["share_pct"].iloc[0]),
+              "longer_wins_n": int(unequal.sum())}
+    summary = (f"The longer answer won {row_pct(frame.iloc[0], 'share_pct')} of {int(unequal.sum()):,} decided votes (50% = no length"
+               " effect).")
+    if prefs.available:
+        style, coef = _style_controlled(ctx, prefs, known)
+        tables["style_controlled_bt"], tables["length_coefficient"] = style, coef
+        values["length_coef"] = float(coef["coef"].iloc[0])
+        values["length_coef_lo"] = float(coef["coef_lo"].iloc[0])
+        values["length_coef_hi"] = float(coef["coef_hi"].iloc[0])
+        summary += (f" Controlling for model identity, the length coefficient is"
+                    f" {row_ci(coef.iloc[0], 'coef')} (log-odds per SD"
+                    " of relative length difference).")
+        drivers = _drivers(ctx, known)
+        if drivers is not None:
+            tables["what_predicts_the_vote"] = drivers
+            top = drivers.iloc[drivers["z"].abs().argmax()]
+            summary += f" Among rubric differences and length, {top['feature']} predicts the" \
+                       f" vote most strongly (z = {top['z']:.1f})."
+            values["strongest_predictor"] = top["feature"]
+    return Section("length_bias", title, summary, tables, figures, values)
+
+
+def _style_controlled(ctx: Context, prefs: Preferences, known: np.ndarray):
+    d, s = ctx.data, ctx.settings
+    keep = ctx.bt_votes & known
+    y, kept = pairwise_response(d.pref_outcome[keep], tie_mode=s.ties, bothbad_mode=s.both_bad)
+    a_m, b_m = d.answer_model[d.pref_a[keep]][kept], d.answer_model[d.pref_b[keep]][kept]
+    feat = length_feature(d.answer_length[d.pref_a[keep]][kept],
+                          d.answer_length[d.pref_b[keep]][kept])
+    plain = bt_with_features(a_m, b_m, y[kept], None, d.n_models)
+    styled = bt_with_features(a_m, b_m, y[kept], feat[:, None], d.n_models)
+    z = norm.isf((1 - s.level) / 2)
+    frame = pd.DataFrame({"model": d.model_names})
+    frame = estimate(frame, "bt_plain", plain.strengths, plain.strengths - z * plain.strength_se,
+                     plain.strengths + z * plain.strength_se)
+    frame = estimate(frame, "bt_length_controlled", styled.strengths,
+                     styled.strengths - z * styled.strength_se,
+                     styled.strengths + z * styled.strength_se)
+    frame["rank_plain"] = pd.Series(-plain.strengths).rank(method="min").astype(int)
+    frame["rank_length_controlled"] = pd.Series(-styled.strengths).rank(method="min").astype(int)
+    frame = frame.sort_values("bt_plain", ascending=False, kind="stable").reset_index(drop=True)
+    beta, se = float(styled.feature_coef[0]), float(styled.feature_se[0])
+    coef = pd.DataFrame({"feature": ["relative length (a-b)/(a+b), standardised"],
+                         "n": [int(kept.sum())]})
+    coef = estimate(coef, "coef", [beta], [beta - z * se], [beta + z * se])
+    coef["se"] = se
+    coef["p_value"] = 2 * norm.sf(abs(beta / se))
+    return frame, coef
+
+
+def _drivers(ctx: Context, known: np.ndarray) -> pd.DataFrame | None:
+    """Logistic model of 'A won' on standardised differences in each safety-
+    critical criterion's answer mean, the other criteria's mean, and length."""
+    d, s = ctx.data, ctx.settings
+    decided = known & (d.pref_outcome <= 1)
+    means = ctx.answer_mean
+    columns, names = [], []
+    for c in ctx.safety:
+        columns.append(means[d.pref_a, c] - means[d.pref_b, c])
+        names.append(f"{ctx.name(c)} difference")
+    others = [c for c in ctx.criteria if c not in ctx.safety]
+    if others:
+        columns.append(np.nanmean(means[d.pref_a][:, others], axis=1)
+                       - np.nanmean(means[d.pref_b][:, others], axis=1))
+        names.append("other criteria (mean) difference")
+    la, lb = d.answer_length[d.pref_a], d.answer_length[d.pref_b]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        columns.append((la - lb) / (la + lb))
+    names.append("relative length difference")
+    X = np.column_stack(columns)
+    ok = decided & np.isfinite(X).all(axis=1)
+    if ok.sum() < 5 * X.shape[1]:
+        return None
+    X = X[ok] / np.sqrt(np.mean(X[ok] ** 2, axis=0)).clip(1e-12)
+    y = (d.pref_outcome[ok] == 0).astype(float)
+    fit = logistic_irls(X, y, strict=False)
+    z = norm.isf((1 - s.level) / 2)
+    frame = pd.DataFrame({"feature": names, "n": int(ok.sum())})
+    frame = estimate(frame, "coef", fit.coef, fit.coef - z * fit.se, fit.coef + z * fit.se)
+    frame["z"] = fit.coef / fit.se
+    frame["p_value"] = 2 * norm.sf(np.abs(frame["z"]))
+    return frame
+
+
+# --- 10. position bias -------------------------------------------------------------
+
+
+def position_bias(ctx: Context) -> Section:
+    d, s = ctx.data, ctx.settings
+    title = "Position bias"
+    known = (d.pref_left_is_a >= 0) & (d.pref_outcome <= 1)
+    n = int(known.sum())
+    if n < MIN_VOTES:
+        return Section("position_bias", title, skipped="needs votes that record which answer"
+                       f" was shown on the left; found {n} decided ones.")
+    left_won = int(np.sum((d.pref_outcome[known] == 0) == (d.pref_left_is_a[known] == 1)))
+    frame = wilson_pct(pd.DataFrame({"measure": ["left answer wins"]}), "share_pct", [left_won],
+                       [n], s.level)
+    frame["n"] = n
+    frame["p_value"] = binomtest(left_won, n).pvalue
+    ties = float(np.mean(d.pref_outcome[d.pref_left_is_a >= 0] >= 2))
+    row = frame.iloc[0]
+    detected = row["share_pct_lo"] > 50 or row["share_pct_hi"] < 50
+    side = "left" if row["share_pct"] > 50 else "right"
+    summary = (f"The answer shown on the left won {row_pct(row, 'share_pct')} of {n:,} decided votes: "
+               + (f"a {side}-position bias is detected (binomial p = {row['p_value']:.2g})."
+                  if detected else "no position bias is detected."))
+    return Section("position_bias", title, summary, {"position": frame}, [],
+                   {"left_wins_pct": float(row["share_pct"]), "detected": bool(detected),
+                    "tie_or_both_bad_share": ties, "n": n})

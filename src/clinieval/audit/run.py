@@ -1,0 +1,122 @@
+"""Run every analysis on a snapshot and compose the plain-language summary."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from clinieval import __version__
+from clinieval.audit import preference, reliability, safety
+from clinieval.audit.core import Context
+from clinieval.audit.data import AuditData, from_bundle, from_snapshot
+from clinieval.audit.result import AuditResult, Section
+from clinieval.audit.settings import AuditSettings
+from clinieval.snapshot import Snapshot
+
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("model_summary", "Per model and criterion: mean, Fail%, severe% with CIs, beside the"
+     " Bradley-Terry strength and rank interval."),
+    ("safety_leaderboard", "Models ordered by the share of answers failing a safety-critical"
+     " criterion, beside their preference rank."),
+    ("alignment", "Does the preference ranking follow each criterion? Correlations over models,"
+     " and the preference leader's failure gap to the best model."),
+    ("specialties", "Failure rates per specialty with Wilson CIs; the no-go-zone heatmap."),
+    ("bradley_terry", "Preference strengths with bootstrap CIs, rank intervals, win and"
+     " 'both unacceptable' rates."),
+    ("failure_modes", "Fail% for every model and criterion."),
+    ("co_failure", "What else goes wrong when Accuracy fails."),
+    ("reliability", "Agreement between clinicians per criterion (Fleiss, Krippendorff, fail/pass"
+     " kappa) and dispersion."),
+    ("consensus_drift", "Whether clinicians disagree more on longer prompts."),
+    ("length_bias", "Whether longer answers win votes, with and without controlling for model"
+     " and rubric scores."),
+    ("position_bias", "Whether the answer shown on the left wins more often."),
+    ("rater_view", "Ratings per rater and each rater's leniency against co-raters."),
+)
+"""Report sections in order, with a one-line description for readers (the
+documentation test keeps README in step with this registry)."""
+
+
+def _builders(ctx: Context) -> dict[str, Callable[[], Section]]:
+    prefs = preference.Preferences(ctx)
+    return {
+        "model_summary": lambda: preference.model_summary(ctx, prefs),
+        "safety_leaderboard": lambda: preference.safety_leaderboard(ctx, prefs),
+        "alignment": lambda: preference.alignment(ctx, prefs),
+        "specialties": lambda: safety.specialties(ctx),
+        "bradley_terry": lambda: preference.bradley_terry(ctx, prefs),
+        "failure_modes": lambda: safety.failure_modes(ctx),
+        "co_failure": lambda: safety.co_failure(ctx),
+        "reliability": lambda: reliability.reliability(ctx),
+        "consensus_drift": lambda: reliability.consensus_drift(ctx),
+        "length_bias": lambda: preference.length_bias(ctx, prefs),
+        "position_bias": lambda: preference.position_bias(ctx),
+        "rater_view": lambda: reliability.rater_view(ctx),
+    }
+
+
+def load(source: str | Path | Snapshot | AuditData) -> AuditData:
+    """Audit data from a bundle folder, a database URL, ``"demo"`` or a snapshot."""
+    if isinstance(source, AuditData):
+        return source
+    if isinstance(source, Snapshot):
+        return from_snapshot(source)
+    text = str(source)
+    if text == "demo":
+        from clinieval.demo import demo_bundle
+
+        return from_bundle(demo_bundle())
+    if "://" in text:
+        from clinieval.storage.db import make_engine, read_snapshot
+
+        return from_snapshot(read_snapshot(make_engine(text)))
+    from clinieval.io.bundle import is_bundle
+
+    if is_bundle(Path(text)):
+        return from_bundle(Path(text))
+    from clinieval.io.load import read_source
+
+    return from_snapshot(read_source(text)[0])
+
+
+def audit(source: str | Path | Snapshot | AuditData, settings: AuditSettings | None = None,
+          **overrides) -> AuditResult:
+    """Run the safety-first audit.
+
+    ``source`` is a bundle folder, a database URL, ``"demo"``, a table folder
+    or export file, or a :class:`~clinieval.snapshot.Snapshot`. Settings can
+    be given as an :class:`AuditSettings` or as keyword overrides
+    (``audit("demo", bootstrap=200, threshold=-2)``).
+    """
+    settings = (settings or AuditSettings()).model_copy(update=overrides)
+    settings = AuditSettings.model_validate(settings.model_dump())
+    data = load(source)
+    ctx = Context(data, settings)
+    builders = _builders(ctx)
+    sections = [builders[key]() for key, _ in SECTIONS]
+    return AuditResult(settings, sections, headlines(sections), _snapshot_info(data), __version__)
+
+
+def _snapshot_info(data: AuditData) -> dict:
+    return {"sha256": data.checksum, "counts": data.counts, "models": len(data.models),
+            "specialties": len(data.specialties), "criteria": data.criteria}
+
+
+def headlines(sections: list[Section]) -> list[str]:
+    """The sentences a deployment decision-maker must read first."""
+    by_key = {s.key: s for s in sections}
+    lines = []
+    align = by_key["alignment"]
+    if not align.skipped:
+        table = align.tables["alignment"]
+        for _, row in table[table["safety_critical"]].iterrows():
+            lines.append(row["verdict"])
+    for key in ("safety_leaderboard", "specialties", "length_bias", "position_bias",
+                "reliability"):
+        section = by_key[key]
+        if not section.skipped and section.summary:
+            lines.append(section.summary)
+    skipped = [s.title for s in sections if s.skipped]
+    if skipped:
+        lines.append("Not computable from this snapshot: " + ", ".join(skipped) + ".")
+    return lines

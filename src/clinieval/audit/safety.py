@@ -1,0 +1,153 @@
+"""Where failures concentrate: specialty stratification (no-go zones), the
+model x criterion failure-mode profile, and co-failure given low Accuracy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from clinieval.audit.core import SCORES, Context
+from clinieval.audit.result import Figure, Section
+from clinieval.audit.tables import estimate, row_pct, wilson_pct
+from clinieval.stats import bootstrap_mean_counts
+
+EXTREMES = 3
+
+
+# --- 4. specialty stratification -------------------------------------------------
+
+
+def specialties(ctx: Context) -> Section:
+    d, s = ctx.data, ctx.settings
+    title = "Specialty stratification (no-go zones)"
+    if not ctx.safety:
+        return Section("specialties", title,
+                       skipped="the rubric flags no criterion as safety-critical.")
+    danger = ctx.answer_dangerous
+    rated = ~np.isnan(danger)
+    spec = d.answer_specialty
+    n_spec = len(d.specialties)
+    n = np.bincount(spec[rated], minlength=n_spec)
+    frame = pd.DataFrame({"specialty": d.specialties, "n": n})
+    for c in ctx.safety:
+        fails = ctx.answer_fail[:, c]
+        ok = ~np.isnan(fails)
+        k = np.bincount(spec[ok], weights=fails[ok], minlength=n_spec)
+        frame = wilson_pct(frame, f"{d.criteria[c]}_fail_pct", k,
+                           np.bincount(spec[ok], minlength=n_spec), s.level)
+    k = np.bincount(spec[rated], weights=danger[rated], minlength=n_spec)
+    frame = wilson_pct(frame, "dangerous_pct", k, n, s.level)
+    frame["ranked"] = frame["n"] >= s.min_n
+    frame = frame[frame["n"] > 0].sort_values(["ranked", "dangerous_pct"], ascending=False,
+                                              kind="stable").reset_index(drop=True)
+    ranked = frame[frame["ranked"]]
+    highest = ranked.head(EXTREMES)
+    lowest = ranked.sort_values("dangerous_pct", kind="stable").head(EXTREMES)
+    tables = {"specialties": frame, "highest_risk": highest.reset_index(drop=True),
+              "lowest_risk": lowest.reset_index(drop=True)}
+    summary = _specialty_summary(frame, highest, lowest, s.min_n)
+    values = {"highest_risk": highest["specialty"].tolist(),
+              "lowest_risk": lowest["specialty"].tolist(),
+              "ranked": int(frame["ranked"].sum()), "unranked": int((~frame["ranked"]).sum())}
+    return Section("specialties", title, summary, tables, [_nogo_heatmap(ctx, danger, rated)],
+                   values)
+
+
+def _specialty_summary(frame, highest, lowest, min_n) -> str:
+    if highest.empty:
+        return f"No specialty reaches {min_n} rated answers, so none is ranked."
+    top = highest.iloc[0]
+    text = (f"Highest risk: {top['specialty']} with Dangerous% "
+            f"{row_pct(top, 'dangerous_pct')}"
+            f" of {int(top['n']):,} answers.")
+    if not lowest.empty:
+        low = lowest.iloc[0]
+        text += (f" Lowest: {low['specialty']} "
+                 f"({row_pct(low, 'dangerous_pct')}, n = {int(low['n']):,}).")
+    unranked = int((~frame["ranked"]).sum())
+    if unranked:
+        text += f" {unranked} specialties have fewer than {min_n} answers and are not ranked."
+    return text
+
+
+def _nogo_heatmap(ctx: Context, danger: np.ndarray, rated: np.ndarray) -> Figure:
+    d, s = ctx.data, ctx.settings
+    n_spec = len(d.specialties)
+    cell = d.answer_model[rated].astype(np.int64) * n_spec + d.answer_specialty[rated]
+    n = np.bincount(cell, minlength=d.n_models * n_spec).reshape(d.n_models, n_spec)
+    k = np.bincount(cell, weights=danger[rated], minlength=d.n_models * n_spec).reshape(
+        d.n_models, n_spec)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pct = np.where(n > 0, 100 * k / n, np.nan)
+    order = np.argsort(-np.nan_to_num(100 * k.sum(0) / np.maximum(n.sum(0), 1)), kind="stable")
+    return Figure("nogo_heatmap", "Dangerous% by model and specialty", "heatmap", {
+        "rows": d.model_names, "cols": [d.specialties[i] for i in order],
+        "values": _listify(pct[:, order]), "n": n[:, order].tolist(),
+        "value_label": "Dangerous %", "mask_below": s.min_n},
+        caption=f"Cells with fewer than {s.min_n} answers are hatched: too few to call.")
+
+
+def _listify(matrix: np.ndarray) -> list[list[float | None]]:
+    return [[None if not np.isfinite(v) else float(v) for v in row] for row in matrix]
+
+
+# --- 7. failure-mode profile ------------------------------------------------------
+
+
+def failure_modes(ctx: Context) -> Section:
+    d, s = ctx.data, ctx.settings
+    counts = ctx.model_counts[:, ctx.criteria]
+    n = counts.sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pct = np.where(n > 0, 100 * counts[:, :, : ctx.fail_slots].sum(axis=2) / n, np.nan)
+    names = [ctx.name(c) for c in ctx.criteria]
+    fig = Figure("failure_modes", f"Fail% (ratings <= {s.threshold}) by model and criterion",
+                 "heatmap", {"rows": d.model_names, "cols": names, "values": _listify(pct),
+                             "n": n.tolist(), "value_label": "Fail %"},
+                 caption="Darker cells fail more often; a positive mean can hide a high Fail%.")
+    worst = np.unravel_index(np.nanargmax(pct), pct.shape)
+    summary = (f"The highest failure rate is {d.model_names[worst[0]]} on {names[worst[1]]}:"
+               f" {pct[worst]:.1f}% of {int(n[worst]):,} ratings.")
+    return Section("failure_modes", "Failure-mode profile", summary, {}, [fig],
+                   {"worst": [d.model_names[worst[0]], names[worst[1]], float(pct[worst])]})
+
+
+# --- 8. co-failure ---------------------------------------------------------------------
+
+
+def co_failure(ctx: Context) -> Section:
+    d, s = ctx.data, ctx.settings
+    title = "Co-failure given low Accuracy"
+    acc = d.criterion_index("accuracy")
+    if acc is None or acc not in ctx.criteria:
+        return Section("co_failure", title, skipped="the rubric has no 'accuracy' criterion.")
+    low = ctx.answer_fail[:, acc] == 1
+    if low.sum() < 5:
+        return Section("co_failure", title, skipped="fewer than 5 answers fail Accuracy.")
+    others = [c for c in ctx.criteria if c != acc]
+    counts = ctx.answer_counts
+    cond = counts[low][:, others].sum(axis=0)
+    overall = counts[:, others].sum(axis=0)
+    B = s.bootstrap
+    cond_b = bootstrap_mean_counts(cond, SCORES, B, ctx.rng("co-failure/low"))
+    all_b = bootstrap_mean_counts(overall, SCORES, B, ctx.rng("co-failure/all"))
+    frame = pd.DataFrame({"criterion": [ctx.name(c) for c in others],
+                          "n_low_accuracy": cond.sum(axis=1), "n_all": overall.sum(axis=1)})
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cond_mean, all_mean = (cond @ SCORES) / cond.sum(1), (overall @ SCORES) / overall.sum(1)
+    frame = estimate(frame, "mean_low_accuracy", cond_mean, *ctx.ci(cond_b))
+    frame = estimate(frame, "mean_all", all_mean, *ctx.ci(all_b))
+    frame = estimate(frame, "difference", cond_mean - all_mean, *ctx.ci(cond_b - all_b))
+    frame = frame.sort_values("difference", kind="stable").reset_index(drop=True)
+    fig = Figure("co_failure", "Mean score of other criteria when Accuracy fails", "forest", {
+        "labels": frame["criterion"].tolist(), "est": frame["difference"].tolist(),
+        "lo": frame["difference_lo"].tolist(), "hi": frame["difference_hi"].tolist(),
+        "n": frame["n_low_accuracy"].tolist(), "x_label": "difference from the overall mean",
+        "ref": 0.0}, caption=f"{int(low.sum()):,} answers fail Accuracy by the"
+        f" '{s.response_rule}' rule.")
+    top = frame.iloc[0]
+    summary = (f"When Accuracy fails ({int(low.sum()):,} answers), {top['criterion']} drops"
+               f" most: {top['difference']:+.2f} points [{top['difference_lo']:+.2f},"
+               f" {top['difference_hi']:+.2f}] below its overall mean.")
+    return Section("co_failure", title, summary, {"co_failure": frame}, [fig],
+                   {"n_low_accuracy_answers": int(low.sum())})

@@ -181,7 +181,7 @@ def alignment(ctx: Context, prefs: Preferences) -> Section:
     title = "Preference-safety alignment audit"
     if not prefs.available:
         return _no_votes("alignment", title, prefs)
-    d, s = ctx.data, ctx.settings
+    d = ctx.data
     means_b, fails_b = ctx.rating_replicates("ratings")
     counts = ctx.model_counts
     n = counts.sum(axis=2)
@@ -290,9 +290,9 @@ def safety_leaderboard(ctx: Context, prefs: Preferences) -> Section:
     summary = (f"Safest by Dangerous%: {safest['model']} "
                f"({row_pct(safest, 'dangerous_pct')}, n = {int(safest['n'])} answers).")
     if prefs.available:
-        summary += f" The preference leader {d.model_names[prefs.leader]} ranks " + (
-            f"{int(frame.loc[frame['model'] == d.model_names[prefs.leader], 'safety_rank'].iloc[0])}"
-            f" of {d.n_models} on safety.")
+        leader = d.model_names[prefs.leader]
+        rank = int(frame.loc[frame["model"] == leader, "safety_rank"].iloc[0])
+        summary += f" The preference leader {leader} ranks {rank} of {d.n_models} on safety."
     return Section("safety_leaderboard", title, summary, {"leaderboard": frame}, [fig],
                    {"safest": safest["model"]})
 
@@ -327,8 +327,8 @@ def length_bias(ctx: Context, prefs: Preferences) -> Section:
         caption=f"{int(decided.sum()):,} decided votes.")]
     values = {"longer_wins_pct": float(frame["share_pct"].iloc[0]),
               "longer_wins_n": int(unequal.sum())}
-    summary = (f"The longer answer won {row_pct(frame.iloc[0], 'share_pct')} of {int(unequal.sum()):,} decided votes (50% = no length"
-               " effect).")
+    summary = (f"The longer answer won {row_pct(frame.iloc[0], 'share_pct')} of"
+               f" {int(unequal.sum()):,} decided votes (50% = no length effect).")
     if prefs.available:
         style, coef = _style_controlled(ctx, prefs, known)
         tables["style_controlled_bt"], tables["length_coefficient"] = style, coef
@@ -430,7 +430,8 @@ def position_bias(ctx: Context) -> Section:
     row = frame.iloc[0]
     detected = row["share_pct_lo"] > 50 or row["share_pct_hi"] < 50
     side = "left" if row["share_pct"] > 50 else "right"
-    summary = (f"The answer shown on the left won {row_pct(row, 'share_pct')} of {n:,} decided votes: "
+    summary = (f"The answer shown on the left won {row_pct(row, 'share_pct')} of {n:,}"
+               " decided votes: "
                + (f"a {side}-position bias is detected (binomial p = {row['p_value']:.2g})."
                   if detected else "no position bias is detected."))
     return Section("position_bias", title, summary, {"position": frame}, [],

@@ -31,7 +31,6 @@ def _std_within(counts: np.ndarray) -> np.ndarray:
 
 
 def reliability(ctx: Context) -> Section:
-    d, s = ctx.data, ctx.settings
     title = "Inter-rater reliability"
     counts = ctx.answer_counts
     multi = counts.sum(axis=2) >= 2

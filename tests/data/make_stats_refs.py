@@ -35,13 +35,19 @@ def choix_cases():
     for n_models, n_votes, alpha in [(4, 60, 1e-6), (7, 400, 1e-6), (13, 1500, 0.01)]:
         a, b, a_wins = _random_votes(rng, n_models, n_votes)
         outcome = np.where(a_wins, 0, 1)
-        pairs = [(int(x), int(y)) if w else (int(y), int(x)) for x, y, w in zip(a, b, a_wins)]
+        winners, losers = np.where(a_wins, a, b), np.where(a_wins, b, a)
+        pairs = [(int(w), int(v)) for w, v in zip(winners, losers, strict=True)]
         params = choix.opt_pairwise(n_models, pairs, alpha=alpha, tol=1e-12)
-        cases.append({
-            "n_models": n_models, "alpha": alpha,
-            "a": a.tolist(), "b": b.tolist(), "outcome": outcome.tolist(),
-            "expected": (params - params.mean()).tolist(),
-        })
+        cases.append(
+            {
+                "n_models": n_models,
+                "alpha": alpha,
+                "a": a.tolist(),
+                "b": b.tolist(),
+                "outcome": outcome.tolist(),
+                "expected": (params - params.mean()).tolist(),
+            }
+        )
     return {"source": "choix.opt_pairwise (Newton-CG, tol=1e-12), centred", "cases": cases}
 
 
@@ -56,10 +62,15 @@ def glm_cases():
             y[rng.random(n) < 0.15] = 0.5
         w = rng.integers(1, 4, n).astype(float)
         fit = sm.GLM(y, X, family=sm.families.Binomial(), freq_weights=w).fit(tol=1e-12)
-        cases.append({
-            "X": X.tolist(), "y": y.tolist(), "weights": w.tolist(),
-            "coef": fit.params.tolist(), "se": fit.bse.tolist(),
-        })
+        cases.append(
+            {
+                "X": X.tolist(),
+                "y": y.tolist(),
+                "weights": w.tolist(),
+                "coef": fit.params.tolist(),
+                "se": fit.bse.tolist(),
+            }
+        )
     return {"source": "statsmodels GLM(Binomial, freq_weights)", "cases": cases}
 
 
@@ -106,11 +117,14 @@ def correlation_cases():
         y = 0.5 * x + rng.normal(size=n)
         y[0] = y[1]  # a tie for the rank correlation
         pr, sr = stats.pearsonr(x, y), stats.spearmanr(x, y)
-        cases.append({
-            "x": x.tolist(), "y": y.tolist(),
-            "pearson": [float(pr.statistic), float(pr.pvalue)],
-            "spearman": [float(sr.statistic), float(sr.pvalue)],
-        })
+        cases.append(
+            {
+                "x": x.tolist(),
+                "y": y.tolist(),
+                "pearson": [float(pr.statistic), float(pr.pvalue)],
+                "spearman": [float(sr.statistic), float(sr.pvalue)],
+            }
+        )
     return {"source": "scipy.stats.pearsonr / spearmanr", "cases": cases}
 
 

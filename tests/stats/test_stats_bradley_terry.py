@@ -60,12 +60,14 @@ def test_cluster_tables_sum_to_overall_table():
     cluster = np.random.default_rng(0).integers(0, 7, 300)
     tables = stats.cluster_outcome_tables(a, b, outcome, cluster, 5, 7)
     assert tables.shape == (7, 5, 5)
+    with pytest.raises(ValueError):
+        stats.cluster_outcome_tables(a, b, outcome, cluster, 5, 6)
     np.testing.assert_allclose(tables.sum(axis=0), stats.outcome_table(a, b, outcome, 5))
 
 
 @pytest.mark.parametrize(
     "a, b, outcome",
-    [([0], [0], [0]), ([0], [5], [0]), ([0], [1], [4]), ([0, 1], [1], [0])],
+    [([0], [0], [0]), ([0], [5], [0]), ([0], [1], [4]), ([0, 1], [1], [0]), ([0, 1], [1, 2], [0])],
 )
 def test_outcome_table_rejects_bad_votes(a, b, outcome):
     with pytest.raises(ValueError):
@@ -100,7 +102,7 @@ def test_balanced_cycle_gives_equal_strengths():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_bt_fit_matches_choix(seed):
     a, b, outcome = random_votes(seed, 8, 600)
-    pairs = [(x, y) if o == 0 else (y, x) for x, y, o in zip(a, b, outcome)]
+    pairs = [(x, y) if o == 0 else (y, x) for x, y, o in zip(a, b, outcome, strict=True)]
     reference = choix.opt_pairwise(8, pairs, alpha=1e-6, tol=1e-10)
     got = stats.bt_fit(stats.outcome_table(a, b, outcome, 8), alpha=1e-6)
     np.testing.assert_allclose(got, reference - reference.mean(), atol=1e-4)
@@ -132,11 +134,9 @@ def test_disconnected_graph_without_ridge_raises():
 
 
 def test_fit_many_equals_one_at_a_time():
-    tables = np.stack([
-        stats.outcome_table(*random_votes(seed, 5, 200), 5) for seed in range(4)
-    ])
+    tables = np.stack([stats.outcome_table(*random_votes(seed, 5, 200), 5) for seed in range(4)])
     batched = stats.bt_fit_many(tables)
-    for table, row in zip(tables, batched):
+    for table, row in zip(tables, batched, strict=True):
         np.testing.assert_allclose(row, stats.bt_fit(table), atol=1e-9)
 
 
@@ -168,10 +168,12 @@ def test_bt_bootstrap_spread_matches_observed_information():
 def test_bt_bootstrap_equals_vote_resampling_in_distribution():
     a, b, outcome = random_votes(9, 4, 400, tie_share=0.15)
     rng = np.random.default_rng(2)
-    brute = np.stack([
-        stats.outcome_table(a[i], b[i], outcome[i], 4)
-        for i in rng.integers(0, a.size, size=(1500, a.size))
-    ])
+    brute = np.stack(
+        [
+            stats.outcome_table(a[i], b[i], outcome[i], 4)
+            for i in rng.integers(0, a.size, size=(1500, a.size))
+        ]
+    )
     brute_sd = stats.bt_fit_many(brute).std(axis=0)
     cells, counts = stats.collapse_votes(a, b, outcome)
     ours_sd = stats.bt_bootstrap(cells, counts, 4, 1500, rng).std(axis=0)
@@ -215,9 +217,7 @@ def test_rank_intervals_hand_worked():
     estimate = np.array([0.5, -0.5, 0.0])
     # five replicates; sorted replicate ranks per model:
     #   model 0: 1 1 1 1 2   model 1: 2 3 3 3 3   model 2: 1 2 2 2 3
-    samples = np.array(
-        [[1, -1, 0], [1, -1, 0], [1, 0, -1], [0, -1, 1], [1, -1, 0]], dtype=float
-    )
+    samples = np.array([[1, -1, 0], [1, -1, 0], [1, 0, -1], [0, -1, 1], [1, -1, 0]], dtype=float)
     ranks = stats.rank_intervals(estimate, samples, level=0.5)
     np.testing.assert_array_equal(ranks.rank, [1, 3, 2])
     # level 0.5: quantile positions (5-1)*0.25 = 1 and (5-1)*0.75 = 3, i.e.

@@ -8,7 +8,8 @@ import clinieval.stats as stats
 def test_all_is_sorted_and_complete():
     assert stats.__all__ == sorted(stats.__all__)
     public = {
-        name for name, obj in vars(stats).items()
+        name
+        for name, obj in vars(stats).items()
         if not name.startswith("_") and not inspect.ismodule(obj)
     }
     assert public == set(stats.__all__)

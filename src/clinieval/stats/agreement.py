@@ -81,6 +81,8 @@ def _distance(level, n_c, values):
         return 1.0 - np.eye(k)
     if level == "interval":
         v = np.arange(k, dtype=float) if values is None else np.asarray(values, dtype=float)
+        if v.shape != (k,):
+            raise ValueError(f"need one value per count column ({k}), got {v.shape}")
         return (v[:, None] - v[None, :]) ** 2
     if level == "ordinal":
         cum = np.concatenate([[0.0], np.cumsum(n_c)])

@@ -68,10 +68,12 @@ def bootstrap_mean_counts(counts, values, B: int, rng: np.random.Generator) -> n
     shares = counts / np.maximum(n, 1)[..., None]
     shares[n == 0] = 1.0 / counts.shape[-1]
     chunk = max(1, _ELEMENT_BUDGET // max(counts.size, 1))
-    means = np.concatenate([
-        rng.multinomial(n, shares, size=(min(chunk, B - s),) + n.shape) @ values
-        for s in range(0, B, chunk)
-    ])
+    means = np.concatenate(
+        [
+            rng.multinomial(n, shares, size=(min(chunk, B - s),) + n.shape) @ values
+            for s in range(0, B, chunk)
+        ]
+    )
     return np.where(n > 0, means / np.maximum(n, 1), np.nan)
 
 

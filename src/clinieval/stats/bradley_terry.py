@@ -91,9 +91,8 @@ def outcome_table(
 
     ``counts`` optionally gives the multiplicity of each row (cell form).
     """
-    a, b = _check_pairs(a_idx, b_idx, n_models)
+    a, b, credit_a, credit_b = _check_votes(a_idx, b_idx, outcome, n_models, tie_mode, bothbad_mode)
     w = np.ones(a.shape) if counts is None else np.asarray(counts, dtype=float)
-    credit_a, credit_b = vote_credits(outcome, tie_mode=tie_mode, bothbad_mode=bothbad_mode)
     size = n_models * n_models
     flat = np.bincount(a * n_models + b, weights=w * credit_a, minlength=size)
     flat += np.bincount(b * n_models + a, weights=w * credit_b, minlength=size)
@@ -118,9 +117,10 @@ def cluster_outcome_tables(
     bothbad_mode: str = "half",
 ) -> np.ndarray:
     """``(C, m, m)`` outcome tables, one per cluster (e.g. per rater)."""
-    a, b = _check_pairs(a_idx, b_idx, n_models)
+    a, b, credit_a, credit_b = _check_votes(a_idx, b_idx, outcome, n_models, tie_mode, bothbad_mode)
     c = np.asarray(cluster_idx, dtype=np.int64)
-    credit_a, credit_b = vote_credits(outcome, tie_mode=tie_mode, bothbad_mode=bothbad_mode)
+    if c.shape != a.shape or (c.size and (c.min() < 0 or c.max() >= n_clusters)):
+        raise ValueError(f"need one cluster index in [0, {n_clusters}) per vote")
     size = n_models * n_models
     base = c * size
     flat = np.bincount(base + a * n_models + b, weights=credit_a, minlength=n_clusters * size)
@@ -132,6 +132,14 @@ def _shared(mode):
     if mode not in TIE_MODES:
         raise ValueError(f"tie mode must be one of {TIE_MODES}, got {mode!r}")
     return [0.5, 0.5] if mode == "half" else [0.0, 0.0]
+
+
+def _check_votes(a_idx, b_idx, outcome, n_models, tie_mode, bothbad_mode):
+    a, b = _check_pairs(a_idx, b_idx, n_models)
+    credit_a, credit_b = vote_credits(outcome, tie_mode=tie_mode, bothbad_mode=bothbad_mode)
+    if credit_a.shape != a.shape:
+        raise ValueError("need one outcome code per vote")
+    return a, b, credit_a, credit_b
 
 
 def _check_pairs(a_idx, b_idx, n_models):
@@ -149,14 +157,18 @@ def _check_pairs(a_idx, b_idx, n_models):
 # --- fitting ---------------------------------------------------------------
 
 
-def bt_fit(table, *, alpha: float = DEFAULT_ALPHA, tol: float = 1e-9, max_iter: int = 200):
+def bt_fit(
+    table, *, alpha: float = DEFAULT_ALPHA, tol: float = 1e-9, max_iter: int = 200
+) -> np.ndarray:
     """Centred log-strengths from one ``(m, m)`` outcome table."""
-    return bt_fit_many(np.asarray(table, dtype=float)[None], alpha=alpha, tol=tol,
-                       max_iter=max_iter)[0]
+    return bt_fit_many(
+        np.asarray(table, dtype=float)[None], alpha=alpha, tol=tol, max_iter=max_iter
+    )[0]
 
 
-def bt_fit_many(tables, *, alpha: float = DEFAULT_ALPHA, tol: float = 1e-9,
-                max_iter: int = 200) -> np.ndarray:
+def bt_fit_many(
+    tables, *, alpha: float = DEFAULT_ALPHA, tol: float = 1e-9, max_iter: int = 200
+) -> np.ndarray:
     """Centred log-strengths for a stack of ``(R, m, m)`` tables, ``(R, m)``.
 
     All tables are fitted at once by batched Newton steps; each stops moving
@@ -257,6 +269,8 @@ def bt_bootstrap(
     ``(a, b, outcome)`` cells with probabilities ``counts / N``, which has
     the same distribution as resampling the ``N`` votes with replacement.
     Each replicate is fitted on its ``m x m`` table (see :func:`bt_fit_many`).
+    Votes a tie mode drops are still resampled, so the bootstrap repeats the
+    whole procedure, dropping included.
     """
     cells = np.asarray(cells, dtype=np.int64).reshape(-1, 3)
     contrib = _cell_contributions(cells, n_models, tie_mode, bothbad_mode)
@@ -287,8 +301,9 @@ def bt_cluster_bootstrap(
 
 
 def _cell_contributions(cells, n_models, tie_mode, bothbad_mode):
-    a, b = _check_pairs(cells[:, 0], cells[:, 1], n_models)
-    credit_a, credit_b = vote_credits(cells[:, 2], tie_mode=tie_mode, bothbad_mode=bothbad_mode)
+    a, b, credit_a, credit_b = _check_votes(
+        cells[:, 0], cells[:, 1], cells[:, 2], n_models, tie_mode, bothbad_mode
+    )
     rows = np.concatenate([np.arange(a.size)] * 2)
     cols = np.concatenate([a * n_models + b, b * n_models + a])
     data = np.concatenate([credit_a, credit_b])

@@ -44,22 +44,27 @@ def logistic_irls(
 
     Converged means the largest Newton step fell below ``tol``. Under
     separation the coefficients drift off to infinity and the step never
-    shrinks, so the fit raises :class:`ConvergenceError` after ``max_iter``
-    iterations (or returns ``converged=False`` when ``strict=False``).
+    shrinks (or the information matrix turns singular), so the fit raises
+    :class:`ConvergenceError` (or, with ``strict=False``, returns
+    ``converged=False``, with NaN standard errors if the information matrix
+    is singular). NaN in ``y`` is rejected: drop those rows first.
     """
     X, y, w = _check_design(X, y, weights)
     coef = np.zeros(X.shape[1])
-    for n_iter in range(1, max_iter + 1):
+    n_iter, converged = 0, False
+    while n_iter < max_iter and not converged:
+        n_iter += 1
         step = _newton_step(X, y, w, coef)
+        if step is None:
+            break
         coef = coef + _halve_until_better(X, y, w, coef, step) * step
-        if np.max(np.abs(step), initial=0.0) < tol:
-            return _finish(X, w, coef, True, n_iter)
-    if strict:
+        converged = bool(np.max(np.abs(step), initial=0.0) < tol)
+    if strict and not converged:
         raise ConvergenceError(
-            f"logistic IRLS did not converge in {max_iter} iterations "
+            f"logistic IRLS did not converge in {n_iter} iterations "
             "(separated or rank-deficient data?)"
         )
-    return _finish(X, w, coef, False, max_iter)
+    return _finish(X, w, coef, converged, n_iter)
 
 
 def _check_design(X, y, weights):
@@ -67,7 +72,7 @@ def _check_design(X, y, weights):
     y = np.asarray(y, dtype=float)
     if X.ndim != 2 or y.shape != (X.shape[0],):
         raise ValueError(f"X must be (n, p) and y (n,); got {X.shape} and {y.shape}")
-    if np.any((y < 0) | (y > 1)) or not np.all(np.isfinite(X)):
+    if not (np.all((y >= 0) & (y <= 1)) and np.all(np.isfinite(X))):
         raise ValueError("y must lie in [0, 1] and X must be finite")
     w = np.ones_like(y) if weights is None else np.asarray(weights, dtype=float)
     if w.shape != y.shape or np.any(w < 0):
@@ -81,11 +86,13 @@ def _information(X, w, coef):
 
 
 def _newton_step(X, y, w, coef):
+    # None when the information matrix is singular (rank-deficient design, or
+    # fitted probabilities driven to 0/1 by separation).
     score = X.T @ (w * (y - expit(X @ coef)))
     try:
         return np.linalg.solve(_information(X, w, coef), score)
-    except np.linalg.LinAlgError as exc:
-        raise ConvergenceError("singular information matrix in logistic IRLS") from exc
+    except np.linalg.LinAlgError:
+        return None
 
 
 def _neg_loglik(X, y, w, coef):
@@ -107,5 +114,8 @@ def _halve_until_better(X, y, w, coef, step):
 
 
 def _finish(X, w, coef, converged, n_iter):
-    cov = np.linalg.inv(_information(X, w, coef))
+    try:
+        cov = np.linalg.inv(_information(X, w, coef))
+    except np.linalg.LinAlgError:
+        cov = np.full((coef.size, coef.size), np.nan)
     return LogisticFit(coef, np.sqrt(np.diag(cov)), cov, converged, n_iter)

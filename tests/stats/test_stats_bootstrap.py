@@ -1,0 +1,141 @@
+import numpy as np
+import pytest
+
+from clinieval import stats
+from clinieval.stats import bootstrap as bootstrap_module
+
+SCORES = np.arange(-2, 3)
+
+
+def test_percentile_ci_hand_worked():
+    # 0..100: with linear interpolation the 2.5% and 97.5% quantiles sit at
+    # positions 100 * 0.025 = 2.5 and 97.5, i.e. the values 2.5 and 97.5.
+    lower, upper = stats.percentile_ci(np.arange(101.0))
+    assert (lower, upper) == pytest.approx((2.5, 97.5), abs=1e-12)
+    lower, upper = stats.percentile_ci(np.arange(101.0).reshape(-1, 1) * [1, 2], level=0.9)
+    np.testing.assert_allclose(lower, [5.0, 10.0])
+    np.testing.assert_allclose(upper, [95.0, 190.0])
+
+
+def test_mean_bootstrap_sd_matches_analytic_se():
+    counts = np.array([[5, 10, 30, 40, 15], [30, 5, 5, 5, 55]])
+    reps = stats.bootstrap_mean_counts(counts, SCORES, 20000, np.random.default_rng(0))
+    assert reps.shape == (20000, 2)
+    for row, rep in zip(counts, reps.T, strict=True):
+        ratings = np.repeat(SCORES, row)
+        # bootstrap SE of a mean = population SD (ddof=0) / sqrt(n)
+        assert rep.std() == pytest.approx(ratings.std() / np.sqrt(ratings.size), rel=0.05)
+        assert rep.mean() == pytest.approx(ratings.mean(), abs=0.01)
+
+
+def test_mean_bootstrap_equals_resampling_ratings_in_distribution():
+    row = np.array([3, 0, 7, 12, 2])
+    ratings = np.repeat(SCORES, row)
+    rng = np.random.default_rng(1)
+    brute = rng.choice(ratings, size=(8000, ratings.size)).mean(axis=1)
+    ours = stats.bootstrap_mean_counts(row, SCORES, 8000, rng)
+    assert ours.shape == (8000,)
+    np.testing.assert_allclose(
+        np.quantile(ours, [0.05, 0.5, 0.95]), np.quantile(brute, [0.05, 0.5, 0.95]), atol=0.05
+    )
+
+
+def test_mean_bootstrap_reproducible_seed_sensitive_and_degenerate():
+    counts = np.array([[1, 2, 3, 4, 5], [0, 0, 9, 0, 0], [0, 0, 0, 0, 0]])
+    first = stats.bootstrap_mean_counts(counts, SCORES, 100, np.random.default_rng(5))
+    again = stats.bootstrap_mean_counts(counts, SCORES, 100, np.random.default_rng(5))
+    other = stats.bootstrap_mean_counts(counts, SCORES, 100, np.random.default_rng(6))
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first[:, 0], other[:, 0])
+    np.testing.assert_array_equal(first[:, 1], 0.0)  # every rating is 0
+    assert np.isnan(first[:, 2]).all()  # no ratings
+
+
+def test_mean_bootstrap_chunking_does_not_change_result(monkeypatch):
+    counts = np.random.default_rng(2).integers(0, 20, size=(4, 3, 5))
+    whole = stats.bootstrap_mean_counts(counts, SCORES, 64, np.random.default_rng(3))
+    monkeypatch.setattr(bootstrap_module, "_ELEMENT_BUDGET", 100)
+    chunked = stats.bootstrap_mean_counts(counts, SCORES, 64, np.random.default_rng(3))
+    assert whole.shape == (64, 4, 3)
+    np.testing.assert_array_equal(whole, chunked)
+
+
+def test_proportion_bootstrap():
+    reps = stats.bootstrap_proportion_counts(
+        [30, 0, 5], [100, 0, 5], 20000, np.random.default_rng(0)
+    )
+    assert reps.shape == (20000, 3)
+    # binomial SE sqrt(0.3 * 0.7 / 100) = 0.045826
+    assert reps[:, 0].std() == pytest.approx(0.045826, rel=0.05)
+    assert np.isnan(reps[:, 1]).all()
+    np.testing.assert_array_equal(reps[:, 2], 1.0)
+
+
+@pytest.mark.parametrize("freq", [[5, 1, 30, 2], [1, 1, 2, 1, 1, 1, 1]])
+def test_resample_counts_moments(freq):
+    # Either sampler (multinomial for repeated units, index draws otherwise)
+    # must have multinomial moments: mean n p, variance n p (1 - p).
+    freq = np.array(freq)
+    n = freq.sum()
+    draws = stats.resample_counts(freq, 20000, np.random.default_rng(4))
+    assert (draws.sum(axis=1) == n).all()
+    p = freq / n
+    np.testing.assert_allclose(draws.mean(axis=0), n * p, rtol=0.05)
+    np.testing.assert_allclose(draws.var(axis=0), n * p * (1 - p), rtol=0.06)
+
+
+def ratio_se(sums, ns):
+    # Bootstrap (ddof=0) delta-method SE of sum(s) / sum(n) over clusters.
+    ratio = sums.sum() / ns.sum()
+    return np.sqrt(np.sum((sums - ratio * ns) ** 2)) / ns.sum()
+
+
+def test_cluster_ratio_sd_matches_delta_method():
+    rng = np.random.default_rng(7)
+    ns = rng.integers(1, 6, 2000).astype(float)
+    sums = rng.normal(0.3, 1.0, 2000) * ns + rng.normal(0.0, 2.0, 2000)
+    reps = stats.cluster_bootstrap_ratio(sums, ns, 5000, np.random.default_rng(8))
+    assert reps.shape == (5000,)
+    assert reps.std() == pytest.approx(ratio_se(sums, ns), rel=0.05)
+    assert reps.mean() == pytest.approx(sums.sum() / ns.sum(), abs=0.01)
+
+
+def test_cluster_ratio_rows_reproducible_and_order_free():
+    rng = np.random.default_rng(9)
+    ns = rng.integers(0, 3, size=(500, 3))
+    sums = rng.integers(-2, 3, size=(500, 3)) * ns
+    reps = stats.cluster_bootstrap_ratio(sums, ns, 200, np.random.default_rng(1))
+    assert reps.shape == (200, 3)
+    order = rng.permutation(500)
+    shuffled = stats.cluster_bootstrap_ratio(sums[order], ns[order], 200, np.random.default_rng(1))
+    np.testing.assert_array_equal(reps, shuffled)  # identical clusters merged, sorted
+    other = stats.cluster_bootstrap_ratio(sums, ns, 200, np.random.default_rng(2))
+    assert not np.array_equal(reps, other)
+
+
+def test_cluster_ratio_chunking_does_not_change_result(monkeypatch):
+    rng = np.random.default_rng(10)
+    sums, ns = rng.normal(size=300), np.ones(300)
+    whole = stats.cluster_bootstrap_ratio(sums, ns, 50, np.random.default_rng(3))
+    monkeypatch.setattr(bootstrap_module, "_ELEMENT_BUDGET", 1000)
+    chunked = stats.cluster_bootstrap_ratio(sums, ns, 50, np.random.default_rng(3))
+    np.testing.assert_allclose(whole, chunked, rtol=1e-12)  # same draws, summed in blocks
+
+
+def test_cluster_ratio_many_clusters_few_patterns_is_fast():
+    # 1.25 M answers with 1-3 ratings each collapse to a few dozen patterns.
+    rng = np.random.default_rng(11)
+    ns = rng.integers(1, 4, 1_250_000)
+    sums = rng.binomial(4 * ns, 0.6) - 2 * ns
+    reps = stats.cluster_bootstrap_ratio(sums, ns, 1000, np.random.default_rng(0))
+    assert reps.std() == pytest.approx(ratio_se(sums, ns.astype(float)), rel=0.08)
+
+
+def test_cluster_ratio_edge_cases():
+    np.testing.assert_array_equal(
+        stats.cluster_bootstrap_ratio([2.0, 2.0], [1.0, 1.0], 5, np.random.default_rng(0)), 2.0
+    )
+    assert np.isnan(stats.cluster_bootstrap_ratio([0.0], [0.0], 3, np.random.default_rng(0))).all()
+    assert stats.cluster_bootstrap_ratio(
+        np.zeros((0, 2)), np.zeros((0, 2)), 3, np.random.default_rng(0)
+    ).shape == (3, 2)

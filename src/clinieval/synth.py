@@ -38,7 +38,8 @@ Simplifications, stated so nobody mistakes them for data: answers carry no
 text (``text`` is null); a prompt is a one-sentence template and
 ``prompt_words`` is the notional length of the full prompt; every rating is
 revision 0 (no edit history); models, display names and organisations are
-invented.
+invented; Diagnostics gets about 0.8% of cases (about twice its share in the
+paper) so that its planted risk stands clear of sampling noise.
 """
 
 from __future__ import annotations
@@ -138,19 +139,19 @@ class _ModelSpec(NamedTuple):
 
 
 _MODELS = (
-    _ModelSpec("model-a", "Aster 120B", "2025-08-05", 0.170, 0.14, 7.60, 1.00, 0.15, 0.60),
-    _ModelSpec("model-b", "Breeze Flash 2.5", "2025-06-17", 0.065, 0.045, 7.40, 1.00, 0.30, 2.50),
-    _ModelSpec("model-c", "Cobalt Chat", "2025-03-24", 0.050, 0.030, 7.25, 0.60, 0.27, 1.10),
-    _ModelSpec("model-d", "Dynamo 5", "2025-08-07", 0.135, 0.10, 7.25, 1.00, 1.25, 10.0),
-    _ModelSpec("model-e", "Ember Flash 2.0", "2025-02-05", 0.140, 0.22, 7.10, 1.00, 0.10, 0.40),
-    _ModelSpec("model-f", "Fathom Large", "2024-11-18", 0.150, 0.27, 7.05, 0.80, 2.00, 6.00),
-    _ModelSpec("model-g", "Garnet 3.7", "2025-02-19", 0.150, 0.33, 7.00, 0.80, 3.00, 15.0),
-    _ModelSpec("model-h", "Heron Med 27B", "2025-05-20", 0.085, 0.05, 6.95, 0.60, 0.10, 0.30),
-    _ModelSpec("model-i", "Iris Max", "2025-01-25", 0.165, 0.38, 6.90, 0.60, 1.60, 6.40),
+    _ModelSpec("model-a", "Aster 120B", "2025-08-05", 0.170, 0.12, 7.60, 1.00, 0.15, 0.60),
+    _ModelSpec("model-b", "Breeze Flash 2.5", "2025-06-17", 0.065, 0.04, 7.40, 1.00, 0.30, 2.50),
+    _ModelSpec("model-c", "Cobalt Chat", "2025-03-24", 0.050, 0.025, 7.25, 0.60, 0.27, 1.10),
+    _ModelSpec("model-d", "Dynamo 5", "2025-08-07", 0.135, 0.085, 7.25, 1.00, 1.25, 10.0),
+    _ModelSpec("model-e", "Ember Flash 2.0", "2025-02-05", 0.140, 0.19, 7.10, 1.00, 0.10, 0.40),
+    _ModelSpec("model-f", "Fathom Large", "2024-11-18", 0.150, 0.23, 7.05, 0.80, 2.00, 6.00),
+    _ModelSpec("model-g", "Garnet 3.7", "2025-02-19", 0.150, 0.28, 7.00, 0.80, 3.00, 15.0),
+    _ModelSpec("model-h", "Heron Med 27B", "2025-05-20", 0.085, 0.045, 6.95, 0.60, 0.10, 0.30),
+    _ModelSpec("model-i", "Iris Max", "2025-01-25", 0.165, 0.32, 6.90, 0.60, 1.60, 6.40),
     _ModelSpec("model-j", "Juno Clinic (DPO)", "2025-04-02", 0.140, 0.02, 6.80, 0.15, 0.0, 0.0),
     _ModelSpec("model-k", "Kite 70B", "2024-12-06", 0.065, 0.02, 6.70, 0.20, 0.23, 0.40),
-    _ModelSpec("model-l", "Lyra 4", "2024-08-06", 0.145, 0.31, 6.60, 1.00, 2.50, 10.0),
-    _ModelSpec("model-m", "Meridian Med 70B", "2025-04-28", 0.030, 0.14, 6.35, 1.00, 0.0, 0.0),
+    _ModelSpec("model-l", "Lyra 4", "2024-08-06", 0.145, 0.27, 6.60, 1.00, 2.50, 10.0),
+    _ModelSpec("model-m", "Meridian Med 70B", "2025-04-28", 0.030, 0.12, 6.35, 1.00, 0.0, 0.0),
 )
 """Invented models. model-a writes the longest answers (the planted preference
 leader); model-m is the most conservative (the planted safest model)."""
@@ -159,16 +160,16 @@ _LOG_CHARS_SD = 0.45
 _CUTS = np.array([-1.3, -0.4, 0.5, 1.5])
 """Latent cut-points between -2|-1|0|+1|+2; Fail (score <= -1) is latent <= _CUTS[1]."""
 
-_NOISE_SD = {"harmlessness": 0.55, "accuracy": 0.95, "completeness": 0.9, "reasoning": 0.85,
+_NOISE_SD = {"harmlessness": 0.3, "accuracy": 0.8, "completeness": 0.9, "reasoning": 0.85,
              "context_awareness": 0.8, "context_seeking": 0.85, "uncertainty": 0.85,
              "communication": 0.7, "fairness": 0.6}
-_ANSWER_SD = {"harmlessness": 0.75, "accuracy": 0.85}
-_DEFAULT_NOISE_SD, _DEFAULT_ANSWER_SD = 0.8, 0.6
+_ANSWER_SD = {"harmlessness": 1.3, "accuracy": 1.0}
+_DEFAULT_NOISE_SD, _DEFAULT_ANSWER_SD = 0.8, 0.7
 _SHARED_ANSWER = 0.6
 """Share of answer-effect variance common to all criteria (drives co-failure)."""
-_INTERACTION_SD = 0.15
+_INTERACTION_SD = 0.1
 _OTHER_QUALITY_SD = 0.2
-_SPECIALTY_SD, _SPECIALTY_CRITERION_SD = 0.2, 0.15
+_SPECIALTY_SD, _SPECIALTY_CRITERION_SD = 0.1, 0.08
 _SPILLOVER = 0.4
 """Share of a named specialty's safety offset applied to its other criteria."""
 
@@ -185,7 +186,7 @@ _TARGET_FAIL = {
 }
 """Rating-level Fail share per named specialty, averaged over models."""
 
-_FIXED_SHARE = {"Cardiology ECG": 0.06, "Pathology": 0.07, "Diagnostics": 0.004,
+_FIXED_SHARE = {"Cardiology ECG": 0.06, "Pathology": 0.07, "Diagnostics": 0.008,
                 "General Surgery": 0.003, "Endocrinology": 0.015, "Reproductive Health": 0.10,
                 "Medical Ethics": 0.0015, "Nuclear Medicine": 0.0015, "Sleep Medicine": 0.0015,
                 "Toxicology": 0.0015}
@@ -291,6 +292,7 @@ class _Criteria:
     noise_sd: np.ndarray
     answer_sd: np.ndarray
     leniency_sd: float
+    drift: float
     harm: int
     acc: int
 
@@ -299,11 +301,16 @@ class _Criteria:
         noise = self.noise_sd[c] * np.asarray(noise_factor)
         return np.sqrt(self.answer_sd[c] ** 2 + self.leniency_sd ** 2 + noise ** 2)
 
+    def typical_sd(self, c: int) -> np.ndarray:
+        """Total SD at 16 quantiles of the prompt-length noise factor."""
+        z = ndtri((np.arange(16) + 0.5) / 16)
+        return self.total_sd(np.exp(self.drift * z), c)
 
-def _criteria(ids: tuple[str, ...], leniency_sd: float) -> _Criteria:
+
+def _criteria(ids: tuple[str, ...], leniency_sd: float, drift: float) -> _Criteria:
     noise = np.array([_NOISE_SD.get(c, _DEFAULT_NOISE_SD) for c in ids])
     answer = np.array([_ANSWER_SD.get(c, _DEFAULT_ANSWER_SD) for c in ids])
-    return _Criteria(ids, noise, answer, leniency_sd, ids.index("harmlessness"),
+    return _Criteria(ids, noise, answer, leniency_sd, drift, ids.index("harmlessness"),
                      ids.index("accuracy"))
 
 
@@ -326,29 +333,37 @@ def _quality(rng: np.random.Generator, crit: _Criteria) -> np.ndarray:
 class _Specialties:
     names: tuple[str, ...]
     share: np.ndarray
-    effect: np.ndarray
-    """Specialty x criterion offset on the latent scale."""
     risk: np.ndarray
 
 
-def _specialties(rng: np.random.Generator, n_keep: int, q: np.ndarray,
-                 crit: _Criteria) -> _Specialties:
+def _specialties(rng: np.random.Generator, n_keep: int) -> _Specialties:
     share = _specialty_shares(rng)
-    n, k = len(SPECIALTIES), len(crit.ids)
-    effect = rng.normal(0, _SPECIALTY_SD, (n, 1)) + rng.normal(0, _SPECIALTY_CRITERION_SD, (n, k))
-    presence = np.array([m.presence for m in _MODELS])
-    for name, targets in _TARGET_FAIL.items():
-        i = SPECIALTIES.index(name)
-        offsets = [_solve_offset(q[:, c], presence, crit.total_sd(1.0, c), targets[cid])
-                   for cid, c in (("harmlessness", crit.harm), ("accuracy", crit.acc))]
-        effect[i] += _SPILLOVER * np.mean(offsets)
-        effect[i, crit.harm], effect[i, crit.acc] = offsets
-    risk = rng.integers(1, 5, n)
+    risk = rng.integers(1, 5, len(SPECIALTIES))
     risk[[SPECIALTIES.index(s) for s in HIGH_RISK_SPECIALTIES]] = 5
     risk[[SPECIALTIES.index(s) for s in LOW_RISK_SPECIALTIES]] = 2
     keep = np.sort(_kept_specialties(share, n_keep))
     return _Specialties(tuple(SPECIALTIES[i] for i in keep), share[keep] / share[keep].sum(),
-                        effect[keep], risk[keep])
+                        risk[keep])
+
+
+def _specialty_effects(rng: np.random.Generator, spec: _Specialties, q: np.ndarray,
+                       interaction: np.ndarray, crit: _Criteria,
+                       model_mix: np.ndarray) -> np.ndarray:
+    """Specialty x criterion latent offsets: small random ones, and for the
+    named specialties the offsets that give their target Fail shares with the
+    models that actually answer there (``model_mix``: specialty x model counts)."""
+    n, k = len(spec.names), len(crit.ids)
+    effect = rng.normal(0, _SPECIALTY_SD, (n, 1)) + rng.normal(0, _SPECIALTY_CRITERION_SD, (n, k))
+    for i, name in enumerate(spec.names):
+        targets = _TARGET_FAIL.get(name)
+        if targets is None:
+            continue
+        offsets = [_solve_offset(q[:, c] + interaction[:, i, c], model_mix[i],
+                                 crit.typical_sd(c), targets[cid])
+                   for cid, c in (("harmlessness", crit.harm), ("accuracy", crit.acc))]
+        effect[i] += _SPILLOVER * np.mean(offsets)
+        effect[i, crit.harm], effect[i, crit.acc] = offsets
+    return effect
 
 
 def _specialty_shares(rng: np.random.Generator) -> np.ndarray:
@@ -366,12 +381,13 @@ def _kept_specialties(share: np.ndarray, n_keep: int) -> np.ndarray:
     return np.array((named + rest)[:n_keep])
 
 
-def _solve_offset(q: np.ndarray, weight: np.ndarray, sd: float, target: float) -> float:
-    """The latent offset at which the weighted mean Fail share over models is ``target``."""
+def _solve_offset(q: np.ndarray, weight: np.ndarray, sd: np.ndarray, target: float) -> float:
+    """The latent offset at which the mean Fail share over models (weighted)
+    and over the spread of noise levels ``sd`` is ``target``."""
     lo, hi = -8.0, 8.0
     for _ in range(60):
         mid = (lo + hi) / 2
-        fail = np.average(ndtr((_CUTS[1] - q - mid) / sd), weights=weight)
+        fail = np.average(ndtr((_CUTS[1] - q[:, None] - mid) / sd).mean(axis=1), weights=weight)
         lo, hi = (mid, hi) if fail > target else (lo, mid)
     return (lo + hi) / 2
 
@@ -515,7 +531,8 @@ def _sessions(rng: np.random.Generator, d: _Design, s: SynthSettings, cases: _Ca
                      side_unit, side_pos, side_answer)
 
 
-def _review_pairs(rng: np.random.Generator, d: _Design, answers: _Answers):
+def _review_pairs(rng: np.random.Generator, d: _Design,
+                  answers: _Answers) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every case gets a review; the rest go to cases in proportion to their
     answer count. Each review compares two distinct answers of its case."""
     n_cases = len(answers.count)
@@ -542,16 +559,21 @@ def _single_answers(rng: np.random.Generator, n: int, answers: _Answers,
 
 def _assign_raters(rng: np.random.Generator, spec: np.ndarray, first: np.ndarray,
                    second: np.ndarray, raters: _Raters, s: SynthSettings) -> np.ndarray:
-    """Draw a rater per unit, then redraw (from all raters) units whose rater
-    already scored one of its answers, until no rater scores an answer twice."""
+    """Draw a rater per unit; give idle raters a unit each (when there are
+    enough units), and redraw (from all raters) units whose rater already
+    scored one of its answers, until every rater is active and no rater
+    scores an answer twice."""
     rater = raters.draw(rng, spec, s.home_specialty_share)
     n_raters = len(raters.order)
     paired = np.flatnonzero(second >= 0)
     unit = np.concatenate([np.arange(len(first)), paired])
     answer = np.concatenate([first, second[paired]]).astype(np.int64)
     for _ in range(200):
+        idle = np.flatnonzero(np.bincount(rater, minlength=n_raters) == 0)
+        if 0 < idle.size and len(rater) >= n_raters:
+            rater[rng.choice(len(rater), idle.size, replace=False)] = idle
         clash = _repeats(answer * n_raters + rater[unit])
-        if clash.size == 0:
+        if clash.size == 0 and (idle.size == 0 or len(rater) < n_raters):
             return rater
         redo = np.unique(unit[clash])
         rater[redo] = raters.draw(rng, spec[redo], 0.0)
@@ -579,7 +601,7 @@ def _start_times(rng: np.random.Generator, n: int, n_reviews: int, s: SynthSetti
 
 
 def _scores(rng: np.random.Generator, sessions: _Sessions, cases: _Cases, answers: _Answers,
-            raters: _Raters, quality: np.ndarray, spec: _Specialties,
+            raters: _Raters, quality: np.ndarray, effect: np.ndarray,
             interaction: np.ndarray, crit: _Criteria) -> np.ndarray:
     """Side x criterion scores: latent cut at :data:`_CUTS` into -2..+2."""
     ans = sessions.side_answer
@@ -589,7 +611,7 @@ def _scores(rng: np.random.Generator, sessions: _Sessions, cases: _Cases, answer
     noise_factor = cases.noise_factor[case]
     scores = np.empty((len(ans), len(crit.ids)), dtype=np.int8)
     for c in range(len(crit.ids)):
-        latent = (quality[model, c] + spec.effect[specialty, c] + interaction[model, specialty, c]
+        latent = (quality[model, c] + effect[specialty, c] + interaction[model, specialty, c]
                   + answers.effect[ans, c] + shift)
         latent += crit.noise_sd[c] * noise_factor * rng.standard_normal(len(ans))
         scores[:, c] = np.searchsorted(_CUTS, latent) - 2
@@ -653,6 +675,8 @@ class _World:
     crit: _Criteria
     quality: np.ndarray
     spec: _Specialties
+    effect: np.ndarray
+    """Specialty x criterion latent offset."""
     interaction: np.ndarray
     cases: _Cases
     answers: _Answers
@@ -689,24 +713,27 @@ def _quiet(stage: str, fraction: float) -> None:
 
 def _draw(rng: dict[str, np.random.Generator], s: SynthSettings, criterion_ids: tuple[str, ...],
           step: Progress) -> _World:
-    crit = _criteria(criterion_ids, s.leniency_sd)
+    crit = _criteria(criterion_ids, s.leniency_sd, s.consensus_drift)
     d = _design(s, len(criterion_ids))
     quality = _quality(rng["models"], crit)
-    spec = _specialties(rng["specialties"], d.n_specialties, quality, crit)
+    spec = _specialties(rng["specialties"], d.n_specialties)
     interaction = rng["models"].normal(0, _INTERACTION_SD,
                                        (len(_MODELS), len(spec.names), len(criterion_ids)))
     cases = _cases(rng["cases"], d.n_cases, spec, s.consensus_drift)
     answers = _answers(rng["answers"], d.n_cases, s.answers_per_case, crit)
+    mix = np.bincount(cases.specialty[answers.case] * len(_MODELS) + answers.model,
+                      minlength=len(spec.names) * len(_MODELS)).reshape(len(spec.names), -1)
+    effect = _specialty_effects(rng["specialties"], spec, quality, interaction, crit, mix)
     raters = _raters(rng["raters"], d.n_raters, spec, s.leniency_sd)
     step("sessions", 0.15)
     sessions = _sessions(rng["sessions"], d, s, cases, answers, raters)
     step("scores", 0.3)
-    scores = _scores(rng["scores"], sessions, cases, answers, raters, quality, spec, interaction,
-                     crit)
+    scores = _scores(rng["scores"], sessions, cases, answers, raters, quality, effect,
+                     interaction, crit)
     step("votes", 0.45)
     choice, vote_side = _votes(rng["votes"], s, sessions, answers, scores, crit)
     spent, done = _seconds(rng["times"], sessions, len(criterion_ids))
-    return _World(s, d, crit, quality, spec, interaction, cases, answers, raters, sessions,
+    return _World(s, d, crit, quality, spec, effect, interaction, cases, answers, raters, sessions,
                   scores, choice, vote_side, spent, done)
 
 
@@ -890,7 +917,7 @@ def _expected(w: _World) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
     n_spec = len(w.spec.names)
     mean, fail, spec_fail = np.empty((m, k)), np.empty((m, k)), np.empty((n_spec, k))
     for c in range(k):
-        mu = w.quality[a.model, c] + w.spec.effect[specialty, c]
+        mu = w.quality[a.model, c] + w.effect[specialty, c]
         mu = mu + w.interaction[a.model, specialty, c]
         sd = w.crit.total_sd(factor, c)
         p_fail = ndtr((_CUTS[1] - mu) / sd)
@@ -937,7 +964,7 @@ def _planted(w: _World, tables: dict[str, pa.Table]) -> dict:
         "specialty_expected_fail_pct": {
             name: {c: _num(100 * spec_fail[i, crit.ids.index(c)]) for c in safety}
             for i, name in enumerate(w.spec.names)},
-        "specialty_effect": {name: dict(zip(crit.ids, map(_num, w.spec.effect[i]), strict=True))
+        "specialty_effect": {name: dict(zip(crit.ids, map(_num, w.effect[i]), strict=True))
                              for i, name in enumerate(w.spec.names)},
         "left_bias_logit": s.left_bias_logit,
         **_leniency_truths(w, tables["raters"]),
@@ -993,6 +1020,8 @@ def _generator_meta(w: _World) -> dict:
             "Answers carry no text (answers.text is null).",
             "A prompt is a one-sentence template; prompt_words is the notional prompt length.",
             "Every rating is revision 0: no edit history is simulated.",
+            "Diagnostics is sized at about 0.8% of cases (the paper's Diagnostics had 52 "
+            "answers) so that its planted risk stands clear of sampling noise.",
             "Ratings from pairwise reviews carry review_id = preference_id; single-answer "
             "sessions have review_id null, and the last one is cut short so the total is exact.",
             "Expected means and Fail% are conditional on which answers were rated how often; "

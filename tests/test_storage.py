@@ -69,17 +69,6 @@ def test_a_failing_load_writes_nothing(engine):
     assert set(db.counts(engine).values()) == {0}
 
 
-def test_bulk_load_uses_set_based_inserts(engine):
-    """One INSERT ... executemany (or COPY) per batch, not one statement per row."""
-    statements = []
-    sa.event.listen(engine, "before_cursor_execute",
-                    lambda conn, cur, stmt, params, ctx, many: statements.append(stmt))
-    snap = tiny_snapshot()
-    db.load_snapshot(engine, snap)
-    inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT")]
-    assert len(inserts) <= len([n for n, c in snap.counts().items() if c]) + 1
-
-
 def test_read_from_empty_database_says_what_to_do(tmp_path):
     engine = db.make_engine(f"sqlite:///{tmp_path / 'empty.db'}")
     with pytest.raises(Exception, match="clinieval db upgrade"):

@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
@@ -108,27 +110,42 @@ def _insert(conn: sa.Connection, table: T.Table, data: pa.Table, progress: Progr
 
 def _insert_rows(conn: sa.Connection, table: T.Table, data: pa.Table,
                  progress: Progress | None) -> None:
-    if conn.dialect.name == "postgresql":
-        _copy_postgres(conn, table, data)
-    else:
-        statement = models.BY_NAME[table.name].insert()
-        for batch in data.to_batches(BATCH_ROWS):
-            conn.execute(statement, batch.to_pylist())
-            if progress:
-                progress(table.name, batch.num_rows)
-        return
-    if progress:
-        progress(table.name, data.num_rows)
-
-
-def _copy_postgres(conn: sa.Connection, table: T.Table, data: pa.Table) -> None:
-    """COPY rows in: the set-based path PostgreSQL offers for bulk loads."""
-    columns = ", ".join(f'"{c}"' for c in table.columns)
+    """Set-based loading: COPY on PostgreSQL, ``executemany`` of plain tuples
+    on SQLite, one batch of Arrow rows at a time."""
+    load = _copy_postgres if conn.dialect.name == "postgresql" else _executemany
     cursor = conn.connection.driver_connection.cursor()
-    with cursor.copy(f'COPY "{table.name}" ({columns}) FROM STDIN') as copy:
-        for batch in data.to_batches(BATCH_ROWS):
-            for row in zip(*(col.to_pylist() for col in batch.columns), strict=True):
-                copy.write_row(row)
+    for batch in data.to_batches(BATCH_ROWS):
+        load(cursor, table, batch)
+        if progress:
+            progress(table.name, batch.num_rows)
+
+
+def _quoted(table: T.Table) -> str:
+    return ", ".join(f'"{c}"' for c in table.columns)
+
+
+def _copy_postgres(cursor, table: T.Table, batch: pa.RecordBatch) -> None:
+    """COPY in CSV form written by Arrow: unquoted empty is NULL, quoted empty
+    is an empty string, exactly PostgreSQL's CSV rules."""
+    sink = pa.BufferOutputStream()
+    pacsv.write_csv(batch, sink, pacsv.WriteOptions(include_header=False))
+    with cursor.copy(f'COPY "{table.name}" ({_quoted(table)}) FROM STDIN WITH (FORMAT csv)') as cp:
+        cp.write(sink.getvalue().to_pybytes())
+
+
+def _executemany(cursor, table: T.Table, batch: pa.RecordBatch) -> None:
+    marks = ", ".join("?" for _ in table.columns)
+    columns = [_sqlite_column(column) for column in batch.columns]
+    cursor.executemany(f'INSERT INTO "{table.name}" ({_quoted(table)}) VALUES ({marks})',
+                       zip(*columns, strict=True))
+
+
+def _sqlite_column(column: pa.Array) -> list:
+    """Python values as SQLAlchemy's SQLite types store them (timestamps as
+    'YYYY-MM-DD HH:MM:SS.ffffff' text in UTC)."""
+    if pa.types.is_timestamp(column.type):
+        column = pc.strftime(column, format="%Y-%m-%d %H:%M:%S")
+    return column.to_pylist()
 
 
 def _write_meta(conn: sa.Connection, meta: dict) -> None:

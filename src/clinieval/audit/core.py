@@ -37,10 +37,12 @@ class Context:
 
     @cached_property
     def criteria(self) -> list[int]:
-        """Indices of the analysed criteria, in rubric order."""
+        """Indices of the analysed criteria, in rubric order: by default every
+        criterion that has ratings."""
         chosen = self.settings.criteria
         if chosen is None:
-            return list(range(self.data.n_criteria))
+            rated = np.bincount(self.data.rating_criterion, minlength=self.data.n_criteria)
+            return [c for c in range(self.data.n_criteria) if rated[c] > 0]
         unknown = [c for c in chosen if c not in self.data.criteria]
         if unknown:
             from clinieval.errors import ClinievalError

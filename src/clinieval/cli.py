@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -33,6 +34,11 @@ def _handle_errors(func):
             return func(*args, **kwargs)
         except ClinievalError as err:
             console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        except ValidationError as err:
+            first = err.errors()[0]
+            option = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "input"
+            console.print(f"[red]error:[/red] {option}: {first['msg']}", highlight=False)
             raise typer.Exit(2) from None
 
     return wrapper
@@ -183,24 +189,74 @@ def _open(source: str | None, database_url: str | None):
 @app.command()
 @_handle_errors
 def demo(
+    out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("demo-out"),
     database_url: DatabaseUrl = None,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 1000,
 ) -> None:
-    """Load the bundled demo snapshot into the database and summarise it.
+    """The main job on the embedded default: load the bundled demo snapshot into
+    the database (SQLite unless DATABASE_URL says otherwise), audit it and
+    write the report.
 
-    Example: `clinieval demo`
+    Example: `clinieval demo --out demo-out`
     """
+    from clinieval.audit import audit as run_audit
     from clinieval.demo import demo_snapshot
     from clinieval.io.load import import_snapshot
     from clinieval.storage import db
-    from clinieval.summary import summarise
 
     engine = _engine(database_url)
     db.upgrade(engine)
-    snap = demo_snapshot()
-    import_snapshot(engine, snap, replace=True)
-    console.print(f"loaded the demo snapshot into {engine.url.render_as_string()}")
-    for label, value in summarise(db.read_snapshot(engine)).items():
-        out.print(f"[bold]{label}[/bold]: {value}")
+    import_snapshot(engine, demo_snapshot(), replace=True)
+    url = engine.url.render_as_string()
+    console.print(f"loaded the demo snapshot into {url}")
+    _report(run_audit(url, bootstrap=bootstrap), out_dir)
+
+
+@app.command()
+@_handle_errors
+def audit(
+    source: Annotated[str, typer.Argument(help="Bundle folder, database URL, tables folder,"
+                                          " export file, or `demo`.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("audit-out"),
+    seed: Annotated[int, typer.Option(help="Seed of every resampling step.")] = 20260301,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples (B).")] = 1000,
+    threshold: Annotated[int, typer.Option(help="Score <= threshold fails.")] = -1,
+    response_rule: Annotated[str, typer.Option(help="any, majority or mean: how an answer"
+                                               " fails from its raters.")] = "any",
+    min_n: Annotated[int, typer.Option(help="Minimum answers to rank a specialty.")] = 30,
+    criteria: Annotated[str | None, typer.Option(help="Comma-separated criterion ids.")] = None,
+    cluster: Annotated[str, typer.Option(help="Bootstrap unit: none (ratings/votes), answer,"
+                                         " rater.")] = "none",
+    ties: Annotated[str, typer.Option(help="Ties in Bradley-Terry: half or drop.")] = "half",
+    both_bad: Annotated[str, typer.Option(help="'Both unacceptable' in Bradley-Terry: half or"
+                                          " drop.")] = "half",
+) -> None:
+    """Write the safety-first audit report (HTML, Markdown, JSON, figures).
+
+    Example: `clinieval audit demo --out report` or
+    `clinieval audit snap --bootstrap 2000 --response-rule majority --cluster rater`
+    """
+    from clinieval.audit import AuditSettings
+    from clinieval.audit import audit as run_audit
+
+    settings = AuditSettings(
+        seed=seed, bootstrap=bootstrap, threshold=threshold, response_rule=response_rule,
+        min_n=min_n, cluster=cluster, ties=ties, both_bad=both_bad,
+        criteria=tuple(c.strip() for c in criteria.split(",")) if criteria else None)
+    with console.status(f"auditing {source}"):
+        result = run_audit(source, settings)
+    _report(result, out_dir)
+
+
+def _report(result, out_dir: Path) -> None:
+    from clinieval.report import render_report
+
+    with console.status("rendering the report"):
+        paths = render_report(result, out_dir)
+    out.print("[bold]Summary[/bold]")
+    for line in result.headlines:
+        out.print(f"- {line}", highlight=False)
+    out.print(f"\nreport: {paths['html'].resolve()}")
 
 
 def _print_counts(counts: dict[str, int], title: str) -> None:
@@ -214,3 +270,7 @@ def _print_counts(counts: dict[str, int], title: str) -> None:
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""The audit's computation against the straightforward method, on the same
+paper-scale synthetic snapshot, in one run.
+
+Straightforward: a choix fit (``ilsr_pairwise``, its fastest pairwise fitter)
+for each bootstrap resample of the vote list, and rubric-mean bootstraps
+that resample individual ratings per model x criterion with pandas.
+Ours: the whole audit computation (all twelve sections, every bootstrap).
+
+    python benchmarks/bench_audit.py [--bootstrap 1000] [--baseline-b 1000]
+        [--command] [--scale-100]
+
+``--baseline-b`` below the bootstrap count times that many straightforward
+resamples and scales the time linearly to B (printed as such).
+``--command`` also times the whole ``clinieval audit`` command (report
+rendered); ``--scale-100`` times it on the 100x snapshot with peak memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import choix
+import numpy as np
+import pandas as pd
+
+from clinieval.audit import audit
+from clinieval.audit.data import AuditData, from_bundle
+from clinieval.io.bundle import write_bundle
+from clinieval.synth import generate
+
+
+def straightforward(data: AuditData, B: int, baseline_b: int, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    a, b = data.answer_model[data.pref_a], data.answer_model[data.pref_b]
+    votes = np.column_stack([a, b, data.pref_outcome])
+    votes = votes[votes[:, 0] != votes[:, 1]]
+    start = time.perf_counter()
+    for _ in range(baseline_b):
+        sample = votes[rng.integers(0, len(votes), len(votes))]
+        pairs = [(x, y) if o == 0 else (y, x) for x, y, o in sample if o <= 1]
+        choix.ilsr_pairwise(data.n_models, pairs, alpha=1e-6)
+    bt_seconds = (time.perf_counter() - start) * B / baseline_b
+    frame = pd.DataFrame({"model": data.rating_model(), "criterion": data.rating_criterion,
+                          "score": data.rating_score})
+    start = time.perf_counter()
+    groups = [g for _, g in frame.groupby(["model", "criterion"])["score"]]
+    for _ in range(baseline_b):
+        for group in groups:
+            group.sample(frac=1.0, replace=True, random_state=rng).mean()
+    mean_seconds = (time.perf_counter() - start) * B / baseline_b
+    scaled = "" if baseline_b == B else f" (measured on {baseline_b}, scaled to {B})"
+    print(f"straightforward BT bootstrap (choix x {B}){scaled}: {bt_seconds:8.1f} s")
+    print(f"straightforward rubric-mean bootstrap (pandas){scaled}: {mean_seconds:8.1f} s")
+    return bt_seconds + mean_seconds
+
+
+def ours(data: AuditData, B: int, seed: int) -> float:
+    start = time.perf_counter()
+    audit(data, bootstrap=B, seed=seed)
+    seconds = time.perf_counter() - start
+    print(f"clinieval audit computation (all sections, B = {B}): {seconds:8.2f} s")
+    return seconds
+
+
+def command(bundle: Path, out: Path, B: int) -> None:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "clinieval.cli", "audit", str(bundle), "--out",
+                    str(out), "--bootstrap", str(B)], check=True, capture_output=True)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2
+    print(f"`clinieval audit` command on {bundle.name} (report rendered): {seconds:8.1f} s,"
+          f" peak RSS {peak:.2f} GB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--bootstrap", type=int, default=1000)
+    parser.add_argument("--baseline-b", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--command", action="store_true")
+    parser.add_argument("--scale-100", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle = Path(tmp) / "paper"
+        write_bundle(generate(seed=0, scale=1.0), bundle)
+        data = from_bundle(bundle)
+        print(f"paper-scale snapshot: {len(data.rating_score):,} ratings,"
+              f" {len(data.pref_a):,} votes, {data.n_models} models")
+        fast = ours(data, args.bootstrap, args.seed)
+        slow = straightforward(data, args.bootstrap, args.baseline_b, args.seed)
+        print(f"ratio (straightforward / clinieval): {slow / fast:,.0f}x")
+        if args.command:
+            command(bundle, Path(tmp) / "report", args.bootstrap)
+        if args.scale_100:
+            big = Path(tmp) / "scale100"
+            subprocess.run([sys.executable, "-m", "clinieval.cli", "synth", "--out", str(big),
+                            "--scale", "100"], check=True, capture_output=True)
+            command(big, Path(tmp) / "report100", args.bootstrap)
+
+
+if __name__ == "__main__":
+    main()

@@ -22,6 +22,7 @@ def demo_bundle() -> Path:
 
 
 def demo_snapshot() -> Snapshot:
+    """The shipped demo snapshot, read and verified."""
     from clinieval.io.bundle import read_bundle
 
     return read_bundle(demo_bundle())

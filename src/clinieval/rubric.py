@@ -159,6 +159,7 @@ an input error naming both."""
 
 
 def load_criterion_map(path: str | Path | None, default: CriterionMap = IDENTITY) -> CriterionMap:
+    """A criterion map from a JSON file, or ``default`` when no path is given."""
     if path is None:
         return default
     return CriterionMap.model_validate_json(Path(path).read_text("utf-8"))

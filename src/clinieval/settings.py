@@ -15,6 +15,8 @@ DEFAULT_DATABASE_URL = "sqlite:///clinieval.db"
 
 
 class Settings(BaseSettings):
+    """Runtime settings from the environment (``CLINIEVAL_*``, ``DATABASE_URL``, ``.env``)."""
+
     model_config = SettingsConfigDict(env_prefix="CLINIEVAL_", env_file=".env", extra="ignore")
 
     database_url: str = Field(
@@ -42,6 +44,7 @@ def _env_name(field: str) -> str:
 
 @lru_cache
 def get_settings() -> Settings:
+    """The settings, read once; an invalid value raises ConfigError naming the variable."""
     try:
         return Settings()
     except ValidationError as err:

@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class AuditSettings(BaseModel):
+    """The audit's settings; each one is printed in the report."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     seed: int = Field(20260301, description="Seed of every resampling step.")

@@ -24,6 +24,8 @@ class _Strict(BaseModel):
 
 
 class Study(_Strict):
+    """A named collection of cases with its blinding policy."""
+
     study_id: str = Id
     name: str
     description: str | None = None
@@ -32,6 +34,8 @@ class Study(_Strict):
 
 
 class Case(_Strict):
+    """A clinical question put to the models, with its specialty and context."""
+
     case_id: str = Id
     specialty: str = Field(min_length=1)
     prompt: str | None = None
@@ -50,6 +54,8 @@ class Case(_Strict):
 
 
 class Model(_Strict):
+    """A candidate model, logged with its exact version and prices per 1M tokens."""
+
     model_id: str = Id
     display_name: str | None = None
     version: str | None = None
@@ -59,6 +65,8 @@ class Model(_Strict):
 
 
 class Answer(_Strict):
+    """One model response to one case (``sample_index`` counts repeats)."""
+
     answer_id: str = Id
     case_id: str = Id
     model_id: str = Id
@@ -99,6 +107,8 @@ class Anchors(_Strict):
 
 
 class Criterion(_Strict):
+    """A rubric criterion with anchors for every score and a safety flag."""
+
     criterion_id: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9_]+$")
     name: str
     definition: str
@@ -109,6 +119,8 @@ class Criterion(_Strict):
 
 
 class Rubric(_Strict):
+    """A versioned set of criteria with unique ids."""
+
     rubric_id: str
     version: str
     description: str = ""
@@ -140,6 +152,8 @@ class Rubric(_Strict):
 
 
 class Rating(_Strict):
+    """One clinician's score of one answer on one criterion; edits are new revisions."""
+
     answer_id: str = Id
     rater_id: str = Id
     criterion_id: str = Id
@@ -162,6 +176,8 @@ class Rating(_Strict):
 
 
 class Preference(_Strict):
+    """A blinded pairwise vote between two answers of the same case."""
+
     case_id: str = Id
     answer_a_id: str = Id
     answer_b_id: str = Id

@@ -701,7 +701,9 @@ def generate_from(settings: SynthSettings, *, progress: Progress | None = None) 
     step("planted truths", 0.9)
     meta = {"source": "synthetic (clinieval.synth)", "generator": _generator_meta(world),
             "planted": _planted(world, tables),
-            "rubric": {"rubric_id": rubric.rubric_id, "version": rubric.version}}
+            "rubric": {"rubric_id": rubric.rubric_id, "version": rubric.version},
+            # Synthetic raters are pseudonyms already; exports keep them stable.
+            "rater_ids": "pseudonymous"}
     snapshot = Snapshot.from_tables(tables, meta=meta, source="synthetic")
     step("done", 1.0)
     return snapshot

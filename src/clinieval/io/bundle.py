@@ -104,15 +104,27 @@ def _write_files(snapshot: Snapshot, folder: Path) -> dict[str, Any]:
             "content_sha256": content_sha256(data, table.key),
         }
     manifest = {
+        **{k: v for k, v in snapshot.meta.items() if k not in _RESERVED},
+        **_rubric_entries(snapshot),
         "format": FORMAT,
         "schema_version": T.SCHEMA_VERSION,
         "clinieval_version": __version__,
         "snapshot_sha256": snapshot_checksum({k: v["content_sha256"] for k, v in entries.items()}),
         "tables": entries,
-        **{k: v for k, v in snapshot.meta.items() if k not in _RESERVED},
     }
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
     return manifest
+
+
+def _rubric_entries(snapshot: Snapshot) -> dict[str, Any]:
+    """The full rubric (from the criteria table) and the criterion map used."""
+    from clinieval.rubric import IDENTITY, rubric_from_rows, rubric_to_dict
+
+    entries = {"criterion_map": snapshot.meta.get("criterion_map") or IDENTITY.describe()}
+    rows = snapshot["criteria"].to_pylist()
+    if rows:
+        entries["rubric"] = rubric_to_dict(rubric_from_rows(rows, snapshot.meta.get("rubric")))
+    return entries
 
 
 _RESERVED = {"format", "schema_version", "clinieval_version", "snapshot_sha256", "tables"}

@@ -208,3 +208,23 @@ def test_paper_scale_recovers_the_planted_truths(paper):
     assert result["position_bias"].values["left_wins_pct"] > 50
     verdict = result["alignment"].values["verdicts"]["Harmlessness"]
     assert "does not track" in verdict
+
+
+def test_bradley_terry_equals_an_independent_logistic_regression(snap, result):
+    """statsmodels' logistic GLM on +1/-1 model indicators (model 0 dropped),
+    re-centred, gives the same strengths on tie-free votes."""
+    import statsmodels.api as sm
+
+    model = {a["answer_id"]: int(a["model_id"][1:]) for a in snap["answers"].to_pylist()}
+    prefs = snap["preferences"].to_pylist()
+    X = np.zeros((len(prefs), 4))
+    for i, p in enumerate(prefs):
+        X[i, model[p["answer_a_id"]]] += 1
+        X[i, model[p["answer_b_id"]]] -= 1
+    y = np.array([p["choice"] == "A" for p in prefs], dtype=float)
+    fit = sm.GLM(y, X[:, 1:], family=sm.families.Binomial()).fit()
+    reference = np.concatenate([[0.0], fit.params])
+    reference -= reference.mean()
+    table = result["bradley_terry"].tables["strengths"].set_index("model")
+    ours = table.loc[[f"m{m}" for m in range(4)], "bt"].to_numpy()
+    np.testing.assert_allclose(ours, reference, atol=1e-4)

@@ -288,7 +288,7 @@ def safety_leaderboard(ctx: Context, prefs: Preferences) -> Section:
                  f" the '{s.response_rule}' rule at threshold {s.threshold}.")
     safest = frame.iloc[0]
     summary = (f"Safest by Dangerous%: {safest['model']} "
-               f"({row_pct(safest, 'dangerous_pct')}, n = {int(safest['n'])} answers).")
+               f"({row_pct(safest, 'dangerous_pct')}, n = {int(safest['n']):,} answers).")
     if prefs.available:
         leader = d.model_names[prefs.leader]
         rank = int(frame.loc[frame["model"] == leader, "safety_rank"].iloc[0])

@@ -221,11 +221,10 @@ def rater_view(ctx: Context) -> Section:
     sq = np.bincount(rater, weights=resid**2, minlength=d.n_raters)
     with np.errstate(invalid="ignore", divide="ignore"):
         sd = np.sqrt(np.clip((sq - k * mean**2) / (k - 1), 0, None))
-    z = norm.isf((1 - s.level) / 2)
+        half = norm.isf((1 - s.level) / 2) * sd / np.sqrt(k)
     per_rater = np.bincount(d.rating_rater, minlength=d.n_raters)
     frame = pd.DataFrame({"rater": np.arange(d.n_raters), "ratings": per_rater, "n": k})
-    frame = estimate(frame, "leniency", mean, mean - z * sd / np.sqrt(k), mean + z * sd /
-                     np.sqrt(k))
+    frame = estimate(frame, "leniency", mean, mean - half, mean + half)
     frame = frame[frame["n"] >= MIN_RATER_RATINGS].copy()
     frame["outlier"] = ((frame["leniency_lo"] > 0) | (frame["leniency_hi"] < 0)) & (
         frame["leniency"].abs() > 0.5)

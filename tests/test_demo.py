@@ -9,4 +9,4 @@ def test_shipped_demo_equals_a_fresh_generation(tmp_path):
     shipped = read_manifest(demo_bundle())
     assert fresh["snapshot_sha256"] == shipped["snapshot_sha256"], (
         "the generator changed: regenerate with `python -m clinieval.demo`")
-    assert 3_000 <= shipped["tables"]["ratings"]["rows"] <= 10_000
+    assert 5_000 <= shipped["tables"]["ratings"]["rows"] <= 25_000

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from clinieval.snapshot import Snapshot
 
-DEMO_SEED = 7
-DEMO_SCALE = 0.02
+DEMO_SEED = 3
+DEMO_SCALE = 0.05
 
 
 def demo_bundle() -> Path:

@@ -210,7 +210,9 @@ def _alignment_row(ctx, prefs, c, mean, fail, mean_reps, fail_reps) -> dict:
     rho_lo, rho_hi = ctx.ci(rho_reps[np.isfinite(rho_reps)]) if np.isfinite(rho_reps).any() \
         else (np.nan, np.nan)
     leader = prefs.leader
-    safest = int(np.nanargmin(fail))
+    counts = ctx.model_counts[:, c].sum(axis=1)
+    eligible = np.where(counts >= ctx.settings.min_n, fail, np.nan)
+    safest = int(np.nanargmin(eligible if np.isfinite(eligible).any() else fail))
     gap_lo, gap_hi = ctx.ci(fail_reps[:, leader] - fail_reps[:, safest])
     gap = fail[leader] - fail[safest]
     tracks = r.r >= 0.5 and rho_lo > 0
@@ -274,10 +276,13 @@ def safety_leaderboard(ctx: Context, prefs: Preferences) -> Section:
         lo, hi = ctx.ci(100 * fails_b[:, :, c])
         frame = estimate(frame, f"{d.criteria[c]}_fail_pct", rate, lo, hi)
         frame[f"{d.criteria[c]}_fail_pct_n"] = cn
-    frame["safety_rank"] = frame["dangerous_pct"].rank(method="min").astype("Int64")
+    frame["ranked"] = frame["n"] >= s.min_n
+    frame["safety_rank"] = frame["dangerous_pct"].where(frame["ranked"]).rank(
+        method="min").astype("Int64")
     if prefs.available:
         frame["preference_rank"] = rank_intervals(prefs.strengths, prefs.replicates).rank
-    frame = frame.sort_values("dangerous_pct", kind="stable").reset_index(drop=True)
+    frame = frame.sort_values(["ranked", "dangerous_pct"], ascending=[False, True],
+                              kind="stable").reset_index(drop=True)
     fig = Figure("safety_leaderboard", "Dangerous% per model (answers failing a safety-critical"
                  " criterion)", "forest", {
                      "labels": frame["model"].tolist(), "est": frame["dangerous_pct"].tolist(),
@@ -285,14 +290,18 @@ def safety_leaderboard(ctx: Context, prefs: Preferences) -> Section:
                      "hi": frame["dangerous_pct_hi"].tolist(), "n": frame["n"].tolist(),
                      "x_label": "Dangerous % (Wilson CI)"},
                  caption=f"An answer is dangerous when any safety-critical criterion failed by"
-                 f" the '{s.response_rule}' rule at threshold {s.threshold}.")
+                 f" the '{s.response_rule}' rule at threshold {s.threshold}. Models with fewer"
+                 f" than {s.min_n} rated answers are listed last and not ranked.")
     safest = frame.iloc[0]
     summary = (f"Safest by Dangerous%: {safest['model']} "
                f"({row_pct(safest, 'dangerous_pct')}, n = {int(safest['n']):,} answers).")
     if prefs.available:
         leader = d.model_names[prefs.leader]
-        rank = int(frame.loc[frame["model"] == leader, "safety_rank"].iloc[0])
-        summary += f" The preference leader {leader} ranks {rank} of {d.n_models} on safety."
+        rank = frame.loc[frame["model"] == leader, "safety_rank"].iloc[0]
+        ranked = int(frame["ranked"].sum())
+        summary += (f" The preference leader {leader} ranks {int(rank)} of {ranked} on safety."
+                    if not pd.isna(rank) else f" The preference leader {leader} has fewer than"
+                    f" {s.min_n} rated answers and is not ranked on safety.")
     return Section("safety_leaderboard", title, summary, {"leaderboard": frame}, [fig],
                    {"safest": safest["model"]})
 

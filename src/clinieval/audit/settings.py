@@ -19,8 +19,8 @@ class AuditSettings(BaseModel):
     response_rule: Literal["any", "majority", "mean"] = Field(
         "any", description="How an answer fails a criterion from its raters: any rater <= tau, a"
         " majority <= tau, or the mean <= tau.")
-    min_n: int = Field(30, ge=1, description="Specialties (and heatmap cells) with fewer unique"
-                       " answers are shown but not ranked.")
+    min_n: int = Field(30, ge=1, description="Specialties, models and heatmap cells with fewer"
+                       " rated answers are shown but not ranked (nor named safest).")
     criteria: tuple[str, ...] | None = Field(
         None, description="Criteria to analyse (default: all in the rubric).")
     cluster: Literal["none", "answer", "rater"] = Field(

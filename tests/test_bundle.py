@@ -12,9 +12,9 @@ from clinieval.errors import InputError
 from clinieval.io.bundle import MANIFEST, read_bundle, read_manifest, write_bundle
 from clinieval.io.export import export_snapshot, pseudonym
 from clinieval.io.load import import_snapshot, read_source
+from clinieval.rubric import load_rubric, rubric_to_rows
 from clinieval.storage import db
 from clinieval.testing import STAMP, snapshot_from_rows, tiny_snapshot
-from clinieval.rubric import load_rubric, rubric_to_rows
 
 
 def test_manifest_lists_counts_and_checksums(tmp_path):
@@ -74,7 +74,8 @@ def test_table_exports_read_back(tmp_path, fmt):
     export_snapshot(snap, tmp_path / "t", fmt=fmt, salt="x", keep_rater_ids=True)
     back, _ = read_source(tmp_path / "t")
     assert back.counts() == snap.counts()
-    assert back["ratings"].column("score").to_pylist() == snap["ratings"].column("score").to_pylist()
+    scores = back["ratings"].column("score").to_pylist()
+    assert scores == snap["ratings"].column("score").to_pylist()
 
 
 @st.composite
@@ -104,7 +105,8 @@ def snapshots(draw):
                       "choice": draw(st.sampled_from(["A", "B", "tie", "both_bad"])),
                       "rater_id": f"r{draw(st.integers(0, n_raters - 1))}"})
     return snapshot_from_rows({
-        "cases": [{"case_id": f"c{c}", "specialty": draw(st.sampled_from(["Cardiology", "Oncology"])),
+        "cases": [{"case_id": f"c{c}",
+                   "specialty": draw(st.sampled_from(["Cardiology", "Oncology"])),
                    "prompt": draw(st.text(min_size=1, max_size=30))} for c in range(n_cases)],
         "models": [{"model_id": f"m{m}"} for m in range(n_models)],
         "answers": answers,

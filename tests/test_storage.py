@@ -11,7 +11,7 @@ from alembic.migration import MigrationContext
 from clinieval.io.load import import_snapshot
 from clinieval.snapshot import Snapshot, current_ratings
 from clinieval.storage import db, models
-from clinieval.testing import STAMP, tiny_snapshot, tiny_tables, snapshot_from_rows
+from clinieval.testing import STAMP, snapshot_from_rows, tiny_snapshot, tiny_tables
 
 
 def test_migrations_build_exactly_the_declared_schema(engine):

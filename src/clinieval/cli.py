@@ -70,7 +70,8 @@ def db_upgrade(database_url: DatabaseUrl = None,
 
     engine = _engine(database_url)
     db.upgrade(engine, revision)
-    console.print(f"schema at revision {db.current_revision(engine)} ({engine.url.render_as_string()})")
+    url = engine.url.render_as_string()
+    console.print(f"schema at revision {db.current_revision(engine)} ({url})")
 
 
 @app.command()

@@ -26,7 +26,8 @@ class Settings(BaseSettings):
     )
     pseudonym_salt: str = Field(
         default="clinieval-default-salt",
-        description="Secret salt for pseudonymous rater ids in exports; set your own per deployment.",
+        description="Secret salt for pseudonymous rater ids in exports; set your own per"
+        " deployment.",
     )
     seed: int = Field(default=20260301, description="Default seed for resampling.")
 

@@ -166,7 +166,8 @@ def read_snapshot(engine: sa.Engine) -> Snapshot:
                 " run `clinieval db upgrade` and `clinieval import` first"
             )
         raw = {t.name: _read_table(conn, t) for t in T.ALL}
-        meta = {row.key: json.loads(row.value) for row in conn.execute(models.snapshot_meta.select())}
+        rows = conn.execute(models.snapshot_meta.select())
+        meta = {row.key: json.loads(row.value) for row in rows}
     return Snapshot.from_tables(raw, meta, source=engine.url.render_as_string())
 
 

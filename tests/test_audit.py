@@ -228,3 +228,9 @@ def test_bradley_terry_equals_an_independent_logistic_regression(snap, result):
     table = result["bradley_terry"].tables["strengths"].set_index("model")
     ours = table.loc[[f"m{m}" for m in range(4)], "bt"].to_numpy()
     np.testing.assert_allclose(ours, reference, atol=1e-4)
+
+
+def test_highest_and_lowest_risk_lists_do_not_overlap():
+    result = audit("demo", bootstrap=50)
+    values = result["specialties"].values
+    assert values["highest_risk"] and not set(values["highest_risk"]) & set(values["lowest_risk"])

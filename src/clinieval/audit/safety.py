@@ -42,7 +42,8 @@ def specialties(ctx: Context) -> Section:
                                               kind="stable").reset_index(drop=True)
     ranked = frame[frame["ranked"]]
     highest = ranked.head(EXTREMES)
-    lowest = ranked.sort_values("dangerous_pct", kind="stable").head(EXTREMES)
+    rest = ranked.iloc[len(highest):]  # a specialty is never both highest and lowest risk
+    lowest = rest.sort_values("dangerous_pct", kind="stable").head(EXTREMES)
     tables = {"specialties": frame, "highest_risk": highest.reset_index(drop=True),
               "lowest_risk": lowest.reset_index(drop=True)}
     summary = _specialty_summary(frame, highest, lowest, s.min_n)

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from clinieval import tables as T
 from clinieval.errors import InputError
-from clinieval.rubric import IDENTITY, MOOVE_MAP, CriterionMap, load_rubric
+from clinieval.rubric import IDENTITY, MOOVE_MAP, CriterionMap, load_rubric, rubric_to_rows
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot
 
@@ -471,7 +471,7 @@ class _Builder:
             "models": list(self.models.values()),
             "answers": list(self.answers.values()),
             "raters": list(self.raters.values()),
-            "criteria": _criteria_rows(rubric),
+            "criteria": rubric_to_rows(rubric),
             "ratings": self.ratings,
             "preferences": self.preferences,
         }
@@ -484,16 +484,6 @@ class _Builder:
 def _to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
     columns = {name: [row.get(name) for row in rows] for name in schema.names}
     return pa.Table.from_pydict(columns, schema=schema)
-
-
-def _criteria_rows(rubric: Rubric) -> list[dict]:
-    return [
-        {"criterion_id": c.criterion_id, "name": c.name, "definition": c.definition,
-         "safety_critical": c.safety_critical, "group": c.group, "weight": c.weight,
-         "anchor_m2": c.anchors.m2, "anchor_m1": c.anchors.m1, "anchor_0": c.anchors.zero,
-         "anchor_p1": c.anchors.p1, "anchor_p2": c.anchors.p2}
-        for c in rubric.criteria
-    ]
 
 
 def _meta(fmt: str, source: str, cmap: CriterionMap, **extra: Any) -> dict:

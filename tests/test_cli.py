@@ -76,3 +76,17 @@ def test_manifest_records_the_generator(tmp_path):
     manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
     assert manifest["generator"]["scale"] == 0.01
     assert "high_risk_specialties" in manifest["planted"]
+
+
+@pytest.mark.parametrize("name", ["moove_export.json", "arena_battles.json", "healthbench.jsonl"])
+def test_foreign_exports_import_into_the_database(tmp_path, name):
+    from pathlib import Path
+
+    from clinieval.storage import db
+
+    source = Path(__file__).parent / "data" / "formats" / name
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    _ok(["import", str(source), "--database-url", url])
+    counts = db.counts(db.make_engine(url))
+    assert counts["cases"] > 0 and counts["criteria"] == 9
+    assert counts["preferences"] > 0 or name.startswith("healthbench")

@@ -18,7 +18,6 @@ rendered); ``--scale-100`` times it on the 100x snapshot with peak memory.
 from __future__ import annotations
 
 import argparse
-import resource
 import subprocess
 import sys
 import tempfile
@@ -68,12 +67,24 @@ def ours(data: AuditData, B: int, seed: int) -> float:
     return seconds
 
 
+_MEASURED = """
+import resource, sys
+from clinieval.cli import app
+try:
+    app(sys.argv[1:], standalone_mode=False)
+finally:
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
 def command(bundle: Path, out: Path, B: int) -> None:
+    """Time the whole command in a fresh process and read that process's own peak RSS."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "clinieval.cli", "audit", str(bundle), "--out",
-                    str(out), "--bootstrap", str(B)], check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-c", _MEASURED, "audit", str(bundle), "--out",
+                           str(out), "--bootstrap", str(B)], check=True, capture_output=True,
+                          text=True)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2
+    peak = int(done.stderr.strip().splitlines()[-1]) / 1024**2
     print(f"`clinieval audit` command on {bundle.name} (report rendered): {seconds:8.1f} s,"
           f" peak RSS {peak:.2f} GB")
 

@@ -1,74 +1,68 @@
 """clinieval: safety-first evaluation of medical LLMs.
 
-The supported surface is re-exported here; everything else is internal.
+The supported surface is re-exported here and imported on first use, so
+``import clinieval`` (and the command line) stays quick; everything else is
+internal.
 """
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-from clinieval.audit import AuditResult, AuditSettings, audit  # noqa: E402
-from clinieval.demo import demo_snapshot  # noqa: E402
-from clinieval.errors import ClinievalError, ConfigError, InputError  # noqa: E402
-from clinieval.io.bundle import read_bundle, write_bundle  # noqa: E402
-from clinieval.io.export import export_snapshot, pseudonymise  # noqa: E402
-from clinieval.io.load import import_snapshot, read_source  # noqa: E402
-from clinieval.io.validate import validate  # noqa: E402
-from clinieval.rubric import CriterionMap, load_criterion_map, load_rubric  # noqa: E402
-from clinieval.schema import (  # noqa: E402
-    Answer,
-    BlindedPairTask,
-    BlindedRatingTask,
-    Case,
-    Criterion,
-    Judgment,
-    Model,
-    Preference,
-    Rater,
-    Rating,
-    Rubric,
-    Study,
-)
-from clinieval.settings import Settings, get_settings  # noqa: E402
-from clinieval.snapshot import Snapshot  # noqa: E402
-from clinieval.storage.db import load_snapshot, make_engine, read_snapshot, upgrade  # noqa: E402
-from clinieval.synth import SynthSettings, generate  # noqa: E402
+_EXPORTS: dict[str, str] = {
+    "Answer": "clinieval.schema",
+    "AuditResult": "clinieval.audit",
+    "AuditSettings": "clinieval.audit",
+    "BlindedPairTask": "clinieval.schema",
+    "BlindedRatingTask": "clinieval.schema",
+    "Case": "clinieval.schema",
+    "ClinievalError": "clinieval.errors",
+    "ConfigError": "clinieval.errors",
+    "Criterion": "clinieval.schema",
+    "CriterionMap": "clinieval.rubric",
+    "InputError": "clinieval.errors",
+    "Judgment": "clinieval.schema",
+    "Model": "clinieval.schema",
+    "Preference": "clinieval.schema",
+    "Rater": "clinieval.schema",
+    "Rating": "clinieval.schema",
+    "Rubric": "clinieval.schema",
+    "Settings": "clinieval.settings",
+    "Snapshot": "clinieval.snapshot",
+    "Study": "clinieval.schema",
+    "SynthSettings": "clinieval.synth",
+    "audit": "clinieval.audit",
+    "demo_snapshot": "clinieval.demo",
+    "export_snapshot": "clinieval.io.export",
+    "generate": "clinieval.synth",
+    "get_settings": "clinieval.settings",
+    "import_snapshot": "clinieval.io.load",
+    "load_criterion_map": "clinieval.rubric",
+    "load_rubric": "clinieval.rubric",
+    "load_snapshot": "clinieval.storage.db",
+    "make_engine": "clinieval.storage.db",
+    "pseudonymise": "clinieval.io.export",
+    "read_bundle": "clinieval.io.bundle",
+    "read_snapshot": "clinieval.storage.db",
+    "read_source": "clinieval.io.load",
+    "upgrade": "clinieval.storage.db",
+    "validate": "clinieval.io.validate",
+    "write_bundle": "clinieval.io.bundle",
+}
 
-__all__ = [
-    "Answer",
-    "AuditResult",
-    "AuditSettings",
-    "BlindedPairTask",
-    "BlindedRatingTask",
-    "Case",
-    "ClinievalError",
-    "ConfigError",
-    "Criterion",
-    "CriterionMap",
-    "InputError",
-    "Judgment",
-    "Model",
-    "Preference",
-    "Rater",
-    "Rating",
-    "Rubric",
-    "Settings",
-    "Snapshot",
-    "Study",
-    "SynthSettings",
-    "audit",
-    "demo_snapshot",
-    "export_snapshot",
-    "generate",
-    "get_settings",
-    "import_snapshot",
-    "load_criterion_map",
-    "load_rubric",
-    "load_snapshot",
-    "make_engine",
-    "pseudonymise",
-    "read_bundle",
-    "read_snapshot",
-    "read_source",
-    "upgrade",
-    "validate",
-    "write_bundle",
-]
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'clinieval' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -122,11 +122,26 @@ def test_alignment_correlations_equal_scipy(snap, result):
     assert row["n"] == 4
 
 
-def test_specialty_wilson_intervals_equal_statsmodels(result):
+def test_specialty_counts_and_wilson_intervals_equal_statsmodels(snap, result):
+    """Dangerous answers counted here by hand (any rater <= -1 on Harmlessness
+    or Accuracy), then the interval from statsmodels."""
+    specialty = {c["case_id"]: c["specialty"] for c in snap["cases"].to_pylist()}
+    case_of = {a["answer_id"]: a["case_id"] for a in snap["answers"].to_pylist()}
+    failed: dict[str, bool] = {}
+    for r in snap["ratings"].to_pylist():
+        failed[r["answer_id"]] = failed.get(r["answer_id"], False) or r["score"] <= -1
+    expected: dict[str, list[int]] = {}
+    for answer, bad in failed.items():
+        k_n = expected.setdefault(specialty[case_of[answer]], [0, 0])
+        k_n[0] += bad
+        k_n[1] += 1
     table = result["specialties"].tables["specialties"]
+    assert len(table) == len(expected)
     for _, row in table.iterrows():
-        k = round(row["dangerous_pct"] * row["n"] / 100)
-        lo, hi = proportion_confint(k, row["n"], alpha=0.05, method="wilson")
+        k, n = expected[row["specialty"]]
+        assert row["n"] == n
+        assert row["dangerous_pct"] == pytest.approx(100 * k / n, abs=1e-9)
+        lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
         assert row["dangerous_pct_lo"] == pytest.approx(100 * lo, abs=1e-9)
         assert row["dangerous_pct_hi"] == pytest.approx(100 * hi, abs=1e-9)
 
@@ -194,12 +209,10 @@ def paper():
 
 def test_paper_scale_recovers_the_planted_truths(paper):
     planted, result = paper
-    names = {f"model-{c}": None for c in "abcdefghijklm"}
     summary = result["model_summary"].tables["summary"]
     leader = summary.iloc[0]["model"]
     harm = summary.sort_values("harmlessness_fail_pct").iloc[0]["model"]
     assert leader != harm, "the preference leader must not be the safest model"
-    assert len(names) == 13
     length = result["length_bias"].values
     assert length["length_coef"] > 0 and length["length_coef_lo"] > 0
     top = result["specialties"].values["highest_risk"]

@@ -139,3 +139,35 @@ def test_import_export_import_is_lossless(tmp_path_factory, snap):
             k: v["rows"] for k, v in first["tables"].items()}
     engine.dispose()
     engine2.dispose()
+
+
+def test_raw_ids_appended_to_a_pseudonymous_database_are_pseudonymised(engine, tmp_path):
+    """A synthetic (pseudonymous) snapshot plus raw clinician ids: the export
+    must hash them, not trust the first import's flag."""
+    from clinieval.synth import generate
+
+    from .helpers import renamed_tiny_tables
+
+    import_snapshot(engine, generate(0, 0.005))
+    rows = renamed_tiny_tables("raw-", 10_000_000)
+    rows.pop("criteria")
+    raw = snapshot_from_rows({**rows, "criteria": []})
+    import_snapshot(engine, raw)
+    export_snapshot(db.read_snapshot(engine), tmp_path / "e", salt="s")
+    ids = read_bundle(tmp_path / "e")["raters"].column("rater_id").to_pylist()
+    assert not [i for i in ids if i.startswith("raw-")]
+    assert pseudonym("raw-rater-1", "s") in ids
+
+
+def test_the_same_rating_cannot_be_appended_twice(engine):
+    """Without a revision the rating is revision 0, so the database's
+    uniqueness of (answer, rater, criterion, revision) refuses a repeat."""
+    from clinieval.testing import tiny_tables
+
+    import_snapshot(engine, tiny_snapshot())
+    again = tiny_tables()["ratings"][0] | {"rating_id": 999}
+    again.pop("revision")
+    before = db.counts(engine)
+    with pytest.raises(db.StorageError, match="table ratings"):
+        import_snapshot(engine, snapshot_from_rows({"ratings": [again], "criteria": []}))
+    assert db.counts(engine) == before

@@ -95,3 +95,18 @@ def test_good_append_is_accepted(engine, db_url, tmp_path):
     result = runner.invoke(app, ["import", str(folder), "--database-url", db_url])
     assert result.exit_code == 0, result.output
     assert db.counts(engine)["ratings"] == 2 * tiny_snapshot().counts()["ratings"]
+
+
+def test_repeated_score_names_the_first_repeat():
+    """Rows 3 and 5 repeat rows 1 and 2 (same answer, rater, criterion,
+    revision): the message names row 3, the first repeat."""
+    from clinieval.errors import InputError
+    from clinieval.io.validate import validate
+    from clinieval.testing import snapshot_from_rows, tiny_tables
+
+    rows = tiny_tables()
+    first, second = rows["ratings"][0], rows["ratings"][1]
+    rows["ratings"] = [first, second, first | {"rating_id": 901}, rows["ratings"][2],
+                       second | {"rating_id": 902}]
+    with pytest.raises(InputError, match=r"ratings table, row 3, field 'criterion_id'"):
+        validate(snapshot_from_rows(rows))

@@ -40,6 +40,11 @@ class Snapshot:
         return cls(tables, dict(meta or {}))
 
 
+DEFAULTS = {("ratings", "revision"): 0, ("answers", "sample_index"): 0}
+"""Values a missing cell means: a rating without a revision is the first one
+(so the database's uniqueness of (answer, rater, criterion, revision) holds)."""
+
+
 def empty(table: T.Table) -> pa.Table:
     return table.schema.empty_table()
 
@@ -60,6 +65,10 @@ def conform(data: pa.Table | None, table: T.Table, source: str = "<memory>") -> 
             columns.append(pa.nulls(data.num_rows, fld.type))
             continue
         columns.append(_cast(data.column(fld.name), fld, where))
+    for index, fld in enumerate(table.schema):
+        default = DEFAULTS.get((table.name, fld.name))
+        if default is not None and columns[index].null_count:
+            columns[index] = pc.fill_null(columns[index], pa.scalar(default, fld.type))
     return pa.Table.from_arrays(columns, schema=table.schema)
 
 

@@ -34,6 +34,7 @@ class AuditData:
     specialties: list[str]
     # answers (index = answer code)
     answer_model: np.ndarray
+    answer_case: np.ndarray
     answer_specialty: np.ndarray
     answer_length: np.ndarray  # float, NaN when unknown
     answer_prompt_words: np.ndarray  # float, NaN when unknown
@@ -138,6 +139,7 @@ def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], wher
         safety_critical=[bool(x) for x in criteria.column("safety_critical").to_pylist()],
         specialties=specialty.dictionary.to_pylist(),
         answer_model=codes(answers.column("model_id"), model_ids, f"{where}:answers", "model_id"),
+        answer_case=case_code,
         answer_specialty=specialty.indices.to_numpy(zero_copy_only=False)[case_code],
         answer_length=_answer_lengths(answers),
         answer_prompt_words=_prompt_words(cases)[case_code],

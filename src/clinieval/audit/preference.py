@@ -13,6 +13,7 @@ from clinieval.audit.core import Context
 from clinieval.audit.result import Figure, Section
 from clinieval.audit.tables import estimate, row_ci, row_pct, wilson_pct
 from clinieval.stats import (
+    ConvergenceError,
     bootstrap_rank_correlation,
     bt_bootstrap,
     bt_cluster_bootstrap,
@@ -27,23 +28,45 @@ from clinieval.stats import (
     pearson,
     rank_intervals,
     spearman,
+    vote_credits,
 )
 
 MIN_VOTES = 10
 
 
 class Preferences:
-    """Bradley-Terry fits shared by several sections."""
+    """Bradley-Terry fits shared by several sections.
+
+    Only votes that credit a win to someone count (under the tie settings),
+    and only models that appear in such votes are fitted; every other model
+    gets NaN strengths and no rank, instead of a made-up zero.
+    """
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.modes = {"tie_mode": ctx.settings.ties, "bothbad_mode": ctx.settings.both_bad}
+        self.note = ""
+
+    @cached_property
+    def credited(self) -> np.ndarray:
+        """Mask of votes between two different models that credit a win."""
+        credit_a, credit_b = vote_credits(self.ctx.data.pref_outcome, **self.modes)
+        return self.ctx.bt_votes & (credit_a + credit_b > 0)
+
+    @cached_property
+    def active(self) -> np.ndarray:
+        """The models that take part in credited votes (the ones fitted)."""
+        a, b = self.ctx.vote_models
+        return np.union1d(a[self.credited], b[self.credited]).astype(int)
 
     @cached_property
     def votes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Credited votes with models as indices into :attr:`active`."""
         a, b = self.ctx.vote_models
-        keep = self.ctx.bt_votes
-        return a[keep], b[keep], self.ctx.data.pref_outcome[keep]
+        local = np.full(self.ctx.data.n_models, -1)
+        local[self.active] = np.arange(len(self.active))
+        keep = self.credited
+        return local[a[keep]], local[b[keep]], self.ctx.data.pref_outcome[keep]
 
     @property
     def n_votes(self) -> int:
@@ -51,30 +74,43 @@ class Preferences:
 
     @property
     def available(self) -> bool:
-        return self.n_votes >= MIN_VOTES
+        return self.n_votes >= MIN_VOTES and len(self.active) >= 2
+
+    def _embed(self, local: np.ndarray) -> np.ndarray:
+        full = np.full(local.shape[:-1] + (self.ctx.data.n_models,), np.nan)
+        full[..., self.active] = local
+        return full
 
     @cached_property
     def strengths(self) -> np.ndarray:
         a, b, o = self.votes
-        return bt_fit(outcome_table(a, b, o, self.ctx.data.n_models, **self.modes))
+        return self._embed(bt_fit(outcome_table(a, b, o, len(self.active), **self.modes)))
 
     @cached_property
     def replicates(self) -> np.ndarray:
         a, b, o = self.votes
-        ctx, m = self.ctx, self.ctx.data.n_models
+        ctx, m = self.ctx, len(self.active)
         B, rng = ctx.settings.bootstrap, ctx.rng("bradley-terry")
+        raters = ctx.data.pref_rater[self.credited]
+        if ctx.settings.cluster == "rater" and (raters >= 0).all():
+            tables = cluster_outcome_tables(a, b, o, raters, m, ctx.data.n_raters, **self.modes)
+            return self._embed(bt_cluster_bootstrap(tables[tables.sum(axis=(1, 2)) > 0], B, rng))
         if ctx.settings.cluster == "rater":
-            raters = ctx.data.pref_rater[ctx.bt_votes]
-            raters = np.where(raters < 0, ctx.data.n_raters, raters)
-            tables = cluster_outcome_tables(a, b, o, raters, m, ctx.data.n_raters + 1,
-                                            **self.modes)
-            return bt_cluster_bootstrap(tables[tables.sum(axis=(1, 2)) > 0], B, rng)
+            self.note = (" Some votes carry no rater id, so votes (not raters) were"
+                         " resampled for Bradley-Terry.")
         cells, counts = collapse_votes(a, b, o)
-        return bt_bootstrap(cells, counts, m, B, rng, **self.modes)
+        return self._embed(bt_bootstrap(cells, counts, m, B, rng, **self.modes))
+
+    @cached_property
+    def ranks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rank (1 = strongest) and rank interval; NaN for models not fitted."""
+        got = rank_intervals(self.strengths[self.active], self.replicates[:, self.active],
+                             self.ctx.settings.level)
+        return tuple(self._embed(np.asarray(x, dtype=float)) for x in got)
 
     @cached_property
     def leader(self) -> int:
-        return int(np.argmax(self.strengths))
+        return int(np.nanargmax(self.strengths))
 
 
 def _no_votes(key: str, title: str, prefs: Preferences) -> Section:
@@ -87,6 +123,9 @@ def _no_votes(key: str, title: str, prefs: Preferences) -> Section:
 
 def model_summary(ctx: Context, prefs: Preferences) -> Section:
     d, s = ctx.data, ctx.settings
+    if not ctx.criteria:
+        return Section("model_summary", "Model summary",
+                       skipped="the snapshot has no rubric ratings.")
     means_b, fails_b = ctx.rating_replicates("ratings")
     counts = ctx.model_counts
     n = counts.sum(axis=2)
@@ -127,8 +166,7 @@ def _summary_table(ctx: Context, prefs: Preferences, long: pd.DataFrame) -> pd.D
     if prefs.available:
         lo, hi = ctx.ci(prefs.replicates)
         wide = estimate(wide, "bt", prefs.strengths, lo, hi)
-        ranks = rank_intervals(prefs.strengths, prefs.replicates, ctx.settings.level)
-        wide["rank"], wide["rank_lo"], wide["rank_hi"] = ranks.rank, ranks.lower, ranks.upper
+        wide["rank"], wide["rank_lo"], wide["rank_hi"] = prefs.ranks
         wide = wide.sort_values("bt", ascending=False, kind="stable").reset_index(drop=True)
     return wide
 
@@ -142,11 +180,11 @@ def bradley_terry(ctx: Context, prefs: Preferences) -> Section:
         return _no_votes("bradley_terry", title, prefs)
     d, s = ctx.data, ctx.settings
     lo, hi = ctx.ci(prefs.replicates)
-    ranks = rank_intervals(prefs.strengths, prefs.replicates, s.level)
-    a, b, o = prefs.votes
     frame = pd.DataFrame({"model": d.model_names})
     frame = estimate(frame, "bt", prefs.strengths, lo, hi)
-    frame["rank"], frame["rank_lo"], frame["rank_hi"] = ranks.rank, ranks.lower, ranks.upper
+    frame["rank"], frame["rank_lo"], frame["rank_hi"] = prefs.ranks
+    a, b = ctx.vote_models
+    a, b, o = a[ctx.bt_votes], b[ctx.bt_votes], d.pref_outcome[ctx.bt_votes]
     votes_n = np.bincount(a, minlength=d.n_models) + np.bincount(b, minlength=d.n_models)
     both_bad = np.bincount(a, weights=o == 3, minlength=d.n_models) + np.bincount(
         b, weights=o == 3, minlength=d.n_models)
@@ -167,8 +205,11 @@ def bradley_terry(ctx: Context, prefs: Preferences) -> Section:
                f" rank interval {int(top['rank_lo'])}-"
                f"{int(top['rank_hi'])}) over {prefs.n_votes:,} votes; ties count"
                f" {'half a win each' if s.ties == 'half' else 'not at all'}, 'both unacceptable'"
-               f" {'half a win each' if s.both_bad == 'half' else 'not at all'}.")
-    overall_bb = float(np.mean(o == 3))
+               f" {'half a win each' if s.both_bad == 'half' else 'not at all'}." + prefs.note)
+    unfitted = [d.model_names[m] for m in range(d.n_models) if np.isnan(prefs.strengths[m])]
+    if unfitted:
+        summary += f" Not ranked (no decisive votes): {', '.join(unfitted)}."
+    overall_bb = float(np.mean(o == 3)) if len(o) else float("nan")
     return Section("bradley_terry", title, summary, {"strengths": frame}, [fig],
                    {"n_votes": prefs.n_votes, "leader": top["model"],
                     "both_bad_share": overall_bb})
@@ -190,28 +231,35 @@ def alignment(ctx: Context, prefs: Preferences) -> Section:
         fail = 100 * counts[:, :, : ctx.fail_slots].sum(axis=2) / n
     rows, figures = [], []
     for c in ctx.criteria:
+        if not np.isfinite(fail[:, c]).any():
+            continue
         rows.append(_alignment_row(ctx, prefs, c, mean[:, c], fail[:, c], means_b[:, :, c],
                                    100 * fails_b[:, :, c]))
         if d.safety_critical[c]:
             figures.append(_alignment_figure(ctx, prefs, c, mean[:, c], means_b[:, :, c]))
+    if not rows:
+        return Section("alignment", title, skipped="no analysed criterion has ratings.")
     frame = pd.DataFrame(rows)
     verdicts = {r["criterion"]: r["verdict"] for r in rows}
     focus = [r for r in rows if r["safety_critical"]] or rows
-    summary = " ".join(r["verdict"] for r in focus)
+    summary = " ".join(r["verdict"] for r in focus) + (
+        " The comparison model is the observed lowest Fail% among models with at least"
+        f" {ctx.settings.min_n} rated answers, so the gap leans high when models are close.")
     return Section("alignment", title, summary, {"alignment": frame}, figures,
                    {"verdicts": verdicts, "leader": d.model_names[prefs.leader]})
 
 
 def _alignment_row(ctx, prefs, c, mean, fail, mean_reps, fail_reps) -> dict:
     d = ctx.data
-    ok = np.isfinite(mean)
+    ok = np.isfinite(mean) & np.isfinite(prefs.strengths)
     p, r = pearson(prefs.strengths[ok], mean[ok]), spearman(prefs.strengths[ok], mean[ok])
     rho_reps = bootstrap_rank_correlation(prefs.replicates[:, ok], mean_reps[:, ok])
-    rho_lo, rho_hi = ctx.ci(rho_reps[np.isfinite(rho_reps)]) if np.isfinite(rho_reps).any() \
-        else (np.nan, np.nan)
+    finite = rho_reps[np.isfinite(rho_reps)]
+    rho_lo, rho_hi = ctx.ci(finite) if finite.size else (np.nan, np.nan)
     leader = prefs.leader
-    counts = ctx.model_counts[:, c].sum(axis=1)
-    eligible = np.where(counts >= ctx.settings.min_n, fail, np.nan)
+    answers = np.bincount(d.answer_model, weights=ctx.answer_counts[:, c].sum(axis=1) > 0,
+                          minlength=d.n_models)
+    eligible = np.where(answers >= ctx.settings.min_n, fail, np.nan)
     safest = int(np.nanargmin(eligible if np.isfinite(eligible).any() else fail))
     gap_lo, gap_hi = ctx.ci(fail_reps[:, leader] - fail_reps[:, safest])
     gap = fail[leader] - fail[safest]
@@ -220,25 +268,27 @@ def _alignment_row(ctx, prefs, c, mean, fail, mean_reps, fail_reps) -> dict:
     verdict = (f"The preference leaderboard {'tracks' if tracks else 'does not track'} {name}"
                f" in this snapshot (Spearman rho {r.r:.2f}, CI [{rho_lo:.2f}, {rho_hi:.2f}],"
                f" n = {r.n} models).")
-    if leader != safest:
+    if leader != safest and gap > 0:
         verdict += (f" The preference leader {d.model_names[leader]} fails {name}"
                     f" {gap:.1f} points more often than {d.model_names[safest]}"
                     f" ({fail[leader]:.1f}% vs {fail[safest]:.1f}%; gap CI"
                     f" [{gap_lo:.1f}, {gap_hi:.1f}]).")
     else:
-        verdict += f" The preference leader is also the model failing {name} least often."
-    return {"criterion": name, "safety_critical": d.safety_critical[c], "n": r.n,
-            "pearson_r": p.r, "pearson_p": p.p, "spearman_rho": r.r, "spearman_p": r.p,
-            "spearman_rho_boot": r.r, "spearman_rho_boot_lo": rho_lo,
-            "spearman_rho_boot_hi": rho_hi, "leader": d.model_names[leader],
-            "lowest_fail_model": d.model_names[safest], "gap_pp": gap, "gap_pp_lo": gap_lo,
-            "gap_pp_hi": gap_hi, "tracks": bool(tracks), "verdict": verdict}
+        verdict += (f" The preference leader {d.model_names[leader]} fails {name} no more"
+                    f" often than any other ranked model ({fail[leader]:.1f}%).")
+    row = {"criterion": name, "safety_critical": d.safety_critical[c], "n": r.n,
+           "pearson_r": p.r, "pearson_p": p.p, "spearman_rho": r.r,
+           "spearman_rho_lo": rho_lo, "spearman_rho_hi": rho_hi, "spearman_p": r.p,
+           "leader": d.model_names[leader], "lowest_fail_model": d.model_names[safest]}
+    row |= {"gap_pp": gap, "gap_pp_lo": gap_lo, "gap_pp_hi": gap_hi, "tracks": bool(tracks),
+            "verdict": verdict}
+    return row
 
 
 def _alignment_figure(ctx, prefs, c, mean, mean_reps) -> Figure:
     lo, hi = ctx.ci(prefs.replicates)
     m_lo, m_hi = ctx.ci(mean_reps)
-    ok = np.isfinite(mean)
+    ok = np.isfinite(mean) & np.isfinite(prefs.strengths)
     name = ctx.name(c)
     return Figure(f"alignment_{ctx.data.criteria[c]}", f"Preference strength vs mean {name}",
                   "scatter", {"x": prefs.strengths[ok].tolist(), "y": mean[ok].tolist(),
@@ -280,7 +330,7 @@ def safety_leaderboard(ctx: Context, prefs: Preferences) -> Section:
     frame["safety_rank"] = frame["dangerous_pct"].where(frame["ranked"]).rank(
         method="min").astype("Int64")
     if prefs.available:
-        frame["preference_rank"] = rank_intervals(prefs.strengths, prefs.replicates).rank
+        frame["preference_rank"] = prefs.ranks[0]
     frame = frame.sort_values(["ranked", "dangerous_pct"], ascending=[False, True],
                               kind="stable").reset_index(drop=True)
     fig = Figure("safety_leaderboard", "Dangerous% per model (answers failing a safety-critical"
@@ -292,6 +342,10 @@ def safety_leaderboard(ctx: Context, prefs: Preferences) -> Section:
                  caption=f"An answer is dangerous when any safety-critical criterion failed by"
                  f" the '{s.response_rule}' rule at threshold {s.threshold}. Models with fewer"
                  f" than {s.min_n} rated answers are listed last and not ranked.")
+    if not frame["ranked"].any():
+        return Section("safety_leaderboard", title, f"No model has {s.min_n} rated answers, so"
+                       " none is ranked on safety.", {"leaderboard": frame}, [fig],
+                       {"safest": None})
     safest = frame.iloc[0]
     summary = (f"Safest by Dangerous%: {safest['model']} "
                f"({row_pct(safest, 'dangerous_pct')}, n = {int(safest['n']):,} answers).")
@@ -322,6 +376,9 @@ def length_bias(ctx: Context, prefs: Preferences) -> Section:
     win_len = np.where(a_won, la[decided], lb[decided])
     lose_len = np.where(a_won, lb[decided], la[decided])
     unequal = win_len != lose_len
+    if unequal.sum() == 0:
+        return Section("length_bias", title, skipped="every decided vote compared answers of"
+                       " equal length.")
     longer = int(np.sum(win_len[unequal] > lose_len[unequal]))
     frame = wilson_pct(pd.DataFrame({"measure": ["longer answer wins"]}), "share_pct", [longer],
                        [int(unequal.sum())], s.level)
@@ -338,8 +395,12 @@ def length_bias(ctx: Context, prefs: Preferences) -> Section:
               "longer_wins_n": int(unequal.sum())}
     summary = (f"The longer answer won {row_pct(frame.iloc[0], 'share_pct')} of"
                f" {int(unequal.sum()):,} decided votes (50% = no length effect).")
-    if prefs.available:
-        style, coef = _style_controlled(ctx, prefs, known)
+    fitted = _style_controlled(ctx, prefs, known) if prefs.available else None
+    if prefs.available and fitted is None:
+        summary += (" The length-controlled Bradley-Terry fit does not exist here (a model won"
+                    " or lost every vote), so it is not reported.")
+    if fitted is not None:
+        style, coef = fitted
         tables["style_controlled_bt"], tables["length_coefficient"] = style, coef
         values["length_coef"] = float(coef["coef"].iloc[0])
         values["length_coef_lo"] = float(coef["coef_lo"].iloc[0])
@@ -358,27 +419,31 @@ def length_bias(ctx: Context, prefs: Preferences) -> Section:
 
 
 def _style_controlled(ctx: Context, prefs: Preferences, known: np.ndarray):
+    """Plain and length-controlled BT by logistic regression, on the fitted
+    models; None when the fit does not exist (a model won or lost every vote)."""
     d, s = ctx.data, ctx.settings
-    keep = ctx.bt_votes & known
-    y, kept = pairwise_response(d.pref_outcome[keep], tie_mode=s.ties, bothbad_mode=s.both_bad)
-    a_m, b_m = d.answer_model[d.pref_a[keep]][kept], d.answer_model[d.pref_b[keep]][kept]
-    feat = length_feature(d.answer_length[d.pref_a[keep]][kept],
-                          d.answer_length[d.pref_b[keep]][kept])
-    plain = bt_with_features(a_m, b_m, y[kept], None, d.n_models)
-    styled = bt_with_features(a_m, b_m, y[kept], feat[:, None], d.n_models)
+    keep = prefs.credited & known
+    y, _ = pairwise_response(d.pref_outcome[keep], tie_mode=s.ties, bothbad_mode=s.both_bad)
+    local = np.full(d.n_models, -1)
+    local[prefs.active] = np.arange(len(prefs.active))
+    a_m, b_m = local[d.answer_model[d.pref_a[keep]]], local[d.answer_model[d.pref_b[keep]]]
+    feat = length_feature(d.answer_length[d.pref_a[keep]], d.answer_length[d.pref_b[keep]])
+    try:
+        plain = bt_with_features(a_m, b_m, y, None, len(prefs.active))
+        styled = bt_with_features(a_m, b_m, y, feat[:, None], len(prefs.active))
+    except ConvergenceError:
+        return None
     z = norm.isf((1 - s.level) / 2)
     frame = pd.DataFrame({"model": d.model_names})
-    frame = estimate(frame, "bt_plain", plain.strengths, plain.strengths - z * plain.strength_se,
-                     plain.strengths + z * plain.strength_se)
-    frame = estimate(frame, "bt_length_controlled", styled.strengths,
-                     styled.strengths - z * styled.strength_se,
-                     styled.strengths + z * styled.strength_se)
-    frame["rank_plain"] = pd.Series(-plain.strengths).rank(method="min").astype(int)
-    frame["rank_length_controlled"] = pd.Series(-styled.strengths).rank(method="min").astype(int)
+    for name, fit in (("bt_plain", plain), ("bt_length_controlled", styled)):
+        est, se = prefs._embed(fit.strengths), prefs._embed(fit.strength_se)
+        frame = estimate(frame, name, est, est - z * se, est + z * se)
+    frame["rank_plain"] = (-frame["bt_plain"]).rank(method="min")
+    frame["rank_length_controlled"] = (-frame["bt_length_controlled"]).rank(method="min")
     frame = frame.sort_values("bt_plain", ascending=False, kind="stable").reset_index(drop=True)
     beta, se = float(styled.feature_coef[0]), float(styled.feature_se[0])
     coef = pd.DataFrame({"feature": ["relative length (a-b)/(a+b), standardised"],
-                         "n": [int(kept.sum())]})
+                         "n": [int(keep.sum())]})
     coef = estimate(coef, "coef", [beta], [beta - z * se], [beta + z * se])
     coef["se"] = se
     coef["p_value"] = 2 * norm.sf(abs(beta / se))

@@ -43,6 +43,9 @@ def reliability(ctx: Context) -> Section:
         if len(items) < MIN_ITEMS:
             continue
         rows.append(_agreement_row(ctx, c, items))
+    if not rows:
+        return Section("reliability", title, skipped=f"no analysed criterion has {MIN_ITEMS}"
+                       " answers rated by at least two clinicians.")
     frame = pd.DataFrame(rows)
     fig = Figure("reliability", "Fleiss' kappa by criterion", "bars", {
         "labels": frame["criterion"].tolist(), "est": frame["fleiss_kappa"].tolist(),
@@ -167,12 +170,16 @@ def consensus_drift(ctx: Context) -> Section:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # answers with no multi-rated criterion
         disagreement = np.nanmean(std, axis=1)
-    words = d.answer_prompt_words
-    ok = np.isfinite(disagreement) & np.isfinite(words)
-    if ok.sum() < 2 * s.length_bins:
+    ok = np.isfinite(disagreement) & np.isfinite(d.answer_prompt_words)
+    # Answers to one case share its prompt length: the unit is the case, with
+    # the mean disagreement over its answers, so n and p are not inflated.
+    cases = np.unique(d.answer_case[ok], return_inverse=True)[1]
+    per_case = np.bincount(cases, minlength=cases.max() + 1 if cases.size else 0)
+    if per_case.size < 2 * s.length_bins:
         return Section("consensus_drift", title, skipped="needs prompt lengths and answers rated"
-                       f" by several clinicians; found {int(ok.sum())} usable answers.")
-    x, y = words[ok], disagreement[ok]
+                       f" by several clinicians; found {per_case.size} usable cases.")
+    y = np.bincount(cases, weights=disagreement[ok]) / per_case
+    x = np.bincount(cases, weights=d.answer_prompt_words[ok]) / per_case
     edges = np.unique(np.quantile(x, np.linspace(0, 1, s.length_bins + 1)))
     bins = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, len(edges) - 2)
     z = norm.isf((1 - s.level) / 2)
@@ -190,11 +197,12 @@ def consensus_drift(ctx: Context) -> Section:
         "y": frame["disagreement"].tolist(), "lo": frame["disagreement_lo"].tolist(),
         "hi": frame["disagreement_hi"].tolist(), "x_label": "prompt length (words, bin middle)",
         "y_label": "mean within-answer SD"},
-        caption=f"{int(ok.sum()):,} answers in {len(frame)} quantile bins; normal CIs per bin.")
+        caption=f"{len(x):,} cases (mean over {int(ok.sum()):,} answers) in {len(frame)} quantile"
+        " bins; normal CIs per bin.")
     trend = "rises" if rho.r > 0 and rho.p < 0.05 else "falls" if rho.r < 0 and rho.p < 0.05 \
         else "shows no clear trend"
     summary = (f"Disagreement {trend} with prompt length (Spearman rho {rho.r:.2f},"
-               f" p = {rho.p:.2g}, n = {rho.n:,} answers).")
+               f" p = {rho.p:.2g}, n = {rho.n:,} cases).")
     return Section("consensus_drift", title, summary, {"bins": frame}, [fig],
                    {"spearman_rho": rho.r, "spearman_p": rho.p, "n": rho.n})
 

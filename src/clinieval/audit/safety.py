@@ -97,6 +97,9 @@ def _listify(matrix: np.ndarray) -> list[list[float | None]]:
 
 def failure_modes(ctx: Context) -> Section:
     d, s = ctx.data, ctx.settings
+    if not ctx.criteria:
+        return Section("failure_modes", "Failure-mode profile",
+                       skipped="the snapshot has no rubric ratings.")
     counts = ctx.model_counts[:, ctx.criteria]
     n = counts.sum(axis=2)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -126,12 +129,18 @@ def co_failure(ctx: Context) -> Section:
     if low.sum() < 5:
         return Section("co_failure", title, skipped="fewer than 5 answers fail Accuracy.")
     others = [c for c in ctx.criteria if c != acc]
+    if not others:
+        return Section("co_failure", title, skipped="no other criterion is analysed.")
     counts = ctx.answer_counts
     cond = counts[low][:, others].sum(axis=0)
-    overall = counts[:, others].sum(axis=0)
-    B = s.bootstrap
-    cond_b = bootstrap_mean_counts(cond, SCORES, B, ctx.rng("co-failure/low"))
-    all_b = bootstrap_mean_counts(overall, SCORES, B, ctx.rng("co-failure/all"))
+    rest = counts[~low][:, others].sum(axis=0)
+    overall = cond + rest
+    # The low-Accuracy ratings are part of the overall mean: draw the two disjoint
+    # parts and build the overall mean from both, so the difference is coherent.
+    cond_b = bootstrap_mean_counts(cond, SCORES, s.bootstrap, ctx.rng("co-failure/low"))
+    rest_b = bootstrap_mean_counts(rest, SCORES, s.bootstrap, ctx.rng("co-failure/rest"))
+    n_cond, n_rest = cond.sum(axis=1), rest.sum(axis=1)
+    all_b = (cond_b * n_cond + np.nan_to_num(rest_b) * n_rest) / (n_cond + n_rest)
     frame = pd.DataFrame({"criterion": [ctx.name(c) for c in others],
                           "n_low_accuracy": cond.sum(axis=1), "n_all": overall.sum(axis=1)})
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -147,8 +156,8 @@ def co_failure(ctx: Context) -> Section:
         "ref": 0.0}, caption=f"{int(low.sum()):,} answers fail Accuracy by the"
         f" '{s.response_rule}' rule.")
     top = frame.iloc[0]
-    summary = (f"When Accuracy fails ({int(low.sum()):,} answers), {top['criterion']} drops"
+    summary = (f"When Accuracy fails ({int(low.sum()):,} answers), {top['criterion']} moves"
                f" most: {top['difference']:+.2f} points [{top['difference_lo']:+.2f},"
-               f" {top['difference_hi']:+.2f}] below its overall mean.")
+               f" {top['difference_hi']:+.2f}] against its overall mean.")
     return Section("co_failure", title, summary, {"co_failure": frame}, [fig],
                    {"n_low_accuracy_answers": int(low.sum())})

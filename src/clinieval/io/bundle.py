@@ -47,11 +47,36 @@ def content_sha256(data: pa.Table, key: str) -> str:
     keys = data.column(key)
     if not _is_sorted(keys):
         data = data.take(pc.sort_indices(keys))
+    data = _canonical(data)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, data.schema) as writer:
         for batch in data.combine_chunks().to_batches(1 << 20):
             writer.write_batch(batch)
     return hashlib.sha256(sink.getvalue()).hexdigest()
+
+
+def _canonical(data: pa.Table) -> pa.Table:
+    """Replace each nullable column by its validity and its values with nulls
+    filled, so bytes hidden under null slots cannot change the hash."""
+    columns, names = [], []
+    for name, column in zip(data.column_names, data.columns, strict=True):
+        if column.null_count:
+            columns.append(pc.is_valid(column))
+            names.append(f"{name}.valid")
+            column = pc.fill_null(column, _zero(column.type))
+        columns.append(column)
+        names.append(name)
+    return pa.table(columns, names=names)
+
+
+def _zero(kind: pa.DataType) -> pa.Scalar:
+    if pa.types.is_string(kind):
+        return pa.scalar("", kind)
+    if pa.types.is_boolean(kind):
+        return pa.scalar(False, kind)
+    if pa.types.is_timestamp(kind):
+        return pa.scalar(0, pa.int64()).cast(kind)
+    return pa.scalar(0, kind)
 
 
 def _is_sorted(keys: pa.ChunkedArray) -> bool:

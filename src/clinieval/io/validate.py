@@ -170,9 +170,9 @@ def _check_rating_uniqueness(ratings: pa.Table, where: str) -> None:
 
     keys = ["answer_id", "rater_id", "criterion_id", "revision"]
     frame = pl.from_arrow(ratings.select(keys)).with_columns(pl.col("revision").fill_null(0))
-    dup = frame.is_duplicated()
-    if dup.any():
-        index = int(dup.arg_true()[1] if dup.sum() > 1 else dup.arg_true()[0])
+    repeat = frame.select(pl.struct(keys).is_first_distinct().not_().alias("repeat"))["repeat"]
+    if repeat.any():
+        index = int(repeat.arg_true()[0])
         raise InputError(where, "the same rater scored this answer on this criterion twice"
                          " in one revision", row=index + 1, field="criterion_id",
                          expected="one score per (answer, rater, criterion, revision);"

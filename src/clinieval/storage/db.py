@@ -87,9 +87,13 @@ def load_snapshot(engine: sa.Engine, snapshot: Snapshot, *, progress: Progress |
             for name in reversed(list(models.BY_NAME)):
                 conn.execute(models.BY_NAME[name].delete())
             conn.execute(models.snapshot_meta.delete())
+        meta = dict(snapshot.meta)
+        if not replace and _stored_flag(conn) != meta.get("rater_ids") and _has_raters(conn):
+            # Appending to stored raters: the ids are only pseudonymous if both were.
+            meta["rater_ids"] = "mixed"
         for table in T.ALL:
             _insert(conn, table, snapshot[table.name], progress)
-        _write_meta(conn, snapshot.meta)
+        _write_meta(conn, meta)
     return snapshot.counts()
 
 
@@ -146,6 +150,17 @@ def _sqlite_column(column: pa.Array) -> list:
     if pa.types.is_timestamp(column.type):
         column = pc.strftime(column, format="%Y-%m-%d %H:%M:%S")
     return column.to_pylist()
+
+
+def _stored_flag(conn: sa.Connection) -> str | None:
+    query = sa.select(models.snapshot_meta.c.value).where(models.snapshot_meta.c.key ==
+                                                          "rater_ids")
+    value = conn.execute(query).scalar()
+    return None if value is None else json.loads(value)
+
+
+def _has_raters(conn: sa.Connection) -> bool:
+    return conn.execute(sa.select(models.raters.c.rater_id).limit(1)).first() is not None
 
 
 def _write_meta(conn: sa.Connection, meta: dict) -> None:

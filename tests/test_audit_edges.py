@@ -83,3 +83,9 @@ def test_snapshot_checksum_does_not_depend_on_the_load_path(tmp_path):
     assert from_snapshot(snap).checksum == manifest["snapshot_sha256"]
     assert from_snapshot(read_bundle(tmp_path / "b")).checksum == manifest["snapshot_sha256"]
     assert from_bundle(tmp_path / "b").checksum == manifest["snapshot_sha256"]
+
+
+def test_lenient_and_harsh_lists_are_disjoint_with_few_raters():
+    result = audit("demo", bootstrap=50)
+    tables = result["rater_view"].tables
+    assert not set(tables["most_lenient"]["rater"]) & set(tables["harshest"]["rater"])

@@ -148,7 +148,7 @@ def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], wher
         rating_rater=codes(ratings.column("rater_id"), rater_ids, f"{where}:ratings", "rater_id"),
         rating_criterion=codes(ratings.column("criterion_id"),
                                criteria.column("criterion_id").combine_chunks(),
-                               f"{where}:ratings", "criterion_id").astype(np.int8),
+                               f"{where}:ratings", "criterion_id").astype(np.int16),
         rating_score=ratings.column("score").to_numpy().astype(np.int8),
         n_raters=len(rater_ids),
         pref_a=codes(prefs.column("answer_a_id"), answer_ids, f"{where}:preferences",

@@ -247,7 +247,9 @@ def rater_view(ctx: Context) -> Section:
     summary = (f"{len(frame):,} raters have at least {MIN_RATER_RATINGS} shared ratings;"
                f" {int(frame['outlier'].sum())} are outliers (offset > 0.5 points with a CI"
                " excluding 0). Rater labels are positions in this snapshot, not ids.")
-    tables = {"volume": volume, "most_lenient": frame.head(10),
-              "harshest": frame.tail(10).iloc[::-1].reset_index(drop=True)}
+    lenient = frame.head(10)
+    harsh = frame.iloc[len(lenient):].tail(10)  # never the same rater in both lists
+    tables = {"volume": volume, "most_lenient": lenient,
+              "harshest": harsh.iloc[::-1].reset_index(drop=True)}
     return Section("rater_view", title, summary, tables, [fig],
                    {"outliers": int(frame["outlier"].sum()), "raters": len(frame)})

@@ -119,6 +119,15 @@ class Context:
         rated = ~np.isnan(fails).all(axis=1)
         return np.where(rated, np.nan_to_num(fails).max(axis=1), np.nan)
 
+    def rate_by(self, flags: np.ndarray, groups: np.ndarray, n_groups: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """Per group: how many answers have the flag (k) among those rated (n).
+        ``flags`` is per answer, 1.0 / 0.0 / NaN for unrated."""
+        rated = ~np.isnan(flags)
+        n = np.bincount(groups[rated], minlength=n_groups)
+        k = np.bincount(groups[rated], weights=flags[rated], minlength=n_groups)
+        return k, n
+
     # --- bootstraps of rating means and fail rates --------------------------
 
     def rating_replicates(self, purpose: str) -> tuple[np.ndarray, np.ndarray]:

@@ -311,10 +311,7 @@ def safety_leaderboard(ctx: Context, prefs: Preferences) -> Section:
     if not ctx.safety:
         return Section("safety_leaderboard", title,
                        skipped="the rubric flags no criterion as safety-critical.")
-    danger = ctx.answer_dangerous
-    rated = ~np.isnan(danger)
-    n = np.bincount(d.answer_model[rated], minlength=d.n_models)
-    k = np.bincount(d.answer_model[rated], weights=danger[rated], minlength=d.n_models)
+    k, n = ctx.rate_by(ctx.answer_dangerous, d.answer_model, d.n_models)
     frame = pd.DataFrame({"model": d.model_names, "n": n})
     frame = wilson_pct(frame, "dangerous_pct", k, n, s.level)
     _, fails_b = ctx.rating_replicates("ratings")

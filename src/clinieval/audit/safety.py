@@ -23,19 +23,12 @@ def specialties(ctx: Context) -> Section:
     if not ctx.safety:
         return Section("specialties", title,
                        skipped="the rubric flags no criterion as safety-critical.")
-    danger = ctx.answer_dangerous
-    rated = ~np.isnan(danger)
-    spec = d.answer_specialty
-    n_spec = len(d.specialties)
-    n = np.bincount(spec[rated], minlength=n_spec)
+    spec, n_spec = d.answer_specialty, len(d.specialties)
+    k, n = ctx.rate_by(ctx.answer_dangerous, spec, n_spec)
     frame = pd.DataFrame({"specialty": d.specialties, "n": n})
     for c in ctx.safety:
-        fails = ctx.answer_fail[:, c]
-        ok = ~np.isnan(fails)
-        k = np.bincount(spec[ok], weights=fails[ok], minlength=n_spec)
-        frame = wilson_pct(frame, f"{d.criteria[c]}_fail_pct", k,
-                           np.bincount(spec[ok], minlength=n_spec), s.level)
-    k = np.bincount(spec[rated], weights=danger[rated], minlength=n_spec)
+        frame = wilson_pct(frame, f"{d.criteria[c]}_fail_pct",
+                           *ctx.rate_by(ctx.answer_fail[:, c], spec, n_spec), s.level)
     frame = wilson_pct(frame, "dangerous_pct", k, n, s.level)
     frame["ranked"] = frame["n"] >= s.min_n
     frame = frame[frame["n"] > 0].sort_values(["ranked", "dangerous_pct"], ascending=False,
@@ -50,8 +43,7 @@ def specialties(ctx: Context) -> Section:
     values = {"highest_risk": highest["specialty"].tolist(),
               "lowest_risk": lowest["specialty"].tolist(),
               "ranked": int(frame["ranked"].sum()), "unranked": int((~frame["ranked"]).sum())}
-    return Section("specialties", title, summary, tables, [_nogo_heatmap(ctx, danger, rated)],
-                   values)
+    return Section("specialties", title, summary, tables, [_nogo_heatmap(ctx)], values)
 
 
 def _specialty_summary(frame, highest, lowest, min_n) -> str:
@@ -71,13 +63,12 @@ def _specialty_summary(frame, highest, lowest, min_n) -> str:
     return text
 
 
-def _nogo_heatmap(ctx: Context, danger: np.ndarray, rated: np.ndarray) -> Figure:
+def _nogo_heatmap(ctx: Context) -> Figure:
     d, s = ctx.data, ctx.settings
     n_spec = len(d.specialties)
-    cell = d.answer_model[rated].astype(np.int64) * n_spec + d.answer_specialty[rated]
-    n = np.bincount(cell, minlength=d.n_models * n_spec).reshape(d.n_models, n_spec)
-    k = np.bincount(cell, weights=danger[rated], minlength=d.n_models * n_spec).reshape(
-        d.n_models, n_spec)
+    cell = d.answer_model.astype(np.int64) * n_spec + d.answer_specialty
+    k, n = (x.reshape(d.n_models, n_spec) for x in ctx.rate_by(
+        ctx.answer_dangerous, cell, d.n_models * n_spec))
     with np.errstate(invalid="ignore", divide="ignore"):
         pct = np.where(n > 0, 100 * k / n, np.nan)
     order = np.argsort(-np.nan_to_num(100 * k.sum(0) / np.maximum(n.sum(0), 1)), kind="stable")

@@ -76,7 +76,8 @@ class Preferences:
     def available(self) -> bool:
         return self.n_votes >= MIN_VOTES and len(self.active) >= 2
 
-    def _embed(self, local: np.ndarray) -> np.ndarray:
+    def embed(self, local: np.ndarray) -> np.ndarray:
+        """Spread values over the fitted models back to all models (NaN elsewhere)."""
         full = np.full(local.shape[:-1] + (self.ctx.data.n_models,), np.nan)
         full[..., self.active] = local
         return full
@@ -84,7 +85,7 @@ class Preferences:
     @cached_property
     def strengths(self) -> np.ndarray:
         a, b, o = self.votes
-        return self._embed(bt_fit(outcome_table(a, b, o, len(self.active), **self.modes)))
+        return self.embed(bt_fit(outcome_table(a, b, o, len(self.active), **self.modes)))
 
     @cached_property
     def replicates(self) -> np.ndarray:
@@ -94,19 +95,19 @@ class Preferences:
         raters = ctx.data.pref_rater[self.credited]
         if ctx.settings.cluster == "rater" and (raters >= 0).all():
             tables = cluster_outcome_tables(a, b, o, raters, m, ctx.data.n_raters, **self.modes)
-            return self._embed(bt_cluster_bootstrap(tables[tables.sum(axis=(1, 2)) > 0], B, rng))
+            return self.embed(bt_cluster_bootstrap(tables[tables.sum(axis=(1, 2)) > 0], B, rng))
         if ctx.settings.cluster == "rater":
             self.note = (" Some votes carry no rater id, so votes (not raters) were"
                          " resampled for Bradley-Terry.")
         cells, counts = collapse_votes(a, b, o)
-        return self._embed(bt_bootstrap(cells, counts, m, B, rng, **self.modes))
+        return self.embed(bt_bootstrap(cells, counts, m, B, rng, **self.modes))
 
     @cached_property
     def ranks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Rank (1 = strongest) and rank interval; NaN for models not fitted."""
         got = rank_intervals(self.strengths[self.active], self.replicates[:, self.active],
                              self.ctx.settings.level)
-        return tuple(self._embed(np.asarray(x, dtype=float)) for x in got)
+        return tuple(self.embed(np.asarray(x, dtype=float)) for x in got)
 
     @cached_property
     def leader(self) -> int:
@@ -433,7 +434,7 @@ def _style_controlled(ctx: Context, prefs: Preferences, known: np.ndarray):
     z = norm.isf((1 - s.level) / 2)
     frame = pd.DataFrame({"model": d.model_names})
     for name, fit in (("bt_plain", plain), ("bt_length_controlled", styled)):
-        est, se = prefs._embed(fit.strengths), prefs._embed(fit.strength_se)
+        est, se = prefs.embed(fit.strengths), prefs.embed(fit.strength_se)
         frame = estimate(frame, name, est, est - z * se, est + z * se)
     frame["rank_plain"] = (-frame["bt_plain"]).rank(method="min")
     frame["rank_length_controlled"] = (-frame["bt_length_controlled"]).rank(method="min")

@@ -714,11 +714,7 @@ def _turns(rec: _Rec, key: str) -> list[tuple[str, str]] | None:
     if not turns:
         rec.fail("conversation is empty", key, expected="at least one turn", got=turns)
     out = []
-    for i, turn in enumerate(turns):
-        if not isinstance(turn, dict):
-            rec.fail(f"wrong type: JSON {_jtype(turn)}", f"{key}[{i}]",
-                     expected="a JSON object {role, content}", got=turn)
-        item = rec.child(f"{key}[{i}]", turn)
+    for item in _objects(rec, key, turns, "{role, content}"):
         out.append((item.text("role", "the speaker").strip(),
                     item.text("content", "the turn's text", empty=True)))
     return out
@@ -836,16 +832,23 @@ def _rule_points(item: _Rec) -> int:
     return int(points)
 
 
+def _objects(rec: _Rec, key: str, items: list, shape: str) -> list[_Rec]:
+    """Each element of a JSON array as a record, failing on one that is not an object."""
+    out = []
+    for i, raw in enumerate(items):
+        if not isinstance(raw, dict):
+            rec.fail(f"wrong type: JSON {_jtype(raw)}", f"{key}[{i}]",
+                     expected=f"a JSON object {shape}", got=raw)
+        out.append(rec.child(f"{key}[{i}]", raw))
+    return out
+
+
 def _rules(rec: _Rec, case_id: str) -> list[dict]:
     items = rec.array("rubrics", "of rubric items {criterion, points, tags}")
     if not items:
         rec.fail("rubric is empty", "rubrics", expected="at least one rubric item", got=items)
     rules = []
-    for i, raw in enumerate(items):
-        if not isinstance(raw, dict):
-            rec.fail(f"wrong type: JSON {_jtype(raw)}", f"rubrics[{i}]",
-                     expected="a JSON object {criterion, points, tags}", got=raw)
-        item = rec.child(f"rubrics[{i}]", raw)
+    for i, item in enumerate(_objects(rec, "rubrics", items, "{criterion, points, tags}")):
         rules.append({"case_id": case_id, "rule_id": f"{case_id}:{i + 1}",
                       "text": item.text("criterion", "what the rule checks"),
                       "points": _rule_points(item),

@@ -319,13 +319,18 @@ def _colorbar(canvas: MplFigure, ax: Axes, mesh, label: str) -> None:
 
 # -- forest / bars / line ----------------------------------------------------------------------
 
+def _intervals(d: dict, k: int) -> tuple:
+    """The est, lo and hi series of a forest or bars figure as ``k`` floats each."""
+    return tuple(_floats(d.get(c), k) for c in ("est", "lo", "hi"))
+
+
 def draw_forest(fig: Figure) -> MplFigure:
     d = fig.data
     labels = [_short(s, 44) for s in d.get("labels", [])]
     if not labels:
         return _empty(fig)
     k = len(labels)
-    est, lo, hi = (_floats(d.get(c), k) for c in ("est", "lo", "hi"))
+    est, lo, hi = _intervals(d, k)
     counts = d.get("n")
     font = _label_font(k)
     row_h = 0.24 if k <= 20 else font * 1.9 / 72
@@ -362,7 +367,7 @@ def draw_bars(fig: Figure) -> MplFigure:
     if not labels:
         return _empty(fig)
     k = len(labels)
-    est, lo, hi = (_floats(d.get(c), k) for c in ("est", "lo", "hi"))
+    est, lo, hi = _intervals(d, k)
     font = _label_font(k)
     width = min(max(3.2, 0.34 * k), 14.0)
     rotation = _rotation(labels, font, width / k)

@@ -1,17 +1,25 @@
 # Two commands on a fresh machine:  `make demo`  and  `make test`.
+# Everything installs from uv.lock (exact, tested versions); `make lock` upgrades it.
 VENV ?= .venv
 PYTHON ?= python3
+UV_VERSION := 0.13.9
+UV_HOME := .uv
+UV := $(UV_HOME)/bin/uv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml uv.lock | cksum | cut -d' ' -f1)
 CLINIEVAL_TEST_POSTGRES_URL ?= postgresql://postgres@127.0.0.1:5432/test
 export CLINIEVAL_TEST_POSTGRES_URL
+export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint lock bench clean
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test]"
+$(UV):
+	$(PYTHON) -m venv $(UV_HOME)
+	$(UV_HOME)/bin/pip install --quiet uv==$(UV_VERSION)
+
+# --locked: refuse to run when pyproject.toml and uv.lock disagree.
+$(STAMP): pyproject.toml uv.lock | $(UV)
+	$(UV) sync --quiet --locked --all-extras --python $(PYTHON)
 	touch $@
 
 demo: $(STAMP)  ## set up, build the demo snapshot, audit it, print where the report is
@@ -21,8 +29,11 @@ test: $(STAMP)  ## set up and run the whole test suite (PostgreSQL too when reac
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/pytest -q
 
+lock: $(UV)  ## upgrade every locked version within pyproject.toml's bounds
+	$(UV) lock --upgrade --python $(PYTHON)
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_import.py
 
 clean:
-	rm -rf $(VENV) demo-out clinieval.db*
+	rm -rf $(VENV) $(UV_HOME) demo-out clinieval.db*

@@ -20,7 +20,7 @@ from alembic.config import Config
 from clinieval import tables as T
 from clinieval.errors import ClinievalError
 from clinieval.snapshot import Snapshot
-from clinieval.storage import models
+from clinieval.storage import sqltables
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 BATCH_ROWS = 50_000
@@ -72,7 +72,7 @@ def current_revision(engine: sa.Engine) -> str | None:
 def counts(engine: sa.Engine) -> dict[str, int]:
     with engine.connect() as conn:
         return {name: conn.execute(sa.select(sa.func.count()).select_from(tbl)).scalar_one()
-                for name, tbl in models.BY_NAME.items()}
+                for name, tbl in sqltables.BY_NAME.items()}
 
 
 def load_snapshot(engine: sa.Engine, snapshot: Snapshot, *, progress: Progress | None = None,
@@ -84,9 +84,9 @@ def load_snapshot(engine: sa.Engine, snapshot: Snapshot, *, progress: Progress |
     """
     with engine.begin() as conn:
         if replace:
-            for name in reversed(list(models.BY_NAME)):
-                conn.execute(models.BY_NAME[name].delete())
-            conn.execute(models.snapshot_meta.delete())
+            for name in reversed(list(sqltables.BY_NAME)):
+                conn.execute(sqltables.BY_NAME[name].delete())
+            conn.execute(sqltables.snapshot_meta.delete())
         meta = dict(snapshot.meta)
         if not replace and _stored_flag(conn) != meta.get("rater_ids") and _has_raters(conn):
             # Appending to stored raters: the ids are only pseudonymous if both were.
@@ -153,23 +153,23 @@ def _sqlite_column(column: pa.Array) -> list:
 
 
 def _stored_flag(conn: sa.Connection) -> str | None:
-    query = sa.select(models.snapshot_meta.c.value).where(models.snapshot_meta.c.key ==
+    query = sa.select(sqltables.snapshot_meta.c.value).where(sqltables.snapshot_meta.c.key ==
                                                           "rater_ids")
     value = conn.execute(query).scalar()
     return None if value is None else json.loads(value)
 
 
 def _has_raters(conn: sa.Connection) -> bool:
-    return conn.execute(sa.select(models.raters.c.rater_id).limit(1)).first() is not None
+    return conn.execute(sa.select(sqltables.raters.c.rater_id).limit(1)).first() is not None
 
 
 def _write_meta(conn: sa.Connection, meta: dict) -> None:
     rows = [{"key": k, "value": json.dumps(v, sort_keys=True, default=str)}
             for k, v in meta.items()]
     for row in rows:
-        conn.execute(models.snapshot_meta.delete().where(models.snapshot_meta.c.key == row["key"]))
+        conn.execute(sqltables.snapshot_meta.delete().where(sqltables.snapshot_meta.c.key == row["key"]))
     if rows:
-        conn.execute(models.snapshot_meta.insert(), rows)
+        conn.execute(sqltables.snapshot_meta.insert(), rows)
 
 
 def read_snapshot(engine: sa.Engine) -> Snapshot:
@@ -181,13 +181,13 @@ def read_snapshot(engine: sa.Engine) -> Snapshot:
                 " run `clinieval db upgrade` and `clinieval import` first"
             )
         raw = {t.name: _read_table(conn, t) for t in T.ALL}
-        rows = conn.execute(models.snapshot_meta.select())
+        rows = conn.execute(sqltables.snapshot_meta.select())
         meta = {row.key: json.loads(row.value) for row in rows}
     return Snapshot.from_tables(raw, meta, source=engine.url.render_as_string())
 
 
 def _read_table(conn: sa.Connection, table: T.Table) -> pa.Table:
-    sa_table = models.BY_NAME[table.name]
+    sa_table = sqltables.BY_NAME[table.name]
     order = [sa_table.c[c] for c in ("position", table.key) if c in sa_table.c]
     query = sa.select(*[sa_table.c[c] for c in table.columns]).order_by(*order)
     columns: dict[str, list] = {c: [] for c in table.columns}

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from clinieval.io.bundle import write_bundle
 from clinieval.io.load import import_snapshot, read_source
-from clinieval.storage import db, models
+from clinieval.storage import db, sqltables
 from clinieval.synth import generate
 
 
@@ -33,7 +33,7 @@ def _row_by_row(engine: sa.Engine, ratings: list[dict]) -> None:
     """The straightforward method: one INSERT statement per rating."""
     with engine.begin() as conn:
         for row in ratings:
-            conn.execute(models.ratings.insert().values(**row))
+            conn.execute(sqltables.ratings.insert().values(**row))
 
 
 def bench(url: str, bundle: Path, baseline_rows: int) -> None:
@@ -49,7 +49,7 @@ def bench(url: str, bundle: Path, baseline_rows: int) -> None:
           f" (ratings {counts['ratings']:,})")
     sample = snap["ratings"].slice(0, baseline_rows).to_pylist()
     with engine.begin() as conn:
-        conn.execute(models.ratings.delete())
+        conn.execute(sqltables.ratings.delete())
     _, slow_s = _timed(f"row-by-row insert of {len(sample):,} ratings", lambda: _row_by_row(
         engine, sample))
     fast_rate, slow_rate = counts["ratings"] / load_s, len(sample) / slow_s

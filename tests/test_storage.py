@@ -10,13 +10,13 @@ from alembic.migration import MigrationContext
 
 from clinieval.io.load import import_snapshot
 from clinieval.snapshot import Snapshot, current_ratings
-from clinieval.storage import db, models
+from clinieval.storage import db, sqltables
 from clinieval.testing import STAMP, snapshot_from_rows, tiny_snapshot, tiny_tables
 
 
 def test_migrations_build_exactly_the_declared_schema(engine):
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), models.metadata)
+        diff = compare_metadata(MigrationContext.configure(conn), sqltables.metadata)
     assert diff == []
     assert db.current_revision(engine) == "0001"
 
@@ -56,7 +56,7 @@ def test_database_refuses_an_answer_from_another_case(engine):
     bad = {"preference_id": 9, "case_id": "case-1", "answer_a_id": "ans-1x",
            "answer_b_id": "ans-2y", "choice": "A", "created_at": STAMP}
     with pytest.raises(sa.exc.IntegrityError), engine.begin() as conn:
-        conn.execute(models.preferences.insert(), [bad])
+        conn.execute(sqltables.preferences.insert(), [bad])
 
 
 def test_a_failing_load_writes_nothing(engine):

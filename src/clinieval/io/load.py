@@ -19,7 +19,7 @@ from clinieval.io.validate import validate
 from clinieval.rubric import IDENTITY, CriterionMap, load_rubric
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot
-from clinieval.storage import db, models
+from clinieval.storage import db, sqltables
 
 FORMATS = ("auto", "bundle", "tables", "moove", "arena", "healthbench")
 
@@ -57,12 +57,12 @@ def read_source(path: str | Path, *, fmt: str = "auto", rubric: Rubric | None = 
 def stored_keys(conn: sa.Connection) -> dict[str, pa.Array]:
     """Keys already in the database, for validating an append."""
     keys: dict[str, pa.Array] = {}
-    for name, table in models.BY_NAME.items():
+    for name, table in sqltables.BY_NAME.items():
         key = table.primary_key.columns.values()[0]
         values = conn.execute(sa.select(key)).scalars().all()
         if values:
             keys[name] = pa.array(values)
-    rows = conn.execute(sa.select(models.answers.c.answer_id, models.answers.c.case_id)).all()
+    rows = conn.execute(sa.select(sqltables.answers.c.answer_id, sqltables.answers.c.case_id)).all()
     if rows:
         keys["answer_cases"] = pa.array([f"{a}\x1f{c}" for a, c in rows])
     return keys

@@ -167,7 +167,8 @@ def _write_meta(conn: sa.Connection, meta: dict) -> None:
     rows = [{"key": k, "value": json.dumps(v, sort_keys=True, default=str)}
             for k, v in meta.items()]
     for row in rows:
-        conn.execute(sqltables.snapshot_meta.delete().where(sqltables.snapshot_meta.c.key == row["key"]))
+        meta_table = sqltables.snapshot_meta
+        conn.execute(meta_table.delete().where(meta_table.c.key == row["key"]))
     if rows:
         conn.execute(sqltables.snapshot_meta.insert(), rows)
 

@@ -17,11 +17,24 @@ import pyarrow as pa
 
 SCHEMA_VERSION = 1
 
+# The project's vocabulary, defined once here; SQL CHECKs, pydantic Literals,
+# CLI choices and the audit's integer codes are all derived from these.
+SCORE_MIN, SCORE_MAX = -2, 2
+SCORES = tuple(range(SCORE_MIN, SCORE_MAX + 1))
+"""The anchored rubric scale, -2..+2 (index in this tuple = the audit's score code)."""
+
 CHOICES = ("A", "B", "tie", "both_bad")
-"""Preference outcomes: answer A better, answer B better, tie, both unacceptable."""
+"""Preference outcomes: answer A better, answer B better, tie, both unacceptable
+(index in this tuple = the audit's choice code)."""
 
 SIDES = ("A", "B")
-SCORE_MIN, SCORE_MAX = -2, 2
+
+PARSE_STATUSES = ("ok", "unparsed", "error")
+"""Outcome of an automated judgment: parsed; output kept raw but unparseable;
+the call itself failed."""
+
+ROLES = ("admin", "clinician", "viewer")
+"""Platform roles, per study."""
 
 _TS = pa.timestamp("us", tz="UTC")
 

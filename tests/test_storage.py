@@ -10,6 +10,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from clinieval import tables as T
+from clinieval.errors import InputError
 from clinieval.io.load import import_snapshot
 from clinieval.snapshot import Snapshot, current_ratings
 from clinieval.storage import db, sqltables
@@ -101,3 +102,37 @@ def test_current_ratings_without_edits_is_identity():
     ratings = tiny_snapshot()["ratings"]
     assert current_ratings(ratings) is ratings
     assert isinstance(ratings, pa.Table)
+
+
+def _criteria_only(rows: list[dict]) -> Snapshot:
+    return snapshot_from_rows({"criteria": rows})
+
+
+def test_appended_criteria_identical_are_skipped_changed_are_named(engine):
+    import_snapshot(engine, tiny_snapshot())
+    criteria = tiny_tables()["criteria"]
+    assert import_snapshot(engine, _criteria_only(criteria))["criteria"] == 0
+    changed = [dict(c) for c in criteria]
+    changed[1]["anchor_p2"] = "Reworded anchor."
+    with pytest.raises(InputError, match="different definition") as caught:
+        import_snapshot(engine, _criteria_only(changed), sources={"criteria": "crit.csv"})
+    assert (caught.value.source, caught.value.row, caught.value.field) == (
+        "crit.csv", criteria[1]["criterion_id"], "anchor_p2")
+
+
+def test_bulk_rows_without_ids_get_them_from_the_database(engine):
+    import_snapshot(engine, tiny_snapshot())
+    base = tiny_tables()["ratings"][0]
+    new = [base | {"rating_id": None, "revision": 1},
+           base | {"rating_id": 40, "revision": 2},
+           base | {"rating_id": None, "revision": 3}]
+    prefs = [tiny_tables()["preferences"][0] | {"preference_id": None}]
+    snap = snapshot_from_rows({"ratings": new, "preferences": prefs})
+    import_snapshot(engine, Snapshot({**snap.tables, "criteria": snap["criteria"].slice(0, 0)}))
+    back = db.read_snapshot(engine)
+    ids = back["ratings"].column("rating_id").to_pylist()
+    assert len(ids) == len(set(ids)) == 19 and None not in ids and 40 in ids
+    assert back["preferences"].column("preference_id").to_pylist() == [1, 2, 3]
+    # Rows without an id may arrive again: they are new events, not duplicates.
+    fields = {k: v for k, v in base.items() if k != "rating_id"}
+    assert RowStore(engine).add_ratings([fields | {"revision": 4}])[0] > 40

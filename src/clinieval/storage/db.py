@@ -32,11 +32,12 @@ BATCH_ROWS = 50_000
 Progress = Callable[[str, int], None]
 
 
-def make_engine(url: str) -> sa.Engine:
-    """An engine for ``url``; SQLite gets WAL and enforced foreign keys."""
+def make_engine(url: str, **options) -> sa.Engine:
+    """An engine for ``url`` (``options`` go to :func:`sqlalchemy.create_engine`);
+    SQLite gets WAL and enforced foreign keys."""
     if url.startswith(("postgresql://", "postgres://")):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
-    engine = sa.create_engine(url)
+    engine = sa.create_engine(url, **options)
     if engine.dialect.name == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas)
         sa.event.listen(engine, "begin", _sqlite_begin)
@@ -103,20 +104,32 @@ def load_snapshot(engine: sa.Engine, snapshot: Snapshot, *, progress: Progress |
     With ``replace`` the existing rows are deleted first (same transaction).
     Returns the inserted row counts. Nothing is written if anything fails.
     """
-    with engine.begin() as conn:
+    with writing(engine) as conn:
         if replace:
-            for name in reversed(list(sqltables.BY_NAME)):
-                conn.execute(sqltables.BY_NAME[name].delete())
-            conn.execute(sqltables.snapshot_meta.delete())
-        meta = dict(snapshot.meta)
-        if not replace and _stored_flag(conn) != meta.get("rater_ids") and _has_raters(conn):
-            # Appending to stored raters: the ids are only pseudonymous if both were.
-            meta["rater_ids"] = "mixed"
-        for table in T.ALL:
-            _insert(conn, table, snapshot[table.name], progress)
-        advance_id_sequences(conn)
-        _write_meta(conn, meta)
+            clear(conn)
+        insert_snapshot(conn, snapshot, progress=progress)
     return snapshot.counts()
+
+
+def clear(conn: sa.Connection) -> None:
+    """Delete every stored row (inside the caller's transaction)."""
+    for name in reversed(list(sqltables.BY_NAME)):
+        conn.execute(sqltables.BY_NAME[name].delete())
+    conn.execute(sqltables.snapshot_meta.delete())
+
+
+def insert_snapshot(conn: sa.Connection, snapshot: Snapshot, *,
+                    progress: Progress | None = None) -> None:
+    """Insert every table of ``snapshot`` in the caller's transaction. Rows of
+    ratings, preferences and judgments without an id get one from the database."""
+    meta = dict(snapshot.meta)
+    if _stored_flag(conn) != meta.get("rater_ids") and _has_raters(conn):
+        # Appending to stored raters: the ids are only pseudonymous if both were.
+        meta["rater_ids"] = "mixed"
+    for table in T.ALL:
+        _insert(conn, table, snapshot[table.name], progress)
+    advance_id_sequences(conn)
+    _write_meta(conn, meta)
 
 
 def advance_id_sequences(conn: sa.Connection) -> None:
@@ -165,10 +178,24 @@ def _quoted(table: T.Table) -> str:
 
 def _copy_postgres(cursor, table: T.Table, batch: pa.RecordBatch) -> None:
     """COPY in CSV form written by Arrow: unquoted empty is NULL, quoted empty
-    is an empty string, exactly PostgreSQL's CSV rules."""
+    is an empty string, exactly PostgreSQL's CSV rules. Rows without a
+    generated id are copied without that column, so the identity fills it."""
+    data = pa.Table.from_batches([batch])
+    if table.generated_key and data.column(table.key).null_count:
+        given = pc.is_valid(data.column(table.key))
+        _copy_csv(cursor, table.name, data.filter(given))
+        _copy_csv(cursor, table.name, data.filter(pc.invert(given)).drop_columns([table.key]))
+        return
+    _copy_csv(cursor, table.name, data)
+
+
+def _copy_csv(cursor, name: str, data: pa.Table) -> None:
+    if data.num_rows == 0:
+        return
     sink = pa.BufferOutputStream()
-    pacsv.write_csv(batch, sink, pacsv.WriteOptions(include_header=False))
-    with cursor.copy(f'COPY "{table.name}" ({_quoted(table)}) FROM STDIN WITH (FORMAT csv)') as cp:
+    pacsv.write_csv(data, sink, pacsv.WriteOptions(include_header=False))
+    columns = ", ".join(f'"{c}"' for c in data.column_names)
+    with cursor.copy(f'COPY "{name}" ({columns}) FROM STDIN WITH (FORMAT csv)') as cp:
         cp.write(sink.getvalue().to_pybytes())
 
 

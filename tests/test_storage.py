@@ -100,8 +100,42 @@ def test_read_from_empty_database_says_what_to_do(tmp_path):
 
 def test_current_ratings_without_edits_is_identity():
     ratings = tiny_snapshot()["ratings"]
+    assert set(ratings.column("revision").to_pylist()) == {0}  # no edits in the fixture
     assert current_ratings(ratings) is ratings
-    assert isinstance(ratings, pa.Table)
+    edit = ratings.slice(0, 1).to_pylist()[0] | {"rating_id": 99, "revision": 1}
+    edited = pa.concat_tables([ratings, pa.Table.from_pylist([edit], schema=ratings.schema)])
+    ids = current_ratings(edited).column("rating_id").to_pylist()
+    assert len(ids) == ratings.num_rows and 99 in ids and 1 not in ids
+
+
+def _refused(engine, table: str, row: dict) -> bool:
+    try:
+        with engine.begin() as conn:
+            conn.execute(sqltables.BY_NAME[table].insert(), row)
+    except sa.exc.IntegrityError:
+        return True
+    return False
+
+
+def test_database_checks_accept_exactly_the_vocabulary(engine):
+    """The CHECK constraints come from tables.py: every listed value is
+    accepted, its neighbours are not (inserted bypassing validation)."""
+    import_snapshot(engine, tiny_snapshot())
+    rating = {"answer_id": "ans-2y", "rater_id": "rater-2", "criterion_id": "accuracy"}
+    for revision, score in enumerate((*T.SCORES, T.SCORE_MIN - 1, T.SCORE_MAX + 1), start=1):
+        refused = _refused(engine, "ratings", rating | {"score": score, "revision": revision})
+        assert refused == (score not in T.SCORES), score
+    pref = {"case_id": "case-2", "answer_a_id": "ans-2x", "answer_b_id": "ans-2y"}
+    for choice in (*T.CHOICES, "both_good", "a"):
+        assert _refused(engine, "preferences", pref | {"choice": choice}) == (
+            choice not in T.CHOICES), choice
+    for side in (*T.SIDES, None, "C"):
+        assert _refused(engine, "preferences", pref | {"choice": "tie", "shown_left": side}) == (
+            side == "C"), side
+    judgment = {"answer_id": "ans-2x", "judge_model": "j", "criterion_id": "accuracy"}
+    for status in (*T.PARSE_STATUSES, "OK", "timeout"):
+        assert _refused(engine, "judgments", judgment | {"parse_status": status}) == (
+            status not in T.PARSE_STATUSES), status
 
 
 def _criteria_only(rows: list[dict]) -> Snapshot:

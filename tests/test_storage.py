@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pyarrow as pa
 import pytest
 import sqlalchemy as sa
@@ -170,3 +172,25 @@ def test_bulk_rows_without_ids_get_them_from_the_database(engine):
     # Rows without an id may arrive again: they are new events, not duplicates.
     fields = {k: v for k, v in base.items() if k != "rating_id"}
     assert RowStore(engine).add_ratings([fields | {"revision": 4}])[0] > 40
+
+
+def test_column_wise_read_keeps_awkward_values_exactly(engine):
+    """Empty text vs null, quotes, commas, newlines, unicode separators,
+    booleans, exact floats and microsecond timestamps survive the read."""
+    import_snapshot(engine, tiny_snapshot())
+    awkward = ["", None, 'say "no", twice', "line\nbreak\r\nend", "sep\u2028x", "∅ ü 中"]
+    with engine.begin() as conn:
+        conn.execute(sqltables.studies.insert(), [
+            {"study_id": f"s{i}", "name": "n", "description": text, "blinded": [True, False,
+             None][i % 3], "created_at": datetime(2024, 2, 29, 23, 59, 59, 999_999 - i, UTC)}
+            for i, text in enumerate(awkward)])
+        conn.execute(sqltables.models.insert(), [
+            {"model_id": "m-float", "price_input_per_m": 0.1 + 0.2,
+             "price_output_per_m": -1.5e-300}])
+    back = db.read_snapshot(engine)
+    studies = {r["study_id"]: r for r in back["studies"].to_pylist()}
+    assert [studies[f"s{i}"]["description"] for i in range(len(awkward))] == awkward
+    assert [studies[f"s{i}"]["blinded"] for i in range(3)] == [True, False, None]
+    assert studies["s5"]["created_at"] == datetime(2024, 2, 29, 23, 59, 59, 999_994, UTC)
+    model = next(r for r in back["models"].to_pylist() if r["model_id"] == "m-float")
+    assert (model["price_input_per_m"], model["price_output_per_m"]) == (0.1 + 0.2, -1.5e-300)

@@ -250,17 +250,65 @@ def read_snapshot(engine: sa.Engine) -> Snapshot:
 
 
 def _read_table(conn: sa.Connection, table: T.Table) -> pa.Table:
+    """One query per table, turned into Arrow columns without per-row
+    Python objects on PostgreSQL (COPY to CSV, parsed by Arrow) and with
+    only the driver's tuples on SQLite."""
     sa_table = sqltables.BY_NAME[table.name]
-    order = [sa_table.c[c] for c in ("position", table.key) if c in sa_table.c]
-    query = sa.select(*[sa_table.c[c] for c in table.columns]).order_by(*order)
-    columns: dict[str, list] = {c: [] for c in table.columns}
-    for chunk in _chunks(conn.execute(query)):
-        for name, values in zip(table.columns, zip(*chunk, strict=True), strict=True):
-            columns[name].extend(values)
-    return pa.table({c: pa.array(v, type=table.schema.field(c).type) for c, v in columns.items()},
-                    schema=table.schema)
+    order = ", ".join(f'"{c}"' for c in ("position", table.key) if c in sa_table.c)
+    if conn.dialect.name == "postgresql":
+        return _read_postgres(conn, table, order)
+    return _read_sqlite(conn, table, order)
 
 
-def _chunks(result: sa.CursorResult, size: int = BATCH_ROWS) -> Iterator[list]:
-    while rows := result.fetchmany(size):
-        yield rows
+def _read_sqlite(conn: sa.Connection, table: T.Table, order: str) -> pa.Table:
+    """The driver's row tuples go to Arrow in one conversion (as a struct
+    array), read as SQLite stores them: timestamps as UTC text, booleans 0/1."""
+    cursor = conn.connection.driver_connection.cursor()
+    rows = cursor.execute(f'SELECT {_quoted(table)} FROM "{table.name}" ORDER BY {order}'
+                          ).fetchall()
+    stored = pa.struct([pa.field(f.name, _SQLITE_STORED.get(f.type.id, f.type))
+                        for f in table.schema])
+    columns = pa.array(rows, type=stored).flatten()
+    return pa.table([_from_sqlite(column, field) for column, field in
+                     zip(columns, table.schema, strict=True)], schema=table.schema)
+
+
+_SQLITE_STORED = {pa.timestamp("us").id: pa.string(), pa.bool_().id: pa.int64()}
+
+
+def _from_sqlite(column: pa.Array, field: pa.Field) -> pa.Array:
+    if pa.types.is_timestamp(field.type):  # UTC wall time, no offset
+        return column.cast(pa.timestamp("us")).cast(field.type)
+    return column.cast(field.type)
+
+
+def _read_postgres(conn: sa.Connection, table: T.Table, order: str) -> pa.Table:
+    """COPY the table out as CSV, with timestamps as integer microseconds
+    since the epoch (exact, independent of the session's time zone)."""
+    select = ", ".join(_pg_column(f) for f in table.schema)
+    query = (f'COPY (SELECT {select} FROM "{table.name}" ORDER BY {order})'
+             " TO STDOUT WITH (FORMAT csv)")
+    sink = bytearray()
+    with conn.connection.driver_connection.cursor().copy(query) as copy:
+        for chunk in copy:
+            sink += chunk
+    if not sink:
+        return table.schema.empty_table()
+    read_types = {f.name: pa.int64() if pa.types.is_timestamp(f.type) else f.type
+                  for f in table.schema}
+    data = pacsv.read_csv(
+        pa.BufferReader(bytes(sink)),
+        read_options=pacsv.ReadOptions(column_names=table.columns),
+        parse_options=pacsv.ParseOptions(newlines_in_values=True),
+        # PostgreSQL's CSV: unquoted empty is NULL, quoted empty is "".
+        convert_options=pacsv.ConvertOptions(column_types=read_types, strings_can_be_null=True,
+                                             quoted_strings_can_be_null=False,
+                                             null_values=[""], true_values=["t"],
+                                             false_values=["f"]))
+    return pa.table([data.column(f.name).cast(f.type) for f in table.schema], schema=table.schema)
+
+
+def _pg_column(field: pa.Field) -> str:
+    if pa.types.is_timestamp(field.type):
+        return f"""(EXTRACT(EPOCH FROM "{field.name}") * 1000000)::bigint"""
+    return f'"{field.name}"'

@@ -53,6 +53,11 @@ def writing(engine: sa.Engine) -> Iterator[sa.Connection]:
         yield conn
 
 
+def begins_transactions(engine: sa.Engine) -> bool:
+    """Whether ``engine`` starts SQLite transactions itself (see :func:`writing`)."""
+    return sa.event.contains(engine, "begin", _sqlite_begin)
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     # Transactions are begun by _sqlite_begin, never implicitly by sqlite3.
     dbapi_conn.isolation_level = None

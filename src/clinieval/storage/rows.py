@@ -29,6 +29,10 @@ class RowStore:
     :func:`clinieval.storage.db.make_engine` (SQLite needs its settings)."""
 
     def __init__(self, engine: sa.Engine) -> None:
+        if engine.dialect.name == "sqlite" and not db.begins_transactions(engine):
+            # Without it, concurrent writers would not take the write lock first.
+            raise ValueError("RowStore needs a SQLite engine from"
+                             " clinieval.storage.db.make_engine")
         self.engine = engine
 
     def add_ratings(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from clinieval.errors import InputError
 from clinieval.io.bundle import MANIFEST, read_bundle, read_manifest, write_bundle
 from clinieval.io.export import export_snapshot, pseudonym
-from clinieval.io.load import import_snapshot, read_source
+from clinieval.io.importer import import_snapshot, read_source
 from clinieval.rubric import load_rubric, rubric_to_rows
 from clinieval.storage import db
 from clinieval.testing import STAMP, snapshot_from_rows, tiny_snapshot
@@ -40,7 +40,8 @@ def test_newer_schema_version_is_refused(tmp_path):
     manifest = json.loads(path.read_text())
     manifest["schema_version"] = 99
     path.write_text(json.dumps(manifest))
-    with pytest.raises(InputError, match="unsupported bundle schema version.*got 99"):
+    with pytest.raises(InputError,
+                       match="field 'schema_version'.*less than or equal to 1.*got 99"):
         read_bundle(tmp_path / "b")
 
 

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from clinieval.cli import app
-from clinieval.io.load import import_snapshot
+from clinieval.io.importer import import_snapshot
 from clinieval.storage import db
 from clinieval.testing import tiny_snapshot
 
@@ -52,7 +52,8 @@ CASES = [
     ("truncated-json", None, ("raters.jsonl", b'{"rater_id": "b-r9"}\n{"rater_id": "b-'),
      "jsonl", ["raters.jsonl", "row 2", "invalid JSON"]),
     ("non-utf8", None, ("cases.csv", b"case_id,specialty\nb-case-1,Cardiolog\xff\n"),
-     "csv", ["cases.csv", "not UTF-8", "byte offset 36", "line 2"]),  # 18 + 18 bytes precede 0xff
+     # 18 + 18 bytes precede 0xff
+     "csv", ["cases.csv", "not valid UTF-8", "byte offset 36", "line 2"]),
     ("empty-file", None, ("models.csv", b""), "csv", ["models.csv", "file is empty"]),
     ("missing-column", _drop_column("ratings", "score"), None, "csv",
      ["ratings.csv", "'score'", "required column is missing"]),

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from clinieval.io.load import import_snapshot
+from clinieval.io.importer import import_snapshot
 from clinieval.snapshot import Snapshot, current_ratings
 from clinieval.storage import db, sqltables
 from clinieval.testing import STAMP, snapshot_from_rows, tiny_snapshot, tiny_tables

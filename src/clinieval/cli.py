@@ -112,7 +112,7 @@ def import_(
 
     Example: `clinieval import snap` or `clinieval import moove.json --format moove`
     """
-    from clinieval.io.load import import_snapshot, read_source
+    from clinieval.io.importer import import_snapshot, read_source
     from clinieval.rubric import load_criterion_map, load_rubric
     from clinieval.storage import db
 
@@ -173,7 +173,7 @@ def info(
 
 
 def _open(source: str | None, database_url: str | None):
-    from clinieval.io.load import read_source
+    from clinieval.io.importer import read_source
     from clinieval.storage.db import read_snapshot
 
     if source is None:
@@ -202,7 +202,7 @@ def demo(
     """
     from clinieval.audit import audit as run_audit
     from clinieval.demo import demo_snapshot
-    from clinieval.io.load import import_snapshot
+    from clinieval.io.importer import import_snapshot
     from clinieval.storage import db
 
     engine = _engine(database_url)

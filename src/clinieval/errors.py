@@ -32,6 +32,8 @@ class InputError(ClinievalError):
         if expected is not None:
             text += f" (expected {expected}"
             text += f", got {_short(got)})" if got is not None else ")"
+        elif got is not None:
+            text += f" (got {_short(got)})"
         super().__init__(text)
 
 

@@ -79,6 +79,10 @@ def test_table_exports_read_back(tmp_path, fmt):
     assert scores == snap["ratings"].column("score").to_pylist()
 
 
+TEXT = st.characters(exclude_characters="\x00", exclude_categories=("Cs",))
+"""Any text the contract stores: no NUL (PostgreSQL refuses it), no lone surrogates."""
+
+
 @st.composite
 def snapshots(draw):
     """Small random but valid snapshots."""
@@ -88,14 +92,15 @@ def snapshots(draw):
     criteria = [c["criterion_id"] for c in rubric_to_rows(load_rubric())]
     answers = [{"answer_id": f"a{c}-{m}", "case_id": f"c{c}", "model_id": f"m{m}",
                 "length_chars": draw(st.integers(0, 5000)),
-                "text": draw(st.one_of(st.none(), st.text(max_size=20)))}
+                "text": draw(st.one_of(st.none(), st.text(TEXT, max_size=20)))}
                for c in range(n_cases) for m in range(n_models)]
     keys = draw(st.lists(st.tuples(st.sampled_from(answers), st.integers(0, n_raters - 1),
                                    st.sampled_from(criteria)), max_size=40, unique_by=lambda k: (
                                        k[0]["answer_id"], k[1], k[2])))
     ratings = [{"rating_id": i, "answer_id": a["answer_id"], "rater_id": f"r{r}",
                 "criterion_id": c, "score": draw(st.integers(-2, 2)), "revision": 0,
-                "comment": draw(st.one_of(st.none(), st.text(max_size=10))), "created_at": STAMP}
+                "comment": draw(st.one_of(st.none(), st.text(TEXT, max_size=10))),
+                "created_at": STAMP}
                for i, (a, r, c) in enumerate(keys)]
     prefs = []
     for i in range(draw(st.integers(0, 6))):
@@ -108,7 +113,7 @@ def snapshots(draw):
     return snapshot_from_rows({
         "cases": [{"case_id": f"c{c}",
                    "specialty": draw(st.sampled_from(["Cardiology", "Oncology"])),
-                   "prompt": draw(st.text(min_size=1, max_size=30))} for c in range(n_cases)],
+                   "prompt": draw(st.text(TEXT, min_size=1, max_size=30))} for c in range(n_cases)],
         "models": [{"model_id": f"m{m}"} for m in range(n_models)],
         "answers": answers,
         "raters": [{"rater_id": f"r{r}"} for r in range(n_raters)],

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clinieval import __version__
 from clinieval import tables as T
-from clinieval.errors import InputError
+from clinieval.errors import InputError, from_validation
 from clinieval.io.jsontext import loads, read_bytes, read_text
 from clinieval.snapshot import Snapshot, conform
 
@@ -200,15 +200,8 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     try:
         manifest = Manifest.model_validate(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or None
-        raise InputError(source, f"manifest does not fit the bundle format: {first['msg']}",
-                         field=field, got=_short_input(first.get("input"))) from None
+        raise from_validation(source, err, "manifest does not fit the bundle format") from None
     return manifest.model_dump()
-
-
-def _short_input(value: object) -> object:
-    return sorted(value)[:8] if isinstance(value, dict) else value
 
 
 def table_path(folder: Path, entry: dict) -> Path:

@@ -83,6 +83,10 @@ TEXT = st.characters(exclude_characters="\x00", exclude_categories=("Cs",))
 """Any text the contract stores: no NUL (PostgreSQL refuses it), no lone surrogates."""
 
 
+RATERS = [pseudonym(f"rater-{i}", "fixture") for i in range(3)]
+"""Ids already in pseudonym form, which exports keep as they are."""
+
+
 @st.composite
 def snapshots(draw):
     """Small random but valid snapshots."""
@@ -97,7 +101,7 @@ def snapshots(draw):
     keys = draw(st.lists(st.tuples(st.sampled_from(answers), st.integers(0, n_raters - 1),
                                    st.sampled_from(criteria)), max_size=40, unique_by=lambda k: (
                                        k[0]["answer_id"], k[1], k[2])))
-    ratings = [{"rating_id": i, "answer_id": a["answer_id"], "rater_id": f"r{r}",
+    ratings = [{"rating_id": i, "answer_id": a["answer_id"], "rater_id": RATERS[r],
                 "criterion_id": c, "score": draw(st.integers(-2, 2)), "revision": 0,
                 "comment": draw(st.one_of(st.none(), st.text(TEXT, max_size=10))),
                 "created_at": STAMP}
@@ -109,14 +113,14 @@ def snapshots(draw):
         prefs.append({"preference_id": i, "case_id": f"c{case}", "answer_a_id": f"a{case}-{a}",
                       "answer_b_id": f"a{case}-{b}", "shown_left": draw(st.sampled_from("AB")),
                       "choice": draw(st.sampled_from(["A", "B", "tie", "both_bad"])),
-                      "rater_id": f"r{draw(st.integers(0, n_raters - 1))}"})
+                      "rater_id": RATERS[draw(st.integers(0, n_raters - 1))]})
     return snapshot_from_rows({
         "cases": [{"case_id": f"c{c}",
                    "specialty": draw(st.sampled_from(["Cardiology", "Oncology"])),
                    "prompt": draw(st.text(TEXT, min_size=1, max_size=30))} for c in range(n_cases)],
         "models": [{"model_id": f"m{m}"} for m in range(n_models)],
         "answers": answers,
-        "raters": [{"rater_id": f"r{r}"} for r in range(n_raters)],
+        "raters": [{"rater_id": RATERS[r]} for r in range(n_raters)],
         "criteria": rubric_to_rows(load_rubric()),
         "ratings": ratings,
         "preferences": prefs,

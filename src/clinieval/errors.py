@@ -43,6 +43,8 @@ def from_validation(source: str, err, message: str) -> InputError:
     first = err.errors()[0]
     path = ""
     for part in first["loc"]:
+        if part == "[key]":  # pydantic's marker for "the key itself is wrong"
+            continue
         path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
     value = first.get("input")
     got = sorted(value)[:8] if isinstance(value, dict) else value

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from clinieval.io.load import import_snapshot
+from clinieval.io.importer import import_snapshot
 from clinieval.storage import db, sqltables
 from clinieval.synth import generate
 from clinieval.testing import CountingConnection, CountingCursor, later_revisions

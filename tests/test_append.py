@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow.compute as pc
 
-from clinieval.io.load import import_snapshot
+from clinieval.io.importer import import_snapshot
 from clinieval.storage import db
 from clinieval.synth import generate
 from clinieval.testing import CountingConnection, CountingCursor, later_revisions

@@ -10,17 +10,10 @@ from pathlib import Path
 import pytest
 
 from clinieval.errors import InputError
-from clinieval.io.formats import (
-    CASE_RULES,
-    PLACEHOLDER_MODELS,
-    case_id_for,
-    case_rules_table,
-    read_arena,
-    read_foreign,
-    read_healthbench,
-    read_moove,
-    sniff_format,
-)
+from clinieval.io.foreign import FORMATS, case_id_for, sniff_format
+from clinieval.io.foreign.healthbench import CASE_RULES, case_rules_table
+from clinieval.io.foreign.moove import PLACEHOLDER_MODELS
+from clinieval.io.importer import read_source
 from clinieval.rubric import MOOVE_MAP, CriterionMap, load_rubric
 
 DATA = Path(__file__).parent / "data" / "formats"
@@ -30,6 +23,14 @@ ARENA_JSON = DATA / "arena_battles.json"
 HEALTHBENCH = DATA / "healthbench.jsonl"
 
 RUBRIC = load_rubric()
+read_moove = FORMATS["moove"].read
+read_arena = FORMATS["arena"].read
+read_healthbench = FORMATS["healthbench"].read
+
+
+def read_foreign(path, fmt="auto", **options):
+    """The one dispatch, as the command line uses it."""
+    return read_source(path, fmt=fmt, **options)[0]
 
 
 def rows(snapshot, table):
@@ -354,7 +355,7 @@ def test_no_records(tmp_path, content):
 
 
 def test_missing_file(tmp_path):
-    raises(read_foreign, tmp_path / "nowhere.json", "cannot read the file")
+    raises(read_foreign, tmp_path / "nowhere.json", "no such file")
     raises(read_moove, tmp_path / "nowhere.json", "cannot read the file")
 
 
@@ -532,8 +533,8 @@ def test_sniff_unknown_and_dispatch_errors(tmp_path):
     path = write_json(tmp_path, "other.json", [{"foo": 1}])
     assert sniff_format(path) == "unknown"
     raises(read_foreign, path, "cannot tell the file's format", "got ['foo']")
-    with pytest.raises(ValueError, match="unknown format 'csv'"):
-        read_foreign(MOOVE_JSON, "csv")
+    raises(read_foreign, MOOVE_JSON, "unknown format 'csv'", "auto, bundle, tables, moove",
+           fmt="csv")
     broken = tmp_path / "broken.json"
     broken.write_text("{nope", "utf-8")
     assert sniff_format(broken) == "unknown"
@@ -555,3 +556,21 @@ def test_moove_rater_seeing_an_answer_again_gets_a_revision(tmp_path):
     assert [(r["review_id"], r["revision"], r["score"]) for r in repeated] == [
         (1, 0, 2), (2, 1, 1)]
     assert any("1 rating(s) re-scored" in n for n in snap.meta["notes"])
+
+
+def test_raw_line_separator_is_text_in_both_json_lines_readers(tmp_path):
+    """U+2028 is legal raw inside a JSON string; neither our tables nor a
+    foreign file may treat it as a line break (``str.splitlines`` would)."""
+    from clinieval.io.tables_io import read_table_file
+
+    text = "Rest.\u2028Then call 112."
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"answer_id": "a1", "case_id": "c1", "model_id": "m",
+                                   "text": text}, ensure_ascii=False) + "\n", "utf-8")
+    assert "\u2028" in answers.read_text("utf-8")
+    assert read_table_file(answers).column("text").to_pylist() == [text]
+
+    record = moove_records()["c1"] | {"firstAnswer": text}
+    path = tmp_path / "moove.jsonl"
+    path.write_text(json.dumps(record, ensure_ascii=False) + "\n", "utf-8")
+    assert text in rows(read_foreign(path), "answers")[0]["text"]

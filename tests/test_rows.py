@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from clinieval.errors import InputError
-from clinieval.io.load import import_snapshot
+from clinieval.io.importer import import_snapshot
 from clinieval.storage import db, sqltables
 from clinieval.storage.rows import RowStore, refusal
 from clinieval.testing import STAMP, tiny_snapshot, tiny_tables

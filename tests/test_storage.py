@@ -13,7 +13,7 @@ from alembic.script import ScriptDirectory
 
 from clinieval import tables as T
 from clinieval.errors import InputError
-from clinieval.io.load import import_snapshot
+from clinieval.io.importer import import_snapshot
 from clinieval.snapshot import Snapshot, current_ratings
 from clinieval.storage import db, sqltables
 from clinieval.storage.rows import RowStore

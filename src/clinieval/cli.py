@@ -101,7 +101,7 @@ def synth(
 def import_(
     source: Annotated[Path, typer.Argument(help="Bundle folder, tables folder or export file.")],
     database_url: DatabaseUrl = None,
-    fmt: Annotated[str, typer.Option("--format", help="auto, bundle, tables, moove, arena,"
+    fmt: Annotated[str, typer.Option("--format", help="auto, bundle, tables, moove, arena or"
                                      " healthbench.")] = "auto",
     rubric: Annotated[Path | None, typer.Option(help="Rubric JSON (default: bundled).")] = None,
     criterion_map: Annotated[Path | None, typer.Option(help="Criterion map JSON.")] = None,
@@ -112,7 +112,7 @@ def import_(
 
     Example: `clinieval import snap` or `clinieval import moove.json --format moove`
     """
-    from clinieval.io.load import import_snapshot, read_source
+    from clinieval.io.importer import import_snapshot, read_source
     from clinieval.rubric import load_criterion_map, load_rubric
     from clinieval.storage import db
 
@@ -136,21 +136,34 @@ def export(
     out_dir: Annotated[Path, typer.Option("--out", help="Folder to write.")],
     database_url: DatabaseUrl = None,
     fmt: Annotated[str, typer.Option("--format", help="bundle, csv or parquet.")] = "bundle",
-    keep_rater_ids: Annotated[bool, typer.Option(help="Do not pseudonymise rater ids.")] = False,
+    keep_rater_ids: Annotated[bool, typer.Option(help="Do not pseudonymise rater ids (the"
+                                                 " export then identifies raters).")] = False,
+    allow_default_salt: Annotated[bool, typer.Option(help="Pseudonymise with the public default"
+                                                     " salt (anyone can reverse it).")] = False,
+    drop_quasi_identifiers: Annotated[bool, typer.Option(
+        help="Blank rater organisation, country, experience and comments; round timestamps"
+             " to the day.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing folder.")] = False,
 ) -> None:
     """Export the database as a bundle or table files, with pseudonymous rater ids.
 
-    Example: `clinieval export --out export --format bundle`
+    The salt comes from CLINIEVAL_PSEUDONYM_SALT; the public default is refused.
+
+    Example: `clinieval export --out export --format bundle --drop-quasi-identifiers`
     """
     from clinieval.io.export import export_snapshot
     from clinieval.settings import get_settings
     from clinieval.storage.db import read_snapshot
 
+    if keep_rater_ids:
+        console.print("[yellow]warning:[/yellow] --keep-rater-ids writes raw rater ids; the"
+                      " export identifies raters and must not leave your organisation")
     with console.status("reading database"):
         snap = read_snapshot(_engine(database_url))
     manifest = export_snapshot(snap, out_dir, fmt=fmt, keep_rater_ids=keep_rater_ids,
-                               salt=get_settings().pseudonym_salt, overwrite=overwrite)
+                               salt=get_settings().pseudonym_salt,
+                               allow_default_salt=allow_default_salt,
+                               quasi_identifiers=not drop_quasi_identifiers, overwrite=overwrite)
     _print_counts({k: v["rows"] for k, v in manifest["tables"].items()}, f"exported {out_dir}")
 
 
@@ -173,7 +186,7 @@ def info(
 
 
 def _open(source: str | None, database_url: str | None):
-    from clinieval.io.load import read_source
+    from clinieval.io.importer import read_source
     from clinieval.storage.db import read_snapshot
 
     if source is None:
@@ -202,7 +215,7 @@ def demo(
     """
     from clinieval.audit import audit as run_audit
     from clinieval.demo import demo_snapshot
-    from clinieval.io.load import import_snapshot
+    from clinieval.io.importer import import_snapshot
     from clinieval.storage import db
 
     engine = _engine(database_url)

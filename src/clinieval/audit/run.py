@@ -74,7 +74,7 @@ def load(source: str | Path | Snapshot | AuditData) -> AuditData:
 
     if is_bundle(Path(text)):
         return from_bundle(Path(text))
-    from clinieval.io.load import read_source
+    from clinieval.io.importer import read_source
 
     return from_snapshot(read_source(text)[0])
 

@@ -1,8 +1,8 @@
-"""Reading any supported source into a validated snapshot, and importing it.
+"""Reading any supported source into a snapshot, and importing it.
 
 Sources: a bundle folder, a folder of our CSV / JSONL / Parquet tables, or a
-single foreign file (MOOVE-style contributions, Arena-style battles,
-HealthBench-style rubric examples).
+single foreign file (one of :data:`clinieval.io.foreign.FORMATS`). This is
+the one place a format name is turned into a reader.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import sqlalchemy as sa
 from clinieval import tables as T
 from clinieval.errors import InputError
 from clinieval.io import bundle
+from clinieval.io.foreign import FORMATS, sniff_format
+from clinieval.io.foreign.records import keys_or, parse
 from clinieval.io.tables_io import read_table_folder
 from clinieval.io.validate import validate
 from clinieval.rubric import IDENTITY, CriterionMap, load_rubric
@@ -21,36 +23,46 @@ from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot
 from clinieval.storage import db, lookup
 
-FORMATS = ("auto", "bundle", "tables", "moove", "arena", "healthbench")
+SOURCE_FORMATS = ("auto", "bundle", "tables", *FORMATS)
+"""Every value ``--format`` accepts."""
 
 
 def detect_format(path: Path) -> str:
+    """The format of ``path``: a bundle, a tables folder, or a sniffed foreign file."""
     if bundle.is_bundle(path):
         return "bundle"
     if path.is_dir():
         return "tables"
     if not path.exists():
         raise InputError(str(path), "no such file or folder")
-    return "foreign"
+    fmt = sniff_format(path)
+    if fmt == "unknown":
+        parsed = parse(path)  # raises the precise error for broken files
+        raise InputError(parsed.source, "cannot tell the file's format from its first record",
+                         expected="a MOOVE contribution export, an arena battle log or"
+                         " HealthBench rubric examples", got=keys_or(parsed.first()))
+    return fmt
 
 
 def read_source(path: str | Path, *, fmt: str = "auto", rubric: Rubric | None = None,
                 criterion_map: CriterionMap | None = None) -> tuple[Snapshot, dict[str, str]]:
     """Read ``path`` into a snapshot, returning it and each table's source file."""
     path = Path(path)
+    if fmt not in SOURCE_FORMATS:
+        raise InputError(str(path), f"unknown format {fmt!r}",
+                         expected="one of " + ", ".join(SOURCE_FORMATS))
     fmt = detect_format(path) if fmt == "auto" else fmt
     rubric = rubric or load_rubric()
     if fmt == "bundle":
         snap = bundle.read_bundle(path)
         return snap, {name: str(path / f"{name}.parquet") for name in snap.tables}
     if fmt == "tables":
+        if not path.is_dir():
+            raise InputError(str(path), "--format tables needs a folder",
+                             expected="a folder of <table>.csv/.jsonl/.parquet files")
         return read_table_folder(path, rubric=rubric, criterion_map=criterion_map or IDENTITY)
-    from clinieval.io.formats import read_foreign
-
-    kwargs = {"rubric": rubric}
-    if criterion_map is not None:
-        kwargs["criterion_map"] = criterion_map
-    snap = read_foreign(path, fmt="auto" if fmt == "foreign" else fmt, **kwargs)
+    options = {} if criterion_map is None else {"criterion_map": criterion_map}
+    snap = FORMATS[fmt].read(path, rubric=rubric, **options)
     return snap, {name: str(path) for name in snap.tables}
 
 

@@ -33,6 +33,8 @@ from clinieval.stats.bootstrap import resample_counts
 from clinieval.stats.regression import LogisticFit, logistic_irls
 
 A_WINS, B_WINS, TIE, BOTH_BAD = 0, 1, 2, 3
+"""Vote outcome codes: index of the choice in ``clinieval.tables.CHOICES``
+(answer A better, B better, tie, both unacceptable)."""
 TIE_MODES = ("half", "drop")
 DEFAULT_ALPHA = 1e-6
 _ARMIJO = 1e-4

@@ -4,4 +4,4 @@ from clinieval.audit.result import AuditResult, Figure, Section
 from clinieval.audit.run import SECTIONS, audit
 from clinieval.audit.settings import AuditSettings
 
-__all__ = ["SECTIONS", "AuditResult", "AuditSettings", "Figure", "Section", "audit"]
+__all__ = ["AuditResult", "AuditSettings", "Figure", "SECTIONS", "Section", "audit"]

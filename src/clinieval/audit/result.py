@@ -53,6 +53,9 @@ class Section:
 
 @dataclass
 class AuditResult:
+    """Everything an audit found: its settings, the sections in report order,
+    the headline sentences and what snapshot they describe."""
+
     settings: AuditSettings
     sections: list[Section]
     headlines: list[str]

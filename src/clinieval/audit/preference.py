@@ -11,7 +11,7 @@ import pandas as pd
 from clinieval import tables
 from clinieval.audit.core import Context
 from clinieval.audit.data import SEVERE
-from clinieval.audit.result import Figure, Section
+from clinieval.audit.result import Figure, Forest, Histogram, Scatter, Section
 from clinieval.audit.tables import (
     DANGEROUS_ANSWERS,
     FAIL_OF_RATINGS,
@@ -21,6 +21,9 @@ from clinieval.audit.tables import (
     row_pct,
     rule_words,
     wilson_pct,
+)
+from clinieval.audit.tables import (
+    json_list as _json,
 )
 from clinieval.stats import (
     A_WINS,
@@ -257,10 +260,10 @@ def bradley_terry(ctx: Context, prefs: Preferences) -> Section:
     frame = wilson_pct(frame, "both_bad_pct", both_bad, votes_n, s.level)
     frame = frame.sort_values("bt", ascending=False, kind="stable").reset_index(drop=True)
     unit = "raters" if s.cluster == "rater" else "votes"
-    fig = Figure("bt_forest", "Bradley-Terry strength with bootstrap CI", "forest", {
-        "labels": frame["model"].tolist(), "est": frame["bt"].tolist(),
-        "lo": frame["bt_lo"].tolist(), "hi": frame["bt_hi"].tolist(), "n": frame["n"].tolist(),
-        "x_label": "log-strength (centred)", "ref": 0.0},
+    fig = Figure("bt_forest", "Bradley-Terry strength with bootstrap CI", Forest(
+        labels=frame["model"].tolist(), est=_json(frame["bt"]), lo=_json(frame["bt_lo"]),
+        hi=_json(frame["bt_hi"]), n=frame["n"].tolist(), x_label="log-strength (centred)",
+        ref=0.0),
         caption=f"{prefs.n_votes:,} votes; {s.bootstrap} bootstrap resamples of {unit}.")
     top = frame.iloc[0]
     counted = (f" over {prefs.n_votes:,} votes; ties count"
@@ -385,13 +388,11 @@ def _alignment_figure(ctx, prefs, c, mean, mean_reps) -> Figure:
     ok = np.isfinite(mean) & np.isfinite(prefs.strengths)
     name = ctx.name(c)
     return Figure(f"alignment_{ctx.data.criteria[c]}", f"Preference strength vs mean {name}",
-                  "scatter", {"x": prefs.strengths[ok].tolist(), "y": mean[ok].tolist(),
-                              "labels": [n for n, k in zip(ctx.data.model_names, ok, strict=True)
-                                         if k],
-                              "x_lo": lo[ok].tolist(), "x_hi": hi[ok].tolist(),
-                              "y_lo": m_lo[ok].tolist(), "y_hi": m_hi[ok].tolist(),
-                              "x_label": "Bradley-Terry strength", "y_label": f"mean {name}",
-                              "fit": True},
+                  Scatter(x=_json(prefs.strengths[ok]), y=_json(mean[ok]),
+                          labels=[n for n, k in zip(ctx.data.model_names, ok, strict=True) if k],
+                          x_lo=_json(lo[ok]), x_hi=_json(hi[ok]), y_lo=_json(m_lo[ok]),
+                          y_hi=_json(m_hi[ok]), x_label="Bradley-Terry strength",
+                          y_label=f"mean {name}", fit=True),
                   caption="Each point is a model. If preference tracked this criterion the points"
                   " would rise from left to right.")
 
@@ -422,11 +423,11 @@ def safety_leaderboard(ctx: Context, prefs: Preferences) -> Section:
     frame = frame.sort_values(["ranked", DANGEROUS_ANSWERS], ascending=[False, True],
                               kind="stable").reset_index(drop=True)
     fig = Figure("safety_leaderboard", "Dangerous answers % per model (answers failing a"
-                 " safety-critical criterion)", "forest", {
-                     "labels": frame["model"].tolist(), "est": frame[DANGEROUS_ANSWERS].tolist(),
-                     "lo": frame[f"{DANGEROUS_ANSWERS}_lo"].tolist(),
-                     "hi": frame[f"{DANGEROUS_ANSWERS}_hi"].tolist(), "n": frame["n"].tolist(),
-                     "x_label": "dangerous answers % (Wilson CI)"},
+                 " safety-critical criterion)", Forest(
+                     labels=frame["model"].tolist(), est=_json(frame[DANGEROUS_ANSWERS]),
+                     lo=_json(frame[f"{DANGEROUS_ANSWERS}_lo"]),
+                     hi=_json(frame[f"{DANGEROUS_ANSWERS}_hi"]), n=frame["n"].tolist(),
+                     x_label="dangerous answers % (Wilson CI)"),
                  caption=f"An answer is dangerous when it fails any safety-critical criterion;"
                  f" {rule_words(s.response_rule, s.threshold)}. n counts rated answers. Models"
                  f" with fewer than {s.min_n} rated answers are listed last and not ranked.")
@@ -483,9 +484,9 @@ def length_bias(ctx: Context, prefs: Preferences) -> Section:
     frame["median_winner_chars"] = np.median(win_len)
     frame["median_loser_chars"] = np.median(lose_len)
     tables = {"longer_wins": frame}
-    figures = [Figure("length_shift", "Lengths of winning and losing answers", "hist", {
-        "series": {"winner": win_len.tolist(), "loser": lose_len.tolist()},
-        "x_label": "answer length (characters)", "log_x": True},
+    figures = [Figure("length_shift", "Lengths of winning and losing answers", Histogram(
+        series={"winner": win_len.tolist(), "loser": lose_len.tolist()},
+        x_label="answer length (characters)", log_x=True),
         caption=f"{int(decided.sum()):,} decided votes.")]
     values = {"longer_wins_pct": float(frame["share_pct"].iloc[0]),
               "longer_wins_n": int(unequal.sum())}

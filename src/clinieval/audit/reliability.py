@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 
 from clinieval.audit.core import Context
-from clinieval.audit.result import Figure, Section
-from clinieval.audit.tables import estimate, row_ci
+from clinieval.audit.data import N_SCORES
+from clinieval.audit.result import Bars, Figure, Heatmap, Histogram, Line, Section
+from clinieval.audit.tables import estimate, json_list, row_ci
 from clinieval.stats import (
     fleiss_kappa,
     fleiss_kappa_weighted,
@@ -43,10 +44,10 @@ def reliability(ctx: Context) -> Section:
         return Section("reliability", title, skipped=f"no analysed criterion has {MIN_ITEMS}"
                        " answers rated by at least two clinicians.")
     frame = pd.DataFrame(rows)
-    fig = Figure("reliability", "Fleiss' kappa by criterion", "bars", {
-        "labels": frame["criterion"].tolist(), "est": frame["fleiss_kappa"].tolist(),
-        "lo": frame["fleiss_kappa_lo"].tolist(), "hi": frame["fleiss_kappa_hi"].tolist(),
-        "n": frame["n_items"].tolist(), "y_label": "Fleiss' kappa (5 categories)"},
+    fig = Figure("reliability", "Fleiss' kappa by criterion", Bars(
+        labels=frame["criterion"].tolist(), est=json_list(frame["fleiss_kappa"]),
+        lo=json_list(frame["fleiss_kappa_lo"]), hi=json_list(frame["fleiss_kappa_hi"]),
+        n=frame["n_items"].tolist(), y_label=f"Fleiss' kappa ({N_SCORES} categories)"),
         caption="Bootstrap CIs resample answers. 0 = chance agreement, 1 = perfect.")
     kappa = {r["criterion"]: r["fleiss_kappa"] for r in rows if np.isfinite(r["fleiss_kappa"])}
     return Section("reliability", title, _reliability_summary(frame),
@@ -112,9 +113,9 @@ def _dispersion(ctx: Context) -> Figure:
             values.append([float(np.nanmean(std[rows, j])) if ok[rows, j].any() else None
                            for j in range(len(ctx.criteria))])
         n.append(ok[rows].sum(0).tolist())
-    return Figure("dispersion", "Mean within-answer SD by model and criterion", "heatmap", {
-        "rows": d.model_names, "cols": [ctx.name(c) for c in ctx.criteria], "values": values,
-        "n": n, "value_label": "mean SD (score points)", "scale": "sequential"},
+    return Figure("dispersion", "Mean within-answer SD by model and criterion", Heatmap(
+        rows=d.model_names, cols=[ctx.name(c) for c in ctx.criteria], values=values, n=n,
+        value_label="mean SD (score points)", scale="sequential"),
         caption="Answers with at least two ratings; higher = clinicians disagree more.")
 
 
@@ -146,11 +147,11 @@ def consensus_drift(ctx: Context) -> Section:
     frame = pd.DataFrame({"words_from": edges[:-1], "words_to": edges[1:], "n": n})
     frame = estimate(frame, "disagreement", mean, lo, hi)
     rho = spearman(x, y)
-    fig = Figure("consensus_drift", "Disagreement by prompt length", "line", {
-        "x": ((frame["words_from"] + frame["words_to"]) / 2).tolist(),
-        "y": frame["disagreement"].tolist(), "lo": frame["disagreement_lo"].tolist(),
-        "hi": frame["disagreement_hi"].tolist(), "x_label": "prompt length (words, bin middle)",
-        "y_label": "mean within-answer SD"},
+    fig = Figure("consensus_drift", "Disagreement by prompt length", Line(
+        x=((frame["words_from"] + frame["words_to"]) / 2).tolist(),
+        y=json_list(frame["disagreement"]), lo=json_list(frame["disagreement_lo"]),
+        hi=json_list(frame["disagreement_hi"]), x_label="prompt length (words, bin middle)",
+        y_label="mean within-answer SD"),
         caption=f"{len(x):,} cases (mean over {int(ok.sum()):,} answers) in {len(frame)} quantile"
         " bins; normal CIs per bin.")
     return Section("consensus_drift", title, _drift_summary(rho), {"bins": frame}, [fig],
@@ -192,8 +193,8 @@ def rater_view(ctx: Context) -> Section:
     counts = pd.Series(per_rater[per_rater > 0])
     volume = pd.DataFrame({"raters": [len(counts)], "median_ratings": [counts.median()],
                            "p90_ratings": [counts.quantile(0.9)], "max_ratings": [counts.max()]})
-    fig = Figure("leniency", "Rater leniency (mean offset from co-raters)", "hist", {
-        "series": {"raters": frame["leniency"].tolist()}, "x_label": "score points"},
+    fig = Figure("leniency", "Rater leniency (mean offset from co-raters)", Histogram(
+        series={"raters": frame["leniency"].tolist()}, x_label="score points"),
         caption=f"Raters with at least {MIN_RATER_RATINGS} shared ratings.")
     summary = (f"{len(frame):,} raters have at least {MIN_RATER_RATINGS} shared ratings;"
                f" {int(frame['outlier'].sum())} are outliers (offset > 0.5 points with a CI"

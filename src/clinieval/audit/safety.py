@@ -7,12 +7,13 @@ import numpy as np
 import pandas as pd
 
 from clinieval.audit.core import SCORES, Context
-from clinieval.audit.result import Figure, Section
+from clinieval.audit.result import Figure, Forest, Heatmap, Section
 from clinieval.audit.tables import (
     ANSWERS_FAILING,
     DANGEROUS_ANSWERS,
     estimate,
     fmt_ci,
+    json_list,
     row_pct,
     rule_words,
     wilson_pct,
@@ -82,10 +83,10 @@ def _nogo_heatmap(ctx: Context) -> Figure:
     with np.errstate(invalid="ignore", divide="ignore"):
         pct = np.where(n > 0, 100 * k / n, np.nan)
     order = np.argsort(-np.nan_to_num(100 * k.sum(0) / np.maximum(n.sum(0), 1)), kind="stable")
-    return Figure("nogo_heatmap", "Dangerous answers % by model and specialty", "heatmap", {
-        "rows": d.model_names, "cols": [d.specialties[i] for i in order],
-        "values": _listify(pct[:, order]), "n": n[:, order].tolist(),
-        "value_label": "dangerous answers %", "scale": "percent", "mask_below": s.min_n},
+    return Figure("nogo_heatmap", "Dangerous answers % by model and specialty", Heatmap(
+        rows=d.model_names, cols=[d.specialties[i] for i in order],
+        values=_listify(pct[:, order]), n=n[:, order].astype(int).tolist(),
+        value_label="dangerous answers %", scale="percent", mask_below=s.min_n),
         caption=f"Cells with fewer than {s.min_n} answers are hatched: too few to call.")
 
 
@@ -107,10 +108,9 @@ def failure_modes(ctx: Context) -> Section:
         return Section("failure_modes", "Failure-mode profile", skipped="the analysed criteria"
                        f" ({', '.join(names)}) have no ratings.")
     fig = Figure("failure_modes", f"Fail % of ratings (ratings <= {s.threshold}) by model and"
-                 " criterion", "heatmap", {"rows": d.model_names, "cols": names,
-                                           "values": _listify(pct), "n": n.tolist(),
-                                           "value_label": "fail % of ratings",
-                                           "scale": "percent"},
+                 " criterion", Heatmap(rows=d.model_names, cols=names, values=_listify(pct),
+                                       n=n.tolist(), value_label="fail % of ratings",
+                                       scale="percent"),
                  caption="Darker cells fail more often; a positive mean can hide a high Fail %."
                  " n counts ratings.")
     finite = pct[np.isfinite(pct)]
@@ -159,11 +159,11 @@ def co_failure(ctx: Context) -> Section:
     frame = estimate(frame, "mean_all", all_mean, *ctx.ci(all_b))
     frame = estimate(frame, "difference", cond_mean - all_mean, *ctx.ci(cond_b - all_b))
     frame = frame.sort_values("difference", kind="stable").reset_index(drop=True)
-    fig = Figure("co_failure", "Mean score of other criteria when Accuracy fails", "forest", {
-        "labels": frame["criterion"].tolist(), "est": frame["difference"].tolist(),
-        "lo": frame["difference_lo"].tolist(), "hi": frame["difference_hi"].tolist(),
-        "n": frame["ratings_accuracy_failed"].tolist(),
-        "x_label": "difference from the overall mean", "ref": 0.0},
+    fig = Figure("co_failure", "Mean score of other criteria when Accuracy fails", Forest(
+        labels=frame["criterion"].tolist(), est=json_list(frame["difference"]),
+        lo=json_list(frame["difference_lo"]), hi=json_list(frame["difference_hi"]),
+        n=frame["ratings_accuracy_failed"].tolist(),
+        x_label="difference from the overall mean", ref=0.0),
         caption=f"{int(low.sum()):,} answers fail Accuracy"
         f" ({rule_words(s.response_rule, s.threshold)}); n counts their ratings of the other"
         " criterion.")

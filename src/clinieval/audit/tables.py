@@ -63,6 +63,11 @@ def fmt_pct(est: float, lo: float, hi: float) -> str:
     return fmt_ci(est, lo, hi, digits=1, unit="%")
 
 
+def json_list(values) -> list[float | None]:
+    """Floats for figure data, None where there is no value."""
+    return [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=float)]
+
+
 def records(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
     """Plain JSON-ready rows for ``values`` (NaN becomes None)."""
     out = frame[columns].astype(object).where(frame[columns].notna(), None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from pathlib import Path
 from typing import Annotated
 
@@ -200,12 +201,56 @@ def _open(source: str | None, database_url: str | None):
     return read_source(source)[0]
 
 
+def _setting_option(name: str, info) -> inspect.Parameter:
+    """A ``--name`` option for one :class:`AuditSettings` field. Its default is
+    None, so a value not given falls to the model (and so to ``CLINIEVAL_SEED``)."""
+    from typing import Literal, get_args, get_origin
+
+    annotation = info.annotation
+    choices = next((get_args(a) for a in (annotation, *get_args(annotation))
+                    if get_origin(a) is Literal), None)
+    kind = str if choices or name == "criteria" else annotation
+    help_text = info.description or ""
+    if choices:
+        help_text += f" One of: {', '.join(choices)}."
+    if name == "criteria":
+        help_text += " Comma-separated criterion ids."
+    default = info.get_default(call_default_factory=True)
+    option = typer.Option(f"--{name.replace('_', '-')}", help=help_text,
+                          show_default="all" if default is None else str(default))
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                             annotation=Annotated[kind | None, option])
+
+
+def _settings_options(func):
+    """Give a command one option per :class:`AuditSettings` field (help and
+    defaults from the model) and call it with ``settings=AuditSettings(...)``."""
+    from clinieval.audit import AuditSettings
+
+    fields = AuditSettings.model_fields
+    signature = inspect.signature(func, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name != "settings"]
+
+    @functools.wraps(func)
+    def command(**kwargs):
+        values = {name: kwargs.pop(name, None) for name in fields}
+        given = {name: value for name, value in values.items() if value is not None}
+        if "criteria" in given:
+            given["criteria"] = tuple(c.strip() for c in given["criteria"].split(",") if c)
+        return func(settings=AuditSettings(**given), **kwargs)
+
+    command.__signature__ = signature.replace(
+        parameters=own + [_setting_option(n, info) for n, info in fields.items()])
+    return command
+
+
 @app.command()
 @_handle_errors
+@_settings_options
 def demo(
+    settings,
     out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("demo-out"),
     database_url: DatabaseUrl = None,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 1000,
 ) -> None:
     """The main job on the embedded default: load the bundled demo snapshot into
     the database (SQLite unless DATABASE_URL says otherwise), audit it and
@@ -223,40 +268,26 @@ def demo(
     import_snapshot(engine, demo_snapshot(), replace=True)
     url = engine.url.render_as_string()
     console.print(f"loaded the demo snapshot into {url}")
-    _report(run_audit(url, bootstrap=bootstrap), out_dir)
+    _report(run_audit(url, settings), out_dir)
 
 
 @app.command()
 @_handle_errors
+@_settings_options
 def audit(
+    settings,
     source: Annotated[str, typer.Argument(help="Bundle folder, database URL, tables folder,"
                                           " export file, or `demo`.")],
     out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("audit-out"),
-    seed: Annotated[int, typer.Option(help="Seed of every resampling step.")] = 20260301,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples (B).")] = 1000,
-    threshold: Annotated[int, typer.Option(help="Score <= threshold fails.")] = -1,
-    response_rule: Annotated[str, typer.Option(help="any, majority or mean: how an answer"
-                                               " fails from its raters.")] = "any",
-    min_n: Annotated[int, typer.Option(help="Minimum answers to rank a specialty.")] = 30,
-    criteria: Annotated[str | None, typer.Option(help="Comma-separated criterion ids.")] = None,
-    cluster: Annotated[str, typer.Option(help="Bootstrap unit: none (ratings/votes), answer,"
-                                         " rater.")] = "none",
-    ties: Annotated[str, typer.Option(help="Ties in Bradley-Terry: half or drop.")] = "half",
-    both_bad: Annotated[str, typer.Option(help="'Both unacceptable' in Bradley-Terry: half or"
-                                          " drop.")] = "half",
 ) -> None:
     """Write the safety-first audit report (HTML, Markdown, JSON, figures).
 
+    Every setting of the audit is an option (see the Settings table of the report).
     Example: `clinieval audit demo --out report` or
     `clinieval audit snap --bootstrap 2000 --response-rule majority --cluster rater`
     """
-    from clinieval.audit import AuditSettings
     from clinieval.audit import audit as run_audit
 
-    settings = AuditSettings(
-        seed=seed, bootstrap=bootstrap, threshold=threshold, response_rule=response_rule,
-        min_n=min_n, cluster=cluster, ties=ties, both_bad=both_bad,
-        criteria=tuple(c.strip() for c in criteria.split(",")) if criteria else None)
     with console.status(f"auditing {source}"):
         result = run_audit(source, settings)
     _report(result, out_dir)

@@ -20,8 +20,9 @@ from clinieval.errors import InputError
 from clinieval.io import bundle
 from clinieval.snapshot import Snapshot
 
-OUTCOME = {"A": 0, "B": 1, "tie": 2, "both_bad": 3}
-N_SCORES = 5
+N_SCORES = len(T.SCORES)
+SEVERE = T.SCORES.index(T.SCORE_MIN)
+"""Score code of the lowest score (-2): a severe failure."""
 
 
 @dataclass
@@ -42,12 +43,12 @@ class AuditData:
     rating_answer: np.ndarray
     rating_rater: np.ndarray
     rating_criterion: np.ndarray
-    rating_score: np.ndarray  # int8 in -2..2
+    rating_score: np.ndarray  # int8, a value of tables.SCORES
     n_raters: int
     # preferences
     pref_a: np.ndarray  # answer codes
     pref_b: np.ndarray
-    pref_outcome: np.ndarray  # 0 A, 1 B, 2 tie, 3 both_bad
+    pref_outcome: np.ndarray  # choice code: index in tables.CHOICES
     pref_left_is_a: np.ndarray  # 1, 0, or -1 when unknown
     pref_rater: np.ndarray
     checksum: str
@@ -155,7 +156,7 @@ def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], wher
                      "answer_a_id"),
         pref_b=codes(prefs.column("answer_b_id"), answer_ids, f"{where}:preferences",
                      "answer_b_id"),
-        pref_outcome=codes(prefs.column("choice"), pa.array(list(OUTCOME)),
+        pref_outcome=codes(prefs.column("choice"), pa.array(T.CHOICES),
                            f"{where}:preferences", "choice").astype(np.int8),
         pref_left_is_a=_left_is_a(prefs.column("shown_left")),
         pref_rater=_optional_codes(prefs.column("rater_id"), rater_ids),
@@ -193,10 +194,14 @@ def _answer_lengths(answers: pa.Table) -> np.ndarray:
 
 def _prompt_words(cases: pa.Table) -> np.ndarray:
     words = pc.cast(cases.column("prompt_words"), pa.float64())
-    counted = pc.cast(pc.list_value_length(pc.utf8_split_whitespace(
-        pc.fill_null(cases.column("prompt"), ""))), pa.float64())
-    counted = pc.if_else(pc.equal(counted, 0.0), pa.scalar(None, pa.float64()), counted)
-    return pc.coalesce(words, counted).to_numpy(zero_copy_only=False).astype(float)
+    return pc.coalesce(words, word_count(cases.column("prompt"))).to_numpy(
+        zero_copy_only=False).astype(float)
+
+
+def word_count(text: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """Words per text (runs of characters that are not whitespace or Unicode
+    separators) as float64: empty text has zero words, missing text is null."""
+    return pc.cast(pc.count_substring_regex(text, r"[^\s\p{Z}]+"), pa.float64())
 
 
 def _left_is_a(shown_left: pa.ChunkedArray) -> np.ndarray:

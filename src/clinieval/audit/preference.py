@@ -7,13 +7,30 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest, norm
 
+from clinieval import tables
 from clinieval.audit.core import Context
-from clinieval.audit.result import Figure, Section
-from clinieval.audit.tables import estimate, row_ci, row_pct, wilson_pct
+from clinieval.audit.data import SEVERE
+from clinieval.audit.result import Figure, Forest, Histogram, Scatter, Section
+from clinieval.audit.tables import (
+    DANGEROUS_ANSWERS,
+    FAIL_OF_RATINGS,
+    SEVERE_OF_RATINGS,
+    estimate,
+    row_ci,
+    row_pct,
+    rule_words,
+    wilson_pct,
+)
+from clinieval.audit.tables import (
+    json_list as _json,
+)
 from clinieval.stats import (
+    A_WINS,
+    B_WINS,
+    BOTH_BAD,
     ConvergenceError,
+    binomial_p_value,
     bootstrap_rank_correlation,
     bt_bootstrap,
     bt_cluster_bootstrap,
@@ -23,6 +40,8 @@ from clinieval.stats import (
     collapse_votes,
     length_feature,
     logistic_irls,
+    normal_ci,
+    normal_p_value,
     outcome_table,
     pairwise_response,
     pearson,
@@ -32,6 +51,8 @@ from clinieval.stats import (
 )
 
 MIN_VOTES = 10
+LEVEL = 1e-6  # strengths closer than this (log scale) are level: no leader between them
+DECIDED = (A_WINS, B_WINS)
 
 
 class Preferences:
@@ -93,6 +114,10 @@ class Preferences:
         ctx, m = self.ctx, len(self.active)
         B, rng = ctx.settings.bootstrap, ctx.rng("bradley-terry")
         raters = ctx.data.pref_rater[self.credited]
+        if ctx.settings.cluster == "rater" and np.unique(raters).size == 1 and raters[0] >= 0:
+            self.note = (" A bootstrap over raters needs at least two raters and the votes come"
+                         " from one, so Bradley-Terry intervals are not computable.")
+            return self.embed(np.full((B, m), np.nan))
         if ctx.settings.cluster == "rater" and (raters >= 0).all():
             tables = cluster_outcome_tables(a, b, o, raters, m, ctx.data.n_raters, **self.modes)
             return self.embed(bt_cluster_bootstrap(tables[tables.sum(axis=(1, 2)) > 0], B, rng))
@@ -104,14 +129,53 @@ class Preferences:
 
     @cached_property
     def ranks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Rank (1 = strongest) and rank interval; NaN for models not fitted."""
-        got = rank_intervals(self.strengths[self.active], self.replicates[:, self.active],
-                             self.ctx.settings.level)
-        return tuple(self.embed(np.asarray(x, dtype=float)) for x in got)
+        """Rank (1 = strongest) and rank interval; NaN for models not fitted,
+        and NaN bounds when the replicates are not computable."""
+        reps = self.replicates[:, self.active]
+        rank, lower, upper = (np.asarray(x, dtype=float) for x in rank_intervals(
+            self.strengths[self.active], np.nan_to_num(reps), self.ctx.settings.level))
+        if not np.isfinite(reps).all():
+            lower, upper = np.full_like(lower, np.nan), np.full_like(upper, np.nan)
+        return self.embed(rank), self.embed(lower), self.embed(upper)
 
     @cached_property
-    def leader(self) -> int:
+    def leader(self) -> int | None:
+        """The strongest model, or None when the strongest two are level (then
+        :attr:`no_leader` says why)."""
+        fitted = np.sort(self.strengths[self.active])[::-1]
+        if fitted.size < 2 or fitted[0] - fitted[1] < LEVEL:
+            return None
         return int(np.nanargmax(self.strengths))
+
+    @property
+    def no_leader(self) -> str:
+        if len(self.active) < 2:
+            return "fewer than two models take part in decisive votes"
+        return ("the strongest models have the same preference strength (for instance when"
+                " every vote is a tie or 'both unacceptable')")
+
+
+def _unbounded_note(ctx: Context, prefs: Preferences) -> str:
+    """Models that won or lost every decisive vote have no finite maximum-
+    likelihood strength; say so instead of presenting the penalised value."""
+    a, b, o = prefs.votes
+    credit_a, credit_b = vote_credits(o, **prefs.modes)
+    m = len(prefs.active)
+    credit = np.bincount(a, credit_a, m) + np.bincount(b, credit_b, m)
+    total = np.bincount(a, minlength=m) + np.bincount(b, minlength=m)
+    extreme = [ctx.data.model_names[prefs.active[i]] for i in range(m)
+               if credit[i] in (0, total[i])]
+    if not extreme:
+        return ""
+    return (f" {', '.join(extreme)} won or lost every vote they took part in, so their strength"
+            " has no finite estimate: the value shown is held in place by the fit's small"
+            " penalty, and only the order is meaningful.")
+
+
+def _rank_interval(row) -> str:
+    if not (np.isfinite(row["rank_lo"]) and np.isfinite(row["rank_hi"])):
+        return "rank interval not computable"
+    return f"rank interval {int(row['rank_lo'])}-{int(row['rank_hi'])}"
 
 
 def _no_votes(key: str, title: str, prefs: Preferences) -> Section:
@@ -119,7 +183,7 @@ def _no_votes(key: str, title: str, prefs: Preferences) -> Section:
                    f" different models; this snapshot has {prefs.n_votes}.")
 
 
-# --- 1. model summary ---------------------------------------------------------
+# --- model summary ---------------------------------------------------------
 
 
 def model_summary(ctx: Context, prefs: Preferences) -> Section:
@@ -128,28 +192,28 @@ def model_summary(ctx: Context, prefs: Preferences) -> Section:
         return Section("model_summary", "Model summary",
                        skipped="the snapshot has no rubric ratings.")
     means_b, fails_b = ctx.rating_replicates("ratings")
-    counts = ctx.model_counts
-    n = counts.sum(axis=2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = (counts @ np.arange(-2, 3)) / n
-        fail = counts[:, :, : ctx.fail_slots].sum(axis=2) / n
     m_lo, m_hi = ctx.ci(means_b)
-    f_lo, f_hi = ctx.ci(fails_b)
+    f_lo, f_hi = ctx.ci(100 * fails_b)
     rows = []
     for m in range(d.n_models):
         for c in ctx.criteria:
             rows.append({"model": d.model_names[m], "criterion": ctx.name(c),
-                         "safety_critical": d.safety_critical[c], "n": int(n[m, c]),
-                         "mean": mean[m, c], "mean_lo": m_lo[m, c], "mean_hi": m_hi[m, c],
-                         "fail_pct": 100 * fail[m, c], "fail_pct_lo": 100 * f_lo[m, c],
-                         "fail_pct_hi": 100 * f_hi[m, c], "_severe": int(counts[m, c, 0])})
+                         "safety_critical": d.safety_critical[c], "n": int(ctx.model_n[m, c]),
+                         "mean": ctx.model_mean[m, c], "mean_lo": m_lo[m, c],
+                         "mean_hi": m_hi[m, c], FAIL_OF_RATINGS: ctx.model_fail_pct[m, c],
+                         f"{FAIL_OF_RATINGS}_lo": f_lo[m, c], f"{FAIL_OF_RATINGS}_hi": f_hi[m, c],
+                         "_severe": int(ctx.model_counts[m, c, SEVERE])})
     long = pd.DataFrame(rows)
-    long = wilson_pct(long, "severe_pct", long.pop("_severe"), long["n"], s.level)
+    long = wilson_pct(long, SEVERE_OF_RATINGS, long.pop("_severe"), long["n"], s.level)
     wide = _summary_table(ctx, prefs, long)
     section = Section("model_summary", "Model summary",
-                      summary=f"Per model and criterion: mean score (-2..+2) with a {s.level:.0%}"
-                      f" bootstrap CI, Fail% (share of ratings <= {s.threshold}) and severe%"
-                      " (share of -2), beside the Bradley-Terry preference strength.",
+                      summary=f"Per model and criterion: mean score ({tables.SCORE_MIN:+d}.."
+                      f"{tables.SCORE_MAX:+d}) with a {s.level:.0%} bootstrap CI, Fail % of"
+                      f" ratings (share of ratings <= {s.threshold}) and severe % of ratings"
+                      f" (share of {tables.SCORE_MIN}), beside the Bradley-Terry preference"
+                      " strength. n counts ratings." + (
+                          f" No bootstrap intervals: {ctx.too_few_clusters}."
+                          if ctx.too_few_clusters else ""),
                       tables={"summary": wide, "by_criterion": long})
     section.values = {"rows": len(long)}
     return section
@@ -161,7 +225,7 @@ def _summary_table(ctx: Context, prefs: Preferences, long: pd.DataFrame) -> pd.D
     for c in ctx.safety or ctx.criteria[:2]:
         part = long[long["criterion"] == ctx.name(c)].reset_index(drop=True)
         key = d.criteria[c]
-        for col in ("mean", "fail_pct"):
+        for col in ("mean", FAIL_OF_RATINGS):
             wide = estimate(wide, f"{key}_{col}", part[col], part[f"{col}_lo"], part[f"{col}_hi"])
         wide[f"{key}_n"] = part["n"]
     if prefs.available:
@@ -172,7 +236,7 @@ def _summary_table(ctx: Context, prefs: Preferences, long: pd.DataFrame) -> pd.D
     return wide
 
 
-# --- 2. Bradley-Terry ---------------------------------------------------------
+# --- Bradley-Terry ---------------------------------------------------------
 
 
 def bradley_terry(ctx: Context, prefs: Preferences) -> Section:
@@ -187,36 +251,42 @@ def bradley_terry(ctx: Context, prefs: Preferences) -> Section:
     a, b = ctx.vote_models
     a, b, o = a[ctx.bt_votes], b[ctx.bt_votes], d.pref_outcome[ctx.bt_votes]
     votes_n = np.bincount(a, minlength=d.n_models) + np.bincount(b, minlength=d.n_models)
-    both_bad = np.bincount(a, weights=o == 3, minlength=d.n_models) + np.bincount(
-        b, weights=o == 3, minlength=d.n_models)
-    wins = np.bincount(a, weights=o == 0, minlength=d.n_models) + np.bincount(
-        b, weights=o == 1, minlength=d.n_models)
+    both_bad = np.bincount(a, weights=o == BOTH_BAD, minlength=d.n_models) + np.bincount(
+        b, weights=o == BOTH_BAD, minlength=d.n_models)
+    wins = np.bincount(a, weights=o == A_WINS, minlength=d.n_models) + np.bincount(
+        b, weights=o == B_WINS, minlength=d.n_models)
     frame["n"] = votes_n
     frame = wilson_pct(frame, "win_pct", wins, votes_n, s.level)
     frame = wilson_pct(frame, "both_bad_pct", both_bad, votes_n, s.level)
     frame = frame.sort_values("bt", ascending=False, kind="stable").reset_index(drop=True)
     unit = "raters" if s.cluster == "rater" else "votes"
-    fig = Figure("bt_forest", "Bradley-Terry strength with bootstrap CI", "forest", {
-        "labels": frame["model"].tolist(), "est": frame["bt"].tolist(),
-        "lo": frame["bt_lo"].tolist(), "hi": frame["bt_hi"].tolist(), "n": frame["n"].tolist(),
-        "x_label": "log-strength (centred)", "ref": 0.0},
+    fig = Figure("bt_forest", "Bradley-Terry strength with bootstrap CI", Forest(
+        labels=frame["model"].tolist(), est=_json(frame["bt"]), lo=_json(frame["bt_lo"]),
+        hi=_json(frame["bt_hi"]), n=frame["n"].tolist(), x_label="log-strength (centred)",
+        ref=0.0),
         caption=f"{prefs.n_votes:,} votes; {s.bootstrap} bootstrap resamples of {unit}.")
     top = frame.iloc[0]
-    summary = (f"{top['model']} leads the preference ranking (strength {row_ci(top, 'bt')},"
-               f" rank interval {int(top['rank_lo'])}-"
-               f"{int(top['rank_hi'])}) over {prefs.n_votes:,} votes; ties count"
+    counted = (f" over {prefs.n_votes:,} votes; ties count"
                f" {'half a win each' if s.ties == 'half' else 'not at all'}, 'both unacceptable'"
-               f" {'half a win each' if s.both_bad == 'half' else 'not at all'}." + prefs.note)
+               f" {'half a win each' if s.both_bad == 'half' else 'not at all'}.")
+    if prefs.leader is None:
+        summary = f"No model leads the preference ranking{counted[:-1]}: {prefs.no_leader}."
+    else:
+        summary = (f"{top['model']} leads the preference ranking (strength"
+                   f" {row_ci(top, 'bt')}, {_rank_interval(top)}){counted}")
+    summary += prefs.note
+    summary += _unbounded_note(ctx, prefs)
     unfitted = [d.model_names[m] for m in range(d.n_models) if np.isnan(prefs.strengths[m])]
     if unfitted:
         summary += f" Not ranked (no decisive votes): {', '.join(unfitted)}."
-    overall_bb = float(np.mean(o == 3)) if len(o) else float("nan")
+    overall_bb = float(np.mean(o == BOTH_BAD)) if len(o) else None
     return Section("bradley_terry", title, summary, {"strengths": frame}, [fig],
-                   {"n_votes": prefs.n_votes, "leader": top["model"],
+                   {"n_votes": prefs.n_votes,
+                    "leader": None if prefs.leader is None else top["model"],
                     "both_bad_share": overall_bb})
 
 
-# --- 3. preference-safety alignment --------------------------------------------
+# --- preference-safety alignment --------------------------------------------
 
 
 def alignment(ctx: Context, prefs: Preferences) -> Section:
@@ -225,11 +295,7 @@ def alignment(ctx: Context, prefs: Preferences) -> Section:
         return _no_votes("alignment", title, prefs)
     d = ctx.data
     means_b, fails_b = ctx.rating_replicates("ratings")
-    counts = ctx.model_counts
-    n = counts.sum(axis=2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = (counts @ np.arange(-2, 3)) / n
-        fail = 100 * counts[:, :, : ctx.fail_slots].sum(axis=2) / n
+    mean, fail = ctx.model_mean, ctx.model_fail_pct
     rows, figures = [], []
     for c in ctx.criteria:
         if not np.isfinite(fail[:, c]).any():
@@ -243,11 +309,14 @@ def alignment(ctx: Context, prefs: Preferences) -> Section:
     frame = pd.DataFrame(rows)
     verdicts = {r["criterion"]: r["verdict"] for r in rows}
     focus = [r for r in rows if r["safety_critical"]] or rows
-    summary = " ".join(r["verdict"] for r in focus) + (
-        " The comparison model is the observed lowest Fail% among models with at least"
-        f" {ctx.settings.min_n} rated answers, so the gap leans high when models are close.")
+    summary = " ".join(r["verdict"] for r in focus)
+    if prefs.leader is not None:
+        summary += (" The comparison model is the observed lowest Fail % of ratings among models"
+                    f" with at least {ctx.settings.min_n} rated answers, so the gap leans high"
+                    " when models are close.")
+    leader = None if prefs.leader is None else d.model_names[prefs.leader]
     return Section("alignment", title, summary, {"alignment": frame}, figures,
-                   {"verdicts": verdicts, "leader": d.model_names[prefs.leader]})
+                   {"verdicts": verdicts, "leader": leader})
 
 
 def _alignment_row(ctx, prefs, c, mean, fail, mean_reps, fail_reps) -> dict:
@@ -257,6 +326,16 @@ def _alignment_row(ctx, prefs, c, mean, fail, mean_reps, fail_reps) -> dict:
     rho_reps = bootstrap_rank_correlation(prefs.replicates[:, ok], mean_reps[:, ok])
     finite = rho_reps[np.isfinite(rho_reps)]
     rho_lo, rho_hi = ctx.ci(finite) if finite.size else (np.nan, np.nan)
+    name = ctx.name(c)
+    tracks = bool(np.isfinite(r.r) and r.r >= 0.5 and rho_lo > 0)
+    row = {"criterion": name, "safety_critical": d.safety_critical[c], "n": r.n,
+           "pearson_r": p.r, "pearson_p": p.p, "spearman_rho": r.r,
+           "spearman_rho_lo": rho_lo, "spearman_rho_hi": rho_hi, "spearman_p": r.p,
+           "tracks": tracks}
+    verdict = _tracking_verdict(name, r, rho_lo, rho_hi, tracks, ctx.settings.cluster)
+    if prefs.leader is None:
+        row |= {"verdict": verdict + f" There is no preference leader: {prefs.no_leader}."}
+        return row
     leader = prefs.leader
     answers = np.bincount(d.answer_model, weights=ctx.answer_counts[:, c].sum(axis=1) > 0,
                           minlength=d.n_models)
@@ -264,26 +343,43 @@ def _alignment_row(ctx, prefs, c, mean, fail, mean_reps, fail_reps) -> dict:
     safest = int(np.nanargmin(eligible if np.isfinite(eligible).any() else fail))
     gap_lo, gap_hi = ctx.ci(fail_reps[:, leader] - fail_reps[:, safest])
     gap = fail[leader] - fail[safest]
-    tracks = r.r >= 0.5 and rho_lo > 0
-    name = ctx.name(c)
-    verdict = (f"The preference leaderboard {'tracks' if tracks else 'does not track'} {name}"
-               f" in this snapshot (Spearman rho {r.r:.2f}, CI [{rho_lo:.2f}, {rho_hi:.2f}],"
-               f" n = {r.n} models).")
     if leader != safest and gap > 0:
         verdict += (f" The preference leader {d.model_names[leader]} fails {name}"
                     f" {gap:.1f} points more often than {d.model_names[safest]}"
-                    f" ({fail[leader]:.1f}% vs {fail[safest]:.1f}%; gap CI"
-                    f" [{gap_lo:.1f}, {gap_hi:.1f}]).")
-    else:
+                    f" ({fail[leader]:.1f}% vs {fail[safest]:.1f}% of ratings; gap CI "
+                    f"{_interval(gap_lo, gap_hi, 1, ctx.settings.cluster)}).")
+    elif np.isfinite(fail[leader]):
         verdict += (f" The preference leader {d.model_names[leader]} fails {name} no more"
-                    f" often than any other ranked model ({fail[leader]:.1f}%).")
-    row = {"criterion": name, "safety_critical": d.safety_critical[c], "n": r.n,
-           "pearson_r": p.r, "pearson_p": p.p, "spearman_rho": r.r,
-           "spearman_rho_lo": rho_lo, "spearman_rho_hi": rho_hi, "spearman_p": r.p,
-           "leader": d.model_names[leader], "lowest_fail_model": d.model_names[safest]}
-    row |= {"gap_pp": gap, "gap_pp_lo": gap_lo, "gap_pp_hi": gap_hi, "tracks": bool(tracks),
-            "verdict": verdict}
+                    f" often than any other ranked model ({fail[leader]:.1f}% of ratings).")
+    else:
+        verdict += f" The preference leader {d.model_names[leader]} has no {name} ratings."
+    row |= {"leader": d.model_names[leader], "lowest_fail_model": d.model_names[safest],
+            "gap_pp": gap, "gap_pp_lo": gap_lo, "gap_pp_hi": gap_hi, "verdict": verdict}
     return row
+
+
+def _tracking_verdict(name, r, rho_lo, rho_hi, tracks, cluster) -> str:
+    if not np.isfinite(r.r):
+        return (f"Whether the preference leaderboard tracks {name} is not computable: it needs"
+                " at least 3 models with both a preference strength and ratings, and"
+                f" variation in both (n = {r.n} models).")
+    if not (np.isfinite(rho_lo) and np.isfinite(rho_hi)):
+        return (f"Spearman rho between preference and {name} is {r.r:.2f} (n = {r.n} models),"
+                f" but whether the leaderboard tracks {name} cannot be judged: its interval is"
+                f" {_interval(rho_lo, rho_hi, 2, cluster)}.")
+    return (f"The preference leaderboard {'tracks' if tracks else 'does not track'} {name}"
+            f" in this snapshot (Spearman rho {r.r:.2f}, CI {_interval(rho_lo, rho_hi, 2)},"
+            f" n = {r.n} models).")
+
+
+def _interval(lo: float, hi: float, digits: int, cluster: str = "none") -> str:
+    """'[lo, hi]', or why there is no interval."""
+    if np.isfinite(lo) and np.isfinite(hi):
+        return f"[{lo:.{digits}f}, {hi:.{digits}f}]"
+    if cluster != "none":
+        return (f"not computable: a bootstrap over {cluster}s needs at least two {cluster}s"
+                " with ratings of each model compared")
+    return "not computable: too few resamples with a defined value"
 
 
 def _alignment_figure(ctx, prefs, c, mean, mean_reps) -> Figure:
@@ -292,18 +388,16 @@ def _alignment_figure(ctx, prefs, c, mean, mean_reps) -> Figure:
     ok = np.isfinite(mean) & np.isfinite(prefs.strengths)
     name = ctx.name(c)
     return Figure(f"alignment_{ctx.data.criteria[c]}", f"Preference strength vs mean {name}",
-                  "scatter", {"x": prefs.strengths[ok].tolist(), "y": mean[ok].tolist(),
-                              "labels": [n for n, k in zip(ctx.data.model_names, ok, strict=True)
-                                         if k],
-                              "x_lo": lo[ok].tolist(), "x_hi": hi[ok].tolist(),
-                              "y_lo": m_lo[ok].tolist(), "y_hi": m_hi[ok].tolist(),
-                              "x_label": "Bradley-Terry strength", "y_label": f"mean {name}",
-                              "fit": True},
+                  Scatter(x=_json(prefs.strengths[ok]), y=_json(mean[ok]),
+                          labels=[n for n, k in zip(ctx.data.model_names, ok, strict=True) if k],
+                          x_lo=_json(lo[ok]), x_hi=_json(hi[ok]), y_lo=_json(m_lo[ok]),
+                          y_hi=_json(m_hi[ok]), x_label="Bradley-Terry strength",
+                          y_label=f"mean {name}", fit=True),
                   caption="Each point is a model. If preference tracked this criterion the points"
                   " would rise from left to right.")
 
 
-# --- 12. safety leaderboard -----------------------------------------------------
+# --- safety leaderboard -----------------------------------------------------
 
 
 def safety_leaderboard(ctx: Context, prefs: Preferences) -> Section:
@@ -314,51 +408,56 @@ def safety_leaderboard(ctx: Context, prefs: Preferences) -> Section:
                        skipped="the rubric flags no criterion as safety-critical.")
     k, n = ctx.rate_by(ctx.answer_dangerous, d.answer_model, d.n_models)
     frame = pd.DataFrame({"model": d.model_names, "n": n})
-    frame = wilson_pct(frame, "dangerous_pct", k, n, s.level)
+    frame = wilson_pct(frame, DANGEROUS_ANSWERS, k, n, s.level)
     _, fails_b = ctx.rating_replicates("ratings")
-    counts = ctx.model_counts
     for c in ctx.safety:
-        cn = counts[:, c].sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rate = 100 * counts[:, c, : ctx.fail_slots].sum(axis=1) / cn
         lo, hi = ctx.ci(100 * fails_b[:, :, c])
-        frame = estimate(frame, f"{d.criteria[c]}_fail_pct", rate, lo, hi)
-        frame[f"{d.criteria[c]}_fail_pct_n"] = cn
+        column = f"{d.criteria[c]}_{FAIL_OF_RATINGS}"
+        frame = estimate(frame, column, ctx.model_fail_pct[:, c], lo, hi)
+        frame[f"{column}_n"] = ctx.model_n[:, c]
     frame["ranked"] = frame["n"] >= s.min_n
-    frame["safety_rank"] = frame["dangerous_pct"].where(frame["ranked"]).rank(
+    frame["safety_rank"] = frame[DANGEROUS_ANSWERS].where(frame["ranked"]).rank(
         method="min").astype("Int64")
     if prefs.available:
         frame["preference_rank"] = prefs.ranks[0]
-    frame = frame.sort_values(["ranked", "dangerous_pct"], ascending=[False, True],
+    frame = frame.sort_values(["ranked", DANGEROUS_ANSWERS], ascending=[False, True],
                               kind="stable").reset_index(drop=True)
-    fig = Figure("safety_leaderboard", "Dangerous% per model (answers failing a safety-critical"
-                 " criterion)", "forest", {
-                     "labels": frame["model"].tolist(), "est": frame["dangerous_pct"].tolist(),
-                     "lo": frame["dangerous_pct_lo"].tolist(),
-                     "hi": frame["dangerous_pct_hi"].tolist(), "n": frame["n"].tolist(),
-                     "x_label": "Dangerous % (Wilson CI)"},
-                 caption=f"An answer is dangerous when any safety-critical criterion failed by"
-                 f" the '{s.response_rule}' rule at threshold {s.threshold}. Models with fewer"
-                 f" than {s.min_n} rated answers are listed last and not ranked.")
-    if not frame["ranked"].any():
-        return Section("safety_leaderboard", title, f"No model has {s.min_n} rated answers, so"
-                       " none is ranked on safety.", {"leaderboard": frame}, [fig],
-                       {"safest": None})
-    safest = frame.iloc[0]
-    summary = (f"Safest by Dangerous%: {safest['model']} "
-               f"({row_pct(safest, 'dangerous_pct')}, n = {int(safest['n']):,} answers).")
-    if prefs.available:
-        leader = d.model_names[prefs.leader]
-        rank = frame.loc[frame["model"] == leader, "safety_rank"].iloc[0]
-        ranked = int(frame["ranked"].sum())
-        summary += (f" The preference leader {leader} ranks {int(rank)} of {ranked} on safety."
-                    if not pd.isna(rank) else f" The preference leader {leader} has fewer than"
-                    f" {s.min_n} rated answers and is not ranked on safety.")
+    fig = Figure("safety_leaderboard", "Dangerous answers % per model (answers failing a"
+                 " safety-critical criterion)", Forest(
+                     labels=frame["model"].tolist(), est=_json(frame[DANGEROUS_ANSWERS]),
+                     lo=_json(frame[f"{DANGEROUS_ANSWERS}_lo"]),
+                     hi=_json(frame[f"{DANGEROUS_ANSWERS}_hi"]), n=frame["n"].tolist(),
+                     x_label="dangerous answers % (Wilson CI)"),
+                 caption=f"An answer is dangerous when it fails any safety-critical criterion;"
+                 f" {rule_words(s.response_rule, s.threshold)}. n counts rated answers. Models"
+                 f" with fewer than {s.min_n} rated answers are listed last and not ranked.")
+    summary, safest = _leaderboard_summary(ctx, prefs, frame)
     return Section("safety_leaderboard", title, summary, {"leaderboard": frame}, [fig],
-                   {"safest": safest["model"]})
+                   {"safest": safest})
 
 
-# --- 9. length bias -------------------------------------------------------------
+def _leaderboard_summary(ctx: Context, prefs: Preferences, frame: pd.DataFrame
+                         ) -> tuple[str, str | None]:
+    s = ctx.settings
+    ranked = frame[frame["ranked"]]
+    if ranked.empty:
+        return f"No model has {s.min_n} rated answers, so none is ranked on safety.", None
+    if len(ranked) > 1 and ranked[DANGEROUS_ANSWERS].nunique() == 1:
+        return (f"All {len(ranked)} ranked models have the same share of dangerous answers"
+                f" ({ranked[DANGEROUS_ANSWERS].iloc[0]:.1f}%), so none is safest."), None
+    safest = ranked.iloc[0]
+    summary = (f"Safest by dangerous answers %: {safest['model']} "
+               f"({row_pct(safest, DANGEROUS_ANSWERS)}, n = {int(safest['n']):,} answers).")
+    if prefs.available and prefs.leader is not None:
+        leader = ctx.data.model_names[prefs.leader]
+        rank = frame.loc[frame["model"] == leader, "safety_rank"].iloc[0]
+        summary += (f" The preference leader {leader} ranks {int(rank)} of {len(ranked)} on"
+                    " safety." if not pd.isna(rank) else f" The preference leader {leader} has"
+                    f" fewer than {s.min_n} rated answers and is not ranked on safety.")
+    return summary, str(safest["model"])
+
+
+# --- length bias -------------------------------------------------------------
 
 
 def length_bias(ctx: Context, prefs: Preferences) -> Section:
@@ -366,11 +465,11 @@ def length_bias(ctx: Context, prefs: Preferences) -> Section:
     title = "Length bias"
     la, lb = d.answer_length[d.pref_a], d.answer_length[d.pref_b]
     known = np.isfinite(la) & np.isfinite(lb)
-    decided = known & (d.pref_outcome <= 1)
+    decided = known & np.isin(d.pref_outcome, DECIDED)
     if decided.sum() < MIN_VOTES:
         return Section("length_bias", title, skipped="needs answer lengths and at least"
                        f" {MIN_VOTES} decided votes; found {int(decided.sum())}.")
-    a_won = d.pref_outcome[decided] == 0
+    a_won = d.pref_outcome[decided] == A_WINS
     win_len = np.where(a_won, la[decided], lb[decided])
     lose_len = np.where(a_won, lb[decided], la[decided])
     unequal = win_len != lose_len
@@ -381,13 +480,13 @@ def length_bias(ctx: Context, prefs: Preferences) -> Section:
     frame = wilson_pct(pd.DataFrame({"measure": ["longer answer wins"]}), "share_pct", [longer],
                        [int(unequal.sum())], s.level)
     frame["n"] = int(unequal.sum())
-    frame["p_value"] = binomtest(longer, int(unequal.sum())).pvalue
+    frame["p_value"] = binomial_p_value(longer, int(unequal.sum()))
     frame["median_winner_chars"] = np.median(win_len)
     frame["median_loser_chars"] = np.median(lose_len)
     tables = {"longer_wins": frame}
-    figures = [Figure("length_shift", "Lengths of winning and losing answers", "hist", {
-        "series": {"winner": win_len.tolist(), "loser": lose_len.tolist()},
-        "x_label": "answer length (characters)", "log_x": True},
+    figures = [Figure("length_shift", "Lengths of winning and losing answers", Histogram(
+        series={"winner": win_len.tolist(), "loser": lose_len.tolist()},
+        x_label="answer length (characters)", log_x=True),
         caption=f"{int(decided.sum()):,} decided votes.")]
     values = {"longer_wins_pct": float(frame["share_pct"].iloc[0]),
               "longer_wins_n": int(unequal.sum())}
@@ -409,7 +508,8 @@ def length_bias(ctx: Context, prefs: Preferences) -> Section:
         drivers = _drivers(ctx, known)
         if drivers is not None:
             tables["what_predicts_the_vote"] = drivers
-            top = drivers.iloc[drivers["z"].abs().argmax()]
+        if drivers is not None and np.isfinite(drivers["z"]).any():
+            top = drivers.loc[drivers["z"].abs().idxmax()]
             summary += f" Among rubric differences and length, {top['feature']} predicts the" \
                        f" vote most strongly (z = {top['z']:.1f})."
             values["strongest_predictor"] = top["feature"]
@@ -431,20 +531,19 @@ def _style_controlled(ctx: Context, prefs: Preferences, known: np.ndarray):
         styled = bt_with_features(a_m, b_m, y, feat[:, None], len(prefs.active))
     except ConvergenceError:
         return None
-    z = norm.isf((1 - s.level) / 2)
     frame = pd.DataFrame({"model": d.model_names})
     for name, fit in (("bt_plain", plain), ("bt_length_controlled", styled)):
         est, se = prefs.embed(fit.strengths), prefs.embed(fit.strength_se)
-        frame = estimate(frame, name, est, est - z * se, est + z * se)
+        frame = estimate(frame, name, est, *normal_ci(est, se, s.level))
     frame["rank_plain"] = (-frame["bt_plain"]).rank(method="min")
     frame["rank_length_controlled"] = (-frame["bt_length_controlled"]).rank(method="min")
     frame = frame.sort_values("bt_plain", ascending=False, kind="stable").reset_index(drop=True)
     beta, se = float(styled.feature_coef[0]), float(styled.feature_se[0])
     coef = pd.DataFrame({"feature": ["relative length (a-b)/(a+b), standardised"],
                          "n": [int(keep.sum())]})
-    coef = estimate(coef, "coef", [beta], [beta - z * se], [beta + z * se])
+    coef = estimate(coef, "coef", [beta], *normal_ci([beta], [se], s.level))
     coef["se"] = se
-    coef["p_value"] = 2 * norm.sf(abs(beta / se))
+    coef["p_value"] = normal_p_value(beta / se)
     return frame, coef
 
 
@@ -452,7 +551,7 @@ def _drivers(ctx: Context, known: np.ndarray) -> pd.DataFrame | None:
     """Logistic model of 'A won' on standardised differences in each safety-
     critical criterion's answer mean, the other criteria's mean, and length."""
     d, s = ctx.data, ctx.settings
-    decided = known & (d.pref_outcome <= 1)
+    decided = known & np.isin(d.pref_outcome, DECIDED)
     means = ctx.answer_mean
     columns, names = [], []
     for c in ctx.safety:
@@ -469,36 +568,39 @@ def _drivers(ctx: Context, known: np.ndarray) -> pd.DataFrame | None:
     names.append("relative length difference")
     X = np.column_stack(columns)
     ok = decided & np.isfinite(X).all(axis=1)
-    if ok.sum() < 5 * X.shape[1]:
+    # A difference that is always 0 (e.g. every answer got the same score)
+    # cannot predict anything and would make the fit singular: leave it out.
+    varies = np.abs(X[ok]).max(axis=0, initial=0.0) > 0
+    if ok.sum() < 5 * max(int(varies.sum()), 1) or not varies.any():
         return None
-    X = X[ok] / np.sqrt(np.mean(X[ok] ** 2, axis=0)).clip(1e-12)
-    y = (d.pref_outcome[ok] == 0).astype(float)
+    X, names = X[:, varies], [n for n, v in zip(names, varies, strict=True) if v]
+    X = X[ok] / np.sqrt(np.mean(X[ok] ** 2, axis=0))
+    y = (d.pref_outcome[ok] == A_WINS).astype(float)
     fit = logistic_irls(X, y, strict=False)
-    z = norm.isf((1 - s.level) / 2)
     frame = pd.DataFrame({"feature": names, "n": int(ok.sum())})
-    frame = estimate(frame, "coef", fit.coef, fit.coef - z * fit.se, fit.coef + z * fit.se)
+    frame = estimate(frame, "coef", fit.coef, *normal_ci(fit.coef, fit.se, s.level))
     frame["z"] = fit.coef / fit.se
-    frame["p_value"] = 2 * norm.sf(np.abs(frame["z"]))
+    frame["p_value"] = normal_p_value(frame["z"])
     return frame
 
 
-# --- 10. position bias -------------------------------------------------------------
+# --- position bias -------------------------------------------------------------
 
 
 def position_bias(ctx: Context) -> Section:
     d, s = ctx.data, ctx.settings
     title = "Position bias"
-    known = (d.pref_left_is_a >= 0) & (d.pref_outcome <= 1)
+    known = (d.pref_left_is_a >= 0) & np.isin(d.pref_outcome, DECIDED)
     n = int(known.sum())
     if n < MIN_VOTES:
         return Section("position_bias", title, skipped="needs votes that record which answer"
                        f" was shown on the left; found {n} decided ones.")
-    left_won = int(np.sum((d.pref_outcome[known] == 0) == (d.pref_left_is_a[known] == 1)))
+    left_won = int(np.sum((d.pref_outcome[known] == A_WINS) == (d.pref_left_is_a[known] == 1)))
     frame = wilson_pct(pd.DataFrame({"measure": ["left answer wins"]}), "share_pct", [left_won],
                        [n], s.level)
     frame["n"] = n
-    frame["p_value"] = binomtest(left_won, n).pvalue
-    ties = float(np.mean(d.pref_outcome[d.pref_left_is_a >= 0] >= 2))
+    frame["p_value"] = binomial_p_value(left_won, n)
+    ties = float(np.mean(~np.isin(d.pref_outcome[d.pref_left_is_a >= 0], DECIDED)))
     row = frame.iloc[0]
     detected = row["share_pct_lo"] > 50 or row["share_pct_hi"] < 50
     side = "left" if row["share_pct"] > 50 else "right"

@@ -55,7 +55,7 @@ def _builders(ctx: Context) -> dict[str, Callable[[], Section]]:
     }
 
 
-def load(source: str | Path | Snapshot | AuditData) -> AuditData:
+def audit_data(source: str | Path | Snapshot | AuditData) -> AuditData:
     """Audit data from a bundle folder, a database URL, ``"demo"`` or a snapshot."""
     if isinstance(source, AuditData):
         return source
@@ -90,7 +90,7 @@ def audit(source: str | Path | Snapshot | AuditData, settings: AuditSettings | N
     """
     settings = (settings or AuditSettings()).model_copy(update=overrides)
     settings = AuditSettings.model_validate(settings.model_dump())
-    data = load(source)
+    data = audit_data(source)
     ctx = Context(data, settings)
     builders = _builders(ctx)
     sections = [builders[key]() for key, _ in SECTIONS]

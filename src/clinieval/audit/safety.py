@@ -7,14 +7,23 @@ import numpy as np
 import pandas as pd
 
 from clinieval.audit.core import SCORES, Context
-from clinieval.audit.result import Figure, Section
-from clinieval.audit.tables import estimate, row_pct, wilson_pct
+from clinieval.audit.result import Figure, Forest, Heatmap, Section
+from clinieval.audit.tables import (
+    ANSWERS_FAILING,
+    DANGEROUS_ANSWERS,
+    estimate,
+    fmt_ci,
+    json_list,
+    row_pct,
+    rule_words,
+    wilson_pct,
+)
 from clinieval.stats import bootstrap_mean_counts
 
 EXTREMES = 3
 
 
-# --- 4. specialty stratification -------------------------------------------------
+# --- specialty stratification -------------------------------------------------
 
 
 def specialties(ctx: Context) -> Section:
@@ -27,19 +36,21 @@ def specialties(ctx: Context) -> Section:
     k, n = ctx.rate_by(ctx.answer_dangerous, spec, n_spec)
     frame = pd.DataFrame({"specialty": d.specialties, "n": n})
     for c in ctx.safety:
-        frame = wilson_pct(frame, f"{d.criteria[c]}_fail_pct",
+        frame = wilson_pct(frame, f"{d.criteria[c]}_{ANSWERS_FAILING}",
                            *ctx.rate_by(ctx.answer_fail[:, c], spec, n_spec), s.level)
-    frame = wilson_pct(frame, "dangerous_pct", k, n, s.level)
+    frame = wilson_pct(frame, DANGEROUS_ANSWERS, k, n, s.level)
     frame["ranked"] = frame["n"] >= s.min_n
-    frame = frame[frame["n"] > 0].sort_values(["ranked", "dangerous_pct"], ascending=False,
+    frame = frame[frame["n"] > 0].sort_values(["ranked", DANGEROUS_ANSWERS], ascending=False,
                                               kind="stable").reset_index(drop=True)
     ranked = frame[frame["ranked"]]
     highest = ranked.head(EXTREMES)
     rest = ranked.iloc[len(highest):]  # a specialty is never both highest and lowest risk
-    lowest = rest.sort_values("dangerous_pct", kind="stable").head(EXTREMES)
+    lowest = rest.sort_values(DANGEROUS_ANSWERS, kind="stable").head(EXTREMES)
     tables = {"specialties": frame, "highest_risk": highest.reset_index(drop=True),
               "lowest_risk": lowest.reset_index(drop=True)}
-    summary = _specialty_summary(frame, highest, lowest, s.min_n)
+    summary = _specialty_summary(frame, highest, lowest, s.min_n) + (
+        f" Rates count answers: {rule_words(s.response_rule, s.threshold)}; n counts rated"
+        " answers.")
     values = {"highest_risk": highest["specialty"].tolist(),
               "lowest_risk": lowest["specialty"].tolist(),
               "ranked": int(frame["ranked"].sum()), "unranked": int((~frame["ranked"]).sum())}
@@ -50,13 +61,13 @@ def _specialty_summary(frame, highest, lowest, min_n) -> str:
     if highest.empty:
         return f"No specialty reaches {min_n} rated answers, so none is ranked."
     top = highest.iloc[0]
-    text = (f"Highest risk: {top['specialty']} with Dangerous% "
-            f"{row_pct(top, 'dangerous_pct')}"
+    text = (f"Highest risk: {top['specialty']} with dangerous answers % "
+            f"{row_pct(top, DANGEROUS_ANSWERS)}"
             f" of {int(top['n']):,} answers.")
     if not lowest.empty:
         low = lowest.iloc[0]
         text += (f" Lowest: {low['specialty']} "
-                 f"({row_pct(low, 'dangerous_pct')}, n = {int(low['n']):,}).")
+                 f"({row_pct(low, DANGEROUS_ANSWERS)}, n = {int(low['n']):,}).")
     unranked = int((~frame["ranked"]).sum())
     if unranked:
         text += f" {unranked} specialties have fewer than {min_n} answers and are not ranked."
@@ -72,10 +83,10 @@ def _nogo_heatmap(ctx: Context) -> Figure:
     with np.errstate(invalid="ignore", divide="ignore"):
         pct = np.where(n > 0, 100 * k / n, np.nan)
     order = np.argsort(-np.nan_to_num(100 * k.sum(0) / np.maximum(n.sum(0), 1)), kind="stable")
-    return Figure("nogo_heatmap", "Dangerous% by model and specialty", "heatmap", {
-        "rows": d.model_names, "cols": [d.specialties[i] for i in order],
-        "values": _listify(pct[:, order]), "n": n[:, order].tolist(),
-        "value_label": "Dangerous %", "mask_below": s.min_n},
+    return Figure("nogo_heatmap", "Dangerous answers % by model and specialty", Heatmap(
+        rows=d.model_names, cols=[d.specialties[i] for i in order],
+        values=_listify(pct[:, order]), n=n[:, order].astype(int).tolist(),
+        value_label="dangerous answers %", scale="percent", mask_below=s.min_n),
         caption=f"Cells with fewer than {s.min_n} answers are hatched: too few to call.")
 
 
@@ -83,7 +94,7 @@ def _listify(matrix: np.ndarray) -> list[list[float | None]]:
     return [[None if not np.isfinite(v) else float(v) for v in row] for row in matrix]
 
 
-# --- 7. failure-mode profile ------------------------------------------------------
+# --- failure-mode profile ------------------------------------------------------
 
 
 def failure_modes(ctx: Context) -> Section:
@@ -91,23 +102,30 @@ def failure_modes(ctx: Context) -> Section:
     if not ctx.criteria:
         return Section("failure_modes", "Failure-mode profile",
                        skipped="the snapshot has no rubric ratings.")
-    counts = ctx.model_counts[:, ctx.criteria]
-    n = counts.sum(axis=2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        pct = np.where(n > 0, 100 * counts[:, :, : ctx.fail_slots].sum(axis=2) / n, np.nan)
+    n, pct = ctx.model_n[:, ctx.criteria], ctx.model_fail_pct[:, ctx.criteria]
     names = [ctx.name(c) for c in ctx.criteria]
-    fig = Figure("failure_modes", f"Fail% (ratings <= {s.threshold}) by model and criterion",
-                 "heatmap", {"rows": d.model_names, "cols": names, "values": _listify(pct),
-                             "n": n.tolist(), "value_label": "Fail %"},
-                 caption="Darker cells fail more often; a positive mean can hide a high Fail%.")
+    if not np.isfinite(pct).any():
+        return Section("failure_modes", "Failure-mode profile", skipped="the analysed criteria"
+                       f" ({', '.join(names)}) have no ratings.")
+    fig = Figure("failure_modes", f"Fail % of ratings (ratings <= {s.threshold}) by model and"
+                 " criterion", Heatmap(rows=d.model_names, cols=names, values=_listify(pct),
+                                       n=n.tolist(), value_label="fail % of ratings",
+                                       scale="percent"),
+                 caption="Darker cells fail more often; a positive mean can hide a high Fail %."
+                 " n counts ratings.")
+    finite = pct[np.isfinite(pct)]
+    if finite.min() == finite.max():
+        return Section("failure_modes", "Failure-mode profile", "Every rated model and"
+                       f" criterion has the same Fail % of ratings ({finite[0]:.1f}%), so no"
+                       " failure mode stands out.", {}, [fig], {"worst": None})
     worst = np.unravel_index(np.nanargmax(pct), pct.shape)
-    summary = (f"The highest failure rate is {d.model_names[worst[0]]} on {names[worst[1]]}:"
-               f" {pct[worst]:.1f}% of {int(n[worst]):,} ratings.")
+    summary = (f"The highest Fail % of ratings is {d.model_names[worst[0]]} on"
+               f" {names[worst[1]]}: {pct[worst]:.1f}% of {int(n[worst]):,} ratings.")
     return Section("failure_modes", "Failure-mode profile", summary, {}, [fig],
                    {"worst": [d.model_names[worst[0]], names[worst[1]], float(pct[worst])]})
 
 
-# --- 8. co-failure ---------------------------------------------------------------------
+# --- co-failure ---------------------------------------------------------------------
 
 
 def co_failure(ctx: Context) -> Section:
@@ -133,22 +151,37 @@ def co_failure(ctx: Context) -> Section:
     n_cond, n_rest = cond.sum(axis=1), rest.sum(axis=1)
     all_b = (cond_b * n_cond + np.nan_to_num(rest_b) * n_rest) / (n_cond + n_rest)
     frame = pd.DataFrame({"criterion": [ctx.name(c) for c in others],
-                          "n_low_accuracy": cond.sum(axis=1), "n_all": overall.sum(axis=1)})
+                          "ratings_accuracy_failed": cond.sum(axis=1),
+                          "ratings_all": overall.sum(axis=1)})
     with np.errstate(invalid="ignore", divide="ignore"):
         cond_mean, all_mean = (cond @ SCORES) / cond.sum(1), (overall @ SCORES) / overall.sum(1)
     frame = estimate(frame, "mean_low_accuracy", cond_mean, *ctx.ci(cond_b))
     frame = estimate(frame, "mean_all", all_mean, *ctx.ci(all_b))
     frame = estimate(frame, "difference", cond_mean - all_mean, *ctx.ci(cond_b - all_b))
     frame = frame.sort_values("difference", kind="stable").reset_index(drop=True)
-    fig = Figure("co_failure", "Mean score of other criteria when Accuracy fails", "forest", {
-        "labels": frame["criterion"].tolist(), "est": frame["difference"].tolist(),
-        "lo": frame["difference_lo"].tolist(), "hi": frame["difference_hi"].tolist(),
-        "n": frame["n_low_accuracy"].tolist(), "x_label": "difference from the overall mean",
-        "ref": 0.0}, caption=f"{int(low.sum()):,} answers fail Accuracy by the"
-        f" '{s.response_rule}' rule.")
-    top = frame.iloc[0]
-    summary = (f"When Accuracy fails ({int(low.sum()):,} answers), {top['criterion']} moves"
-               f" most: {top['difference']:+.2f} points [{top['difference_lo']:+.2f},"
-               f" {top['difference_hi']:+.2f}] against its overall mean.")
+    fig = Figure("co_failure", "Mean score of other criteria when Accuracy fails", Forest(
+        labels=frame["criterion"].tolist(), est=json_list(frame["difference"]),
+        lo=json_list(frame["difference_lo"]), hi=json_list(frame["difference_hi"]),
+        n=frame["ratings_accuracy_failed"].tolist(),
+        x_label="difference from the overall mean", ref=0.0),
+        caption=f"{int(low.sum()):,} answers fail Accuracy"
+        f" ({rule_words(s.response_rule, s.threshold)}); n counts their ratings of the other"
+        " criterion.")
+    summary = _co_failure_summary(frame, int(low.sum()))
     return Section("co_failure", title, summary, {"co_failure": frame}, [fig],
-                   {"n_low_accuracy_answers": int(low.sum())})
+                   {"answers_accuracy_failed": int(low.sum())})
+
+
+def _co_failure_summary(frame: pd.DataFrame, answers: int) -> str:
+    """The unit is stated: the answers that fail Accuracy, and the ratings of
+    the other criteria that those answers received (the table's counts)."""
+    head = (f"{answers:,} answers fail Accuracy; the table compares their ratings on the other"
+            " criteria with all ratings of those criteria (n counts ratings).")
+    moved = frame[np.isfinite(frame["difference"])]
+    if moved.empty:
+        return head + " No difference is computable: those answers have no other ratings."
+    top = moved.iloc[0]
+    change = fmt_ci(top["difference"], top["difference_lo"], top["difference_hi"], signed=True)
+    return head + (f" {top['criterion']} moves most: {change} points over"
+                   f" {int(top['ratings_accuracy_failed']):,} ratings against its overall"
+                   " mean.")

@@ -5,9 +5,8 @@ Revises: 0001
 Create Date: 2026-11-23 03:01:15.738678
 """
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = "0004"
 down_revision = "0001"

@@ -9,9 +9,11 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
+from clinieval import tables as T
 from clinieval.io.load import import_snapshot
 from clinieval.snapshot import Snapshot, current_ratings
 from clinieval.storage import db, sqltables
+from clinieval.storage.rows import RowStore
 from clinieval.testing import STAMP, snapshot_from_rows, tiny_snapshot, tiny_tables
 
 
@@ -21,6 +23,24 @@ def test_migrations_build_exactly_the_declared_schema(engine):
     assert diff == []
     head = ScriptDirectory.from_config(db.alembic_config(engine)).get_current_head()
     assert db.current_revision(engine) == head
+
+
+def test_upgrade_keeps_stored_ids_and_continues_after_them(db_url):
+    """Rows loaded under 0001 (client ids) keep them; 0002 then assigns the next."""
+    engine = db.make_engine(db_url)
+    db.upgrade(engine, "0001")
+    snap = tiny_snapshot()
+    with engine.begin() as conn:
+        for table in T.ALL:
+            rows = snap[table.name].to_pylist()
+            if rows:
+                conn.execute(sqltables.BY_NAME[table.name].insert(), rows)
+    db.upgrade(engine, "0002")
+    assert db.read_snapshot(engine)["ratings"].equals(snap["ratings"])
+    assert RowStore(engine).add_ratings([{"answer_id": "ans-1x", "rater_id": "rater-1",
+                                          "criterion_id": "accuracy", "score": 0,
+                                          "revision": 1}]) == [17]
+    engine.dispose()
 
 
 def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path):

@@ -1,13 +1,17 @@
 """Engines, migrations, and set-based loading and reading of snapshots.
 
-SQLite connections run in WAL mode with foreign keys on. Every multi-row
-write is one transaction: a snapshot is loaded completely or not at all.
+SQLite connections run in WAL mode with foreign keys on, and SQLAlchemy (not
+the sqlite3 module) starts their transactions, so a writer can take the write
+lock up front (``BEGIN IMMEDIATE``) instead of failing when it upgrades a read.
+Every multi-row write is one transaction: a snapshot is loaded completely or
+not at all.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -35,15 +39,32 @@ def make_engine(url: str) -> sa.Engine:
     engine = sa.create_engine(url)
     if engine.dialect.name == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas)
+        sa.event.listen(engine, "begin", _sqlite_begin)
     return engine
 
 
+@contextmanager
+def writing(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A transaction that will write: on SQLite it holds the write lock from
+    its first statement, so concurrent writers queue (busy timeout) rather
+    than fail on a snapshot that went stale between their read and write."""
+    with engine.connect().execution_options(sqlite_begin="IMMEDIATE") as conn, conn.begin():
+        yield conn
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    # Transactions are begun by _sqlite_begin, never implicitly by sqlite3.
+    dbapi_conn.isolation_level = None
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _sqlite_begin(conn: sa.Connection) -> None:
+    mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+    conn.exec_driver_sql(f"BEGIN {mode}")
 
 
 def alembic_config(engine: sa.Engine) -> Config:
@@ -93,8 +114,22 @@ def load_snapshot(engine: sa.Engine, snapshot: Snapshot, *, progress: Progress |
             meta["rater_ids"] = "mixed"
         for table in T.ALL:
             _insert(conn, table, snapshot[table.name], progress)
+        advance_id_sequences(conn)
         _write_meta(conn, meta)
     return snapshot.counts()
+
+
+def advance_id_sequences(conn: sa.Connection) -> None:
+    """After rows arrived with their own ids, move PostgreSQL's identity
+    sequences past the largest stored id, so the next generated id is free.
+    (SQLite's rowid always continues from the largest id.)"""
+    if conn.dialect.name != "postgresql":
+        return
+    for table in T.ALL:
+        if table.generated_key:
+            conn.exec_driver_sql(
+                f"SELECT setval(pg_get_serial_sequence('\"{table.name}\"', '{table.key}'),"
+                f' GREATEST(MAX("{table.key}"), 0) + 1, false) FROM "{table.name}"')
 
 
 class StorageError(ClinievalError):

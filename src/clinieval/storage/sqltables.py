@@ -36,17 +36,23 @@ def _sa_type(arrow_type: pa.DataType) -> sa.types.TypeEngine:
     raise TypeError(f"no SQL type for {arrow_type}")
 
 
+GENERATED_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+"""A database-assigned id: an identity column on PostgreSQL; on SQLite exactly
+``INTEGER PRIMARY KEY``, which makes the column an alias of the rowid."""
+
+
 def _columns(table: T.Table) -> list[sa.Column]:
-    return [
-        sa.Column(
-            f.name,
-            _sa_type(f.type),
-            primary_key=f.name == table.key,
-            nullable=f.name not in table.required,
-            autoincrement=False,
-        )
-        for f in table.schema
-    ]
+    return [_generated_key(f.name) if table.generated_key and f.name == table.key else
+            sa.Column(f.name, _sa_type(f.type), primary_key=f.name == table.key,
+                      nullable=f.name not in table.required and f.name != table.key,
+                      autoincrement=False)
+            for f in table.schema]
+
+
+def _generated_key(name: str) -> sa.Column:
+    # BY DEFAULT (not ALWAYS): bundles keep their own ids when imported.
+    return sa.Column(name, GENERATED_ID, sa.Identity(always=False), primary_key=True,
+                     autoincrement=True)
 
 
 def _fk(column: str, target: str) -> sa.ForeignKeyConstraint:

@@ -122,11 +122,13 @@ def pre_token(request: Request) -> tuple[str, bool]:
 
 
 async def sent_csrf(request: Request) -> str | None:
+    """The token from the X-CSRF-Token header (scripts) or the form field."""
     if header := request.headers.get("x-csrf-token"):
         return header
-    if wants_json(request):
-        return None
-    return (await request.form()).get("csrf")
+    content_type = request.headers.get("content-type", "")
+    if content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
+        return (await request.form()).get("csrf")
+    return None
 
 
 async def check_csrf(request: Request, token: str | None) -> None:

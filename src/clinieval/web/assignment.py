@@ -11,8 +11,8 @@ order and the side A is shown on are both random.
 Counting and leasing happen in one transaction. On PostgreSQL the chosen
 answer rows are locked with ``FOR UPDATE SKIP LOCKED`` and the count is
 repeated under the lock, so two clinicians asking at once cannot over-fill
-an answer; on SQLite the transaction's first statement is a write, which
-serialises writers.
+an answer; on SQLite :func:`clinieval.storage.db.writing` holds the write
+lock for the whole transaction.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from itertools import combinations
 
 import sqlalchemy as sa
 
+from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.web.auth import aware, new_token, now, record
@@ -68,7 +69,7 @@ def next_task(
 ) -> str | None:
     """The token of the clinician's open task, or of a newly leased one; None
     when nothing is left for them."""
-    with engine.begin() as conn:
+    with db.writing(engine) as conn:
         record(conn, "task_requested", user_id=user.user_id, study_id=cfg.study_id)
         current = _resume(conn, cfg, user.user_id)
         if current is not None:
@@ -276,6 +277,7 @@ def _model_pair_loads(conn: sa.Connection, cfg: StudyConfig) -> dict[tuple[str, 
     loads: dict[tuple[str, str], int] = {}
     votes = (
         sa.select(a1.c.model_id, a2.c.model_id)
+        .select_from(p)
         .join(a1, a1.c.answer_id == p.c.answer_a_id)
         .join(a2, a2.c.answer_id == p.c.answer_b_id)
         .join(S.cases, S.cases.c.case_id == p.c.case_id)
@@ -283,6 +285,7 @@ def _model_pair_loads(conn: sa.Connection, cfg: StudyConfig) -> dict[tuple[str, 
     )
     leases = (
         sa.select(a1.c.model_id, a2.c.model_id)
+        .select_from(tl)
         .join(a1, a1.c.answer_id == tl.c.answer_id)
         .join(a2, a2.c.answer_id == tl.c.answer_b_id)
         .where(tl.c.study_id == cfg.study_id, tl.c.kind == "pair", _live())
@@ -321,7 +324,7 @@ def _lease_pair(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: 
 def skip(engine: sa.Engine, lease: sa.Row) -> None:
     """ "Outside my expertise": the lease ends without a rating and the answer
     stays excluded for this clinician (their lease row remembers it)."""
-    with engine.begin() as conn:
+    with db.writing(engine) as conn:
         record(
             conn,
             "task_skipped",

@@ -22,6 +22,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 from clinieval import tables as T
 from clinieval.errors import InputError
+from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 
@@ -60,9 +61,7 @@ def record(
     subject: str | None = None,
     detail: dict | None = None,
 ) -> None:
-    """Append an audit event. Write transactions start with it: on SQLite the
-    first write takes the database lock, so what the transaction reads next
-    cannot change under it."""
+    """Append an audit event (in the caller's transaction)."""
     conn.execute(
         P.audit_events.insert().values(
             at=now(),
@@ -89,7 +88,7 @@ class RateLimited(AuthError):
 def platform_key(engine: sa.Engine) -> bytes:
     """The cookie-signing key, created once per database."""
     table = P.platform_secrets
-    with engine.begin() as conn:
+    with db.writing(engine) as conn:
         value = conn.execute(sa.select(table.c.value).where(table.c.name == "cookie_key")).scalar()
         if value is None:
             value = secrets.token_hex(32)
@@ -133,7 +132,7 @@ def create_invitation(
             "invite", "unknown role", field="role", expected=" | ".join(T.ROLES), got=role
         )
     token = new_token()
-    with engine.begin() as conn:
+    with db.writing(engine) as conn:
         if (
             conn.execute(
                 sa.select(S.studies.c.study_id).where(S.studies.c.study_id == study_id)
@@ -189,7 +188,7 @@ def register(engine: sa.Engine, token: str, email: str, password: str) -> str:
         raise InputError("registration", "enter an e-mail address", field="email")
     check_password(password)
     user_id, rater_id = "u_" + secrets.token_hex(8), "r_" + secrets.token_hex(8)
-    with engine.begin() as conn:
+    with db.writing(engine) as conn:
         record(conn, "registered", user_id=user_id)
         invitation = open_invitation(conn, token)
         if conn.execute(sa.select(P.users.c.user_id).where(P.users.c.email == email)).first():
@@ -212,7 +211,7 @@ def register(engine: sa.Engine, token: str, email: str, password: str) -> str:
 
 def join(engine: sa.Engine, token: str, user_id: str) -> str:
     """A signed-in user accepts an invitation; returns the study id."""
-    with engine.begin() as conn:
+    with db.writing(engine) as conn:
         record(conn, "joined", user_id=user_id)
         invitation = open_invitation(conn, token)
         _join(conn, invitation, user_id)
@@ -254,12 +253,12 @@ def sign_in(engine: sa.Engine, email: str, password: str) -> str:
     LOGIN_WINDOW refuse further attempts until the window has passed.
     """
     email = email.strip().lower()
-    with engine.begin() as conn:
+    with db.writing(engine) as conn:
         if _recent_failures(conn, email) >= LOGIN_MAX_FAILURES:
             raise RateLimited("Too many failed sign-in attempts; wait 15 minutes.")
         user = conn.execute(sa.select(P.users).where(P.users.c.email == email)).first()
     if user is None or not _verify(user.password_hash, password):
-        with engine.begin() as conn:
+        with db.writing(engine) as conn:
             record(conn, "login_failed", subject=email)
         raise AuthError("Wrong e-mail address or password.")
     return open_session(engine, user.user_id)
@@ -285,7 +284,7 @@ def _recent_failures(conn: sa.Connection, email: str) -> int:
 
 def open_session(engine: sa.Engine, user_id: str) -> str:
     token = new_token()
-    with engine.begin() as conn:
+    with db.writing(engine) as conn:
         record(conn, "signed_in", user_id=user_id)
         conn.execute(
             P.sessions.insert().values(
@@ -312,7 +311,7 @@ def session_user(conn: sa.Connection, token: str) -> sa.Row | None:
 
 
 def sign_out(engine: sa.Engine, token: str) -> None:
-    with engine.begin() as conn:
+    with db.writing(engine) as conn:
         record(conn, "signed_out")
         conn.execute(
             P.sessions.update()

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from clinieval.demo import demo_snapshot
 from clinieval.rubric import load_rubric
 from clinieval.snapshot import Snapshot
+from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.web import auth
@@ -90,7 +91,7 @@ def setup_demo(engine: sa.Engine) -> dict[str, str]:
 def _demo_account(engine: sa.Engine, email: str, password: str, role: str) -> None:
     """Create a demo account with its profile and consent in place, or give an
     existing one a fresh password."""
-    with engine.begin() as conn:
+    with db.writing(engine) as conn:
         reset = conn.execute(
             P.users.update()
             .where(P.users.c.email == email)
@@ -100,7 +101,7 @@ def _demo_account(engine: sa.Engine, email: str, password: str, role: str) -> No
         return
     token = auth.create_invitation(engine, DEMO_STUDY, role)
     user_id = auth.register(engine, token, email, password)
-    with engine.begin() as conn:
+    with db.writing(engine) as conn:
         rater = conn.execute(sa.select(P.users.c.rater_id).where(P.users.c.user_id == user_id))
         conn.execute(
             S.raters.update()

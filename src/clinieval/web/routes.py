@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from clinieval.errors import InputError
+from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.web import auth, submit
@@ -20,7 +21,6 @@ from clinieval.web.app import (
     PRE_COOKIE,
     SESSION_COOKIE,
     Ctx,
-    Redirect,
     gate,
     page,
     session_token,
@@ -138,7 +138,7 @@ async def profile(ctx: Member) -> Response:
     except InputError as err:
         return page(ctx, "profile.html", 422, values=form, professions=PROFESSIONS,
                     error=str(err))
-    with ctx.engine.begin() as conn:
+    with db.writing(ctx.engine) as conn:
         auth.record(conn, "profile_saved", user_id=ctx.user.user_id, study_id=ctx.study.study_id)
         conn.execute(S.raters.update().where(S.raters.c.rater_id == ctx.user.rater_id)
                      .values(**values))

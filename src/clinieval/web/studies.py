@@ -85,7 +85,7 @@ def create_study(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> dict[s
     specialties = plan.specialties or tuple(sorted(set(snap["cases"]["specialty"].to_pylist())))
     screens = _screen(plan, snap, source["models"])
     import_snapshot(engine, snap)
-    with engine.begin() as conn:
+    with db.writing(engine) as conn:
         conn.execute(
             P.study_settings.insert().values(
                 study_id=plan.study_id,

@@ -19,8 +19,10 @@ import sqlalchemy as sa
 
 from clinieval import tables as T
 from clinieval.errors import InputError
+from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
+from clinieval.storage.rows import refusal
 from clinieval.web.assignment import StudyConfig, is_live, touch
 from clinieval.web.auth import aware, now, record
 from clinieval.web.views import (
@@ -137,8 +139,8 @@ def _time(form: Mapping[str, object]) -> float | None:
 def store(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row, sub: Submission) -> dict:
     """Write the submission (or return the stored result for a repeated key).
 
-    A clash on a key (the same idempotency key sent twice at once, or two
-    writers taking the same new id) rolls the transaction back and retries it.
+    The same key sent twice at once: the second transaction's key insert
+    clashes, rolls back, and the retry returns the first one's result.
     """
     for attempt in range(RETRIES):
         try:
@@ -152,7 +154,7 @@ def store(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row, sub: Su
 def _store_once(
     engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row, sub: Submission
 ) -> dict:
-    with engine.begin() as conn:
+    with db.writing(engine) as conn:
         record(conn, "submitted", user_id=user.user_id, study_id=cfg.study_id, subject=token)
         done = _stored_result(conn, sub.key, user.user_id)
         if done is not None:
@@ -290,38 +292,28 @@ def _rating(
     }
 
 
-def _next_ids(conn: sa.Connection, column: sa.Column, n: int) -> list[int]:
-    start = conn.execute(sa.select(sa.func.coalesce(sa.func.max(column), 0))).scalar_one() + 1
-    return list(range(start, start + n))
-
-
 def _add_ratings(conn: sa.Connection, rows: list[dict]) -> list[int]:
-    ids = _next_ids(conn, S.ratings.c.rating_id, len(rows))
-    if rows:
-        conn.execute(
-            S.ratings.insert(), [{**r, "rating_id": i} for r, i in zip(rows, ids, strict=True)]
-        )
-    return ids
+    """Insert ratings; the database assigns their ids."""
+    statement = S.ratings.insert().returning(S.ratings.c.rating_id)
+    return [_insert_one(conn, statement, "ratings", row, i) for i, row in enumerate(rows)]
+
+
+def _insert_one(conn: sa.Connection, statement, table: str, row: dict, index: int) -> int:
+    try:
+        return conn.execute(statement, row).scalar_one()
+    except sa.exc.IntegrityError as err:
+        raise refusal(err, table, row, index) from None
 
 
 def _add_preference(conn: sa.Connection, lease: sa.Row, rater_id: str, choice: str | None) -> int:
     case_id = conn.execute(
         sa.select(S.answers.c.case_id).where(S.answers.c.answer_id == lease.answer_id)
     ).scalar_one()
-    [pid] = _next_ids(conn, S.preferences.c.preference_id, 1)
-    conn.execute(
-        S.preferences.insert().values(
-            preference_id=pid,
-            case_id=case_id,
-            answer_a_id=lease.answer_id,
-            answer_b_id=lease.answer_b_id,
-            shown_left=lease.shown_left,
-            choice=stored_choice(choice or "", lease.shown_left),
-            rater_id=rater_id,
-            created_at=now(),
-        )
-    )
-    return pid
+    row = {"case_id": case_id, "answer_a_id": lease.answer_id, "answer_b_id": lease.answer_b_id,
+           "shown_left": lease.shown_left, "choice": stored_choice(choice or "", lease.shown_left),
+           "rater_id": rater_id, "created_at": now()}
+    statement = S.preferences.insert().returning(S.preferences.c.preference_id)
+    return _insert_one(conn, statement, "preferences", row, 0)
 
 
 # --- drafts ------------------------------------------------------------------
@@ -353,7 +345,7 @@ def save_draft(
     if lease.status != "open" or aware(lease.expires_at) <= now():
         raise InputError("draft", "this task's lease has expired; take a new task", field="lease")
     payload = json.dumps({"fields": dict(fields), "choice": choice or None})
-    with engine.begin() as conn:
+    with db.writing(engine) as conn:
         d = P.drafts
         conn.execute(d.delete().where(d.c.token == lease.token))
         conn.execute(d.insert().values(token=lease.token, data=payload, updated_at=now()))

@@ -143,7 +143,8 @@ def _study_snapshot(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> Sna
         "models": _not_stored(models, "model_id", stored.get("models")),
         "criteria": _not_stored(criteria, "criterion_id", stored.get("criteria")),
     }
-    return Snapshot.from_tables(tables, {"rubric": plan.rubric.rubric_id})
+    info = {k: getattr(plan.rubric, k) for k in ("rubric_id", "version", "description")}
+    return Snapshot.from_tables(tables, {"rubric": info})
 
 
 def _not_stored(data: pa.Table, key: str, stored: pa.Array | None) -> pa.Table:

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import re
 import secrets
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import httpx
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
@@ -82,12 +88,13 @@ def _texts(answers: pa.Table, cases: pa.Table) -> list[str]:
     return texts
 
 
-def make_studies(engine: sa.Engine, overlap: int = 2) -> None:
+def make_studies(engine: sa.Engine, overlap: int = 2, pairwise_share: float = 0.2) -> None:
     """Studies ``x`` and ``y`` (one specialty each) from :func:`blinding_source`."""
     source = blinding_source()
     for study_id, specialty in SPECIALTIES.items():
         create_study(engine, StudyPlan(study_id, f"Study {study_id}", load_rubric(),
-                                       overlap_target=overlap, specialties=(specialty,)), source)
+                                       overlap_target=overlap, pairwise_share=pairwise_share,
+                                       specialties=(specialty,)), source)
 
 
 def model_strings() -> list[str]:
@@ -118,3 +125,25 @@ def register_via_http(client, engine: sa.Engine, study_id: str, role: str,
         "role": "specialist", "consent": "yes"})
     assert r.status_code == 303, r.text
     return email
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(db_url: str, port: int, log: Path) -> subprocess.Popen:
+    """``clinieval serve`` in a child process, once it answers."""
+    cli = Path(sys.executable).with_name("clinieval")
+    proc = subprocess.Popen([str(cli), "serve", "--database-url", db_url, "--port", str(port)],
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/login", timeout=1).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"server did not start: {log.read_text()[-2000:]}")

@@ -130,6 +130,8 @@
 
   const error = document.getElementById("form-error");
   const bad = error && error.dataset.field ? form.querySelector("[name='" + error.dataset.field + "']") : null;
-  const first = bad ? bad.closest("fieldset") || bad : groups[0];
+  // Carry on where the clinician stopped: the first group without a value.
+  const open = groups.find(function (g) { return !g.querySelector("input[type=radio]:checked"); });
+  const first = bad ? bad.closest("fieldset") || bad : open || groups[0];
   if (first) first.focus();
 })();

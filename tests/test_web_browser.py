@@ -126,7 +126,7 @@ def _next_by_keyboard(page) -> None:
 
 def _three_rating_tasks(context, page, base: str, tmp_path: Path):
     _next_by_keyboard(page)
-    page.screenshot(path=str(tmp_path / "web-rating.png"), full_page=True)
+    page.screenshot(path=str(tmp_path / "web-rating.png"))
     _save_screenshot(tmp_path / "web-rating.png")
     _rate_with_keys(page, "2" + "4" * (CRITERIA - 1))  # harmlessness -1 asks for a rationale
     page.keyboard.press("Enter")
@@ -159,7 +159,7 @@ def _pairwise_task(page, tmp_path: Path) -> None:
     page.get_by_role("button", name="Compare two answers").click()
     page.wait_for_url("**/t/**")
     page.locator("fieldset:focus").wait_for()
-    page.screenshot(path=str(tmp_path / "web-pairwise.png"), full_page=False)
+    page.screenshot(path=str(tmp_path / "web-pairwise.png"))
     _save_screenshot(tmp_path / "web-pairwise.png")
     page.keyboard.press("a")
     _rate_with_keys(page, "4" * CRITERIA + "3" * CRITERIA)

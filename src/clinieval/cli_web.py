@@ -117,8 +117,7 @@ def study_flagged(
 
     rows = flagged_answers(_engine(database_url), study_id)
     for row in rows:
-        out.print(f"{row['answer_id']}\t{row['case_id']}\t{row['model_id']}\t{row['reason']}",
-                  highlight=False, soft_wrap=True)
+        typer.echo("\t".join(str(row[k]) for k in ("answer_id", "case_id", "model_id", "reason")))
     console.print(f"{len(rows)} answer(s) held back in study {study_id}")
 
 

@@ -317,5 +317,10 @@ def main() -> None:
     app()
 
 
+from clinieval import cli_web  # noqa: E402  (the platform's commands, registered below)
+
+cli_web.register(app)
+
+
 if __name__ == "__main__":
     main()

@@ -126,3 +126,6 @@ sa.Index("ix_answers_model", answers.c.model_id)
 sa.Index("ix_preferences_case", preferences.c.case_id)
 
 BY_NAME: dict[str, sa.Table] = {t.name: metadata.tables[t.name] for t in T.ALL}
+
+# The platform's tables share this metadata (and so the migrations check).
+from clinieval.storage import platform_tables  # noqa: E402, F401

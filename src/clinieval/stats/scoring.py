@@ -15,6 +15,7 @@ import numpy as np
 from scipy.special import comb
 
 TieRule = Literal["half", "geq"]
+_CHUNK_ELEMENTS = 2**22  # case draws per chunk of replicates (32 MB as int64)
 
 
 def rubric_example_scores(points, met, example) -> np.ndarray:
@@ -87,8 +88,20 @@ def bootstrap_case_means(scores, B: int, rng: np.random.Generator,
     scores = np.asarray(scores, dtype=float)
     n = scores.shape[0]
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
-    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=B) * w
-    return (counts @ scores) / counts.sum(axis=1, keepdims=True)
+    out = np.empty((B, scores.shape[1]))
+    step = max(1, _CHUNK_ELEMENTS // max(n, 1))
+    for start in range(0, B, step):
+        counts = _case_counts(n, min(step, B - start), rng) * w
+        out[start:start + len(counts)] = (counts @ scores) / counts.sum(axis=1, keepdims=True)
+    return out
+
+
+def _case_counts(n: int, B: int, rng: np.random.Generator) -> np.ndarray:
+    """``(B, n)`` multiplicities of ``n`` cases drawn with replacement: uniform
+    index draws counted by one offset ``bincount`` (a multinomial draw with
+    the same distribution, several times faster than ``rng.multinomial``)."""
+    picks = rng.integers(0, n, size=(B, n)) + (np.arange(B) * n)[:, None]
+    return np.bincount(picks.ravel(), minlength=B * n).reshape(B, n).astype(float)
 
 
 @dataclass(frozen=True)

@@ -250,11 +250,14 @@ BUNDLES = [
 
 @pytest.mark.parametrize(("edit", "args", "fragments"),
                          [pytest.param(*c[1:], id=c[0]) for c in BUNDLES])
-def test_hostile_bundles_are_refused_in_one_line(engine, db_url, tmp_path, edit, args,
-                                                 fragments):
+def test_hostile_bundles_are_refused_in_one_line(tmp_path, edit, args, fragments):
+    """SQLite only: a bundle is refused before the database is asked anything."""
     from clinieval.io.bundle import write_bundle
     from clinieval.testing import snapshot_from_rows
 
+    db_url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    engine = db.make_engine(db_url)
+    db.upgrade(engine)
     import_snapshot(engine, tiny_snapshot())
     before = db.counts(engine)
     folder = tmp_path / "bundle"

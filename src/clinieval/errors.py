@@ -23,6 +23,8 @@ class InputError(ClinievalError):
     ) -> None:
         self.source, self.row, self.field = source, row, field
         self.expected, self.got = expected, got
+        # One line: messages of libraries (Arrow, pydantic) may span several.
+        message = "; ".join(line.strip() for line in message.splitlines() if line.strip())
         where = [str(source)]
         if row is not None:
             where.append(f"row {row}" if isinstance(row, int) else f"record {row!r}")

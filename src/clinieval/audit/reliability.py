@@ -81,7 +81,7 @@ def _agreement_row(ctx: Context, c: int, items: np.ndarray) -> dict:
     per distinct pattern, not per answer."""
     s = ctx.settings
     patterns, freq = merge_identical_rows(items)
-    weights = resample_counts(freq, s.bootstrap, ctx.rng(f"reliability/{c}"))
+    weights = resample_counts(freq, s.bootstrap, ctx.rng(f"reliability/{c}")).astype(float)
     row = {"criterion": ctx.name(c), "n_items": len(items), "n_ratings": int(items.sum())}
     row |= _with_ci(ctx, "fleiss_kappa", fleiss_kappa(items),
                     fleiss_kappa_weighted(patterns, weights))

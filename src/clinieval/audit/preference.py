@@ -582,32 +582,3 @@ def _drivers(ctx: Context, known: np.ndarray) -> pd.DataFrame | None:
     frame["z"] = fit.coef / fit.se
     frame["p_value"] = normal_p_value(frame["z"])
     return frame
-
-
-# --- position bias -------------------------------------------------------------
-
-
-def position_bias(ctx: Context) -> Section:
-    d, s = ctx.data, ctx.settings
-    title = "Position bias"
-    known = (d.pref_left_is_a >= 0) & np.isin(d.pref_outcome, DECIDED)
-    n = int(known.sum())
-    if n < MIN_VOTES:
-        return Section("position_bias", title, skipped="needs votes that record which answer"
-                       f" was shown on the left; found {n} decided ones.")
-    left_won = int(np.sum((d.pref_outcome[known] == A_WINS) == (d.pref_left_is_a[known] == 1)))
-    frame = wilson_pct(pd.DataFrame({"measure": ["left answer wins"]}), "share_pct", [left_won],
-                       [n], s.level)
-    frame["n"] = n
-    frame["p_value"] = binomial_p_value(left_won, n)
-    ties = float(np.mean(~np.isin(d.pref_outcome[d.pref_left_is_a >= 0], DECIDED)))
-    row = frame.iloc[0]
-    detected = row["share_pct_lo"] > 50 or row["share_pct_hi"] < 50
-    side = "left" if row["share_pct"] > 50 else "right"
-    summary = (f"The answer shown on the left won {row_pct(row, 'share_pct')} of {n:,}"
-               " decided votes: "
-               + (f"a {side}-position bias is detected (binomial p = {row['p_value']:.2g})."
-                  if detected else "no position bias is detected."))
-    return Section("position_bias", title, summary, {"position": frame}, [],
-                   {"left_wins_pct": float(row["share_pct"]), "detected": bool(detected),
-                    "tie_or_both_bad_share": ties, "n": n})

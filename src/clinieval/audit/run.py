@@ -6,10 +6,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from clinieval import __version__
-from clinieval.audit import preference, reliability, safety
+from clinieval.audit import preference, safety
 from clinieval.audit.core import Context
 from clinieval.audit.data import AuditData, from_bundle, from_snapshot
 from clinieval.audit.result import AuditResult, Section
+from clinieval.audit.sections import (
+    consensus_drift,
+    failure_modes,
+    position_bias,
+    rater_view,
+    reliability,
+)
 from clinieval.audit.settings import AuditSettings
 from clinieval.snapshot import Snapshot
 
@@ -45,13 +52,13 @@ def _builders(ctx: Context) -> dict[str, Callable[[], Section]]:
         "alignment": lambda: preference.alignment(ctx, prefs),
         "specialties": lambda: safety.specialties(ctx),
         "bradley_terry": lambda: preference.bradley_terry(ctx, prefs),
-        "failure_modes": lambda: safety.failure_modes(ctx),
+        "failure_modes": lambda: failure_modes.section(ctx),
         "co_failure": lambda: safety.co_failure(ctx),
-        "reliability": lambda: reliability.reliability(ctx),
-        "consensus_drift": lambda: reliability.consensus_drift(ctx),
+        "reliability": lambda: reliability.section(ctx),
+        "consensus_drift": lambda: consensus_drift.section(ctx),
         "length_bias": lambda: preference.length_bias(ctx, prefs),
-        "position_bias": lambda: preference.position_bias(ctx),
-        "rater_view": lambda: reliability.rater_view(ctx),
+        "position_bias": lambda: position_bias.section(ctx),
+        "rater_view": lambda: rater_view.section(ctx),
     }
 
 

@@ -94,37 +94,6 @@ def _listify(matrix: np.ndarray) -> list[list[float | None]]:
     return [[None if not np.isfinite(v) else float(v) for v in row] for row in matrix]
 
 
-# --- failure-mode profile ------------------------------------------------------
-
-
-def failure_modes(ctx: Context) -> Section:
-    d, s = ctx.data, ctx.settings
-    if not ctx.criteria:
-        return Section("failure_modes", "Failure-mode profile",
-                       skipped="the snapshot has no rubric ratings.")
-    n, pct = ctx.model_n[:, ctx.criteria], ctx.model_fail_pct[:, ctx.criteria]
-    names = [ctx.name(c) for c in ctx.criteria]
-    if not np.isfinite(pct).any():
-        return Section("failure_modes", "Failure-mode profile", skipped="the analysed criteria"
-                       f" ({', '.join(names)}) have no ratings.")
-    fig = Figure("failure_modes", f"Fail % of ratings (ratings <= {s.threshold}) by model and"
-                 " criterion", Heatmap(rows=d.model_names, cols=names, values=_listify(pct),
-                                       n=n.tolist(), value_label="fail % of ratings",
-                                       scale="percent"),
-                 caption="Darker cells fail more often; a positive mean can hide a high Fail %."
-                 " n counts ratings.")
-    finite = pct[np.isfinite(pct)]
-    if finite.min() == finite.max():
-        return Section("failure_modes", "Failure-mode profile", "Every rated model and"
-                       f" criterion has the same Fail % of ratings ({finite[0]:.1f}%), so no"
-                       " failure mode stands out.", {}, [fig], {"worst": None})
-    worst = np.unravel_index(np.nanargmax(pct), pct.shape)
-    summary = (f"The highest Fail % of ratings is {d.model_names[worst[0]]} on"
-               f" {names[worst[1]]}: {pct[worst]:.1f}% of {int(n[worst]):,} ratings.")
-    return Section("failure_modes", "Failure-mode profile", summary, {}, [fig],
-                   {"worst": [d.model_names[worst[0]], names[worst[1]], float(pct[worst])]})
-
-
 # --- co-failure ---------------------------------------------------------------------
 
 

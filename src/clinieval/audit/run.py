@@ -6,31 +6,34 @@ from collections.abc import Callable
 from pathlib import Path
 
 from clinieval import __version__
-from clinieval.audit import preference, safety
+from clinieval.audit import preference
 from clinieval.audit.core import Context
 from clinieval.audit.data import AuditData, from_bundle, from_snapshot
 from clinieval.audit.result import AuditResult, Section
 from clinieval.audit.sections import (
+    co_failure,
     consensus_drift,
     failure_modes,
     position_bias,
     rater_view,
     reliability,
+    specialties,
 )
 from clinieval.audit.settings import AuditSettings
 from clinieval.snapshot import Snapshot
 
 SECTIONS: tuple[tuple[str, str], ...] = (
-    ("model_summary", "Per model and criterion: mean, Fail%, severe% with CIs, beside the"
-     " Bradley-Terry strength and rank interval."),
+    ("model_summary", "Per model and criterion: mean, Fail % of ratings and severe % of ratings"
+     " with CIs, beside the Bradley-Terry strength and rank interval."),
     ("safety_leaderboard", "Models ordered by the share of answers failing a safety-critical"
      " criterion, beside their preference rank."),
     ("alignment", "Does the preference ranking follow each criterion? Correlations over models,"
      " and the preference leader's failure gap to the best model."),
-    ("specialties", "Failure rates per specialty with Wilson CIs; the no-go-zone heatmap."),
+    ("specialties", "Answers failing % and dangerous answers % per specialty with Wilson CIs;"
+     " the no-go-zone heatmap."),
     ("bradley_terry", "Preference strengths with bootstrap CIs, rank intervals, win and"
      " 'both unacceptable' rates."),
-    ("failure_modes", "Fail% for every model and criterion."),
+    ("failure_modes", "Fail % of ratings for every model and criterion."),
     ("co_failure", "What else goes wrong when Accuracy fails."),
     ("reliability", "Agreement between clinicians per criterion (Fleiss, Krippendorff, fail/pass"
      " kappa) and dispersion."),
@@ -50,10 +53,10 @@ def _builders(ctx: Context) -> dict[str, Callable[[], Section]]:
         "model_summary": lambda: preference.model_summary(ctx, prefs),
         "safety_leaderboard": lambda: preference.safety_leaderboard(ctx, prefs),
         "alignment": lambda: preference.alignment(ctx, prefs),
-        "specialties": lambda: safety.specialties(ctx),
+        "specialties": lambda: specialties.section(ctx),
         "bradley_terry": lambda: preference.bradley_terry(ctx, prefs),
         "failure_modes": lambda: failure_modes.section(ctx),
-        "co_failure": lambda: safety.co_failure(ctx),
+        "co_failure": lambda: co_failure.section(ctx),
         "reliability": lambda: reliability.section(ctx),
         "consensus_drift": lambda: consensus_drift.section(ctx),
         "length_bias": lambda: preference.length_bias(ctx, prefs),

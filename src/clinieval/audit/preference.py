@@ -12,6 +12,7 @@ from clinieval import tables
 from clinieval.audit.core import Context
 from clinieval.audit.data import SEVERE
 from clinieval.audit.result import Figure, Forest, Histogram, Scatter, Section
+from clinieval.audit.sections._common import Skipped
 from clinieval.audit.tables import (
     DANGEROUS_ANSWERS,
     FAIL_OF_RATINGS,
@@ -28,7 +29,6 @@ from clinieval.audit.tables import (
 from clinieval.stats import (
     A_WINS,
     B_WINS,
-    BOTH_BAD,
     ConvergenceError,
     binomial_p_value,
     bootstrap_rank_correlation,
@@ -155,7 +155,7 @@ class Preferences:
                 " every vote is a tie or 'both unacceptable')")
 
 
-def _unbounded_note(ctx: Context, prefs: Preferences) -> str:
+def unbounded_note(ctx: Context, prefs: Preferences) -> str:
     """Models that won or lost every decisive vote have no finite maximum-
     likelihood strength; say so instead of presenting the penalised value."""
     a, b, o = prefs.votes
@@ -172,15 +172,16 @@ def _unbounded_note(ctx: Context, prefs: Preferences) -> str:
             " penalty, and only the order is meaningful.")
 
 
-def _rank_interval(row) -> str:
+def rank_interval(row) -> str:
     if not (np.isfinite(row["rank_lo"]) and np.isfinite(row["rank_hi"])):
         return "rank interval not computable"
     return f"rank interval {int(row['rank_lo'])}-{int(row['rank_hi'])}"
 
 
-def _no_votes(key: str, title: str, prefs: Preferences) -> Section:
-    return Section(key, title, skipped=f"needs at least {MIN_VOTES} pairwise votes between"
-                   f" different models; this snapshot has {prefs.n_votes}.")
+def no_votes(prefs: Preferences) -> Skipped:
+    """Why a section that needs a Bradley-Terry fit is skipped."""
+    return Skipped(f"needs at least {MIN_VOTES} pairwise votes between different models; this"
+                   f" snapshot has {prefs.n_votes}.")
 
 
 # --- model summary ---------------------------------------------------------
@@ -236,63 +237,13 @@ def _summary_table(ctx: Context, prefs: Preferences, long: pd.DataFrame) -> pd.D
     return wide
 
 
-# --- Bradley-Terry ---------------------------------------------------------
-
-
-def bradley_terry(ctx: Context, prefs: Preferences) -> Section:
-    title = "Bradley-Terry preference strengths"
-    if not prefs.available:
-        return _no_votes("bradley_terry", title, prefs)
-    d, s = ctx.data, ctx.settings
-    lo, hi = ctx.ci(prefs.replicates)
-    frame = pd.DataFrame({"model": d.model_names})
-    frame = estimate(frame, "bt", prefs.strengths, lo, hi)
-    frame["rank"], frame["rank_lo"], frame["rank_hi"] = prefs.ranks
-    a, b = ctx.vote_models
-    a, b, o = a[ctx.bt_votes], b[ctx.bt_votes], d.pref_outcome[ctx.bt_votes]
-    votes_n = np.bincount(a, minlength=d.n_models) + np.bincount(b, minlength=d.n_models)
-    both_bad = np.bincount(a, weights=o == BOTH_BAD, minlength=d.n_models) + np.bincount(
-        b, weights=o == BOTH_BAD, minlength=d.n_models)
-    wins = np.bincount(a, weights=o == A_WINS, minlength=d.n_models) + np.bincount(
-        b, weights=o == B_WINS, minlength=d.n_models)
-    frame["n"] = votes_n
-    frame = wilson_pct(frame, "win_pct", wins, votes_n, s.level)
-    frame = wilson_pct(frame, "both_bad_pct", both_bad, votes_n, s.level)
-    frame = frame.sort_values("bt", ascending=False, kind="stable").reset_index(drop=True)
-    unit = "raters" if s.cluster == "rater" else "votes"
-    fig = Figure("bt_forest", "Bradley-Terry strength with bootstrap CI", Forest(
-        labels=frame["model"].tolist(), est=_json(frame["bt"]), lo=_json(frame["bt_lo"]),
-        hi=_json(frame["bt_hi"]), n=frame["n"].tolist(), x_label="log-strength (centred)",
-        ref=0.0),
-        caption=f"{prefs.n_votes:,} votes; {s.bootstrap} bootstrap resamples of {unit}.")
-    top = frame.iloc[0]
-    counted = (f" over {prefs.n_votes:,} votes; ties count"
-               f" {'half a win each' if s.ties == 'half' else 'not at all'}, 'both unacceptable'"
-               f" {'half a win each' if s.both_bad == 'half' else 'not at all'}.")
-    if prefs.leader is None:
-        summary = f"No model leads the preference ranking{counted[:-1]}: {prefs.no_leader}."
-    else:
-        summary = (f"{top['model']} leads the preference ranking (strength"
-                   f" {row_ci(top, 'bt')}, {_rank_interval(top)}){counted}")
-    summary += prefs.note
-    summary += _unbounded_note(ctx, prefs)
-    unfitted = [d.model_names[m] for m in range(d.n_models) if np.isnan(prefs.strengths[m])]
-    if unfitted:
-        summary += f" Not ranked (no decisive votes): {', '.join(unfitted)}."
-    overall_bb = float(np.mean(o == BOTH_BAD)) if len(o) else None
-    return Section("bradley_terry", title, summary, {"strengths": frame}, [fig],
-                   {"n_votes": prefs.n_votes,
-                    "leader": None if prefs.leader is None else top["model"],
-                    "both_bad_share": overall_bb})
-
-
 # --- preference-safety alignment --------------------------------------------
 
 
 def alignment(ctx: Context, prefs: Preferences) -> Section:
     title = "Preference-safety alignment audit"
     if not prefs.available:
-        return _no_votes("alignment", title, prefs)
+        return Section("alignment", title, skipped=no_votes(prefs).reason)
     d = ctx.data
     means_b, fails_b = ctx.rating_replicates("ratings")
     mean, fail = ctx.model_mean, ctx.model_fail_pct

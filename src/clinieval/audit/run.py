@@ -11,6 +11,7 @@ from clinieval.audit.core import Context
 from clinieval.audit.data import AuditData, from_bundle, from_snapshot
 from clinieval.audit.result import AuditResult, Section
 from clinieval.audit.sections import (
+    bradley_terry,
     co_failure,
     consensus_drift,
     failure_modes,
@@ -54,7 +55,7 @@ def _builders(ctx: Context) -> dict[str, Callable[[], Section]]:
         "safety_leaderboard": lambda: preference.safety_leaderboard(ctx, prefs),
         "alignment": lambda: preference.alignment(ctx, prefs),
         "specialties": lambda: specialties.section(ctx),
-        "bradley_terry": lambda: preference.bradley_terry(ctx, prefs),
+        "bradley_terry": lambda: bradley_terry.section(ctx, prefs),
         "failure_modes": lambda: failure_modes.section(ctx),
         "co_failure": lambda: co_failure.section(ctx),
         "reliability": lambda: reliability.section(ctx),

@@ -11,14 +11,13 @@ import pandas as pd
 from clinieval import tables
 from clinieval.audit.core import Context
 from clinieval.audit.data import SEVERE
-from clinieval.audit.result import Figure, Forest, Histogram, Scatter, Section
+from clinieval.audit.result import Figure, Forest, Scatter, Section
 from clinieval.audit.sections._common import Skipped
 from clinieval.audit.tables import (
     DANGEROUS_ANSWERS,
     FAIL_OF_RATINGS,
     SEVERE_OF_RATINGS,
     estimate,
-    row_ci,
     row_pct,
     rule_words,
     wilson_pct,
@@ -29,21 +28,13 @@ from clinieval.audit.tables import (
 from clinieval.stats import (
     A_WINS,
     B_WINS,
-    ConvergenceError,
-    binomial_p_value,
     bootstrap_rank_correlation,
     bt_bootstrap,
     bt_cluster_bootstrap,
     bt_fit,
-    bt_with_features,
     cluster_outcome_tables,
     collapse_votes,
-    length_feature,
-    logistic_irls,
-    normal_ci,
-    normal_p_value,
     outcome_table,
-    pairwise_response,
     pearson,
     rank_intervals,
     spearman,
@@ -406,130 +397,3 @@ def _leaderboard_summary(ctx: Context, prefs: Preferences, frame: pd.DataFrame
                     " safety." if not pd.isna(rank) else f" The preference leader {leader} has"
                     f" fewer than {s.min_n} rated answers and is not ranked on safety.")
     return summary, str(safest["model"])
-
-
-# --- length bias -------------------------------------------------------------
-
-
-def length_bias(ctx: Context, prefs: Preferences) -> Section:
-    d, s = ctx.data, ctx.settings
-    title = "Length bias"
-    la, lb = d.answer_length[d.pref_a], d.answer_length[d.pref_b]
-    known = np.isfinite(la) & np.isfinite(lb)
-    decided = known & np.isin(d.pref_outcome, DECIDED)
-    if decided.sum() < MIN_VOTES:
-        return Section("length_bias", title, skipped="needs answer lengths and at least"
-                       f" {MIN_VOTES} decided votes; found {int(decided.sum())}.")
-    a_won = d.pref_outcome[decided] == A_WINS
-    win_len = np.where(a_won, la[decided], lb[decided])
-    lose_len = np.where(a_won, lb[decided], la[decided])
-    unequal = win_len != lose_len
-    if unequal.sum() == 0:
-        return Section("length_bias", title, skipped="every decided vote compared answers of"
-                       " equal length.")
-    longer = int(np.sum(win_len[unequal] > lose_len[unequal]))
-    frame = wilson_pct(pd.DataFrame({"measure": ["longer answer wins"]}), "share_pct", [longer],
-                       [int(unequal.sum())], s.level)
-    frame["n"] = int(unequal.sum())
-    frame["p_value"] = binomial_p_value(longer, int(unequal.sum()))
-    frame["median_winner_chars"] = np.median(win_len)
-    frame["median_loser_chars"] = np.median(lose_len)
-    tables = {"longer_wins": frame}
-    figures = [Figure("length_shift", "Lengths of winning and losing answers", Histogram(
-        series={"winner": win_len.tolist(), "loser": lose_len.tolist()},
-        x_label="answer length (characters)", log_x=True),
-        caption=f"{int(decided.sum()):,} decided votes.")]
-    values = {"longer_wins_pct": float(frame["share_pct"].iloc[0]),
-              "longer_wins_n": int(unequal.sum())}
-    summary = (f"The longer answer won {row_pct(frame.iloc[0], 'share_pct')} of"
-               f" {int(unequal.sum()):,} decided votes (50% = no length effect).")
-    fitted = _style_controlled(ctx, prefs, known) if prefs.available else None
-    if prefs.available and fitted is None:
-        summary += (" The length-controlled Bradley-Terry fit does not exist here (a model won"
-                    " or lost every vote), so it is not reported.")
-    if fitted is not None:
-        style, coef = fitted
-        tables["style_controlled_bt"], tables["length_coefficient"] = style, coef
-        values["length_coef"] = float(coef["coef"].iloc[0])
-        values["length_coef_lo"] = float(coef["coef_lo"].iloc[0])
-        values["length_coef_hi"] = float(coef["coef_hi"].iloc[0])
-        summary += (f" Controlling for model identity, the length coefficient is"
-                    f" {row_ci(coef.iloc[0], 'coef')} (log-odds per SD"
-                    " of relative length difference).")
-        drivers = _drivers(ctx, known)
-        if drivers is not None:
-            tables["what_predicts_the_vote"] = drivers
-        if drivers is not None and np.isfinite(drivers["z"]).any():
-            top = drivers.loc[drivers["z"].abs().idxmax()]
-            summary += f" Among rubric differences and length, {top['feature']} predicts the" \
-                       f" vote most strongly (z = {top['z']:.1f})."
-            values["strongest_predictor"] = top["feature"]
-    return Section("length_bias", title, summary, tables, figures, values)
-
-
-def _style_controlled(ctx: Context, prefs: Preferences, known: np.ndarray):
-    """Plain and length-controlled BT by logistic regression, on the fitted
-    models; None when the fit does not exist (a model won or lost every vote)."""
-    d, s = ctx.data, ctx.settings
-    keep = prefs.credited & known
-    y, _ = pairwise_response(d.pref_outcome[keep], tie_mode=s.ties, bothbad_mode=s.both_bad)
-    local = np.full(d.n_models, -1)
-    local[prefs.active] = np.arange(len(prefs.active))
-    a_m, b_m = local[d.answer_model[d.pref_a[keep]]], local[d.answer_model[d.pref_b[keep]]]
-    feat = length_feature(d.answer_length[d.pref_a[keep]], d.answer_length[d.pref_b[keep]])
-    try:
-        plain = bt_with_features(a_m, b_m, y, None, len(prefs.active))
-        styled = bt_with_features(a_m, b_m, y, feat[:, None], len(prefs.active))
-    except ConvergenceError:
-        return None
-    frame = pd.DataFrame({"model": d.model_names})
-    for name, fit in (("bt_plain", plain), ("bt_length_controlled", styled)):
-        est, se = prefs.embed(fit.strengths), prefs.embed(fit.strength_se)
-        frame = estimate(frame, name, est, *normal_ci(est, se, s.level))
-    frame["rank_plain"] = (-frame["bt_plain"]).rank(method="min")
-    frame["rank_length_controlled"] = (-frame["bt_length_controlled"]).rank(method="min")
-    frame = frame.sort_values("bt_plain", ascending=False, kind="stable").reset_index(drop=True)
-    beta, se = float(styled.feature_coef[0]), float(styled.feature_se[0])
-    coef = pd.DataFrame({"feature": ["relative length (a-b)/(a+b), standardised"],
-                         "n": [int(keep.sum())]})
-    coef = estimate(coef, "coef", [beta], *normal_ci([beta], [se], s.level))
-    coef["se"] = se
-    coef["p_value"] = normal_p_value(beta / se)
-    return frame, coef
-
-
-def _drivers(ctx: Context, known: np.ndarray) -> pd.DataFrame | None:
-    """Logistic model of 'A won' on standardised differences in each safety-
-    critical criterion's answer mean, the other criteria's mean, and length."""
-    d, s = ctx.data, ctx.settings
-    decided = known & np.isin(d.pref_outcome, DECIDED)
-    means = ctx.answer_mean
-    columns, names = [], []
-    for c in ctx.safety:
-        columns.append(means[d.pref_a, c] - means[d.pref_b, c])
-        names.append(f"{ctx.name(c)} difference")
-    others = [c for c in ctx.criteria if c not in ctx.safety]
-    if others:
-        columns.append(np.nanmean(means[d.pref_a][:, others], axis=1)
-                       - np.nanmean(means[d.pref_b][:, others], axis=1))
-        names.append("other criteria (mean) difference")
-    la, lb = d.answer_length[d.pref_a], d.answer_length[d.pref_b]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        columns.append((la - lb) / (la + lb))
-    names.append("relative length difference")
-    X = np.column_stack(columns)
-    ok = decided & np.isfinite(X).all(axis=1)
-    # A difference that is always 0 (e.g. every answer got the same score)
-    # cannot predict anything and would make the fit singular: leave it out.
-    varies = np.abs(X[ok]).max(axis=0, initial=0.0) > 0
-    if ok.sum() < 5 * max(int(varies.sum()), 1) or not varies.any():
-        return None
-    X, names = X[:, varies], [n for n, v in zip(names, varies, strict=True) if v]
-    X = X[ok] / np.sqrt(np.mean(X[ok] ** 2, axis=0))
-    y = (d.pref_outcome[ok] == A_WINS).astype(float)
-    fit = logistic_irls(X, y, strict=False)
-    frame = pd.DataFrame({"feature": names, "n": int(ok.sum())})
-    frame = estimate(frame, "coef", fit.coef, *normal_ci(fit.coef, fit.se, s.level))
-    frame["z"] = fit.coef / fit.se
-    frame["p_value"] = normal_p_value(frame["z"])
-    return frame

@@ -15,6 +15,7 @@ from clinieval.audit.sections import (
     co_failure,
     consensus_drift,
     failure_modes,
+    length_bias,
     position_bias,
     rater_view,
     reliability,
@@ -60,7 +61,7 @@ def _builders(ctx: Context) -> dict[str, Callable[[], Section]]:
         "co_failure": lambda: co_failure.section(ctx),
         "reliability": lambda: reliability.section(ctx),
         "consensus_drift": lambda: consensus_drift.section(ctx),
-        "length_bias": lambda: preference.length_bias(ctx, prefs),
+        "length_bias": lambda: length_bias.section(ctx, prefs),
         "position_bias": lambda: position_bias.section(ctx),
         "rater_view": lambda: rater_view.section(ctx),
     }

@@ -11,14 +11,17 @@ from clinieval.audit.core import Context
 from clinieval.audit.data import AuditData, from_bundle, from_snapshot
 from clinieval.audit.result import AuditResult, Section
 from clinieval.audit.sections import (
+    alignment,
     bradley_terry,
     co_failure,
     consensus_drift,
     failure_modes,
     length_bias,
+    model_summary,
     position_bias,
     rater_view,
     reliability,
+    safety_leaderboard,
     specialties,
 )
 from clinieval.audit.settings import AuditSettings
@@ -52,9 +55,9 @@ documentation test keeps README in step with this registry)."""
 def _builders(ctx: Context) -> dict[str, Callable[[], Section]]:
     prefs = preference.Preferences(ctx)
     return {
-        "model_summary": lambda: preference.model_summary(ctx, prefs),
-        "safety_leaderboard": lambda: preference.safety_leaderboard(ctx, prefs),
-        "alignment": lambda: preference.alignment(ctx, prefs),
+        "model_summary": lambda: model_summary.section(ctx, prefs),
+        "safety_leaderboard": lambda: safety_leaderboard.section(ctx, prefs),
+        "alignment": lambda: alignment.section(ctx, prefs),
         "specialties": lambda: specialties.section(ctx),
         "bradley_terry": lambda: bradley_terry.section(ctx, prefs),
         "failure_modes": lambda: failure_modes.section(ctx),

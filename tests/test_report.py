@@ -265,3 +265,16 @@ def test_heatmap_colours_follow_the_declared_scale_not_the_label():
     assert heat_scale(np.array([[10.0, 60.0]]), "percent")[1].vmax == 100
     with pytest.raises(ValueError, match="scale"):
         heat_scale(values, "mean score")
+
+
+def test_figures_drawn_in_parallel_are_the_same_bytes_as_one_by_one(tmp_path):
+    from clinieval.report.figures import draw_figures
+
+    jobs = [(fig, tmp_path / "serial" / fig.key) for fig in FIGURES[:4]]
+    serial = draw_figures(jobs, workers=1)
+    parallel = draw_figures([(fig, tmp_path / "parallel" / fig.key) for fig in FIGURES[:4]],
+                            workers=2)
+    assert list(serial) == list(parallel) == [fig.key for fig in FIGURES[:4]]
+    for key, kinds in serial.items():
+        for kind, path in kinds.items():
+            assert path.read_bytes() == parallel[key][kind].read_bytes(), (key, kind)

@@ -32,6 +32,8 @@ def _pairable(counts, weights=None):
         raise ValueError(f"weights must be (replicates, {counts.shape[0]} items),"
                          f" got {weights.shape}")
     keep = counts.sum(axis=1) >= 2
+    if keep.all():  # the usual case: skip copying a (replicates, items) matrix
+        return counts, weights
     return counts[keep], weights[:, keep]
 
 
@@ -60,10 +62,13 @@ def fleiss_kappa_weighted(counts, weights) -> np.ndarray:
     counts, w = _pairable(counts, weights)
     n = counts.sum(axis=1)
     agree = (np.sum(counts**2, axis=1) - n) / (n * (n - 1))
-    total = w.sum(axis=1)
+    # One product gives the agreement sum, the category totals and the item
+    # count of every replicate.
+    sums = w @ np.column_stack([agree, counts, np.ones(len(counts))])
+    total, by_category = sums[:, -1], sums[:, 1:-1]
     with np.errstate(invalid="ignore", divide="ignore"):
-        p_bar = (w @ agree) / total
-        p_e = np.sum(((w @ counts) / (w @ n)[:, None]) ** 2, axis=1)
+        p_bar = sums[:, 0] / total
+        p_e = np.sum((by_category / by_category.sum(axis=1, keepdims=True)) ** 2, axis=1)
         kappa = (p_bar - p_e) / (1.0 - p_e)
     return np.where((total > 0) & (p_e < 1.0), kappa, np.nan)
 

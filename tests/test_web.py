@@ -273,7 +273,8 @@ def test_a_safety_rationale_is_required_and_then_accepted(app, engine):
     with engine.connect() as conn:
         row = conn.execute(sa.select(S.ratings).where(
             S.ratings.c.criterion_id == "harmlessness")).one()
-    assert (row.score, row.comment, row.time_spent_s) == (-1, "Misses sepsis.", 30.0)
+    assert (row.score, row.comment) == (-1, "Misses sepsis.")
+    assert 0 < row.time_spent_s < 30  # the claimed 30 s, capped at the lease's age
 
 
 def test_a_repeated_submission_is_stored_once(app, engine):
@@ -450,6 +451,8 @@ CLINICAL = [
     "Metformin is first line; Meta-analyses support it.",
     "The mistral wind season did not change her asthma control.",
     "A falcon handler with psittacosis-like symptoms needs serology.",
+    "The findings cohere with early sepsis; a bard of old would call it fever.",
+    "Repeat the test on 2024-08-06 and quote reference 002.",
 ]
 SELF = [
     *SELF_IDENTIFYING.values(),
@@ -461,6 +464,7 @@ SELF = [
     "As Llama, a language model, I advise caution.",
     "Med-PaLM suggests checking the troponin.",
     "My knowledge cutoff means newer guidance may exist.",
+    "Cohere and Bard both advise rest.",
 ]
 
 

@@ -168,3 +168,8 @@ def test_concurrent_writers_lose_and_duplicate_nothing(store, engine):
     assert len(returned) == len(set(returned)) == 7 * 8
     assert sorted(returned) == stored[16:]
     assert len(stored) == 16 + 7 * 8
+
+
+def test_a_sqlite_engine_without_clinieval_settings_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="make_engine"):
+        RowStore(sa.create_engine(f"sqlite:///{tmp_path / 'plain.db'}"))

@@ -31,7 +31,7 @@ SINGULAR = {"studies": "study", "cases": "case", "models": "model", "answers": "
 ALLOWED: dict[tuple[str, str], tuple[str, ...]] = {
     ("preferences", "choice"): T.CHOICES,
     ("preferences", "shown_left"): T.SIDES,
-    ("judgments", "parse_status"): ("ok", "unparsed", "error"),
+    ("judgments", "parse_status"): T.PARSE_STATUSES,
 }
 
 RANGES: dict[tuple[str, str], tuple[int, int]] = {

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from clinieval import tables as T
+from clinieval.errors import InputError
 from clinieval.io.validate import FOREIGN_KEYS
 from clinieval.snapshot import Snapshot
 from clinieval.storage import sqltables
@@ -86,3 +87,22 @@ def stored_rows(conn: sa.Connection, table: T.Table, keys: pa.Array) -> pa.Table
         query = sa.select(sa_table).where(sa_table.c[table.key].in_(chunk))
         rows += [dict(r) for r in conn.execute(query).mappings()]
     return pa.Table.from_pylist(rows, schema=table.schema)
+
+
+def unchanged_or_new(conn: sa.Connection, contract: T.Table, data: pa.Table,
+                     where: str | None = None) -> pa.Table:
+    """The rows of ``data`` not yet stored. A row stored exactly as sent is
+    dropped; one stored with any different value is an :class:`InputError`
+    naming the row's id and the first differing field."""
+    keys = data.column(contract.key).combine_chunks()
+    before = {row[contract.key]: row for row in stored_rows(conn, contract, keys).to_pylist()}
+    keep = []
+    for row in data.to_pylist():
+        old = before.get(row[contract.key])
+        changed = [] if old is None else [c for c in contract.columns if row[c] != old[c]]
+        if changed:
+            raise InputError(where or contract.name, "already stored with a different definition",
+                             row=row[contract.key], field=changed[0],
+                             expected=f"the stored value {old[changed[0]]!r}", got=row[changed[0]])
+        keep.append(old is None)
+    return data.filter(pa.array(keep, type=pa.bool_()))

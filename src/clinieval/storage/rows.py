@@ -29,6 +29,10 @@ class RowStore:
     :func:`clinieval.storage.db.make_engine` (SQLite needs its settings)."""
 
     def __init__(self, engine: sa.Engine) -> None:
+        if engine.dialect.name == "sqlite" and not db.begins_transactions(engine):
+            # Without it, concurrent writers would not take the write lock first.
+            raise ValueError("RowStore needs a SQLite engine from"
+                             " clinieval.storage.db.make_engine")
         self.engine = engine
 
     def add_ratings(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -54,8 +58,7 @@ class RowStore:
         contract = T.BY_NAME[table]
         data = _arrow(contract, rows, allowed=contract.columns)
         with db.writing(self.engine) as conn:
-            stored = lookup.stored_rows(conn, contract, data.column(contract.key).combine_chunks())
-            fresh = _unchanged_or_new(contract, data, stored)
+            fresh = lookup.unchanged_or_new(conn, contract, data)
             _validate(conn, contract, fresh)
             _insert(conn, contract, fresh.to_pylist())
 
@@ -99,24 +102,6 @@ def _validate(conn: sa.Connection, contract: T.Table, data: pa.Table) -> None:
     snapshot = Snapshot.from_tables({contract.name: data})
     validate(snapshot, sources={contract.name: contract.name},
              existing=lookup.needed_keys(conn, snapshot))
-
-
-def _unchanged_or_new(contract: T.Table, data: pa.Table, stored: pa.Table) -> pa.Table:
-    """Drop rows stored exactly as sent; refuse rows stored differently."""
-    before = {row[contract.key]: row for row in stored.to_pylist()}
-    keep = []
-    for row in data.to_pylist():
-        old = before.get(row[contract.key])
-        if old is None:
-            keep.append(True)
-            continue
-        changed = [c for c in contract.columns if row[c] != old[c]]
-        if changed:
-            raise InputError(contract.name, "already stored with a different definition",
-                             row=row[contract.key], field=changed[0],
-                             expected=f"the stored value {old[changed[0]]!r}", got=row[changed[0]])
-        keep.append(False)
-    return data.filter(pa.array(keep, type=pa.bool_()))
 
 
 def _insert(conn: sa.Connection, contract: T.Table, rows: list[dict]) -> list:

@@ -12,6 +12,8 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clinieval import tables as T
 from clinieval.storage import db
@@ -273,7 +275,8 @@ def test_a_safety_rationale_is_required_and_then_accepted(app, engine):
     with engine.connect() as conn:
         row = conn.execute(sa.select(S.ratings).where(
             S.ratings.c.criterion_id == "harmlessness")).one()
-    assert (row.score, row.comment, row.time_spent_s) == (-1, "Misses sepsis.", 30.0)
+    assert (row.score, row.comment) == (-1, "Misses sepsis.")
+    assert 0 < row.time_spent_s < 30  # the claimed 30 s, capped at the lease's age
 
 
 def test_a_repeated_submission_is_stored_once(app, engine):
@@ -450,6 +453,8 @@ CLINICAL = [
     "Metformin is first line; Meta-analyses support it.",
     "The mistral wind season did not change her asthma control.",
     "A falcon handler with psittacosis-like symptoms needs serology.",
+    "The findings cohere with early sepsis; a bard of old would call it fever.",
+    "Repeat the test on 2024-08-06 and quote reference 002.",
 ]
 SELF = [
     *SELF_IDENTIFYING.values(),
@@ -461,6 +466,7 @@ SELF = [
     "As Llama, a language model, I advise caution.",
     "Med-PaLM suggests checking the troponin.",
     "My knowledge cutoff means newer guidance may exist.",
+    "Cohere and Bard both advise rest.",
 ]
 
 
@@ -479,3 +485,71 @@ def test_flagged_answers_are_held_back_and_listed(app, engine):
     flagged = flagged_answers(engine, "x")
     assert len(flagged) == len(SELF_IDENTIFYING)
     assert all(f["reason"] for f in flagged)
+
+
+def test_a_double_click_sent_at_once_is_stored_once(app, engine):
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    form = answer_form(c, url)
+    barrier, results = threading.Barrier(2), []
+
+    def send() -> None:
+        barrier.wait()
+        results.append(c.post(url, data=form, headers={"accept": "application/json"}).json())
+
+    threads = [threading.Thread(target=send) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results[0]["rating_ids"] == results[1]["rating_ids"]
+    assert sorted(r.get("repeated", False) for r in results) == [False, True]
+    assert count(engine, S.ratings) == 9
+
+
+# --- fuzzing the submission parser ----------------------------------------------------
+
+def _criteria_views():
+    from clinieval.rubric import load_rubric
+    from clinieval.web.views import Anchor, CriterionView
+
+    return tuple(CriterionView(criterion_id=c.criterion_id, name=c.name, definition="",
+                               safety_critical=c.safety_critical,
+                               anchors=tuple(Anchor(score=s, text="") for s in T.SCORES))
+                 for c in load_rubric().criteria)
+
+
+_IDS = [c.criterion_id for c in _criteria_views()]
+_VALID = st.fixed_dictionaries({k: st.sampled_from(["-2", "-1", "0", "1", "2", -2, 2])
+                                for k in _IDS})
+_MESSY = st.dictionaries(st.sampled_from(_IDS),
+                         st.one_of(st.integers(-4, 4).map(str), st.text(max_size=3),
+                                   st.integers(-2, 2), st.booleans(), st.none()), min_size=7)
+
+
+@settings(max_examples=300, deadline=None)
+@given(scores=st.one_of(_VALID, _MESSY),
+       extra=st.dictionaries(st.text(max_size=12), st.text(max_size=5), max_size=2),
+       comment=st.sampled_from(["", "why"]))
+def test_parse_accepts_only_complete_in_range_submissions(scores, extra, comment):
+    from types import SimpleNamespace
+
+    from clinieval.errors import InputError
+    from clinieval.web.submit import parse
+
+    criteria = _criteria_views()
+    form = {f"s1.{k}": v for k, v in scores.items()}
+    form.update({f"c1.{c.criterion_id}": comment for c in criteria})
+    form.update(extra)
+    form["idempotency_key"] = "k" * 16
+    lease = SimpleNamespace(kind="rating")
+    try:
+        sub = parse(form, lease, criteria)
+    except InputError as err:
+        assert err.field in form or err.field.startswith(("s1.", "c1."))
+        return
+    assert set(sub.scores.values()) <= set(T.SCORES)
+    assert len(sub.scores) == len(criteria) and not set(extra) - {"csrf", "time_spent_s"}
+    for c in criteria:
+        if c.safety_critical and sub.scores[(1, c.criterion_id)] <= -1:
+            assert sub.comments[(1, c.criterion_id)]

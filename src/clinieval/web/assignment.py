@@ -124,6 +124,9 @@ def _resume(conn: sa.Connection, cfg: StudyConfig, user_id: str) -> str | None:
 
 
 def _room(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row) -> bool:
+    """Whether a lapsed lease can be renewed without over-filling (under the lock)."""
+    if not _lock(conn, [x for x in (lease.answer_id, lease.answer_b_id) if x]):
+        return False
     if lease.kind == "pair":
         return _pair_load(conn, lease.answer_id, lease.answer_b_id) < cfg.overlap_target
     return _answer_load(conn, lease.answer_id) < cfg.overlap_target

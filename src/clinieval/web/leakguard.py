@@ -30,7 +30,6 @@ DISTINCTIVE = (
     "GPT-5",
     "Med-PaLM",
     "MedPaLM",
-    "Bard",
     "Copilot",
     "DeepSeek",
     "Qwen",
@@ -40,13 +39,13 @@ DISTINCTIVE = (
     "Mistral AI",
     "Google AI",
     "Microsoft AI",
-    "Cohere",
     "xAI",
 )
 """Strings that only ever name a model or a vendor (matched as whole words)."""
 
-CASE_SENSITIVE = ("PaLM", "LLaMA", "Bard")
-"""Names that are distinctive only in their own spelling ("palm" is anatomy)."""
+CASE_SENSITIVE = ("PaLM", "LLaMA", "Bard", "Cohere")
+"""Names that are distinctive only in their own spelling ("palm" is anatomy,
+findings may "cohere")."""
 
 AMBIGUOUS = (
     "Claude",
@@ -113,7 +112,10 @@ class LeakGuard:
     providers added to the default lists."""
 
     def __init__(self, study_terms: Iterable[str] = ()) -> None:
-        terms = {t.strip() for t in study_terms if t and len(t.strip()) >= 3}
+        # A bare version ("002", "2024-08-06") names nothing on its own: skip terms
+        # without a letter, and very short ones.
+        terms = {t.strip() for t in study_terms
+                 if t and len(t.strip()) >= 3 and re.search(r"[A-Za-z]", t)}
         plain = sorted({*DISTINCTIVE, *(t for t in terms if not _is_ambiguous(t))}, key=str.lower)
         context = sorted({*AMBIGUOUS, *(t for t in terms if _is_ambiguous(t))}, key=str.lower)
         self._checks: list[tuple[re.Pattern, str]] = [

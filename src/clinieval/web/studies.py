@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from clinieval import tables as T
 from clinieval.errors import InputError
-from clinieval.io.load import import_snapshot, stored_keys
+from clinieval.io.load import import_snapshot
 from clinieval.rubric import rubric_to_rows
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot, conform
@@ -118,8 +118,6 @@ def _study_snapshot(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> Sna
         pa.array([plan.study_id] * cases.num_rows, pa.string()),
     )
     answers = source["answers"].filter(pc.is_in(source["answers"]["case_id"], cases["case_id"]))
-    with engine.connect() as conn:
-        stored = stored_keys(conn)
     models = source["models"].filter(pc.is_in(source["models"]["model_id"], answers["model_id"]))
     criteria = conform(pa.Table.from_pylist(rubric_to_rows(plan.rubric)), T.CRITERIA)
     study = conform(
@@ -140,17 +138,20 @@ def _study_snapshot(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> Sna
         "studies": study,
         "cases": cases,
         "answers": answers,
-        "models": _not_stored(models, "model_id", stored.get("models")),
-        "criteria": _not_stored(criteria, "criterion_id", stored.get("criteria")),
+        "models": _not_stored(engine, models),
+        "criteria": criteria,  # the importer reuses criteria stored with the same definition
     }
     info = {k: getattr(plan.rubric, k) for k in ("rubric_id", "version", "description")}
     return Snapshot.from_tables(tables, {"rubric": info})
 
 
-def _not_stored(data: pa.Table, key: str, stored: pa.Array | None) -> pa.Table:
-    if stored is None:
-        return data
-    return data.filter(pc.invert(pc.is_in(data[key], value_set=stored)))
+def _not_stored(engine: sa.Engine, models: pa.Table) -> pa.Table:
+    """Models another study already brought (studies share model rows)."""
+    ids = models["model_id"].to_pylist()
+    with engine.connect() as conn:
+        stored = conn.execute(sa.select(S.models.c.model_id).where(
+            S.models.c.model_id.in_(ids))).scalars().all()
+    return models.filter(pc.invert(pc.is_in(models["model_id"], pa.array(stored, pa.string()))))
 
 
 def _screen(plan: StudyPlan, snap: Snapshot, models: pa.Table) -> list[dict]:

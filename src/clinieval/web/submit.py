@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sqlalchemy as sa
 
@@ -202,6 +202,10 @@ def _locked_lease(conn: sa.Connection, token: str, user_id: str) -> sa.Row:
 
 def _first(conn: sa.Connection, lease: sa.Row, rater_id: str, sub: Submission) -> dict:
     answers = panel_answers(lease)
+    if sub.time_spent_s is not None:
+        # The browser measures; it cannot have spent longer than the task existed.
+        held = (now() - aware(lease.created_at)).total_seconds()
+        sub = replace(sub, time_spent_s=min(sub.time_spent_s, held))
     preference_id = None
     if lease.kind == "pair":
         preference_id = _add_preference(conn, lease, rater_id, sub.choice)

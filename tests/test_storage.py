@@ -18,7 +18,7 @@ def test_migrations_build_exactly_the_declared_schema(engine):
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), sqltables.metadata)
     assert diff == []
-    assert db.current_revision(engine) == "0001"
+    assert db.current_revision(engine) == "0003"
 
 
 def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path):

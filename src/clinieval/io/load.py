@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
 import sqlalchemy as sa
 
+from clinieval import tables as T
 from clinieval.errors import InputError
 from clinieval.io import bundle
 from clinieval.io.tables_io import read_table_folder
@@ -19,7 +19,7 @@ from clinieval.io.validate import validate
 from clinieval.rubric import IDENTITY, CriterionMap, load_rubric
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot
-from clinieval.storage import db, sqltables
+from clinieval.storage import db, lookup
 
 FORMATS = ("auto", "bundle", "tables", "moove", "arena", "healthbench")
 
@@ -54,37 +54,17 @@ def read_source(path: str | Path, *, fmt: str = "auto", rubric: Rubric | None = 
     return snap, {name: str(path) for name in snap.tables}
 
 
-def stored_keys(conn: sa.Connection) -> dict[str, pa.Array]:
-    """Keys already in the database, for validating an append."""
-    keys: dict[str, pa.Array] = {}
-    for name, table in sqltables.BY_NAME.items():
-        key = table.primary_key.columns.values()[0]
-        values = conn.execute(sa.select(key)).scalars().all()
-        if values:
-            keys[name] = pa.array(values)
-    rows = conn.execute(sa.select(sqltables.answers.c.answer_id, sqltables.answers.c.case_id)).all()
-    if rows:
-        keys["answer_cases"] = pa.array([f"{a}\x1f{c}" for a, c in rows])
-    return keys
-
-
 def import_snapshot(engine: sa.Engine, snapshot: Snapshot, *, sources: dict[str, str] | None = None,
                     replace: bool = False, progress=None) -> dict[str, int]:
-    """Validate ``snapshot`` against itself and the stored rows, then load it
-    in one transaction. Criteria already stored are reused, not re-inserted."""
-    with engine.connect() as conn:
-        existing = {} if replace else stored_keys(conn)
-    snapshot = _without_stored_criteria(snapshot, existing)
-    validate(snapshot, sources=sources, existing=existing)
-    return db.load_snapshot(engine, snapshot, replace=replace, progress=progress)
-
-
-def _without_stored_criteria(snapshot: Snapshot, existing: dict[str, pa.Array]) -> Snapshot:
-    stored = existing.get("criteria")
-    if stored is None:
-        return snapshot
-    import pyarrow.compute as pc
-
-    criteria = snapshot["criteria"]
-    fresh = criteria.filter(pc.invert(pc.is_in(criteria.column("criterion_id"), value_set=stored)))
-    return Snapshot({**snapshot.tables, "criteria": fresh}, snapshot.meta)
+    """Validate ``snapshot`` against itself and the stored rows it touches,
+    then load it, all in one transaction. Criteria already stored with the
+    same definition are reused; a changed definition is an error naming it."""
+    with db.writing(engine) as conn:
+        if replace:
+            db.clear(conn)
+        criteria = lookup.unchanged_or_new(conn, T.CRITERIA, snapshot["criteria"],
+                                           where=(sources or {}).get("criteria"))
+        snapshot = Snapshot({**snapshot.tables, "criteria": criteria}, snapshot.meta)
+        validate(snapshot, sources=sources, existing=lookup.needed_keys(conn, snapshot))
+        db.insert_snapshot(conn, snapshot, progress=progress)
+    return snapshot.counts()

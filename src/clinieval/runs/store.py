@@ -23,6 +23,7 @@ from clinieval.providers import Completion, ModelSpec
 from clinieval.runs.engine import Stats, TaskResult
 from clinieval.runs.keys import canonical
 from clinieval.storage import sqltables
+from clinieval.storage.rows import RowStore
 
 RUNS = sqltables.RUN_TABLES["llm_runs"]
 CACHE = sqltables.RUN_TABLES["llm_cache"]
@@ -45,7 +46,10 @@ def open_run(engine: sa.Engine, run_id: str, kind: str, judge_kind: str | None,
              spec: ModelSpec, settings: dict[str, Any], planned: int
              ) -> tuple[set[str], set[str]]:
     """Create the run record, or mark a stopped run as running again.
-    Returns the run's finished task keys and its failed ones (to try again)."""
+    Returns the run's finished task keys and its failed ones (to try again).
+    The model's row is stored first; a stored one that differs (another
+    version under the same id) is an error naming the field."""
+    RowStore(engine).add_entities("models", [spec.model_row()])
     with engine.begin() as conn:
         exists = conn.execute(sa.select(RUNS.c.run_id).where(RUNS.c.run_id == run_id)).first()
         if exists:
@@ -56,18 +60,10 @@ def open_run(engine: sa.Engine, run_id: str, kind: str, judge_kind: str | None,
                 run_id=run_id, kind=kind, judge_kind=judge_kind, model_id=spec.id,
                 created_by=getpass.getuser(), started_at=_now(), status="running",
                 settings=canonical(settings), planned=planned))
-        _ensure_model(conn, spec)
         rows = conn.execute(sa.select(CALLS.c.task_key, CALLS.c.status)
                             .where(CALLS.c.run_id == run_id)).all()
     finished = {key for key, status in rows if status != "failed"}
     return finished, {key for key, status in rows if status == "failed"}
-
-
-def _ensure_model(conn: sa.Connection, spec: ModelSpec) -> None:
-    models = sqltables.models
-    if conn.execute(sa.select(models.c.model_id).where(models.c.model_id == spec.id)).first():
-        return
-    conn.execute(models.insert().values(**spec.model_row()))
 
 
 def finish_run(engine: sa.Engine, run_id: str, status: str) -> None:
@@ -221,14 +217,10 @@ def _call_row(run_id: str, spec: ModelSpec, result: TaskResult) -> dict:
 
 
 def _insert_judgments(conn: sa.Connection, rows: list[dict]) -> None:
-    """Judgment ids follow the largest stored one (one writer per run)."""
-    if not rows:
-        return
-    judgments = sqltables.judgments
-    start = conn.execute(sa.select(sa.func.coalesce(sa.func.max(judgments.c.judgment_id), 0))
-                         ).scalar_one()
-    conn.execute(judgments.insert(), [row | {"judgment_id": start + i + 1}
-                                      for i, row in enumerate(rows)])
+    """Judgments get their ids from the database. Set-based, inside the batch's
+    transaction: a task's judgments and its record commit together, which a
+    one-transaction-per-call writer could not promise."""
+    _insert(conn, sqltables.judgments, rows)
 
 
 def _add_counters(conn: sa.Connection, run_id: str, spec: ModelSpec,

@@ -313,6 +313,10 @@ def _print_counts(counts: dict[str, int], title: str) -> None:
     out.print(table)
 
 
+# The run commands live in their own module; importing it registers them.
+import clinieval.cli_runs  # noqa: E402, F401
+
+
 def main() -> None:
     app()
 

@@ -37,6 +37,10 @@ the call itself failed."""
 ROLES = ("admin", "clinician", "viewer")
 """Platform roles, per study."""
 
+JUDGE_KINDS = ("rubric", "jury", "pairwise", "rule")
+"""Automated judges: the study's rubric on -2..+2; a jury of k judges x axes
+on 1..5; a pairwise verdict judged in both orders; per-case rules met or not."""
+
 _TS = pa.timestamp("us", tz="UTC")
 
 
@@ -208,7 +212,28 @@ JUDGMENTS = _event_table(
     pa.field("output_tokens", pa.int32()),
     pa.field("cost_usd", pa.float64()),
     pa.field("created_at", _TS),
+    pa.field("run_id", pa.string()),
+    pa.field("judge_kind", pa.string()),
+    pa.field("call_key", pa.string()),
+    pa.field("juror", pa.int16()),
+    pa.field("repeat", pa.int16()),
+    pa.field("answer_b_id", pa.string()),
+    pa.field("shown_first", pa.string()),
+    pa.field("choice", pa.string()),
+    pa.field("agreement", pa.bool_()),
+    pa.field("points", pa.float64()),
+    pa.field("reason", pa.string()),
 )
+"""Automated judgments, one row per answer and criterion (rubric criterion,
+jury axis, rule id, or ``preference`` for pairwise). ``judge_kind`` is one of
+:data:`JUDGE_KINDS`; ``run_id`` and ``call_key`` lead to the run record and
+the cached call. ``juror`` numbers the judges of a jury and ``repeat`` the
+repeats of one judge. Pairwise rows compare ``answer_id`` (A) with
+``answer_b_id`` (B): ``shown_first`` says which was shown first, ``choice``
+is the verdict in A/B terms, ``score`` A's share of the win (1, 0.5, 0) and
+``agreement`` whether the two orders agreed. Rule rows carry the rule's
+signed ``points``, ``score`` 1 when met and 0 when not, and the ``reason``.
+An output that did not parse has no score and keeps ``raw_output``."""
 
 ALL: tuple[Table, ...] = (
     STUDIES,

@@ -8,6 +8,7 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from clinieval import tables as T
+from clinieval.storage import runs_tables
 
 metadata = sa.MetaData(
     naming_convention={
@@ -110,7 +111,13 @@ judgments = sa.Table(
     metadata,
     *_columns(T.JUDGMENTS),
     _fk("answer_id", "answers.answer_id"),
+    _fk("answer_b_id", "answers.answer_id"),
     sa.CheckConstraint(_one_of("parse_status", T.PARSE_STATUSES), name="parse_status_value"),
+    sa.CheckConstraint(f"judge_kind IS NULL OR {_one_of('judge_kind', T.JUDGE_KINDS)}",
+                       name="judge_kind_value"),
+    sa.CheckConstraint(f"shown_first IS NULL OR {_one_of('shown_first', T.SIDES)}",
+                       name="shown_first_value"),
+    sa.CheckConstraint(f"choice IS NULL OR {_one_of('choice', T.CHOICES)}", name="choice_value"),
 )
 snapshot_meta = sa.Table(
     "snapshot_meta",
@@ -124,6 +131,8 @@ sa.Index("ix_ratings_rater", ratings.c.rater_id)
 sa.Index("ix_ratings_criterion", ratings.c.criterion_id)
 sa.Index("ix_answers_model", answers.c.model_id)
 sa.Index("ix_preferences_case", preferences.c.case_id)
+sa.Index("ix_judgments_run", judgments.c.run_id)
+RUN_TABLES = runs_tables.define(metadata)
 
 BY_NAME: dict[str, sa.Table] = {t.name: metadata.tables[t.name] for t in T.ALL}
 

@@ -1,7 +1,7 @@
 """platform tables
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 Create Date: 2026-11-23 03:01:15.738678
 """
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from clinieval.io.load import import_snapshot
 from typer.testing import CliRunner
 
 from clinieval import tables as T
 from clinieval.cli import app
 from clinieval.errors import InputError
+from clinieval.io.importer import import_snapshot
 from clinieval.providers import load_model_file
 from clinieval.providers.stub import Reply, StubServer, answering, completion_body
 from clinieval.runs import GenerateJob, execute, load_rules, resolve_pair

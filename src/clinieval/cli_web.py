@@ -71,7 +71,7 @@ def study_create(
 
     Example: `clinieval study create cardio --source snap --specialties Cardiology --overlap 3`
     """
-    from clinieval.io.load import read_source
+    from clinieval.io.importer import read_source
     from clinieval.rubric import load_rubric
     from clinieval.web.studies import StudyPlan, create_study
 

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from clinieval import tables as T
 from clinieval.errors import InputError
-from clinieval.io.load import import_snapshot
+from clinieval.io.importer import import_snapshot
 from clinieval.rubric import rubric_to_rows
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot, conform

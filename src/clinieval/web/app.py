@@ -58,6 +58,8 @@ class Ctx:
 
 
 def create_app(engine: sa.Engine) -> FastAPI:
+    """The clinician platform as an ASGI app on ``engine``'s database: server-
+    rendered pages, security headers and CSRF checks, sessions in the database."""
     from clinieval.web.routes import router
 
     app = FastAPI(title="clinieval", docs_url=None, redoc_url=None, openapi_url=None)

@@ -8,16 +8,16 @@ Each format module exposes ``read(path, *, rubric, criterion_map, ...)`` and
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from types import ModuleType
+import pathlib
+import types
 
 from clinieval.io.foreign import arena, healthbench, moove
 from clinieval.io.foreign.builder import UNSPECIFIED, case_id_for
-from clinieval.io.jsontext import read_bytes
+from clinieval.io import jsontext
 
 __all__ = ["FORMATS", "UNSPECIFIED", "case_id_for", "sniff_format"]
 
-FORMATS: dict[str, ModuleType] = {"moove": moove, "arena": arena, "healthbench": healthbench}
+FORMATS: dict[str, types.ModuleType] = {"moove": moove, "arena": arena, "healthbench": healthbench}
 """Foreign format name -> its module (``read`` and ``looks_like``)."""
 
 _SNIFF_BYTES = 1 << 20
@@ -56,12 +56,12 @@ def _first_value(text: str) -> object:
     return {"_": decoder.raw_decode(text, value_at)[0]}
 
 
-def sniff_format(path: str | Path) -> str:
+def sniff_format(path: str | pathlib.Path) -> str:
     """Which reader fits: a name in :data:`FORMATS` or ``"unknown"``, judged
     from the first record (reading only the first MiB when it fits in it)."""
-    head = read_bytes(path, limit=_SNIFF_BYTES, head=True)
-    more = Path(path).stat().st_size > len(head)
-    for data in (head, read_bytes(path) if more else None):
+    head = jsontext.read_bytes(path, limit=_SNIFF_BYTES, head=True)
+    more = pathlib.Path(path).stat().st_size > len(head)
+    for data in (head, jsontext.read_bytes(path) if more else None):
         if data is None:
             break
         try:

@@ -11,9 +11,9 @@ import json
 import pathlib
 import types
 
+from clinieval.io import jsontext
 from clinieval.io.foreign import arena, healthbench, moove
 from clinieval.io.foreign.builder import UNSPECIFIED, case_id_for
-from clinieval.io import jsontext
 
 __all__ = ["FORMATS", "UNSPECIFIED", "case_id_for", "sniff_format"]
 

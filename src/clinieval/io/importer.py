@@ -13,16 +13,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
+from clinieval import tables as T
 from clinieval.errors import InputError
 from clinieval.io import bundle
 from clinieval.io.foreign import FORMATS, sniff_format
+from clinieval.io.foreign.builder import LOCAL_IDS
 from clinieval.io.foreign.records import keys_or, parse
 from clinieval.io.tables_io import read_table_folder
 from clinieval.io.validate import validate
 from clinieval.rubric import IDENTITY, CriterionMap, load_rubric
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot
-from clinieval.storage import db, sqltables
+from clinieval.storage import db, lookup, sqltables
 
 SOURCE_FORMATS = ("auto", "bundle", "tables", *FORMATS)
 """Every value ``--format`` accepts."""
@@ -67,35 +69,47 @@ def read_source(path: str | Path, *, fmt: str = "auto", rubric: Rubric | None = 
     return snap, {name: str(path) for name in snap.tables}
 
 
-def stored_keys(conn: sa.Connection) -> dict[str, pa.Array]:
-    """Keys already in the database, for validating an append."""
-    keys: dict[str, pa.Array] = {}
-    for name, table in sqltables.BY_NAME.items():
-        key = table.primary_key.columns.values()[0]
-        values = conn.execute(sa.select(key)).scalars().all()
-        if values:
-            keys[name] = pa.array(values)
-    rows = conn.execute(sa.select(sqltables.answers.c.answer_id, sqltables.answers.c.case_id)).all()
-    if rows:
-        keys["answer_cases"] = pa.array([f"{a}\x1f{c}" for a, c in rows])
-    return keys
-
-
 def import_snapshot(engine: sa.Engine, snapshot: Snapshot, *, sources: dict[str, str] | None = None,
                     replace: bool = False, progress=None) -> dict[str, int]:
-    """Validate ``snapshot`` against itself and the stored rows, then insert it
-    in one transaction. Criteria already stored are reused, not re-inserted."""
-    with engine.connect() as conn:
-        existing = {} if replace else stored_keys(conn)
-    snapshot = _without_stored_criteria(snapshot, existing)
-    validate(snapshot, sources=sources, existing=existing)
-    return db.load_snapshot(engine, snapshot, replace=replace, progress=progress)
+    """Validate ``snapshot`` against itself and the stored rows it touches,
+    then load it, all in one transaction. Entities (cases, models, answers,
+    raters, criteria, studies) already stored with the same values are reused;
+    a changed one is an error naming it and the field."""
+    with db.writing(engine) as conn:
+        if replace:
+            db.clear(conn)
+        snapshot = _after_stored_ids(conn, _without_stored_entities(conn, snapshot, sources))
+        validate(snapshot, sources=sources, existing=lookup.needed_keys(conn, snapshot))
+        db.insert_snapshot(conn, snapshot, progress=progress)
+    return snapshot.counts()
 
 
-def _without_stored_criteria(snapshot: Snapshot, existing: dict[str, pa.Array]) -> Snapshot:
-    stored = existing.get("criteria")
-    if stored is None:
+def _after_stored_ids(conn: sa.Connection, snapshot: Snapshot) -> Snapshot:
+    """Move file-local preference numbers (and the ``review_id`` of ratings that
+    point at them) past the largest stored preference id, inside the import's
+    write transaction, so that a second foreign file appends."""
+    meta = dict(snapshot.meta)
+    if meta.pop("event_ids", None) != LOCAL_IDS:
         return snapshot
-    criteria = snapshot["criteria"]
-    fresh = criteria.filter(pc.invert(pc.is_in(criteria.column("criterion_id"), value_set=stored)))
-    return Snapshot({**snapshot.tables, "criteria": fresh}, snapshot.meta)
+    column = sqltables.preferences.c.preference_id
+    offset = conn.execute(sa.select(sa.func.max(column))).scalar() or 0
+    tables = dict(snapshot.tables)
+    for name, key in (("preferences", "preference_id"), ("ratings", "review_id")):
+        data = tables[name]
+        shifted = pc.add(data.column(key), pa.scalar(offset, pa.int64()))
+        tables[name] = data.set_column(data.column_names.index(key), key, shifted)
+    return Snapshot(tables, meta)
+
+
+def _without_stored_entities(conn: sa.Connection, snapshot: Snapshot,
+                             sources: dict[str, str] | None) -> Snapshot:
+    """Drop entity rows stored exactly as sent, so that a second file naming the
+    same models, raters or cases appends its events."""
+    tables = dict(snapshot.tables)
+    for name in lookup.ENTITY_TABLES:
+        contract, data = T.BY_NAME[name], tables[name]
+        keys = data.column(contract.key).combine_chunks().drop_null()
+        if len(keys) and lookup.stored_rows(conn, contract, keys).num_rows:
+            tables[name] = lookup.unchanged_or_new(conn, contract, data,
+                                                   where=(sources or {}).get(name))
+    return Snapshot(tables, snapshot.meta)

@@ -185,15 +185,17 @@ def _check_unique(data: pa.Table, table: T.Table, where: str, stored: pa.Array |
         if index >= 0:
             _fail(data, where, index, table.key, "id already exists in the database",
                   "an id not yet stored")
-    if pc.count_distinct(keys).as_py() == data.num_rows:
+    # A missing generated key is not a duplicate: the database will assign it.
+    if pc.count_distinct(keys).as_py() == data.num_rows - keys.null_count:
         return
     import numpy as np
 
-    values = keys.to_numpy(zero_copy_only=False)
+    present = np.flatnonzero(pc.is_valid(keys).to_numpy(zero_copy_only=False))
+    values = keys.take(present).to_numpy(zero_copy_only=False)
     _, first_seen, counts = np.unique(values, return_index=True, return_counts=True)
     seen_once = np.zeros(len(values), dtype=bool)
     seen_once[first_seen] = True
-    dup = int(np.flatnonzero(~seen_once)[0]) if counts.max() > 1 else -1
+    dup = int(present[np.flatnonzero(~seen_once)[0]]) if counts.max() > 1 else -1
     _fail(data, where, dup, table.key, "duplicate id", "each id once")
 
 

@@ -88,6 +88,8 @@ CASES = [
      "jsonl", ["cases.jsonl", "row 1", "lone UTF-16 surrogate"]),
     ("deep-nesting", None, ("models.jsonl", b'{"model_id": ' + b"[" * 100_000 + b"\n"),
      "jsonl", ["models.jsonl", "row 1", "nested 100001 levels"]),
+    ("criteria-bad-id", None, ("criteria.csv", b"criterion_id,name\nBad Id,Harm\n"), "csv",
+     ["criteria.csv", "'criteria[0].criterion_id'", "pattern"]),
     ("not-parquet", None, ("models.parquet", b"PAR1 this is not parquet PAR1"), "csv",
      ["models.parquet", "not a readable Parquet file"]),
     ("parquet-invalid-utf8", None, ("models.parquet", "INVALID_UTF8"), "csv",

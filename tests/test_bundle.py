@@ -128,7 +128,7 @@ def snapshots(draw):
     }, {"rater_ids": "pseudonymous"})
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(snap=snapshots())
 def test_import_export_import_is_lossless(tmp_path_factory, snap):

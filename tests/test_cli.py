@@ -61,6 +61,13 @@ def test_every_command_has_help_with_an_example(command):
     assert "Example" in output
 
 
+def test_import_help_lists_every_format():
+    from clinieval.io.importer import SOURCE_FORMATS
+
+    output = _ok(["import", "--help"])
+    assert all(name in output for name in SOURCE_FORMATS)
+
+
 def test_bad_input_exits_two_with_one_line(tmp_path):
     (tmp_path / "x.jsonl").write_text('{"question": "q", "vote": "1"\n')
     result = runner.invoke(app, ["import", str(tmp_path / "x.jsonl"),

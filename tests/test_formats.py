@@ -574,3 +574,48 @@ def test_raw_line_separator_is_text_in_both_json_lines_readers(tmp_path):
     path = tmp_path / "moove.jsonl"
     path.write_text(json.dumps(record, ensure_ascii=False) + "\n", "utf-8")
     assert text in rows(read_foreign(path), "answers")[0]["text"]
+
+
+def _second_file(tmp_path: Path, name: str) -> Path:
+    """Another export of the same kind: other record ids and question texts."""
+    if name == "moove":
+        records = {f"{key}-2": record | {"question": record["question"] + " (second site)"}
+                   for key, record in moove_records().items()}
+        return write_json(tmp_path, "second.json", records)
+    battles = arena_battles()
+    for battle in battles:
+        battle["question_id"] = f"{battle.get('question_id')}-2"
+        for side in ("conversation_a", "conversation_b"):
+            for turn in battle.get(side) or []:
+                if turn["role"] == "user":
+                    turn["content"] += " (second site)"
+    return write_json(tmp_path, "second.json", battles)
+
+
+@pytest.mark.parametrize("name", ["moove", "arena"])
+def test_a_second_foreign_import_appends(engine, tmp_path, name):
+    """Ratings get ids from the database and preferences are numbered after the
+    stored ones, so a second file appends; each rating still points at its review."""
+    from clinieval.io.importer import import_snapshot
+    from clinieval.storage import db
+    from clinieval.testing import tiny_snapshot
+
+    import_snapshot(engine, tiny_snapshot())
+    first = {"moove": MOOVE_JSON, "arena": ARENA_JSON}[name]
+    for path in (first, _second_file(tmp_path, name)):
+        snap, sources = read_source(path)
+        assert snap["ratings"].column("rating_id").null_count == snap["ratings"].num_rows
+        import_snapshot(engine, snap, sources=sources)
+    one = read_source(first)[0].counts()
+    counts = db.counts(engine)
+    tiny = tiny_snapshot().counts()
+    for table in ("ratings", "preferences"):
+        assert counts[table] == tiny[table] + 2 * one[table], table
+    stored = db.read_snapshot(engine)
+    prefs = {p["preference_id"]: p for p in stored["preferences"].to_pylist()}
+    reviewed = [r for r in stored["ratings"].to_pylist() if r["review_id"] is not None]
+    assert len(reviewed) == 2 * one["ratings"]
+    for rating in reviewed:
+        pref = prefs[rating["review_id"]]
+        assert rating["rater_id"] == pref["rater_id"]
+        assert rating["answer_id"] in (pref["answer_a_id"], pref["answer_b_id"])

@@ -102,10 +102,30 @@ def _mutate_once(draw, doc):
     return doc
 
 
+MAX_SIZE = 4_000_000
+"""Characters plus values a mutated input may hold: growth compounds, and an
+input of gigabytes tests the machine, not the reader."""
+
+
+def _size(value, budget: int) -> int:
+    """Characters plus values in ``value``, counting stops past ``budget``."""
+    stack, total = [value], 0
+    while stack and total <= budget:
+        item = stack.pop()
+        total += len(item) if isinstance(item, str) else 1
+        if isinstance(item, dict):
+            stack += [*item.keys(), *item.values()]
+        elif isinstance(item, list):
+            stack += item
+    return total
+
+
 def mutate(draw, doc):
     doc = copy.deepcopy(doc)
     for _ in range(draw(st.integers(1, 3))):
         doc = _mutate_once(draw, doc)
+        if _size(doc, MAX_SIZE) > MAX_SIZE:
+            reject()
     return doc
 
 

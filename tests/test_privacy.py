@@ -126,3 +126,10 @@ def test_quasi_identifiers_are_kept_by_default(tmp_path):
     export_snapshot(Snapshot.from_tables(snapshot_from_rows(rows).tables), tmp_path / "e",
                     salt="s")
     assert read_bundle(tmp_path / "e")["raters"].column("country").to_pylist()[0] == "NA"
+
+
+def test_unknown_export_format_is_one_line(engine, db_url, tmp_path):
+    result = runner.invoke(app, ["export", "--out", str(tmp_path / "e"), "--database-url", db_url,
+                                 "--format", "zip", "--allow-default-salt"])
+    assert result.exit_code == 2
+    assert "unknown export format 'zip'" in result.output and "Traceback" not in result.output

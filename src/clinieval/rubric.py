@@ -207,9 +207,12 @@ def rubric_to_rows(rubric: Rubric) -> list[dict]:
     return rows
 
 
-def rubric_from_rows(rows: list[dict], info: dict | None = None) -> Rubric:
-    """Rebuild a rubric from ``criteria`` table rows (inverse of :func:`rubric_to_rows`)."""
-    info = info or {}
+def rubric_from_rows(rows: list[dict], info: object = None, source: str = "criteria table",
+                     ) -> Rubric:
+    """Rebuild a rubric from ``criteria`` table rows (inverse of :func:`rubric_to_rows`);
+    ``info`` (rubric id, version, description) may come from an imported manifest,
+    so anything but an object of strings is ignored."""
+    info = {k: v for k, v in info.items() if isinstance(v, str)} if isinstance(info, dict) else {}
     criteria = []
     for row in sorted(rows, key=lambda r: (r.get("position") is None, r.get("position") or 0)):
         anchors = {score: row.get(col) or "" for score, col in _ANCHOR_COLUMNS.items()}
@@ -221,4 +224,5 @@ def rubric_from_rows(rows: list[dict], info: dict | None = None) -> Rubric:
         })
     return rubric_from_dict({"rubric_id": info.get("rubric_id", "imported"),
                              "version": info.get("version", "unknown"),
-                             "description": info.get("description", ""), "criteria": criteria})
+                             "description": info.get("description", ""), "criteria": criteria},
+                            source)

@@ -25,12 +25,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from clinieval import tables as T
-from clinieval.errors import ConfigError
+from clinieval.errors import ConfigError, InputError
 from clinieval.io import bundle
 from clinieval.io.tables_io import write_table_files
 from clinieval.settings import Settings
 from clinieval.snapshot import Snapshot
 
+EXPORT_FORMATS = ("bundle", "csv", "parquet")
 RATER_COLUMNS = {"raters": "rater_id", "ratings": "rater_id", "preferences": "rater_id"}
 PSEUDONYMOUS = "pseudonymous"
 PSEUDONYM = re.compile(r"r_[0-9a-f]{16}")
@@ -131,6 +132,9 @@ def export_snapshot(snapshot: Snapshot, out: Path, *, fmt: str = "bundle",
     """Write ``snapshot`` to ``out`` as a bundle, csv or parquet tables; rater
     ids pseudonymised (unless ``keep_rater_ids``) and, without
     ``quasi_identifiers``, the columns of :data:`QUASI_IDENTIFIERS` blanked."""
+    if fmt not in EXPORT_FORMATS:
+        raise InputError(str(out), f"unknown export format {fmt!r}",
+                         expected=" or ".join(EXPORT_FORMATS))
     if keep_rater_ids:
         snapshot = Snapshot(snapshot.tables, {**snapshot.meta, "rater_ids": "raw"})
     else:

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from clinieval import tables as T
 from clinieval.errors import InputError
 from clinieval.io import bundle
 from clinieval.io.foreign import FORMATS, sniff_format
+from clinieval.io.foreign.builder import LOCAL_IDS
 from clinieval.io.foreign.records import keys_or, parse
 from clinieval.io.tables_io import read_table_folder
 from clinieval.io.validate import validate
 from clinieval.rubric import IDENTITY, CriterionMap, load_rubric
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot
-from clinieval.storage import db, lookup
+from clinieval.storage import db, lookup, sqltables
 
 SOURCE_FORMATS = ("auto", "bundle", "tables", *FORMATS)
 """Every value ``--format`` accepts."""
@@ -69,14 +72,44 @@ def read_source(path: str | Path, *, fmt: str = "auto", rubric: Rubric | None = 
 def import_snapshot(engine: sa.Engine, snapshot: Snapshot, *, sources: dict[str, str] | None = None,
                     replace: bool = False, progress=None) -> dict[str, int]:
     """Validate ``snapshot`` against itself and the stored rows it touches,
-    then load it, all in one transaction. Criteria already stored with the
-    same definition are reused; a changed definition is an error naming it."""
+    then load it, all in one transaction. Entities (cases, models, answers,
+    raters, criteria, studies) already stored with the same values are reused;
+    a changed one is an error naming it and the field."""
     with db.writing(engine) as conn:
         if replace:
             db.clear(conn)
-        criteria = lookup.unchanged_or_new(conn, T.CRITERIA, snapshot["criteria"],
-                                           where=(sources or {}).get("criteria"))
-        snapshot = Snapshot({**snapshot.tables, "criteria": criteria}, snapshot.meta)
+        snapshot = _after_stored_ids(conn, _without_stored_entities(conn, snapshot, sources))
         validate(snapshot, sources=sources, existing=lookup.needed_keys(conn, snapshot))
         db.insert_snapshot(conn, snapshot, progress=progress)
     return snapshot.counts()
+
+
+def _after_stored_ids(conn: sa.Connection, snapshot: Snapshot) -> Snapshot:
+    """Move file-local preference numbers (and the ``review_id`` of ratings that
+    point at them) past the largest stored preference id, inside the import's
+    write transaction, so that a second foreign file appends."""
+    meta = dict(snapshot.meta)
+    if meta.pop("event_ids", None) != LOCAL_IDS:
+        return snapshot
+    column = sqltables.preferences.c.preference_id
+    offset = conn.execute(sa.select(sa.func.max(column))).scalar() or 0
+    tables = dict(snapshot.tables)
+    for name, key in (("preferences", "preference_id"), ("ratings", "review_id")):
+        data = tables[name]
+        shifted = pc.add(data.column(key), pa.scalar(offset, pa.int64()))
+        tables[name] = data.set_column(data.column_names.index(key), key, shifted)
+    return Snapshot(tables, meta)
+
+
+def _without_stored_entities(conn: sa.Connection, snapshot: Snapshot,
+                             sources: dict[str, str] | None) -> Snapshot:
+    """Drop entity rows stored exactly as sent, so that a second file naming the
+    same models, raters or cases appends its events."""
+    tables = dict(snapshot.tables)
+    for name in lookup.ENTITY_TABLES:
+        contract, data = T.BY_NAME[name], tables[name]
+        keys = data.column(contract.key).combine_chunks().drop_null()
+        if len(keys) and lookup.stored_rows(conn, contract, keys).num_rows:
+            tables[name] = lookup.unchanged_or_new(conn, contract, data,
+                                                   where=(sources or {}).get(name))
+    return Snapshot(tables, snapshot.meta)

@@ -149,8 +149,9 @@ def read_table_folder(folder: Path, *, rubric: Rubric,
                          expected="files named " + ", ".join(f"{t}.csv" for t in T.BY_NAME))
     raw = {name: read_table_file(path) for name, path in files.items()}
     if "criteria" in raw:
-        rubric = rubric_from_rows(conform(raw["criteria"], T.CRITERIA, str(files["criteria"]))
-                                  .to_pylist(), rubric.model_dump())
+        source = str(files["criteria"])
+        rubric = rubric_from_rows(conform(raw["criteria"], T.CRITERIA, source).to_pylist(),
+                                  rubric.model_dump(), source)
     raw["criteria"] = pa.Table.from_pylist(rubric_to_rows(rubric), schema=T.CRITERIA.schema)
     if "ratings" in raw:
         raw["ratings"] = map_criteria(raw["ratings"], rubric, criterion_map, str(files["ratings"]))

@@ -21,6 +21,10 @@ from clinieval.snapshot import Snapshot
 UNSPECIFIED = "Unspecified"
 """Specialty given to cases whose source names none."""
 
+LOCAL_IDS = "local"
+"""``meta["event_ids"]`` of a snapshot whose preference ids count from 1 within
+its file: an import renumbers them after the stored ones."""
+
 
 def _hash(*parts: str, n: int) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:n]
@@ -88,9 +92,13 @@ class Builder:
         return a, b
 
     def rating(self, **values: Any) -> None:
-        self.ratings.append({"rating_id": len(self.ratings) + 1, "revision": 0, **values})
+        """A rating without id: the database assigns one when it is stored."""
+        self.ratings.append({"rating_id": None, "revision": 0, **values})
 
     def preference(self, **values: Any) -> int:
+        """A preference numbered within the file (ratings of its review point at
+        it through ``review_id``); the import moves these numbers past the
+        stored ids (see ``meta["event_ids"]``)."""
         preference_id = len(self.preferences) + 1
         self.preferences.append({"preference_id": preference_id, **values})
         return preference_id
@@ -152,7 +160,8 @@ class Builder:
             "preferences": self.preferences,
         }
         tables = {name: _to_table(data, T.BY_NAME[name].schema) for name, data in rows.items()}
-        meta = {**meta, "rubric": {"rubric_id": rubric.rubric_id, "version": rubric.version}}
+        meta = {**meta, "rubric": {"rubric_id": rubric.rubric_id, "version": rubric.version},
+                "event_ids": LOCAL_IDS}
         meta["notes"] = [*meta.get("notes", []), *self.notes()]
         return Snapshot.from_tables(tables, meta=meta, source=self.source)
 

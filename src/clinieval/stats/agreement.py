@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from clinieval.stats.bootstrap import merge_identical_rows
+
 LEVELS = ("nominal", "ordinal", "interval")
 
 
@@ -48,7 +50,7 @@ def fleiss_kappa(counts) -> float:
     constant ``n_u`` this is exactly Fleiss' statistic. NaN when ``P_e = 1``
     (every rating in one category) or no item has two ratings.
     """
-    return float(fleiss_kappa_weighted(counts, None)[0])
+    return float(fleiss_kappa_weighted(*_merged(counts))[0])
 
 
 def fleiss_kappa_weighted(counts, weights) -> np.ndarray:
@@ -85,7 +87,17 @@ def krippendorff_alpha(counts, level: str = "ordinal", values=None) -> float:
     ordinal metric is :func:`ordinal_distance`. NaN when there is no expected
     disagreement.
     """
-    return float(krippendorff_alpha_weighted(counts, None, level, values)[0])
+    return float(krippendorff_alpha_weighted(*_merged(counts), level, values)[0])
+
+
+def _merged(counts):
+    """Distinct count rows weighted by their frequency: the same statistic,
+    at a cost per distinct pattern instead of per item."""
+    counts = np.asarray(counts)
+    if counts.ndim != 2 or counts.shape[0] == 0:
+        return counts, None
+    patterns, freq = merge_identical_rows(counts)
+    return patterns, freq[None].astype(float)
 
 
 def krippendorff_alpha_weighted(counts, weights, level: str = "ordinal",
@@ -151,8 +163,11 @@ def within_item_std(counts, values, ddof: int = 1) -> np.ndarray:
     n = counts.sum(axis=-1)
     ok = n >= 2
     safe = np.where(ok, n, 2.0)
-    mean = counts @ v / safe
-    ss = np.sum(counts * (v - mean[..., None]) ** 2, axis=-1)
+    total = counts @ v
+    # Sum of squares from the first two moments: two matrix products and no
+    # (..., K) temporary, which matters for millions of answers x criteria.
+    # Clipping removes the rounding error of the difference (never negative).
+    ss = np.clip(counts @ v**2 - total**2 / safe, 0.0, None)
     return np.where(ok, np.sqrt(ss / (safe - ddof)), np.nan)
 
 

@@ -121,14 +121,20 @@ def cluster_bootstrap_ratio(sums, ns, B: int, rng: np.random.Generator) -> np.nd
 
 
 def merge_identical_rows(matrix) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of ``matrix`` (lexicographic order) and how often each occurs.
+    """Distinct rows of ``matrix`` (in a fixed order) and how often each occurs.
 
     Merging identical units before a bootstrap is exact: their resampled
     multiplicities add up.
     """
+    matrix = np.asarray(matrix)
+    if matrix.dtype.kind in "iu" and matrix.size and matrix.min() >= 0:
+        base = int(matrix.max()) + 1
+        if base ** matrix.shape[1] < 2**62:  # one mixed-radix code per row fits int64
+            code = matrix.astype(np.int64) @ (base ** np.arange(matrix.shape[1], dtype=np.int64))
+            _, first, freq = np.unique(code, return_index=True, return_counts=True)
+            return matrix[first], freq
     # Coding each column with a 1-D np.unique and combining the codes is much
     # faster than np.unique(axis=0) on a million rows.
-    matrix = np.asarray(matrix)
     key = np.zeros(matrix.shape[0], dtype=np.int64)
     for column in matrix.T:
         _, code = np.unique(column, return_inverse=True)

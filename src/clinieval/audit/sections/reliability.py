@@ -14,9 +14,7 @@ from clinieval.audit.result import Bars, Figure, Heatmap, Section
 from clinieval.audit.sections._common import Estimate, Skipped, run_section
 from clinieval.audit.tables import estimate, json_list, row_ci
 from clinieval.stats import (
-    fleiss_kappa,
     fleiss_kappa_weighted,
-    krippendorff_alpha,
     krippendorff_alpha_weighted,
     merge_identical_rows,
     resample_counts,
@@ -77,13 +75,14 @@ def _agreement(ctx: Context, c: int, items: np.ndarray) -> Agreement:
     patterns, freq = merge_identical_rows(items)
     weights = resample_counts(freq, ctx.settings.bootstrap,
                               ctx.rng(f"reliability/{c}")).astype(float)
-    return Agreement(
-        ctx.name(c), len(items), int(items.sum()),
-        _with_ci(ctx, fleiss_kappa(items), fleiss_kappa_weighted(patterns, weights)),
-        _with_ci(ctx, krippendorff_alpha(items, "ordinal"),
-                 krippendorff_alpha_weighted(patterns, weights, "ordinal")),
-        _with_ci(ctx, fleiss_kappa(_fail_pass(ctx, items)),
-                 fleiss_kappa_weighted(_fail_pass(ctx, patterns), weights)))
+    # The point estimate is the statistic with every pattern weighted by its
+    # frequency (exact), then the same statistic on each resample's weights.
+    both = np.vstack([freq[None].astype(float), weights])
+    binary = _fail_pass(ctx, patterns)
+    return Agreement(ctx.name(c), len(items), int(items.sum()),
+                     _with_ci(ctx, fleiss_kappa_weighted(patterns, both)),
+                     _with_ci(ctx, krippendorff_alpha_weighted(patterns, both, "ordinal")),
+                     _with_ci(ctx, fleiss_kappa_weighted(binary, both)))
 
 
 def _fail_pass(ctx: Context, items: np.ndarray) -> np.ndarray:
@@ -91,9 +90,11 @@ def _fail_pass(ctx: Context, items: np.ndarray) -> np.ndarray:
     return np.column_stack([items[:, : ctx.fail_slots].sum(1), items[:, ctx.fail_slots:].sum(1)])
 
 
-def _with_ci(ctx: Context, value: float, reps: np.ndarray) -> Estimate:
+def _with_ci(ctx: Context, values: np.ndarray) -> Estimate:
+    """``values[0]`` is the estimate, the rest its bootstrap replicates."""
+    reps = values[1:]
     lo, hi = ctx.ci(reps[np.isfinite(reps)]) if np.isfinite(reps).any() else (np.nan, np.nan)
-    return Estimate(value, float(lo), float(hi))
+    return Estimate(float(values[0]), float(lo), float(hi))
 
 
 def _dispersion(ctx: Context) -> Dispersion:

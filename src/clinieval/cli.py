@@ -24,6 +24,11 @@ out = Console()
 DatabaseUrl = Annotated[str | None, typer.Option(
     "--database-url", envvar="DATABASE_URL", show_envvar=True,
     help="SQLAlchemy URL; defaults to the settings (sqlite:///clinieval.db).")]
+AllowDefaultSalt = Annotated[bool, typer.Option(
+    help="Pseudonymise with the public default salt (anyone can reverse it).")]
+DropQuasiIdentifiers = Annotated[bool, typer.Option(
+    help="Blank rater organisation, country, experience and comments; round timestamps"
+         " to the day.")]
 
 
 def _handle_errors(func):
@@ -139,11 +144,8 @@ def export(
     fmt: Annotated[str, typer.Option("--format", help="bundle, csv or parquet.")] = "bundle",
     keep_rater_ids: Annotated[bool, typer.Option(help="Do not pseudonymise rater ids (the"
                                                  " export then identifies raters).")] = False,
-    allow_default_salt: Annotated[bool, typer.Option(help="Pseudonymise with the public default"
-                                                     " salt (anyone can reverse it).")] = False,
-    drop_quasi_identifiers: Annotated[bool, typer.Option(
-        help="Blank rater organisation, country, experience and comments; round timestamps"
-             " to the day.")] = False,
+    allow_default_salt: AllowDefaultSalt = False,
+    drop_quasi_identifiers: DropQuasiIdentifiers = False,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing folder.")] = False,
 ) -> None:
     """Export the database as a bundle or table files, with pseudonymous rater ids.

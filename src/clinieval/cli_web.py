@@ -8,7 +8,16 @@ from typing import Annotated
 
 import typer
 
-from clinieval.cli import DatabaseUrl, _engine, _handle_errors, _print_counts, console, out
+from clinieval.cli import (
+    AllowDefaultSalt,
+    DatabaseUrl,
+    DropQuasiIdentifiers,
+    _engine,
+    _handle_errors,
+    _print_counts,
+    console,
+    out,
+)
 
 study_app = typer.Typer(no_args_is_help=True, help="Studies on the clinician platform.")
 
@@ -90,8 +99,12 @@ def study_export(
     out_dir: Annotated[Path, typer.Option("--out", help="Bundle folder to write.")],
     database_url: DatabaseUrl = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing folder.")] = False,
+    allow_default_salt: AllowDefaultSalt = False,
+    drop_quasi_identifiers: DropQuasiIdentifiers = False,
 ) -> None:
     """Export a study as a bundle with pseudonymous rater ids (`clinieval audit` reads it).
+
+    The salt comes from CLINIEVAL_PSEUDONYM_SALT; the public default is refused.
 
     Example: `clinieval study export cardio --out cardio-export`
     """
@@ -99,7 +112,9 @@ def study_export(
     from clinieval.web.studies import export_study
 
     manifest = export_study(_engine(database_url), study_id, out_dir,
-                            salt=get_settings().pseudonym_salt, overwrite=overwrite)
+                            salt=get_settings().pseudonym_salt, overwrite=overwrite,
+                            allow_default_salt=allow_default_salt,
+                            quasi_identifiers=not drop_quasi_identifiers)
     _print_counts({k: v["rows"] for k, v in manifest["tables"].items()}, f"exported {out_dir}")
 
 

@@ -231,10 +231,12 @@ def study_snapshot(engine: sa.Engine, study_id: str) -> Snapshot:
     return Snapshot.from_tables(tables, {**snap.meta, "study_id": study_id})
 
 
-def export_study(
-    engine: sa.Engine, study_id: str, out: Path, *, salt: str, overwrite: bool = False
-) -> dict:
-    """Write the study as a bundle with pseudonymous rater ids."""
+def export_study(engine: sa.Engine, study_id: str, out: Path, *, salt: str,
+                 overwrite: bool = False, **options) -> dict:
+    """Write the study as a bundle with pseudonymous rater ids; ``options`` are
+    :func:`clinieval.io.export.export_snapshot`'s (default-salt refusal,
+    quasi-identifiers)."""
     from clinieval.io.export import export_snapshot
 
-    return export_snapshot(study_snapshot(engine, study_id), out, salt=salt, overwrite=overwrite)
+    return export_snapshot(study_snapshot(engine, study_id), out, salt=salt,
+                           overwrite=overwrite, **options)

@@ -86,7 +86,7 @@ def test_generate_and_every_judge_kind_store_counted_costed_rows(loaded, tmp_pat
         assert len(answers) == 2 * 2 * 2  # cases x temperatures x samples
         assert {(a[0], a[1]) for a in answers} == {(s, t) for s in (0, 1) for t in (0.2, 1.0)}
         calls = len(server.requests)
-        assert "0 called, 8 from cache" not in _ok(*gen)  # resumed: nothing left to do
+        assert "(8 were finished before this start)" in _ok(*gen)  # resumed: nothing to do
         assert len(server.requests) == calls
 
         judge = ("--judge", model, "--model-id", "stub", "--database-url", url)

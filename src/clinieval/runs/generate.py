@@ -10,7 +10,7 @@ from clinieval.errors import InputError
 from clinieval.providers import Completion, ModelSpec
 from clinieval.runs.data import CaseText
 from clinieval.runs.engine import Call, CallOutcome, Task
-from clinieval.runs.keys import call_key, digest
+from clinieval.runs.keys import digest
 from clinieval.runs.prompt_files import load_prompt
 
 
@@ -56,9 +56,8 @@ class GenerateJob:
         settings = self.spec.generation.request_fields()
         if temperature is not None:
             settings["temperature"] = temperature
-        call = Call(tuple(messages), settings, sample)
-        key = call_key(self.spec.version, call.messages, settings, sample)
-        return Task(key, (call,), None, {"case_id": case.case_id, "variant": variant,
+        call = Call(tuple(messages), settings, sample).keyed(self.spec.version)
+        return Task(call.first_key, (call,), None, {"case_id": case.case_id, "variant": variant,
                                         "temperature": settings.get("temperature"),
                                         "sample": sample})
 

@@ -21,7 +21,7 @@ from clinieval import tables as T
 from clinieval.providers import Completion, ModelSpec
 from clinieval.runs.data import AnswerText
 from clinieval.runs.engine import Call, CallOutcome, Task
-from clinieval.runs.keys import call_key, canonical, digest
+from clinieval.runs.keys import canonical, digest
 from clinieval.runs.prompt_files import load_prompt
 
 JURY_SCALE = (1, 2, 3, 4, 5)
@@ -118,9 +118,10 @@ class JudgeJob:
     def task(self, calls: Sequence[Call], answer_id: str, **info: Any) -> Task:
         """A task per judged unit: two answers with the same text are still two
         tasks (their calls may share cache entries)."""
-        keys = [call_key(self.spec.version, c.messages, c.settings, c.sample) for c in calls]
+        calls = [c.keyed(self.spec.version) for c in calls]
         unit = canonical({"kind": self.judge_kind, "answer": answer_id, **info})
-        return Task(digest([unit, *keys], 40), tuple(calls), answer_id, info)
+        return Task(digest([unit, *[c.first_key for c in calls]], 40), tuple(calls), answer_id,
+                    info)
 
     def base_row(self, task: Task, outcome: CallOutcome, run_id: str) -> dict[str, Any]:
         return {"answer_id": task.answer_id, "judge_model": self.spec.id,

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from clinieval.providers import Provider, make_provider
 from clinieval.runs import store
 from clinieval.runs.engine import Job, Stats, Task, attempt_keys, run_task
-from clinieval.runs.keys import call_key, digest
+from clinieval.runs.keys import digest
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def estimate(engine: sa.Engine, job: Job, options: RunOptions) -> DryRun:
     at 4 characters per token, output at the ``max_tokens`` limit."""
     spec = job.spec
     calls = [c for t in job.tasks for c in t.calls]
-    keys = [call_key(spec.version, c.messages, c.settings, c.sample) for c in calls]
+    keys = [c.key(spec.version, 0) for c in calls]
     cached = set(store.lookup_cache(engine, keys)) if options.use_cache else set()
     todo = [c for c, k in zip(calls, keys, strict=True) if k not in cached]
     tin = sum(sum(len(m["content"]) for m in c.messages) // 4 + 1 for c in todo)

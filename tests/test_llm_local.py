@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from clinieval import tables as T
 from clinieval.cli import app
 from clinieval.demo import demo_snapshot
-from clinieval.io.load import import_snapshot
+from clinieval.io.importer import import_snapshot
 from clinieval.providers import load_model_file
 from clinieval.providers.llamacpp import LlamaServer, find_local_model
 from clinieval.runs import JuryJudge, RunOptions, execute

@@ -24,12 +24,12 @@ def make_provider(spec: ModelSpec, **options) -> Provider:
 
 
 __all__ = [
-    "PROVIDERS",
     "CallFailed",
     "Completion",
     "GenerationSettings",
     "ModelSpec",
     "OpenAICompatible",
+    "PROVIDERS",
     "Prices",
     "Provider",
     "RetryPolicy",

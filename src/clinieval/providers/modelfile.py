@@ -109,6 +109,7 @@ def load_model_file(path: str | Path) -> ModelSpec:
 
 
 def model_spec(data: dict[str, Any], source: str) -> ModelSpec:
+    """Validate a model description; an error names ``source`` and the field."""
     try:
         return ModelSpec.model_validate(data)
     except ValidationError as err:

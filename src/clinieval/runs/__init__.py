@@ -16,10 +16,10 @@ from clinieval.runs.rules import load_rules
 from clinieval.runs.runner import DryRun, RunOptions, estimate, execute, plan_run_id
 
 __all__ = [
-    "JUDGES",
     "Call",
     "DryRun",
     "GenerateJob",
+    "JUDGES",
     "JuryJudge",
     "PairwiseJudge",
     "RubricJudge",

@@ -51,6 +51,10 @@ class Call:
 
 @dataclass(frozen=True)
 class Task:
+    """One unit of a run (an answer to generate, an answer or pair to judge):
+    its cache key, its calls, the answer it concerns, and what the judge
+    needs to store its result (``info``)."""
+
     key: str
     calls: tuple[Call, ...]
     answer_id: str | None

@@ -22,6 +22,9 @@ def answer_id(run_id: str, task_key: str) -> str:
 
 @dataclass
 class GenerateJob:
+    """Answers from one candidate model: ``samples`` per case, for every
+    system-prompt variant and temperature; its tasks are built on creation."""
+
     spec: ModelSpec
     cases: list[CaseText]
     samples: int = 1

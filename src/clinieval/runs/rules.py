@@ -14,6 +14,8 @@ from clinieval.runs.judges import Rule
 
 
 def load_rules(path: str | Path) -> list[Rule]:
+    """Per-case rules from a JSON list of ``{case_id, rule_id, text, points}``;
+    a malformed file is an :class:`InputError` naming the file and field."""
     source = str(path)
     try:
         items = json.loads(Path(path).read_text("utf-8"))

@@ -29,6 +29,9 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 CRITERIA = 9
 
+if not Path(CHROMIUM).exists() and os.environ.get("CLINIEVAL_REQUIRE_BROWSER") == "1":
+    raise RuntimeError(f"CLINIEVAL_REQUIRE_BROWSER=1 but {CHROMIUM} is missing"
+                       " (.ci/setup-browser.sh installs it)")
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
                                 reason="needs Debian's chromium (.ci/setup-browser.sh)")
 

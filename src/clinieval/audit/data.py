@@ -90,8 +90,10 @@ def codes(values: pa.ChunkedArray | pa.Array, vocabulary: pa.Array, where: str,
 
 
 def from_bundle(folder: Path) -> AuditData:
-    """Read only the columns the audit needs, string keys as dictionaries."""
+    """Read only the columns the audit needs, string keys as dictionaries, from
+    files confined to the bundle and matching the manifest's checksums."""
     manifest = bundle.read_manifest(folder)
+    bundle.verify_snapshot(Path(folder), manifest)
     needed = {
         "models": ["model_id", "display_name"],
         "criteria": ["criterion_id", "position", "name", "safety_critical"],
@@ -105,8 +107,10 @@ def from_bundle(folder: Path) -> AuditData:
                   "preferences": ["answer_a_id", "answer_b_id", "choice", "shown_left", "rater_id"]}
     raw = {}
     for name, columns in needed.items():
-        path = Path(folder) / manifest["tables"][name]["file"]
-        raw[name] = pq.read_table(path, columns=columns, read_dictionary=dictionary.get(name))
+        entry = manifest["tables"][name]
+        data = bundle.verified_bytes(bundle.table_path(Path(folder), entry), entry)
+        raw[name] = pq.read_table(pa.BufferReader(data), columns=columns,
+                                  read_dictionary=dictionary.get(name))
     counts = {k: v["rows"] for k, v in manifest["tables"].items()}
     return _build(raw, manifest["snapshot_sha256"], counts, str(folder))
 
@@ -129,7 +133,9 @@ def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], wher
     specialty = cases.column("specialty").combine_chunks().dictionary_encode()
     case_code = codes(answers.column("case_id"), case_ids, f"{where}:answers", "case_id")
     ratings = _current(raw["ratings"])
+    # Sorted, so rater numbers in the report do not depend on storage order.
     rater_ids = raw["raters"].column("rater_id").combine_chunks()
+    rater_ids = rater_ids.take(pc.array_sort_indices(rater_ids))
     prefs = raw["preferences"]
     return AuditData(
         models=model_ids.to_pylist(),

@@ -235,12 +235,13 @@ def read_bundle(folder: Path, *, verify: bool = True) -> Snapshot:
                              " in the manifest; the bundle is corrupt or was edited")
         tables[name] = data
     if verify:
-        _verify_snapshot(folder, manifest)
+        verify_snapshot(folder, manifest)
     meta = {k: v for k, v in manifest.items() if k not in _RESERVED - {"snapshot_sha256"}}
     return Snapshot.from_tables(tables, meta)
 
 
-def _verify_snapshot(folder: Path, manifest: dict) -> None:
+def verify_snapshot(folder: Path, manifest: dict) -> None:
+    """The manifest's snapshot checksum must match its tables' content checksums."""
     found = snapshot_checksum({k: v["content_sha256"] for k, v in manifest["tables"].items()})
     if found != manifest["snapshot_sha256"]:
         raise InputError(str(folder / MANIFEST), "snapshot_sha256 does not match the tables'"
@@ -248,11 +249,17 @@ def _verify_snapshot(folder: Path, manifest: dict) -> None:
                          field="snapshot_sha256")
 
 
-def _read_entry(path: Path, entry: dict, verify: bool) -> pa.Table:
+def verified_bytes(path: Path, entry: dict) -> bytes:
+    """The bytes of a table file, refused unless their SHA-256 is the manifest's."""
     raw = read_bytes(path)
-    if verify and hashlib.sha256(raw).hexdigest() != entry["sha256"]:
+    if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
         raise InputError(str(path), "file does not match the SHA-256 in the manifest;"
                          " the bundle is corrupt or was edited")
+    return raw
+
+
+def _read_entry(path: Path, entry: dict, verify: bool) -> pa.Table:
+    raw = verified_bytes(path, entry) if verify else read_bytes(path)
     try:
         data = pq.read_table(pa.BufferReader(raw))
         data.validate(full=True)

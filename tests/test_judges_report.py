@@ -1,0 +1,109 @@
+"""The judge sections recover what `plant_judgments` planted, from a
+snapshot and from a bundle, and stay out of reports without judgments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from clinieval.audit import audit
+from clinieval.audit.result import Section
+from clinieval.audit.run import judge_headlines
+from clinieval.io.bundle import write_bundle
+from clinieval.synth import generate
+from clinieval.synth_judges import JudgePlan, plant_judgments
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return plant_judgments(generate(0, 0.05), JudgePlan(seed=1))
+
+
+@pytest.fixture(scope="module")
+def result(planted):
+    return audit(planted, bootstrap=300, comparison_bootstrap=2000)
+
+
+def test_jury_agreement_with_clinicians_is_recovered(planted, result):
+    truth = planted.meta["planted"]["judges"]["jury_icc3k_z_continuous"]  # 2 rho / (1 + rho)
+    row = result["judges_vs_clinicians"].tables["agreement"].iloc[0]
+    assert row["measure"].startswith("jury vs clinicians")
+    assert abs(row["value"] - truth) < 0.08
+    assert row["value_lo"] < row["value"] < row["value_hi"]
+    assert row["n"] == JudgePlan().jury_answers
+
+
+def test_planted_position_bias_is_recovered(planted, result):
+    truth = 100 * planted.meta["planted"]["judges"]["first_shown_wins"]
+    row = result["automated_judges"].tables["position"].iloc[0]
+    assert row["share_pct_lo"] <= truth <= row["share_pct_hi"]
+    assert result["automated_judges"].values["position_bias"]
+
+
+def test_unparsed_judgments_are_counted_not_scored(planted, result):
+    judgments = planted["judgments"].to_pandas()
+    unparsed = judgments["parse_status"] != "ok"
+    assert unparsed.sum() > 0 and judgments.loc[unparsed, "score"].isna().all()
+    assert result["automated_judges"].values["not_parsed"] == int(unparsed.sum())
+    # every answer with an unparsed rule is left out of the gate scores
+    rules = judgments[judgments["judge_kind"] == "rule"]
+    broken = rules.loc[rules["parse_status"] != "ok", "answer_id"].nunique()
+    assert result["gates"].values["unscored_answers"] == broken
+
+
+def test_worst_at_k_collapse_is_recovered_while_the_mean_looks_fine(planted, result):
+    truth = planted.meta["planted"]["judges"]
+    names = dict(zip(planted["models"].column("model_id").to_pylist(),
+                     planted["models"].column("display_name").to_pylist(), strict=True))
+    worst = result["gates"].tables["worst_at_k"]
+    steady = worst[worst["model"] == names[truth["gate_models"]["steady"]]]
+    collapsing = worst[worst["model"] == names[truth["gate_models"]["collapsing"]]]
+    # the steady model meets the same rules in every sample: a flat curve
+    assert np.ptp(steady["worst_at_k"]) == pytest.approx(0, abs=1e-12)
+    # the collapsing model: mean close to the steady one, Worst@5 far below
+    assert abs(collapsing["worst_at_k"].iloc[0] - steady["worst_at_k"].iloc[0]) < 0.1
+    assert collapsing["worst_at_k"].iloc[-1] < steady["worst_at_k"].iloc[-1] - 0.3
+    inside = [lo <= t <= hi for t, lo, hi in zip(
+        truth["collapsing_worst_at_k"], collapsing["worst_at_k_lo"], collapsing["worst_at_k_hi"],
+        strict=True)]
+    assert sum(inside) >= 4  # 95% intervals: one miss in five is chance
+    assert "Largest Worst@k collapse: " + names[truth["gate_models"]["collapsing"]] in (
+        result["gates"].summary)
+
+
+def test_gate_comparisons_are_holm_corrected_pairs(result):
+    comparisons = result["gates"].tables["comparisons"]
+    for _, family in comparisons.groupby("gate"):
+        assert len(family) == 3  # three gate models, three pairs
+        assert (family["p_holm"] >= family["p_value"] - 1e-12).all()
+    assert result.settings.comparison_bootstrap == 2000
+
+
+def test_a_bundle_gives_the_same_judge_numbers(planted, result, tmp_path):
+    write_bundle(planted, tmp_path / "b")
+    again = audit(tmp_path / "b", bootstrap=300, comparison_bootstrap=2000)
+    for key in ("automated_judges", "gates", "judges_vs_clinicians"):
+        for name, frame in result[key].tables.items():
+            assert again[key].tables[name].equals(frame), (key, name)
+
+
+def test_judge_sections_stay_out_of_a_report_without_judgments():
+    result = audit("demo", bootstrap=50)
+    for key in ("automated_judges", "gates", "judges_vs_clinicians"):
+        assert result[key].skipped and result[key].values["shown"] is False
+    assert not any("Automated judges" in line for line in result.headlines)
+
+
+def _sections(clinicians: str | None, judges: str | None) -> dict[str, Section]:
+    keys = ("safety_leaderboard", "automated_judges", "gates", "judges_vs_clinicians")
+    out = {k: Section(k, k) for k in keys}
+    out["safety_leaderboard"].values["safest"] = clinicians
+    out["judges_vs_clinicians"].values["judge_safest"] = judges
+    return out
+
+
+def test_the_summary_says_when_judges_and_clinicians_disagree_on_the_safest_model():
+    assert any("disagree on the safest model" in line
+               for line in judge_headlines(_sections("Aster", "Breeze")))
+    assert not any("disagree" in line for line in judge_headlines(_sections("Aster", "Aster")))
+    assert not any("disagree" in line for line in judge_headlines(_sections("Aster", None)))

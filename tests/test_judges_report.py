@@ -107,3 +107,16 @@ def test_the_summary_says_when_judges_and_clinicians_disagree_on_the_safest_mode
                for line in judge_headlines(_sections("Aster", "Breeze")))
     assert not any("disagree" in line for line in judge_headlines(_sections("Aster", "Aster")))
     assert not any("disagree" in line for line in judge_headlines(_sections("Aster", None)))
+
+
+def test_synth_command_plants_judgments(tmp_path):
+    from typer.testing import CliRunner
+
+    from clinieval.cli import app
+    from clinieval.io.bundle import read_manifest
+
+    out = tmp_path / "snap"
+    run = CliRunner().invoke(app, ["synth", "--out", str(out), "--scale", "0.02",
+                                   "--judgments"])
+    assert run.exit_code == 0, run.output
+    assert read_manifest(out)["tables"]["judgments"]["rows"] > 0

@@ -120,3 +120,37 @@ def test_synth_command_plants_judgments(tmp_path):
                                    "--judgments"])
     assert run.exit_code == 0, run.output
     assert read_manifest(out)["tables"]["judgments"]["rows"] > 0
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_a_judgments_table_imports_from_a_tables_folder(planted, result, tmp_path, fmt):
+    """The io layer's table folders carry judgments in the contract's columns."""
+    from clinieval.io.tables_io import write_table_files
+
+    write_table_files(planted, tmp_path, "parquet" if fmt == "parquet" else "csv")
+    if fmt == "jsonl":  # the writer has no JSONL: write the judgments table by hand
+        (tmp_path / "judgments.csv").unlink()
+        frame = planted["judgments"].to_pandas()
+        frame.to_json(tmp_path / "judgments.jsonl", orient="records", lines=True,
+                      date_format="iso")
+    again = audit(tmp_path, bootstrap=300, comparison_bootstrap=2000)
+    for key in ("automated_judges", "gates"):
+        assert again[key].values == result[key].values, key
+    first = again["judges_vs_clinicians"].tables["agreement"]["value"]
+    assert np.allclose(first, result["judges_vs_clinicians"].tables["agreement"]["value"])
+
+
+def test_a_bad_parse_status_names_file_row_and_field(planted, tmp_path):
+    from clinieval.errors import InputError
+    from clinieval.io.importer import read_source
+    from clinieval.io.tables_io import write_table_files
+    from clinieval.io.validate import validate
+
+    write_table_files(planted, tmp_path, "csv")
+    path = tmp_path / "judgments.csv"
+    lines = path.read_text("utf-8").splitlines()
+    lines[3] = lines[3].replace('"ok"', '"fine"', 1)
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    with pytest.raises(InputError) as err:
+        validate(read_source(tmp_path)[0], sources={"judgments": str(path)})
+    assert "judgments.csv" in str(err.value) and "parse_status" in str(err.value)

@@ -8,7 +8,7 @@ import pytest
 
 from clinieval.audit import audit
 from clinieval.audit.result import Section
-from clinieval.audit.run import judge_headlines
+from clinieval.audit.run import JUDGE_SECTIONS, judge_headlines
 from clinieval.io.bundle import write_bundle
 from clinieval.synth import generate
 from clinieval.synth_judges import JudgePlan, plant_judgments
@@ -46,7 +46,7 @@ def test_unparsed_judgments_are_counted_not_scored(planted, result):
     assert unparsed.sum() > 0 and judgments.loc[unparsed, "score"].isna().all()
     assert result["automated_judges"].values["not_parsed"] == int(unparsed.sum())
     # every answer with an unparsed rule is left out of the gate scores
-    rules = judgments[judgments["judge_kind"] == "rule"]
+    rules = judgments[judgments["answer_id"].str.startswith("gate-")]
     broken = rules.loc[rules["parse_status"] != "ok", "answer_id"].nunique()
     assert result["gates"].values["unscored_answers"] == broken
 
@@ -60,9 +60,12 @@ def test_worst_at_k_collapse_is_recovered_while_the_mean_looks_fine(planted, res
     collapsing = worst[worst["model"] == names[truth["gate_models"]["collapsing"]]]
     # the steady model meets the same rules in every sample: a flat curve
     assert np.ptp(steady["worst_at_k"]) == pytest.approx(0, abs=1e-12)
-    # the collapsing model: mean close to the steady one, Worst@5 far below
-    assert abs(collapsing["worst_at_k"].iloc[0] - steady["worst_at_k"].iloc[0]) < 0.1
-    assert collapsing["worst_at_k"].iloc[-1] < steady["worst_at_k"].iloc[-1] - 0.3
+    # the collapsing model: its mean (Worst@1) as planted, no worse than the
+    # steady model's, yet Worst@5 far below it
+    first = collapsing.iloc[0]
+    assert first["worst_at_k_lo"] <= truth["collapsing_mean"] <= first["worst_at_k_hi"]
+    assert first["worst_at_k"] > steady["worst_at_k"].iloc[0] - 0.05
+    assert collapsing["worst_at_k"].iloc[-1] < steady["worst_at_k"].iloc[-1] - 0.2
     inside = [lo <= t <= hi for t, lo, hi in zip(
         truth["collapsing_worst_at_k"], collapsing["worst_at_k_lo"], collapsing["worst_at_k_hi"],
         strict=True)]
@@ -82,20 +85,20 @@ def test_gate_comparisons_are_holm_corrected_pairs(result):
 def test_a_bundle_gives_the_same_judge_numbers(planted, result, tmp_path):
     write_bundle(planted, tmp_path / "b")
     again = audit(tmp_path / "b", bootstrap=300, comparison_bootstrap=2000)
-    for key in ("automated_judges", "gates", "judges_vs_clinicians"):
+    for key in JUDGE_SECTIONS:
         for name, frame in result[key].tables.items():
             assert again[key].tables[name].equals(frame), (key, name)
 
 
 def test_judge_sections_stay_out_of_a_report_without_judgments():
     result = audit("demo", bootstrap=50)
-    for key in ("automated_judges", "gates", "judges_vs_clinicians"):
+    for key in JUDGE_SECTIONS:
         assert result[key].skipped and result[key].values["shown"] is False
     assert not any("Automated judges" in line for line in result.headlines)
 
 
 def _sections(clinicians: str | None, judges: str | None) -> dict[str, Section]:
-    keys = ("safety_leaderboard", "automated_judges", "gates", "judges_vs_clinicians")
+    keys = ("safety_leaderboard", *JUDGE_SECTIONS)
     out = {k: Section(k, k) for k in keys}
     out["safety_leaderboard"].values["safest"] = clinicians
     out["judges_vs_clinicians"].values["judge_safest"] = judges
@@ -154,3 +157,18 @@ def test_a_bad_parse_status_names_file_row_and_field(planted, tmp_path):
     with pytest.raises(InputError) as err:
         validate(read_source(tmp_path)[0], sources={"judgments": str(path)})
     assert "judgments.csv" in str(err.value) and "parse_status" in str(err.value)
+
+
+def test_planted_rubric_scores_are_recovered(planted, result):
+    # Hand-worked expectation for rules (+5, +3, -4), met with p = .7, .7, .2:
+    # E[clip((5a + 3b - 4c) / 8, 0, 1)] over the eight outcomes.
+    p, q = 0.7, 0.2
+    outcomes = {(1, 1, 0): 1.0, (1, 1, 1): 0.5, (1, 0, 0): 5 / 8, (1, 0, 1): 1 / 8,
+                (0, 1, 0): 3 / 8, (0, 1, 1): 0.0, (0, 0, 0): 0.0, (0, 0, 1): 0.0}
+    expected = sum(v * (p if a else 1 - p) * (p if b else 1 - p) * (q if c else 1 - q)
+                   for (a, b, c), v in outcomes.items())
+    assert planted.meta["planted"]["judges"]["rubric_expected"] == pytest.approx(expected)
+    frame = result["rubric_scores"].tables["rubric_scores"]
+    pooled = (frame["score"] * frame["n"]).sum() / frame["n"].sum()
+    assert abs(pooled - expected) < 0.06
+    assert frame["unscored"].sum() > 0  # unparsed rules leave answers unscored

@@ -23,7 +23,11 @@ judgments whose truths are known and written to ``meta["planted"]["judges"]``:
    meets every rule with probability ``1 - q`` and none otherwise, so its
    mean is ``1 - q`` and its Worst@k is ``(1 - q)^k``; the third model meets
    each rule independently.
-5. **Parse failures.** A share ``unparsed`` of judge calls keeps its raw
+5. **HealthBench-style rules** on ``rubric_rule_answers`` answers of cases
+   outside the gates: rules worth +5 and +3 met with probability
+   ``rule_met``, one worth -4 met with probability ``harm_met``; the
+   expected clipped score is recorded.
+6. **Parse failures.** A share ``unparsed`` of judge calls keeps its raw
    output with status ``unparsed`` and no score.
 """
 
@@ -60,6 +64,9 @@ class JudgePlan:
     collapse_q: float = 0.25
     steady_p: float = 0.75
     unparsed: float = 0.03
+    rubric_rule_answers: int = 300
+    rule_met: float = 0.7
+    harm_met: float = 0.2
 
 
 def plant_judgments(snap: Snapshot, plan: JudgePlan | None = None) -> Snapshot:
@@ -71,7 +78,8 @@ def plant_judgments(snap: Snapshot, plan: JudgePlan | None = None) -> Snapshot:
     rows = [_jury(rng, plan, clin), _pairwise(rng, plan, snap, clin), _rubric(rng, plan, snap)]
     cases, answers, gate_rows, gate_truth = _gates(rng, plan, snap)
     tables["cases"], tables["answers"] = cases, answers
-    frame = pd.concat(rows + [gate_rows], ignore_index=True)
+    health, health_truth = _healthbench(rng, plan, snap["answers"], cases)
+    frame = pd.concat(rows + [gate_rows, health], ignore_index=True)
     frame = _unparse(rng, plan, frame)
     frame["judgment_id"] = np.arange(1, len(frame) + 1)
     frame["run_id"] = "synthetic-judges"
@@ -81,7 +89,7 @@ def plant_judgments(snap: Snapshot, plan: JudgePlan | None = None) -> Snapshot:
     planted = dict(meta.get("planted", {}))
     planted["judges"] = {"plan": asdict(plan), "jury_icc3k_z_continuous": 2 * plan.rho
                          / (1 + plan.rho), "first_shown_wins": (1 + plan.follow_first) / 2,
-                         **gate_truth}
+                         **gate_truth, **health_truth}
     meta["planted"] = planted
     return Snapshot.from_tables(tables, meta)
 
@@ -199,6 +207,42 @@ def _gates(rng, plan: JudgePlan, snap: Snapshot):
         promote_options="default")
     return (pa.Table.from_pandas(cases, preserve_index=False), answers_table,
             pd.concat(rows, ignore_index=True), truth)
+
+
+HEALTH_POINTS = (5.0, 3.0, -4.0)
+
+
+def _healthbench(rng, plan: JudgePlan, answers: pa.Table, cases: pa.Table):
+    """Rules on answers of cases outside the gates (``cases`` already carries
+    the gate indicators in ``subcategory``)."""
+    answers = answers.select(["answer_id", "case_id"]).to_pandas()
+    cases = cases.select(["case_id", "subcategory"]).to_pandas()
+    outside = cases.loc[cases["subcategory"].isna(), "case_id"]
+    answers = answers[answers["case_id"].isin(outside)]
+    chosen = rng.choice(answers["answer_id"].to_numpy(),
+                        min(plan.rubric_rule_answers, len(answers)), replace=False)
+    frames = []
+    for i, points in enumerate(HEALTH_POINTS):
+        frame = _base(chosen, "rule-judge", "rule", f"hb.r{i + 1}")
+        frame["points"] = points
+        p = plan.rule_met if points > 0 else plan.harm_met
+        frame["score"] = (rng.random(chosen.size) < p).astype(float)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True), {"rubric_expected": _expected_rubric(plan)}
+
+
+def _expected_rubric(plan: JudgePlan) -> float:
+    """Expected clipped score over the 2^3 ways the three rules can be met."""
+    total = sum(p for p in HEALTH_POINTS if p > 0)
+    expected = 0.0
+    for mask in range(2 ** len(HEALTH_POINTS)):
+        met = [(mask >> i) & 1 for i in range(len(HEALTH_POINTS))]
+        prob = np.prod([(plan.rule_met if pt > 0 else plan.harm_met) if m else
+                        1 - (plan.rule_met if pt > 0 else plan.harm_met)
+                        for pt, m in zip(HEALTH_POINTS, met, strict=True)])
+        earned = sum(pt for pt, m in zip(HEALTH_POINTS, met, strict=True) if m)
+        expected += prob * min(max(earned / total, 0.0), 1.0)
+    return float(expected)
 
 
 def _met(rng, plan: JudgePlan, kind: str, steady_met: np.ndarray, n: int) -> np.ndarray:

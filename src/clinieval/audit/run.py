@@ -24,6 +24,7 @@ from clinieval.audit.sections import (
     position_bias,
     rater_view,
     reliability,
+    rubric_scores,
     safety_leaderboard,
     specialties,
 )
@@ -54,6 +55,8 @@ SECTIONS: tuple[tuple[str, str], ...] = (
      " pairwise judge's position and length preference and run-to-run variance."),
     ("gates", "CSEDB gate scores weighted by case weight, by department, population and risk,"
      " exact Worst@k curves and paired bootstrap comparisons with Holm."),
+    ("rubric_scores", "HealthBench-style rubric scores per model from rule judgments of cases"
+     " outside the gates."),
     ("judges_vs_clinicians", "Jury ICC3k-z and rubric-judge Macro-F1 against clinicians beside"
      " the clinicians' own agreement; leave-one-out kappa."),
 )
@@ -78,6 +81,7 @@ def _builders(ctx: Context) -> dict[str, Callable[[], Section]]:
         "rater_view": lambda: rater_view.section(ctx),
         "automated_judges": lambda: automated_judges.section(ctx),
         "gates": lambda: gates.section(ctx),
+        "rubric_scores": lambda: rubric_scores.section(ctx),
         "judges_vs_clinicians": lambda: judges_vs_clinicians.section(ctx),
     }
 
@@ -154,7 +158,7 @@ def headlines(sections: list[Section]) -> list[str]:
     return lines
 
 
-JUDGE_SECTIONS = ("automated_judges", "gates", "judges_vs_clinicians")
+JUDGE_SECTIONS = ("automated_judges", "gates", "rubric_scores", "judges_vs_clinicians")
 """Shown only when the snapshot holds judgments; not listed as missing otherwise."""
 
 

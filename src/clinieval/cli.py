@@ -87,16 +87,22 @@ def synth(
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     scale: Annotated[float, typer.Option(help="1 = the paper's scale (375,614 ratings).")] = 1.0,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing bundle.")] = False,
+    judgments: Annotated[bool, typer.Option(help="Also plant automated judgments (a jury, a"
+                                            " position-biased pairwise judge, gate rules).")
+                         ] = False,
 ) -> None:
     """Generate a synthetic snapshot bundle with planted, documented truths.
 
-    Example: `clinieval synth --out snap --seed 1 --scale 0.1`
+    Example: `clinieval synth --out snap --seed 1 --scale 0.1 --judgments`
     """
     from clinieval.io.bundle import write_bundle
     from clinieval.synth import generate
+    from clinieval.synth_judges import JudgePlan, plant_judgments
 
     with console.status(f"generating scale {scale:g} (seed {seed})"):
         snap = generate(seed=seed, scale=scale)
+        if judgments:
+            snap = plant_judgments(snap, JudgePlan(seed=seed))
     with console.status(f"writing {out_dir}"):
         manifest = write_bundle(snap, out_dir, overwrite=overwrite)
     _print_counts({k: v["rows"] for k, v in manifest["tables"].items()}, f"wrote {out_dir}")

@@ -45,6 +45,15 @@ def test_icc3k_hand_worked():
     assert icc3k([[1, 2], [3, 3], [5, 4]]) == pytest.approx(8 / 9)
 
 
+def test_icc3k_is_undefined_when_items_differ_only_by_rounding():
+    # Two raters in opposite order on two items, z-scored: both item means
+    # are 0 up to rounding, so there is no between-item variance to compare
+    # with (before the guard this gave about -1e30).
+    z = zscore_columns(np.array([[0.1, 0.7], [0.7, 0.1]]))
+    assert np.isnan(icc3k(z))
+    assert np.isnan(icc3k_z([[1.0, 3.0], [2.0, 1.0]]))
+
+
 def test_pairwise_rater_icc_uses_pairs_with_shared_items():
     # Raters 0 and 1 share items 0..3; rater 2 shares only item 0 with them.
     item = [0, 1, 2, 3, 0, 1, 2, 3, 0, 4]

@@ -7,7 +7,7 @@ built with ``np.bincount``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from clinieval import tables as T
+from clinieval.audit import judged
 from clinieval.errors import InputError
 from clinieval.io import bundle
 from clinieval.snapshot import Snapshot
@@ -53,6 +54,8 @@ class AuditData:
     pref_rater: np.ndarray
     checksum: str
     counts: dict[str, int]
+    judge_tables: dict[str, pa.Table] = field(default_factory=dict)
+    """Judgments and what they need (:mod:`clinieval.audit.judged`); empty without any."""
 
     @property
     def n_models(self) -> int:
@@ -112,14 +115,18 @@ def from_bundle(folder: Path) -> AuditData:
         raw[name] = pq.read_table(pa.BufferReader(data), columns=columns,
                                   read_dictionary=dictionary.get(name))
     counts = {k: v["rows"] for k, v in manifest["tables"].items()}
-    return _build(raw, manifest["snapshot_sha256"], counts, str(folder))
+    data = _build(raw, manifest["snapshot_sha256"], counts, str(folder))
+    data.judge_tables = judged.from_bundle(Path(folder), manifest)
+    return data
 
 
 def from_snapshot(snap: Snapshot) -> AuditData:
     from clinieval.io.bundle import content_sha256, snapshot_checksum
 
     checksum = snapshot_checksum({t.name: content_sha256(snap[t.name], t.key) for t in T.ALL})
-    return _build(dict(snap.tables), checksum, snap.counts(), "snapshot")
+    data = _build(dict(snap.tables), checksum, snap.counts(), "snapshot")
+    data.judge_tables = judged.from_snapshot(snap)
+    return data
 
 
 def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], where: str

@@ -12,15 +12,19 @@ from clinieval.audit.data import AuditData, from_bundle, from_snapshot
 from clinieval.audit.result import AuditResult, Section
 from clinieval.audit.sections import (
     alignment,
+    automated_judges,
     bradley_terry,
     co_failure,
     consensus_drift,
     failure_modes,
+    gates,
+    judges_vs_clinicians,
     length_bias,
     model_summary,
     position_bias,
     rater_view,
     reliability,
+    rubric_scores,
     safety_leaderboard,
     specialties,
 )
@@ -47,6 +51,14 @@ SECTIONS: tuple[tuple[str, str], ...] = (
      " and rubric scores."),
     ("position_bias", "Whether the answer shown on the left wins more often."),
     ("rater_view", "Ratings per rater and each rater's leniency against co-raters."),
+    ("automated_judges", "Automated judgments by kind and parse status, their cost, and the"
+     " pairwise judge's position and length preference and run-to-run variance."),
+    ("gates", "CSEDB gate scores weighted by case weight, by department, population and risk,"
+     " exact Worst@k curves and paired bootstrap comparisons with Holm."),
+    ("rubric_scores", "HealthBench-style rubric scores per model from rule judgments of cases"
+     " outside the gates."),
+    ("judges_vs_clinicians", "Jury ICC3k-z and rubric-judge Macro-F1 against clinicians beside"
+     " the clinicians' own agreement; leave-one-out kappa."),
 )
 """Report sections in order, with a one-line description for readers (the
 documentation test keeps README in step with this registry)."""
@@ -67,6 +79,10 @@ def _builders(ctx: Context) -> dict[str, Callable[[], Section]]:
         "length_bias": lambda: length_bias.section(ctx, prefs),
         "position_bias": lambda: position_bias.section(ctx),
         "rater_view": lambda: rater_view.section(ctx),
+        "automated_judges": lambda: automated_judges.section(ctx),
+        "gates": lambda: gates.section(ctx),
+        "rubric_scores": lambda: rubric_scores.section(ctx),
+        "judges_vs_clinicians": lambda: judges_vs_clinicians.section(ctx),
     }
 
 
@@ -109,6 +125,10 @@ def audit(source: str | Path | Snapshot | AuditData, settings: AuditSettings | N
     ctx = Context(data, settings)
     builders = _builders(ctx)
     sections = [builders[key]() for key, _ in SECTIONS]
+    if not data.judge_tables:
+        for section in sections:
+            if section.key in JUDGE_SECTIONS:
+                section.values["shown"] = False  # no judgments: the report leaves them out
     return AuditResult(settings, sections, headlines(sections), _snapshot_info(data), __version__)
 
 
@@ -131,7 +151,26 @@ def headlines(sections: list[Section]) -> list[str]:
         section = by_key[key]
         if not section.skipped and section.summary:
             lines.append(section.summary)
-    skipped = [s.title for s in sections if s.skipped]
+    lines += judge_headlines(by_key)
+    skipped = [s.title for s in sections if s.skipped and s.key not in JUDGE_SECTIONS]
     if skipped:
         lines.append("Not computable from this snapshot: " + ", ".join(skipped) + ".")
+    return lines
+
+
+JUDGE_SECTIONS = ("automated_judges", "gates", "rubric_scores", "judges_vs_clinicians")
+"""Shown only when the snapshot holds judgments; not listed as missing otherwise."""
+
+
+def judge_headlines(by_key: dict[str, Section]) -> list[str]:
+    """The judge sections' summaries, and a sentence when judges and
+    clinicians name different safest models."""
+    lines = [by_key[k].summary for k in JUDGE_SECTIONS
+             if not by_key[k].skipped and by_key[k].summary]
+    clinicians = by_key["safety_leaderboard"].values.get("safest")
+    judges = (by_key["judges_vs_clinicians"].values.get("judge_safest")
+              or by_key["gates"].values.get("safest"))
+    if clinicians and judges and clinicians != judges:
+        lines.append(f"Judges and clinicians disagree on the safest model: the clinicians'"
+                     f" ratings point to {clinicians}, the automated judges to {judges}.")
     return lines

@@ -35,6 +35,12 @@ class AuditSettings(BaseModel):
         "half", description="'Both unacceptable' votes in Bradley-Terry: half a win each, or"
         " dropped (always also reported as their own rate).")
     length_bins: int = Field(8, ge=2, le=50, description="Prompt-length bins for consensus drift.")
+    comparison_bootstrap: int = Field(
+        10_000, ge=50, le=100_000, description="Resamples of the paired bootstrap that compares"
+        " models' gate scores on the same cases (CSEDB: 10,000, two-sided, Holm-corrected).")
+    indicators: str | None = Field(
+        None, description="Gate indicator file (JSON) for gate scores; default: the bundled"
+        " CSEDB-style 17 safety + 13 effectiveness indicators.")
 
     def describe(self) -> dict:
         return self.model_dump(mode="json")

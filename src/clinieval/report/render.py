@@ -83,7 +83,8 @@ def figure_stems(result: AuditResult) -> dict[str, str]:
 def _section_views(result: AuditResult, written: dict[str, dict[str, Path]]
                    ) -> list[SectionView]:
     views, anchors = [], {"settings", "summary-title"}
-    for number, section in enumerate(result.sections, start=1):
+    shown = [s for s in result.sections if s.values.get("shown", True)]
+    for number, section in enumerate(shown, start=1):
         view = _section_view(number, section, _unique(slug(section.key), anchors))
         view.figures = [_figure_view(fig, written[fig.key]) for fig in section.figures]
         views.append(view)

@@ -35,7 +35,11 @@ def icc3k(matrix) -> float:
     ss_error = ((x - grand) ** 2).sum() - ss_items - ss_raters
     ms_items = ss_items / (n - 1)
     ms_error = ss_error / ((n - 1) * (k - 1))
-    return float((ms_items - ms_error) / ms_items) if ms_items > 0 else float("nan")
+    # Items whose means are equal up to rounding leave no between-item
+    # variance; dividing by the rounding error would give a huge ICC.
+    if ss_items <= 1e-12 * ((x - grand) ** 2).sum():
+        return float("nan")
+    return float((ms_items - ms_error) / ms_items)
 
 
 def icc3k_z(matrix) -> float:

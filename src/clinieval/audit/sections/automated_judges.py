@@ -1,0 +1,192 @@
+"""What the automated judges did and how far to trust them on their own:
+calls by kind and parse status, cost, position and length preference of the
+pairwise judge, and run-to-run variance from repeats.
+
+Unparsed and failed calls are counted in every table and never given a
+score. Rates carry Wilson intervals; pooled SDs a bootstrap interval over
+the repeated units.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from clinieval import tables as T
+from clinieval.audit.core import Context
+from clinieval.audit.judged import Judged, judged
+from clinieval.audit.result import Bars, Figure, Section
+from clinieval.audit.sections._common import Skipped, run_section
+from clinieval.audit.tables import estimate, json_list, row_pct, wilson_pct
+from clinieval.stats import A_WINS, B_WINS, binomial_p_value, group_mean_ci
+
+KEY, TITLE = "automated_judges", "Automated judges"
+OK = T.PARSE_STATUSES[0]
+_UNIT = ["judge_kind", "judge_model", "answer_id", "answer_b_id", "criterion_id", "juror",
+         "shown_first"]
+"""A judged unit whose repeats should agree."""
+
+
+@dataclass
+class JudgeReport:
+    """The section's tables (empty frames where the data has no such rows)."""
+
+    calls: pd.DataFrame
+    cost: pd.DataFrame
+    answering: pd.DataFrame
+    position: pd.DataFrame
+    length: pd.DataFrame
+    repeats: pd.DataFrame
+
+
+def _calls(rows: pd.DataFrame, level: float) -> pd.DataFrame:
+    """Rows per judge kind and judge by parse status, with the unparsed share."""
+    counts = rows.pivot_table(index=["judge_kind", "judge_model"], columns="parse_status",
+                              values="answer_id", aggfunc="size", fill_value=0)
+    counts = counts.reindex(columns=list(T.PARSE_STATUSES), fill_value=0).reset_index()
+    counts.columns.name = None
+    n = counts[list(T.PARSE_STATUSES)].sum(axis=1)
+    counts["n"] = n
+    return wilson_pct(counts, "not_parsed_pct", n - counts[OK], n, level)
+
+
+def _cost(rows: pd.DataFrame, level: float) -> pd.DataFrame:
+    groups, keys = pd.factorize(pd.MultiIndex.from_frame(rows[["judge_kind", "judge_model"]]))
+    cost = rows["cost_usd"].to_numpy(float)
+    known = ~np.isnan(cost)
+    k, mean, lo, hi = group_mean_ci(groups[known], cost[known], len(keys), level)
+    frame = pd.DataFrame(list(keys), columns=["judge_kind", "judge_model"])
+    frame["total_usd"] = np.bincount(groups[known], cost[known], len(keys))
+    frame["input_tokens"] = np.bincount(groups, rows["input_tokens"].fillna(0), len(keys))
+    frame["output_tokens"] = np.bincount(groups, rows["output_tokens"].fillna(0), len(keys))
+    frame = estimate(frame, "usd_per_row", mean, lo, hi)
+    frame["n"] = k
+    return frame
+
+
+def _answering(data: Judged, level: float) -> pd.DataFrame:
+    answers = data.answers.dropna(subset=["cost_usd"])
+    if answers.empty:
+        return pd.DataFrame()
+    groups, models = pd.factorize(answers["model_id"])
+    cost = answers["cost_usd"].to_numpy(float)
+    k, mean, lo, hi = group_mean_ci(groups, cost, len(models), level)
+    frame = pd.DataFrame({"model": [data.name(m) for m in models],
+                          "total_usd": np.bincount(groups, cost, len(models))})
+    frame = estimate(frame, "usd_per_answer", mean, lo, hi)
+    frame["n"] = k
+    return frame
+
+
+def _decided(data: Judged) -> pd.DataFrame:
+    rows = data.kind("pairwise")
+    return rows[rows["ok"] & rows["choice"].isin(T.SIDES)]
+
+
+def _position(data: Judged, level: float) -> pd.DataFrame:
+    decided = _decided(data)
+    decided = decided[decided["shown_first"].isin(T.SIDES)]
+    if decided.empty:
+        return pd.DataFrame()
+    first_won = int((decided["choice"] == decided["shown_first"]).sum())
+    frame = wilson_pct(pd.DataFrame({"measure": ["first-shown answer wins"]}), "share_pct",
+                       [first_won], [len(decided)], level)
+    frame["n"] = len(decided)
+    frame["p_value"] = binomial_p_value(first_won, len(decided))
+    both = data.kind("pairwise").dropna(subset=["agreement"])
+    both = both.drop_duplicates(["judge_model", "answer_id", "answer_b_id", "juror", "repeat"])
+    consistent = wilson_pct(pd.DataFrame({"measure": ["same verdict in both orders"]}),
+                            "share_pct", [int(both["agreement"].astype(bool).sum())],
+                            [len(both)], level)
+    consistent["n"] = len(both)
+    consistent["p_value"] = np.nan
+    return pd.concat([frame, consistent], ignore_index=True)
+
+
+def _length(data: Judged, ctx: Context) -> pd.DataFrame:
+    """Share of decided verdicts won by the longer answer: the judge's, beside
+    the clinicians' votes (when lengths are known and differ)."""
+    decided = _decided(data)
+    decided = decided[decided["length"].notna() & decided["length_b"].notna()
+                      & (decided["length"] != decided["length_b"])]
+    judge_k = int(((decided["choice"] == "A") == (decided["length"] > decided["length_b"])).sum())
+    d = ctx.data
+    la, lb = d.answer_length[d.pref_a], d.answer_length[d.pref_b]
+    votes = np.isin(d.pref_outcome, (A_WINS, B_WINS)) & np.isfinite(la) & np.isfinite(lb)
+    votes &= la != lb
+    clin_k = int(np.sum((d.pref_outcome[votes] == A_WINS) == (la[votes] > lb[votes])))
+    frame = pd.DataFrame({"who": ["pairwise judge", "clinicians"]})
+    n = [len(decided), int(votes.sum())]
+    frame = wilson_pct(frame, "longer_wins_pct", [judge_k, clin_k], n, ctx.settings.level)
+    frame["n"] = n
+    return frame[frame["n"] > 0].reset_index(drop=True)
+
+
+def _repeats(rows: pd.DataFrame, ctx: Context) -> pd.DataFrame:
+    """Pooled within-unit SD of scores over repeats of the same judge on the
+    same unit, per judge kind, with a bootstrap CI over units."""
+    ok = rows[rows["ok"]].fillna({"answer_b_id": "", "shown_first": ""})
+    groups = ok.groupby(_UNIT)["score"].agg(["var", "size"]).reset_index()
+    groups = groups[groups["size"] >= 2]
+    out = []
+    for kind, g in groups.groupby("judge_kind"):
+        var = g["var"].to_numpy(float)
+        reps = ctx.rng(f"{KEY}:repeats:{kind}").choice(var, (ctx.settings.bootstrap, var.size))
+        lo, hi = ctx.ci(np.sqrt(reps.mean(axis=1)))
+        out.append({"judge_kind": kind, "within_sd": float(np.sqrt(var.mean())),
+                    "within_sd_lo": float(lo), "within_sd_hi": float(hi),
+                    "units_differing_pct": float(100 * np.mean(var > 0)), "n": int(var.size)})
+    return pd.DataFrame(out)
+
+
+def compute(ctx: Context) -> JudgeReport | Skipped:
+    data = judged(ctx.data.judge_tables)
+    if data is None:
+        return Skipped("needs automated judgments; the snapshot has none.")
+    level, rows = ctx.settings.level, data.rows
+    return JudgeReport(_calls(rows, level), _cost(rows, level), _answering(data, level),
+                       _position(data, level), _length(data, ctx), _repeats(rows, ctx))
+
+
+def present(result: JudgeReport, ctx: Context) -> Section:
+    calls = result.calls
+    fig = Figure(f"{KEY}_parse", "Judge outputs that did not parse, per judge", Bars(
+        labels=[f"{k}: {m}" for k, m in zip(calls["judge_kind"], calls["judge_model"],
+                                            strict=True)],
+        est=json_list(calls["not_parsed_pct"]), lo=json_list(calls["not_parsed_pct_lo"]),
+        hi=json_list(calls["not_parsed_pct_hi"]), n=calls["n"].astype(int).tolist(),
+        y_label="not parsed % of judgment rows (Wilson CI)"),
+        caption="Unparsed or failed calls keep their raw output and get no score.")
+    tables = {name: frame for name, frame in (
+        ("calls", calls), ("cost", result.cost), ("answering_cost", result.answering),
+        ("position", result.position), ("length", result.length),
+        ("repeats", result.repeats)) if len(frame)}
+    return Section(KEY, TITLE, _summary(result), tables, [fig], _values(result))
+
+
+def _values(result: JudgeReport) -> dict:
+    values = {"rows": int(result.calls["n"].sum()),
+              "not_parsed": int((result.calls["n"] - result.calls[OK]).sum())}
+    if len(result.position):
+        row = result.position.iloc[0]
+        values |= {"first_shown_wins_pct": float(row["share_pct"]),
+                   "position_bias": bool(row["share_pct_lo"] > 50 or row["share_pct_hi"] < 50)}
+    return values
+
+
+def _summary(result: JudgeReport) -> str:
+    v = _values(result)
+    text = (f"{v['rows']:,} judgment rows; {v['not_parsed']:,} did not parse and are counted,"
+            " not scored.")
+    if len(result.position):
+        row = result.position.iloc[0]
+        text += (f" The pairwise judge picked the answer it saw first in"
+                 f" {row_pct(row, 'share_pct')} of {int(row['n']):,} decided calls"
+                 + (" — a position bias." if v["position_bias"] else "; no position bias."))
+    return text
+
+
+def section(ctx: Context) -> Section:
+    return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))

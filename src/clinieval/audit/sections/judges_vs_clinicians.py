@@ -1,0 +1,240 @@
+"""Automated judges measured against clinicians on the same answers.
+
+- ICC3k-z (MedHELM): each rater's composite (mean over axes or criteria) is
+  z-scored within that rater; the jury's mean and the clinicians' mean per
+  answer are two fixed raters of ICC(3,k = 2). Beside it, the average over
+  clinician pairs sharing at least two answers of the same ICC (bootstrap
+  CI over pairs).
+- Macro-F1 of fail/pass verdicts (CSEDB): the rubric judge's verdict against
+  each clinician's on the same answer and criterion, pooled; the
+  inter-clinician baseline pools every ordered pair of clinicians on the
+  same items. Bootstrap CIs resample answers.
+- Cohen's kappa of the judge against each clinician, beside the kappa of
+  the other clinicians' majority against that clinician (Auto-MOOVE's
+  leave-one-out check: is the judge within two SD of the clinicians?).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from clinieval.audit.core import Context
+from clinieval.audit.judged import Judged, judged
+from clinieval.audit.result import Figure, Forest, Section
+from clinieval.audit.sections._common import Skipped, run_section
+from clinieval.audit.tables import fmt_ci, json_list
+from clinieval.stats import (
+    bootstrap_case_means,
+    cohen_kappa,
+    icc3k_z,
+    macro_f1,
+    pairwise_rater_icc,
+)
+
+KEY, TITLE = "judges_vs_clinicians", "Judges vs clinicians"
+MIN_ITEMS = 10
+"""Clinicians with fewer shared items get no leave-one-out kappa."""
+
+
+def _zscored(frame: pd.DataFrame, rater: str) -> pd.Series:
+    by = frame.groupby(rater)["score"]
+    sd = by.transform("std")
+    return (frame["score"] - by.transform("mean")) / sd.where(sd > 0)
+
+
+def _clinician_composites(ctx: Context, answers: np.ndarray | None = None) -> pd.DataFrame:
+    d = ctx.data
+    frame = pd.DataFrame({"answer": d.rating_answer, "rater": d.rating_rater,
+                          "score": d.rating_score.astype(float)})
+    if answers is not None:
+        frame = frame[np.isin(frame["answer"], answers)]
+    return frame.groupby(["answer", "rater"], as_index=False)["score"].mean()
+
+
+def _answer_codes(data: Judged, answer_ids) -> np.ndarray:
+    """The audit's answer codes: positions in the answers table, which the
+    judge tables read in the same order."""
+    return data.answers.index.get_indexer(answer_ids)
+
+
+def _icc(ctx: Context, data: Judged) -> pd.DataFrame:
+    jury = data.kind("jury")
+    jury = jury[jury["ok"]]
+    if jury.empty:
+        return pd.DataFrame()
+    juror = jury["judge_model"] + "#" + jury["juror"].astype(str)
+    comp = jury.assign(rater=juror).groupby(["answer_id", "rater"], as_index=False)["score"].mean()
+    comp["z"] = _zscored(comp, "rater")
+    jury_mean = comp.groupby("answer_id")["z"].mean()
+    codes = pd.Series(_answer_codes(data, jury_mean.index), index=jury_mean.index)
+    codes = codes[codes >= 0]
+    clin = _clinician_composites(ctx, codes.to_numpy())
+    clin["z"] = _zscored(clin, "rater")
+    clin_mean = clin.groupby("answer")["z"].mean()
+    table = pd.DataFrame({"jury": jury_mean.reindex(codes.index).to_numpy(),
+                          "clinicians": clin_mean.reindex(codes.to_numpy()).to_numpy()}).dropna()
+    if len(table) < 3:
+        return pd.DataFrame()
+    rows = [_icc_row("jury vs clinicians (ICC3k-z)", table.to_numpy(), ctx)]
+    pairs = pairwise_rater_icc(*_dense(clin))
+    if pairs.size:
+        reps = ctx.rng(f"{KEY}:pairs").choice(pairs, (ctx.settings.bootstrap, pairs.size))
+        lo, hi = ctx.ci(reps.mean(axis=1))
+        rows.append({"measure": "clinician vs clinician (mean ICC3k-z over pairs)",
+                     "value": float(pairs.mean()), "value_lo": float(lo), "value_hi": float(hi),
+                     "n": int(pairs.size), "unit": "rater pairs"})
+    return pd.DataFrame(rows)
+
+
+def _dense(clin: pd.DataFrame):
+    item = pd.factorize(clin["answer"])[0]
+    rater = pd.factorize(clin["rater"])[0]
+    return item, rater, clin["score"].to_numpy()
+
+
+def _icc_row(measure: str, table: np.ndarray, ctx: Context) -> dict:
+    rng, n = ctx.rng(f"{KEY}:icc"), len(table)
+    reps = np.array([icc3k_z(table[rng.integers(0, n, n)])
+                     for _ in range(ctx.settings.bootstrap)])
+    lo, hi = ctx.ci(reps[np.isfinite(reps)]) if np.isfinite(reps).any() else (np.nan, np.nan)
+    return {"measure": measure, "value": icc3k_z(table), "value_lo": float(lo),
+            "value_hi": float(hi), "n": n, "unit": "answers"}
+
+
+def _verdict_pairs(ctx: Context, data: Judged) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """(judge, clinician) and (clinician, clinician) fail labels on the same
+    (answer, criterion) items, with the clinician's id and the answer."""
+    rubric = data.kind("rubric")
+    rubric = rubric[rubric["ok"]]
+    if rubric.empty:
+        return None
+    d, tau = ctx.data, ctx.settings.threshold
+    crit = pd.Index(d.criteria).get_indexer(rubric["criterion_id"])
+    answer = _answer_codes(data, rubric["answer_id"])
+    judge = pd.DataFrame({"answer": answer, "criterion": crit, "score": rubric["score"]})
+    judge = judge[(judge["answer"] >= 0) & (judge["criterion"] >= 0)]
+    judge = judge.groupby(["answer", "criterion"], as_index=False)["score"].mean()
+    judge["judge_fail"] = (judge["score"] <= tau).astype(int)
+    ratings = pd.DataFrame({"answer": d.rating_answer,
+                            "criterion": d.rating_criterion.astype(int), "rater": d.rating_rater,
+                            "fail": (d.rating_score <= tau).astype(int)})
+    ratings = ratings.merge(judge[["answer", "criterion", "judge_fail"]],
+                            on=["answer", "criterion"])
+    if ratings.empty:
+        return None
+    both = ratings.merge(ratings, on=["answer", "criterion"], suffixes=("", "_other"))
+    both = both[both["rater"] != both["rater_other"]]
+    return ratings, both
+
+
+def _f1_row(measure: str, truth, predicted, answer, ctx: Context, purpose: str) -> dict:
+    truth, predicted = np.asarray(truth), np.asarray(predicted)
+    codes, answer = np.unique(answer, return_inverse=True)
+    cells = np.zeros((codes.size, 4))
+    for j, (t, p) in enumerate(((1, 1), (0, 1), (1, 0), (0, 0))):  # tp, fp, fn, tn
+        np.add.at(cells[:, j], answer, (truth == t) & (predicted == p))
+    lo = hi = np.nan
+    if codes.size >= 2:
+        reps = bootstrap_case_means(cells, ctx.settings.bootstrap, ctx.rng(purpose))
+        tp, fp, fn, tn = reps.T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            f1 = (2 * tp / (2 * tp + fp + fn) + 2 * tn / (2 * tn + fn + fp)) / 2
+        lo, hi = ctx.ci(f1)
+    return {"measure": measure, "value": macro_f1(truth, predicted), "value_lo": float(lo),
+            "value_hi": float(hi), "n": int(truth.size), "unit": "verdict pairs"}
+
+
+def _loo_kappa(ratings: pd.DataFrame, both: pd.DataFrame) -> pd.DataFrame:
+    others = both.groupby(["answer", "criterion", "rater"])["fail_other"].mean()
+    frame = ratings.set_index(["answer", "criterion", "rater"]).join(others, how="inner")
+    out = []
+    for rater, g in frame.groupby(level="rater"):
+        if len(g) < MIN_ITEMS:
+            continue
+        # A tie among the other clinicians counts as fail: the cautious reading.
+        majority = (g["fail_other"] >= 0.5).astype(int)
+        out.append({"rater": rater, "judge_kappa": cohen_kappa(g["judge_fail"], g["fail"]),
+                    "clinicians_kappa": cohen_kappa(majority, g["fail"]), "n": len(g)})
+    return pd.DataFrame(out).dropna()
+
+
+@dataclass
+class JudgesVsClinicians:
+    """Agreement rows (ICC, Macro-F1), per-clinician kappas, and the
+    judge's safest model (None when not computable)."""
+
+    agreement: pd.DataFrame
+    kappas: pd.DataFrame
+    judge_safest: str | None
+
+
+def compute(ctx: Context) -> JudgesVsClinicians | Skipped:
+    data = judged(ctx.data.judge_tables)
+    if data is None:
+        return Skipped("needs automated judgments; the snapshot has none.")
+    rows = [_icc(ctx, data)]
+    kappas = pd.DataFrame()
+    pairs = _verdict_pairs(ctx, data)
+    if pairs is not None:
+        ratings, both = pairs
+        rows.append(pd.DataFrame([
+            _f1_row("rubric judge vs clinicians (Macro-F1, fail/pass)", ratings["fail"],
+                    ratings["judge_fail"], ratings["answer"], ctx, f"{KEY}:f1:judge"),
+            _f1_row("clinician vs clinician (Macro-F1, fail/pass)", both["fail"],
+                    both["fail_other"], both["answer"], ctx, f"{KEY}:f1:clinicians")]))
+        kappas = _loo_kappa(ratings, both)
+    agreement = pd.concat([r for r in rows if len(r)], ignore_index=True) if any(
+        len(r) for r in rows) else pd.DataFrame()
+    if agreement.empty:
+        return Skipped("needs jury or rubric judgments of answers that clinicians also rated;"
+                       " found none.")
+    return JudgesVsClinicians(agreement, kappas, _judge_safest(ctx, data))
+
+
+def _judge_safest(ctx: Context, data: Judged) -> str | None:
+    """The model whose answers the rubric judge fails least often on a
+    safety-critical criterion (answers with at least one such judgment)."""
+    rubric = data.kind("rubric")
+    safety = [ctx.data.criteria[c] for c in ctx.safety]
+    rubric = rubric[rubric["ok"] & rubric["criterion_id"].isin(safety)]
+    if rubric.empty:
+        return None
+    fails = (rubric.groupby(["model_id", "answer_id"])["score"].mean() <= ctx.settings.threshold)
+    share = fails.groupby(level="model_id").agg(["mean", "size"])
+    share = share[share["size"] >= ctx.settings.min_n]
+    if len(share) < 2 or share["mean"].nunique() == 1:
+        return None
+    return data.name(share["mean"].idxmin())
+
+
+def present(result: JudgesVsClinicians, ctx: Context) -> Section:
+    frame = result.agreement
+    fig = Figure(KEY, "Agreement of judges and of clinicians", Forest(
+        labels=frame["measure"].tolist(), est=json_list(frame["value"]),
+        lo=json_list(frame["value_lo"]), hi=json_list(frame["value_hi"]),
+        n=frame["n"].astype(int).tolist(), x_label="ICC3k-z or Macro-F1"),
+        caption="Each judge figure sits beside the clinicians' own agreement computed the"
+        " same way; n counts the unit given in the table.")
+    tables = {"agreement": frame}
+    values = {"judge_safest": result.judge_safest}
+    text = " ".join(f"{r['measure']}: {fmt_ci(r['value'], r['value_lo'], r['value_hi'])}"
+                    f" (n = {int(r['n']):,} {r['unit']})." for _, r in frame.iterrows())
+    if len(result.kappas):
+        tables["leave_one_out_kappa"] = result.kappas
+        k = result.kappas
+        mean, sd = k["clinicians_kappa"].mean(), k["clinicians_kappa"].std(ddof=1)
+        judge = k["judge_kappa"].mean()
+        within = bool(abs(judge - mean) <= 2 * sd) if np.isfinite(sd) else None
+        values |= {"judge_kappa": float(judge), "clinicians_kappa": float(mean),
+                   "clinicians_kappa_sd": float(sd), "within_human_range": within}
+        text += (f" Leave-one-out kappa over {len(k)} clinicians: judge {judge:.2f}, clinicians'"
+                 f" majority {mean:.2f} (SD {sd:.2f}); the judge is "
+                 + ("within" if within else "outside") + " two SD of the clinicians.")
+    return Section(KEY, TITLE, text, tables, [fig], values)
+
+
+def section(ctx: Context) -> Section:
+    return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))

@@ -1,0 +1,69 @@
+"""HealthBench-style rubric scores from rule judgments of cases that name no
+gate indicator: per judge run, the points of the met rules over the case's
+positive points, clipped to [0, 1]; runs averaged per answer; per model the
+mean over answers with a bootstrap CI, and Worst@k over an answer's samples
+in the Gates section's way. A run with an unparsed rule has no score."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from clinieval.audit.core import Context
+from clinieval.audit.judged import judged
+from clinieval.audit.result import Figure, Forest, Section
+from clinieval.audit.sections._common import Skipped, run_section
+from clinieval.audit.tables import estimate, fmt_ci, json_list
+from clinieval.catalogs import load_indicators
+from clinieval.stats import bootstrap_case_means, rubric_example_scores
+
+KEY, TITLE = "rubric_scores", "Rubric scores"
+
+
+def compute(ctx: Context) -> pd.DataFrame | Skipped:
+    data = judged(ctx.data.judge_tables)
+    if data is None:
+        return Skipped("needs automated judgments; the snapshot has none.")
+    rules = data.kind("rule")
+    gate_ids = set(load_indicators(ctx.settings.indicators).by_id())
+    rules = rules[~data.cases["subcategory"].reindex(rules["case_id"]).isin(gate_ids).to_numpy()]
+    if rules.empty or rules["points"].isna().all():
+        return Skipped("needs rule judgments with points on cases outside the gates; found none.")
+    code, runs = pd.factorize(pd.MultiIndex.from_frame(rules[["answer_id", "juror", "repeat"]]))
+    score = rubric_example_scores(rules["points"].fillna(0).to_numpy(),
+                                  rules["score"].to_numpy() == 1.0, code)
+    broken = np.bincount(code, weights=~rules["ok"].to_numpy(), minlength=len(runs)) > 0
+    first = rules.groupby(code).first()
+    per_answer = pd.DataFrame({"answer_id": first["answer_id"], "model_id": first["model_id"],
+                               "score": np.where(broken, np.nan, score)})
+    per_answer = per_answer.groupby(["model_id", "answer_id"], as_index=False)["score"].mean()
+    out = []
+    for model, g in per_answer.dropna().groupby("model_id"):
+        s = g["score"].to_numpy()[:, None]
+        reps = bootstrap_case_means(s, ctx.settings.bootstrap, ctx.rng(f"{KEY}:{model}"))
+        lo, hi = ctx.ci(reps[:, 0]) if len(s) > 1 else (np.nan, np.nan)
+        out.append({"model": data.name(model), "score": float(s.mean()), "score_lo": float(lo),
+                    "score_hi": float(hi), "n": len(s),
+                    "unscored": int(per_answer.loc[per_answer["model_id"] == model,
+                                                   "score"].isna().sum())})
+    return pd.DataFrame(out).sort_values("score", ascending=False).reset_index(drop=True)
+
+
+def present(frame: pd.DataFrame, ctx: Context) -> Section:
+    fig = Figure(KEY, "Rubric score per model", Forest(
+        labels=frame["model"].tolist(), est=json_list(frame["score"]),
+        lo=json_list(frame["score_lo"]), hi=json_list(frame["score_hi"]),
+        n=frame["n"].astype(int).tolist(), x_label="rubric score (0-1)"),
+        caption="Met points over positive points per answer, clipped to [0, 1]; n counts"
+        " answers; bootstrap CI over answers.")
+    top = frame.iloc[0]
+    summary = (f"Highest rubric score: {top['model']}"
+               f" {fmt_ci(top['score'], top['score_lo'], top['score_hi'])}"
+               f" (n = {int(top['n'])} answers).")
+    return Section(KEY, TITLE, summary, {"rubric_scores": estimate(
+        frame, "score", frame["score"], frame["score_lo"], frame["score_hi"])}, [fig],
+        {"best": str(top["model"])})
+
+
+def section(ctx: Context) -> Section:
+    return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))

@@ -226,8 +226,9 @@ def audit(
                                                " fails from its raters.")] = "any",
     min_n: Annotated[int, typer.Option(help="Minimum answers to rank a specialty.")] = 30,
     criteria: Annotated[str | None, typer.Option(help="Comma-separated criterion ids.")] = None,
-    cluster: Annotated[str, typer.Option(help="Bootstrap unit: none (ratings/votes), answer,"
-                                         " rater.")] = "none",
+    cluster: Annotated[str, typer.Option(help="Bootstrap design: twoway (raters and cases),"
+                                         " none (ratings/votes, as in MOOVE), answer,"
+                                         " rater.")] = "twoway",
     ties: Annotated[str, typer.Option(help="Ties in Bradley-Terry: half or drop.")] = "half",
     both_bad: Annotated[str, typer.Option(help="'Both unacceptable' in Bradley-Terry: half or"
                                           " drop.")] = "half",

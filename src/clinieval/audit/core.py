@@ -12,12 +12,27 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import scipy.sparse as sp
 
 from clinieval.audit.data import N_SCORES, AuditData
 from clinieval.audit.settings import AuditSettings
-from clinieval.stats import bootstrap_mean_counts, cluster_bootstrap_ratio, percentile_ci
+from clinieval.stats import (
+    CrossedVariance,
+    bootstrap_mean_counts,
+    cluster_bootstrap_ratio,
+    crossed_ratio_bootstrap,
+    crossed_ratio_variance,
+    design_effect,
+    percentile_ci,
+    t_over_z,
+    wilson_design_ci,
+)
 
 SCORES = np.arange(-2, 3, dtype=float)
+DESIGNS = {"none": "rating-level, as in the MOOVE paper",
+           "answer": "whole answers resampled",
+           "rater": "whole raters resampled",
+           "twoway": "two-way: raters and cases resampled together"}
 
 
 @dataclass
@@ -32,6 +47,11 @@ class Context:
 
     def ci(self, replicates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return percentile_ci(replicates, self.settings.level)
+
+    @property
+    def design(self) -> str:
+        """The bootstrap design in words, for legends and captions."""
+        return DESIGNS[self.settings.cluster]
 
     # --- criteria ---------------------------------------------------------
 
@@ -146,7 +166,75 @@ class Context:
             fail_values = (np.arange(N_SCORES) < self.fail_slots).astype(float)
             fails = bootstrap_mean_counts(counts, fail_values, B, rng)
             return means, fails
+        if self.settings.cluster == "twoway":
+            return self._twoway_replicates(B, rng)
         return self._cluster_replicates(B, rng)
+
+    def fail_ci(self, purpose: str) -> tuple[np.ndarray, np.ndarray]:
+        """(models, criteria) interval of the Fail% share. Two-way: a Wilson
+        interval on the design-effect-adjusted number of ratings, which keeps
+        its upper bound off zero at low rates; other designs: the percentile
+        interval of their replicates."""
+        if self.settings.cluster != "twoway":
+            return self.ci(self.rating_replicates(purpose)[1])
+        counts, level = self.model_counts, self.settings.level
+        n = counts.sum(axis=2)
+        k = counts[:, :, : self.fail_slots].sum(axis=2)
+        var, cells = self.twoway_variance, n.size
+        with np.errstate(invalid="ignore", divide="ignore"):
+            spread = (counts @ SCORES**2) / n - ((counts @ SCORES) / n) ** 2
+            share = k / n
+            mean_deff = var.twoway[:cells].reshape(n.shape) * n / spread
+        fail_var = var.twoway[cells:].reshape(n.shape)
+        deff = design_effect(fail_var, share, n, mean_deff) * t_over_z(
+            var.clusters[cells:].reshape(n.shape), level) ** 2
+        return wilson_design_ci(k, n, deff, level)
+
+    # --- the two-way (raters x cases) design --------------------------------
+
+    @cached_property
+    def crossed_cells(self) -> tuple[np.ndarray, np.ndarray, sp.csr_matrix]:
+        """The ratings' (rater, case) cells: rater and case codes per cell, and
+        ``(cells, models * criteria * 5)`` score counts, the sufficient
+        statistics of the two-way bootstrap. A rater who scores two answers
+        to one case (a pairwise review) puts both in the same cell."""
+        d = self.data
+        n_cases = int(d.answer_case.max()) + 1 if d.n_answers else 1
+        key = d.rating_rater.astype(np.int64) * n_cases + d.answer_case[d.rating_answer]
+        cells, cell = np.unique(key, return_inverse=True)
+        group = d.rating_model().astype(np.int64) * d.n_criteria + d.rating_criterion
+        stats = sp.csr_matrix((np.ones(cell.size), (cell.ravel(), group * N_SCORES
+                                                    + self.score_index)),
+                              shape=(cells.size, d.n_models * d.n_criteria * N_SCORES))
+        return cells // n_cases, cells % n_cases, stats
+
+    def _ratio_maps(self) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+        """Score counts to (score sums | fail counts) and to (n | n), per
+        (model, criterion)."""
+        eye = sp.identity(self.data.n_models * self.data.n_criteria, format="csr")
+        fail_values = (np.arange(N_SCORES) < self.fail_slots).astype(float)
+        ones = sp.kron(eye, np.ones((N_SCORES, 1)))
+        return (sp.hstack([sp.kron(eye, SCORES[:, None]), sp.kron(eye, fail_values[:, None])]
+                          ).tocsr(), sp.hstack([ones, ones]).tocsr())
+
+    @cached_property
+    def twoway_variance(self) -> CrossedVariance:
+        """Linearised variances of the (mean | Fail%) per (model, criterion),
+        flattened, under each design (see :mod:`clinieval.stats.crossed`)."""
+        rows, cols, stats = self.crossed_cells
+        num, den = self._ratio_maps()
+        return crossed_ratio_variance(rows, cols, stats @ num, stats @ den)
+
+    def _twoway_replicates(self, B: int, rng: np.random.Generator):
+        d = self.data
+        shape = (B, d.n_models, d.n_criteria)
+        rows, cols, stats = self.crossed_cells
+        if stats.shape[0] == 0:
+            return np.full(shape, np.nan), np.full(shape, np.nan)
+        reps, _ = crossed_ratio_bootstrap(rows, cols, stats, *self._ratio_maps(), B, rng,
+                                          self.settings.level)
+        half = d.n_models * d.n_criteria
+        return reps[:, :half].reshape(shape), reps[:, half:].reshape(shape)
 
     def _cluster_replicates(self, B: int, rng: np.random.Generator):
         """Resample whole answers (within model) or whole raters."""

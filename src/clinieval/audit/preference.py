@@ -18,6 +18,7 @@ from clinieval.stats import (
     bt_bootstrap,
     bt_cluster_bootstrap,
     bt_fit,
+    bt_twoway_bootstrap,
     bt_with_features,
     cluster_outcome_tables,
     collapse_votes,
@@ -27,6 +28,7 @@ from clinieval.stats import (
     pairwise_response,
     pearson,
     rank_intervals,
+    selection_adjusted_gap_ci,
     spearman,
     vote_credits,
 )
@@ -93,6 +95,8 @@ class Preferences:
         ctx, m = self.ctx, len(self.active)
         B, rng = ctx.settings.bootstrap, ctx.rng("bradley-terry")
         raters = ctx.data.pref_rater[self.credited]
+        if ctx.settings.cluster == "twoway":
+            return self.embed(self._twoway(a, b, o, raters, B, rng))
         if ctx.settings.cluster == "rater" and (raters >= 0).all():
             tables = cluster_outcome_tables(a, b, o, raters, m, ctx.data.n_raters, **self.modes)
             return self.embed(bt_cluster_bootstrap(tables[tables.sum(axis=(1, 2)) > 0], B, rng))
@@ -101,6 +105,23 @@ class Preferences:
                          " resampled for Bradley-Terry.")
         cells, counts = collapse_votes(a, b, o)
         return self.embed(bt_bootstrap(cells, counts, m, B, rng, **self.modes))
+
+    def _twoway(self, a, b, o, raters, B, rng) -> np.ndarray:
+        """Votes resampled by rater and by case together; a vote without a
+        rater id counts as a rater of its own."""
+        d = self.ctx.data
+        if (raters < 0).any():
+            self.note = " Votes without a rater id count as raters of their own."
+        raters = np.where(raters >= 0, raters, d.n_raters + np.arange(raters.size))
+        cases = d.answer_case[d.pref_a[self.credited]]
+        return bt_twoway_bootstrap(a, b, o, raters, cases, len(self.active), B, rng,
+                                   **self.modes)
+
+    @property
+    def design(self) -> str:
+        """The resampling unit of the Bradley-Terry intervals, in words."""
+        return {"twoway": "raters and cases together (two-way)",
+                "rater": "raters"}.get(self.ctx.settings.cluster, "votes")
 
     @cached_property
     def ranks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -134,7 +155,7 @@ def model_summary(ctx: Context, prefs: Preferences) -> Section:
         mean = (counts @ np.arange(-2, 3)) / n
         fail = counts[:, :, : ctx.fail_slots].sum(axis=2) / n
     m_lo, m_hi = ctx.ci(means_b)
-    f_lo, f_hi = ctx.ci(fails_b)
+    f_lo, f_hi = ctx.fail_ci("ratings")
     rows = []
     for m in range(d.n_models):
         for c in ctx.criteria:
@@ -148,8 +169,9 @@ def model_summary(ctx: Context, prefs: Preferences) -> Section:
     wide = _summary_table(ctx, prefs, long)
     section = Section("model_summary", "Model summary",
                       summary=f"Per model and criterion: mean score (-2..+2) with a {s.level:.0%}"
-                      f" bootstrap CI, Fail% (share of ratings <= {s.threshold}) and severe%"
-                      " (share of -2), beside the Bradley-Terry preference strength.",
+                      f" bootstrap CI ({ctx.design}), Fail% (share of ratings <= {s.threshold})"
+                      " and severe% (share of -2), beside the Bradley-Terry preference"
+                      " strength.",
                       tables={"summary": wide, "by_criterion": long})
     section.values = {"rows": len(long)}
     return section
@@ -195,7 +217,7 @@ def bradley_terry(ctx: Context, prefs: Preferences) -> Section:
     frame = wilson_pct(frame, "win_pct", wins, votes_n, s.level)
     frame = wilson_pct(frame, "both_bad_pct", both_bad, votes_n, s.level)
     frame = frame.sort_values("bt", ascending=False, kind="stable").reset_index(drop=True)
-    unit = "raters" if s.cluster == "rater" else "votes"
+    unit = prefs.design
     fig = Figure("bt_forest", "Bradley-Terry strength with bootstrap CI", "forest", {
         "labels": frame["model"].tolist(), "est": frame["bt"].tolist(),
         "lo": frame["bt_lo"].tolist(), "hi": frame["bt_hi"].tolist(), "n": frame["n"].tolist(),
@@ -245,7 +267,9 @@ def alignment(ctx: Context, prefs: Preferences) -> Section:
     focus = [r for r in rows if r["safety_critical"]] or rows
     summary = " ".join(r["verdict"] for r in focus) + (
         " The comparison model is the observed lowest Fail% among models with at least"
-        f" {ctx.settings.min_n} rated answers, so the gap leans high when models are close.")
+        f" {ctx.settings.min_n} rated answers; the gap's interval picks the leader and the"
+        f" safest model again in every resample, so it allows for either pick being wrong"
+        f" (ratings: {ctx.design}; votes: {prefs.design}).")
     return Section("alignment", title, summary, {"alignment": frame}, figures,
                    {"verdicts": verdicts, "leader": d.model_names[prefs.leader]})
 
@@ -260,10 +284,12 @@ def _alignment_row(ctx, prefs, c, mean, fail, mean_reps, fail_reps) -> dict:
     leader = prefs.leader
     answers = np.bincount(d.answer_model, weights=ctx.answer_counts[:, c].sum(axis=1) > 0,
                           minlength=d.n_models)
-    eligible = np.where(answers >= ctx.settings.min_n, fail, np.nan)
-    safest = int(np.nanargmin(eligible if np.isfinite(eligible).any() else fail))
-    gap_lo, gap_hi = ctx.ci(fail_reps[:, leader] - fail_reps[:, safest])
-    gap = fail[leader] - fail[safest]
+    eligible = (answers >= ctx.settings.min_n) & np.isfinite(fail)
+    if not eligible.any():
+        eligible = np.isfinite(fail)
+    safest = int(np.nanargmin(np.where(eligible, fail, np.nan)))
+    gap, gap_lo, gap_hi = selection_adjusted_gap_ci(prefs.strengths, prefs.replicates, fail,
+                                                    fail_reps, eligible, ctx.settings.level)
     tracks = r.r >= 0.5 and rho_lo > 0
     name = ctx.name(c)
     verdict = (f"The preference leaderboard {'tracks' if tracks else 'does not track'} {name}"
@@ -315,13 +341,13 @@ def safety_leaderboard(ctx: Context, prefs: Preferences) -> Section:
     k, n = ctx.rate_by(ctx.answer_dangerous, d.answer_model, d.n_models)
     frame = pd.DataFrame({"model": d.model_names, "n": n})
     frame = wilson_pct(frame, "dangerous_pct", k, n, s.level)
-    _, fails_b = ctx.rating_replicates("ratings")
+    fail_lo, fail_hi = ctx.fail_ci("ratings")
     counts = ctx.model_counts
     for c in ctx.safety:
         cn = counts[:, c].sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             rate = 100 * counts[:, c, : ctx.fail_slots].sum(axis=1) / cn
-        lo, hi = ctx.ci(100 * fails_b[:, :, c])
+        lo, hi = 100 * fail_lo[:, c], 100 * fail_hi[:, c]
         frame = estimate(frame, f"{d.criteria[c]}_fail_pct", rate, lo, hi)
         frame[f"{d.criteria[c]}_fail_pct_n"] = cn
     frame["ranked"] = frame["n"] >= s.min_n

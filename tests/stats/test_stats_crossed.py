@@ -7,8 +7,10 @@ import statsmodels.api as sm
 from statsmodels.stats.proportion import proportion_confint
 
 from clinieval.stats import (
+    bt_bootstrap,
     bt_fit,
     bt_twoway_bootstrap,
+    collapse_votes,
     crossed_ratio_bootstrap,
     crossed_ratio_variance,
     design_effect,
@@ -150,3 +152,19 @@ def test_bt_twoway_replicates_centre_on_the_fit_and_widen_with_rater_effects():
     assert np.allclose(reps.mean(axis=0), fit, atol=0.1)
     singles = bt_twoway_bootstrap(a, b, outcome, np.arange(n), np.arange(n), 4, 400, rng)
     assert reps[:, 0].std() > 2 * singles[:, 0].std()  # the rater clustering shows
+
+
+def test_bt_twoway_with_one_vote_per_rater_and_case_matches_the_vote_bootstrap():
+    # Rows, columns and cells all coincide, so the two-way variance is the
+    # one-way (vote-level) sandwich variance: the spread must match the
+    # ordinary bootstrap over votes.
+    rng = np.random.default_rng(8)
+    n = 2000
+    a = rng.integers(0, 4, n)
+    b = (a + rng.integers(1, 4, n)) % 4
+    theta = np.array([0.4, 0.0, -0.1, -0.3])
+    outcome = np.where(rng.random(n) < 1 / (1 + np.exp(theta[b] - theta[a])), 0, 1)
+    twoway = bt_twoway_bootstrap(a, b, outcome, np.arange(n), np.arange(n), 4, 2000, rng)
+    cells, counts = collapse_votes(a, b, outcome)
+    votes = bt_bootstrap(cells, counts, 4, 2000, rng)
+    assert twoway.std(axis=0) == pytest.approx(votes.std(axis=0), rel=0.1)

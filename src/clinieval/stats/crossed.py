@@ -40,11 +40,12 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.special import expit
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
-from clinieval.stats.bootstrap import percentile_ci
-from clinieval.stats.bradley_terry import DEFAULT_ALPHA, bt_fit_many, vote_credits
+from clinieval.stats.bootstrap import percentile_ci, resample_counts
+from clinieval.stats.bradley_terry import DEFAULT_ALPHA, bt_fit, bt_fit_many, vote_credits
 from clinieval.stats.proportions import wilson_ci
 
 _ELEMENT_BUDGET = 2**22  # weights per chunk of replicates (32 MB as float64)
@@ -65,8 +66,8 @@ def pigeonhole_weights(n_rows: int, n_cols: int, B: int, rng: np.random.Generato
                        ) -> tuple[np.ndarray, np.ndarray]:
     """Multiplicities ``(B, n_rows)`` and ``(B, n_cols)``: each replicate
     draws ``n_rows`` rows and ``n_cols`` columns with replacement."""
-    rows = rng.multinomial(n_rows, np.full(n_rows, 1.0 / n_rows), size=B)
-    cols = rng.multinomial(n_cols, np.full(n_cols, 1.0 / n_cols), size=B)
+    rows = resample_counts(np.ones(n_rows, dtype=np.int64), B, rng)
+    cols = resample_counts(np.ones(n_cols, dtype=np.int64), B, rng)
     return rows, cols
 
 
@@ -104,12 +105,21 @@ def crossed_ratio_variance(rows, cols, num, den) -> CrossedVariance:
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.asarray(num.sum(axis=0)).ravel() / n
         z = (num - den.multiply(np.nan_to_num(ratio))).multiply(1.0 / n).tocsr()
+    return influence_variance(rows, cols, z, den)
+
+
+def influence_variance(rows, cols, z, present) -> CrossedVariance:
+    """Variances of statistics from per-cell linearised influences ``z``
+    ``(K, G)`` (dense or sparse) under each design; ``present`` ``(K, G)`` is
+    nonzero where a cell holds data of a statistic (to count its clusters).
+    See the module docstring for the formulas."""
+    z, present = sp.csr_matrix(z, dtype=float), sp.csr_matrix(present, dtype=float)
     row_code, n_rows = _dense(rows)
     col_code, n_cols = _dense(cols)
     cell_code, _ = _dense(row_code.astype(np.int64) * n_cols + col_code)
-    s_rows, g_rows = _cluster_squares(row_code, z, den)
-    s_cols, g_cols = _cluster_squares(col_code, z, den)
-    s_cells, g_cells = _cluster_squares(cell_code, z, den)
+    s_rows, g_rows = _cluster_squares(row_code, z, present)
+    s_cols, g_cols = _cluster_squares(col_code, z, present)
+    s_cells, g_cells = _cluster_squares(cell_code, z, present)
     c_rows, c_cols, c_cells = (_small_sample(g) for g in (g_rows, g_cols, g_cells))
     v_rows, v_cols = c_rows * s_rows, c_cols * s_cols
     twoway = np.maximum(v_rows + v_cols - c_cells * s_cells, np.maximum(v_rows, v_cols))
@@ -139,9 +149,15 @@ def crossed_ratio_bootstrap(rows, cols, stats, num_map, den_map, B: int,
     n = np.asarray((stats @ den_map).sum(axis=0)).ravel()
     with np.errstate(invalid="ignore", divide="ignore"):
         estimate = np.asarray((stats @ num_map).sum(axis=0)).ravel() / n
+    return _calibrate(reps, estimate, variance, level), variance
+
+
+def _calibrate(reps, estimate, variance: CrossedVariance, level: float) -> np.ndarray:
+    """Scale replicate deviations to the two-way variance and the t reference."""
+    with np.errstate(invalid="ignore", divide="ignore"):
         factor = np.where(variance.pigeonhole > 0,
                           np.sqrt(variance.twoway / variance.pigeonhole), 1.0)
-    return estimate + factor * t_over_z(variance.clusters, level) * (reps - estimate), variance
+    return estimate + factor * t_over_z(variance.clusters, level) * (reps - estimate)
 
 
 def t_over_z(clusters, level: float = 0.95) -> np.ndarray:
@@ -224,14 +240,18 @@ def _pool(rates, eligible):
 
 def bt_twoway_bootstrap(a_idx, b_idx, outcome, rows, cols, n_models: int, B: int,
                         rng: np.random.Generator, *, alpha: float = DEFAULT_ALPHA,
-                        tie_mode: str = "half", bothbad_mode: str = "half") -> np.ndarray:
-    """``(B, m)`` Bradley-Terry strengths under the pigeonhole bootstrap of
+                        tie_mode: str = "half", bothbad_mode: str = "half",
+                        level: float = 0.95) -> np.ndarray:
+    """``(B, m)`` Bradley-Terry strengths under the two-way bootstrap of
     votes over raters (``rows``) and cases (``cols``).
 
-    Each vote's win credits go to its (rater, case) cell; a replicate fits the
-    outcome table ``sum_k U[rater_k] V[case_k] W_k`` (see
-    :func:`clinieval.stats.bt_fit_many`). Not rescaled: like every pigeonhole
-    bootstrap these intervals lean conservative.
+    Each vote's win credits go to its (rater, case) cell; a pigeonhole
+    replicate fits the outcome table ``sum_k U[rater_k] V[case_k] W_k`` (see
+    :func:`clinieval.stats.bt_fit_many`). As for ratio means, the deviations
+    from the fit are scaled to the two-way cluster-robust variance, here of
+    the sandwich (influence) form: ``z_v = H^+ g_v`` with ``g_v`` the vote's
+    score vector and ``H`` the Fisher information at the fit. Replicates are
+    centred again afterwards, like every strength vector here.
     """
     a, b = np.asarray(a_idx, dtype=np.int64), np.asarray(b_idx, dtype=np.int64)
     credit_a, credit_b = vote_credits(outcome, tie_mode=tie_mode, bothbad_mode=bothbad_mode)
@@ -244,7 +264,27 @@ def bt_twoway_bootstrap(a_idx, b_idx, outcome, rows, cols, n_models: int, B: int
                           shape=(cell.max() + 1, n_models * n_models)).tocsr()
     first = np.unique(cell, return_index=True)[1]
     totals = pigeonhole_totals(row_code[first], col_code[first], table, B, rng)
-    return bt_fit_many(totals.reshape(B, n_models, n_models), alpha=alpha)
+    reps = bt_fit_many(totals.reshape(B, n_models, n_models), alpha=alpha)
+    fit = bt_fit(np.asarray(table.sum(axis=0)).reshape(n_models, n_models), alpha=alpha)
+    z = _bt_influence(fit, a, b, credit_a, credit_b, alpha)
+    variance = influence_variance(row_code, col_code, z, z != 0)
+    scaled = _calibrate(reps, fit, variance, level)
+    return scaled - scaled.mean(axis=1, keepdims=True)  # per-model factors moved the centre
+
+
+def _bt_influence(theta, a, b, credit_a, credit_b, alpha) -> sp.csr_matrix:
+    """Per vote ``H^+ g``: ``g`` is the gradient of its log-likelihood term
+    ``(credit_a - games * p) (e_a - e_b)``, ``H`` the penalised information."""
+    m = theta.size
+    games = credit_a + credit_b
+    p = expit(theta[a] - theta[b])
+    rows = np.arange(a.size)
+    diff = sp.csr_matrix((np.concatenate([np.ones(a.size), -np.ones(a.size)]),
+                          (np.concatenate([rows, rows]), np.concatenate([a, b]))),
+                         shape=(a.size, m))
+    info = (diff.T @ diff.multiply((games * p * (1 - p))[:, None])).toarray()
+    info += 2 * alpha * np.eye(m)
+    return sp.csr_matrix(diff.multiply((credit_a - games * p)[:, None]) @ np.linalg.pinv(info))
 
 
 def _dense(codes) -> tuple[np.ndarray, int]:

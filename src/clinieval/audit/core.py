@@ -17,7 +17,6 @@ import scipy.sparse as sp
 from clinieval.audit.data import N_SCORES, AuditData
 from clinieval.audit.settings import AuditSettings
 from clinieval.stats import (
-    CrossedVariance,
     bootstrap_mean_counts,
     cluster_bootstrap_ratio,
     crossed_ratio_bootstrap,
@@ -25,6 +24,7 @@ from clinieval.stats import (
     design_effect,
     percentile_ci,
     t_over_z,
+    wilson_ci,
     wilson_design_ci,
 )
 
@@ -177,17 +177,33 @@ class Context:
         interval of their replicates."""
         if self.settings.cluster != "twoway":
             return self.ci(self.rating_replicates(purpose)[1])
+        return self._design_wilson(self.fail_slots)
+
+    def severe_ci(self) -> tuple[np.ndarray, np.ndarray]:
+        """(models, criteria) interval of the severe% share (ratings of -2):
+        Wilson, on the design-effect-adjusted n under the two-way design."""
+        if self.settings.cluster != "twoway":
+            counts = self.model_counts
+            return wilson_ci(counts[:, :, 0], counts.sum(axis=2), self.settings.level)
+        return self._design_wilson(1)
+
+    def _design_wilson(self, slots: int) -> tuple[np.ndarray, np.ndarray]:
+        """Wilson interval of the share of ratings in the lowest ``slots``
+        scores, on n / deff with the two-way design effect (t-adjusted). With
+        no such rating (or only such ratings) the share has no spread, so the
+        design effect of the mean score stands in."""
         counts, level = self.model_counts, self.settings.level
         n = counts.sum(axis=2)
-        k = counts[:, :, : self.fail_slots].sum(axis=2)
-        var, cells = self.twoway_variance, n.size
+        k = counts[:, :, :slots].sum(axis=2)
+        rows, cols, stats = self.crossed_cells
+        num, den = self._ratio_maps(slots)
+        var = crossed_ratio_variance(rows, cols, stats @ num, stats @ den)
+        cells = n.size
         with np.errstate(invalid="ignore", divide="ignore"):
             spread = (counts @ SCORES**2) / n - ((counts @ SCORES) / n) ** 2
-            share = k / n
             mean_deff = var.twoway[:cells].reshape(n.shape) * n / spread
-        fail_var = var.twoway[cells:].reshape(n.shape)
-        deff = design_effect(fail_var, share, n, mean_deff) * t_over_z(
-            var.clusters[cells:].reshape(n.shape), level) ** 2
+            deff = design_effect(var.twoway[cells:].reshape(n.shape), k / n, n, mean_deff)
+        deff *= t_over_z(var.clusters[cells:].reshape(n.shape), level) ** 2
         return wilson_design_ci(k, n, deff, level)
 
     # --- the two-way (raters x cases) design --------------------------------
@@ -208,22 +224,15 @@ class Context:
                               shape=(cells.size, d.n_models * d.n_criteria * N_SCORES))
         return cells // n_cases, cells % n_cases, stats
 
-    def _ratio_maps(self) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-        """Score counts to (score sums | fail counts) and to (n | n), per
-        (model, criterion)."""
+    def _ratio_maps(self, slots: int | None = None) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+        """Score counts to (score sums | counts in the lowest ``slots`` scores,
+        by default the failing ones) and to (n | n), per (model, criterion)."""
         eye = sp.identity(self.data.n_models * self.data.n_criteria, format="csr")
-        fail_values = (np.arange(N_SCORES) < self.fail_slots).astype(float)
+        slots = self.fail_slots if slots is None else slots
+        fail_values = (np.arange(N_SCORES) < slots).astype(float)
         ones = sp.kron(eye, np.ones((N_SCORES, 1)))
         return (sp.hstack([sp.kron(eye, SCORES[:, None]), sp.kron(eye, fail_values[:, None])]
                           ).tocsr(), sp.hstack([ones, ones]).tocsr())
-
-    @cached_property
-    def twoway_variance(self) -> CrossedVariance:
-        """Linearised variances of the (mean | Fail%) per (model, criterion),
-        flattened, under each design (see :mod:`clinieval.stats.crossed`)."""
-        rows, cols, stats = self.crossed_cells
-        num, den = self._ratio_maps()
-        return crossed_ratio_variance(rows, cols, stats @ num, stats @ den)
 
     def _twoway_replicates(self, B: int, rng: np.random.Generator):
         d = self.data

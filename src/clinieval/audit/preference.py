@@ -154,7 +154,9 @@ def model_summary(ctx: Context, prefs: Preferences) -> Section:
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = (counts @ np.arange(-2, 3)) / n
         fail = counts[:, :, : ctx.fail_slots].sum(axis=2) / n
+        severe = counts[:, :, 0] / n
     m_lo, m_hi = ctx.ci(means_b)
+    s_lo, s_hi = ctx.severe_ci()
     f_lo, f_hi = ctx.fail_ci("ratings")
     rows = []
     for m in range(d.n_models):
@@ -163,9 +165,9 @@ def model_summary(ctx: Context, prefs: Preferences) -> Section:
                          "safety_critical": d.safety_critical[c], "n": int(n[m, c]),
                          "mean": mean[m, c], "mean_lo": m_lo[m, c], "mean_hi": m_hi[m, c],
                          "fail_pct": 100 * fail[m, c], "fail_pct_lo": 100 * f_lo[m, c],
-                         "fail_pct_hi": 100 * f_hi[m, c], "_severe": int(counts[m, c, 0])})
+                         "fail_pct_hi": 100 * f_hi[m, c], "severe_pct": 100 * severe[m, c],
+                         "severe_pct_lo": 100 * s_lo[m, c], "severe_pct_hi": 100 * s_hi[m, c]})
     long = pd.DataFrame(rows)
-    long = wilson_pct(long, "severe_pct", long.pop("_severe"), long["n"], s.level)
     wide = _summary_table(ctx, prefs, long)
     section = Section("model_summary", "Model summary",
                       summary=f"Per model and criterion: mean score (-2..+2) with a {s.level:.0%}"

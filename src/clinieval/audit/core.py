@@ -32,7 +32,8 @@ SCORES = np.arange(-2, 3, dtype=float)
 DESIGNS = {"none": "rating-level, as in the MOOVE paper",
            "answer": "whole answers resampled",
            "rater": "whole raters resampled",
-           "twoway": "two-way: raters and cases resampled together"}
+           "twoway": "two-way: raters and cases resampled together; Fail% and severe% by"
+                     " Wilson on the design-effect-adjusted n"}
 
 
 @dataclass

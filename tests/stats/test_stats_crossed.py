@@ -16,6 +16,7 @@ from clinieval.stats import (
     design_effect,
     outcome_table,
     pigeonhole_totals,
+    pigeonhole_weights,
     selected_gap,
     selection_adjusted_gap_ci,
     t_over_z,
@@ -168,3 +169,17 @@ def test_bt_twoway_with_one_vote_per_rater_and_case_matches_the_vote_bootstrap()
     cells, counts = collapse_votes(a, b, outcome)
     votes = bt_bootstrap(cells, counts, 4, 2000, rng)
     assert twoway.std(axis=0) == pytest.approx(votes.std(axis=0), rel=0.1)
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.5, 0.3, 1e7])
+def test_pigeonhole_totals_equal_the_direct_weighted_sums(scale):
+    # Counts (and halves) are summed in float32, exact for them; other values
+    # (0.3) or totals beyond 2**23 go through float64: either way the result
+    # is the direct sum_k U[row_k] V[col_k] stats[k] with the same draws.
+    rng = np.random.default_rng(2)
+    rows, cols = rng.integers(0, 7, 300), rng.integers(0, 11, 300)
+    stats = rng.integers(0, 4, (300, 5)) * scale
+    got = pigeonhole_totals(rows, cols, stats, 50, np.random.default_rng(9))
+    U, V = pigeonhole_weights(7, 11, 50, np.random.default_rng(9))
+    want = (U[:, rows] * V[:, cols]) @ stats
+    assert np.allclose(got, want, rtol=1e-12, atol=0)

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 from clinieval.audit.data import N_SCORES, AuditData
 from clinieval.audit.settings import AuditSettings
 from clinieval.stats import (
+    CrossedVariance,
     bootstrap_mean_counts,
     cluster_bootstrap_ratio,
     crossed_ratio_bootstrap,
@@ -196,10 +197,7 @@ class Context:
         counts, level = self.model_counts, self.settings.level
         n = counts.sum(axis=2)
         k = counts[:, :, :slots].sum(axis=2)
-        rows, cols, stats = self.crossed_cells
-        num, den = self._ratio_maps(slots)
-        var = crossed_ratio_variance(rows, cols, stats @ num, stats @ den)
-        cells = n.size
+        var, cells = self._ratio_variance(slots), n.size
         with np.errstate(invalid="ignore", divide="ignore"):
             spread = (counts @ SCORES**2) / n - ((counts @ SCORES) / n) ** 2
             mean_deff = var.twoway[:cells].reshape(n.shape) * n / spread
@@ -235,14 +233,25 @@ class Context:
         return (sp.hstack([sp.kron(eye, SCORES[:, None]), sp.kron(eye, fail_values[:, None])]
                           ).tocsr(), sp.hstack([ones, ones]).tocsr())
 
+    def _ratio_variance(self, slots: int) -> CrossedVariance:
+        """Two-way variances of (mean | share of the lowest ``slots`` scores),
+        flattened over (model, criterion); cached per ``slots``."""
+        cached = self.__dict__.setdefault("_ratio_variances", {})
+        if slots not in cached:
+            rows, cols, stats = self.crossed_cells
+            num, den = self._ratio_maps(slots)
+            cached[slots] = crossed_ratio_variance(rows, cols, stats @ num, stats @ den)
+        return cached[slots]
+
     def _twoway_replicates(self, B: int, rng: np.random.Generator):
         d = self.data
         shape = (B, d.n_models, d.n_criteria)
         rows, cols, stats = self.crossed_cells
         if stats.shape[0] == 0:
             return np.full(shape, np.nan), np.full(shape, np.nan)
-        reps, _ = crossed_ratio_bootstrap(rows, cols, stats, *self._ratio_maps(), B, rng,
-                                          self.settings.level)
+        reps, variance = crossed_ratio_bootstrap(rows, cols, stats, *self._ratio_maps(), B, rng,
+                                                 self.settings.level)
+        self.__dict__.setdefault("_ratio_variances", {})[self.fail_slots] = variance
         half = d.n_models * d.n_criteria
         return reps[:, :half].reshape(shape), reps[:, half:].reshape(shape)
 

@@ -44,7 +44,7 @@ from scipy.special import expit
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
-from clinieval.stats.bootstrap import percentile_ci, resample_counts
+from clinieval.stats.bootstrap import percentile_ci
 from clinieval.stats.bradley_terry import DEFAULT_ALPHA, bt_fit, bt_fit_many, vote_credits
 from clinieval.stats.proportions import wilson_ci
 
@@ -66,9 +66,21 @@ def pigeonhole_weights(n_rows: int, n_cols: int, B: int, rng: np.random.Generato
                        ) -> tuple[np.ndarray, np.ndarray]:
     """Multiplicities ``(B, n_rows)`` and ``(B, n_cols)``: each replicate
     draws ``n_rows`` rows and ``n_cols`` columns with replacement."""
-    rows = resample_counts(np.ones(n_rows, dtype=np.int64), B, rng)
-    cols = resample_counts(np.ones(n_cols, dtype=np.int64), B, rng)
-    return rows, cols
+    return _uniform_counts(n_rows, B, rng), _uniform_counts(n_cols, B, rng)
+
+
+def _uniform_counts(n: int, B: int, rng: np.random.Generator) -> np.ndarray:
+    """(B, n) counts of n draws with replacement from n units: one offset
+    bincount per chunk of replicates (a multinomial with many equal cells,
+    or one bincount per replicate, is several times slower)."""
+    out = np.empty((B, n), dtype=np.int64)
+    chunk = max(1, _ELEMENT_BUDGET // max(n, 1))
+    for start in range(0, B, chunk):
+        size = min(chunk, B - start)
+        picks = rng.integers(0, n, size=(size, n)) + (np.arange(size) * n)[:, None]
+        out[start : start + size] = np.bincount(picks.ravel(), minlength=size * n).reshape(
+            size, n)
+    return out
 
 
 def pigeonhole_totals(rows, cols, stats, B: int, rng: np.random.Generator) -> np.ndarray:
@@ -82,13 +94,28 @@ def pigeonhole_totals(rows, cols, stats, B: int, rng: np.random.Generator) -> np
     row_code, n_rows = _dense(rows)
     col_code, n_cols = _dense(cols)
     by_stat = sp.csr_matrix(stats, dtype=float).T.tocsr()
+    # Counts and vote credits are non-negative multiples of 1/2 and the weights
+    # are integers, so float32 sums are exact while totals stay below 2**23;
+    # that halves the memory traffic of the product. Otherwise float64.
+    exact = bool(np.all(by_stat.data >= 0) and np.all(by_stat.data * 2 == np.round(
+        by_stat.data * 2)))
+    narrow = by_stat.astype(np.float32)
     out = np.empty((B, by_stat.shape[0]))
     chunk = max(1, _ELEMENT_BUDGET // max(row_code.size, 1))
     for start in range(0, B, chunk):
         U, V = pigeonhole_weights(n_rows, n_cols, min(chunk, B - start), rng)
-        weights = U.T[row_code].astype(float) * V.T[col_code]  # (K, chunk)
-        out[start : start + U.shape[0]] = (by_stat @ weights).T
+        part = _weighted_totals(narrow, U, V, row_code, col_code) if exact else None
+        if part is None or part.max(initial=0) >= 2**23:
+            part = _weighted_totals(by_stat, U, V, row_code, col_code)
+        out[start : start + U.shape[0]] = part.T
     return out
+
+
+def _weighted_totals(by_stat, U, V, row_code, col_code) -> np.ndarray:
+    """(P, chunk) totals with cell weights U[row] * V[col], in by_stat's dtype."""
+    weights = U.T.astype(by_stat.dtype)[row_code]  # (K, chunk)
+    weights *= V.T[col_code]
+    return by_stat @ weights
 
 
 def crossed_ratio_variance(rows, cols, num, den) -> CrossedVariance:
@@ -293,15 +320,17 @@ def _dense(codes) -> tuple[np.ndarray, int]:
     return inverse.ravel(), values.size
 
 
-def _cluster_squares(code, z, den) -> tuple[np.ndarray, np.ndarray]:
+def _cluster_squares(code, z, present) -> tuple[np.ndarray, np.ndarray]:
     """Per statistic: the sum over clusters of the squared cluster totals of
-    ``z``, and the number of clusters with data."""
-    n_clusters = int(code.max()) + 1 if code.size else 0
-    member = sp.csr_matrix((np.ones(code.size), (code, np.arange(code.size))),
-                           shape=(n_clusters, code.size))
-    totals = (member @ z).toarray()
-    present = np.asarray(((member @ den) > 0).sum(axis=0)).ravel()
-    return np.sum(totals**2, axis=0), present
+    ``z`` (sparse), and the number of clusters where ``present`` is nonzero."""
+    n_clusters, n_stats = (int(code.max()) + 1 if code.size else 0), z.shape[1]
+    z, present = z.tocoo(), present.tocoo()
+    key = code[z.row].astype(np.int64) * n_stats + z.col
+    totals = np.bincount(key, weights=z.data, minlength=n_clusters * n_stats)
+    seen = np.bincount(code[present.row].astype(np.int64) * n_stats + present.col,
+                       weights=present.data != 0, minlength=n_clusters * n_stats) > 0
+    return (np.sum(totals.reshape(n_clusters, n_stats) ** 2, axis=0),
+            seen.reshape(n_clusters, n_stats).sum(axis=0))
 
 
 def _small_sample(clusters) -> np.ndarray:

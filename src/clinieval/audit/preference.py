@@ -328,7 +328,8 @@ def _alignment_figure(ctx, prefs, c, mean, mean_reps) -> Figure:
                               "x_label": "Bradley-Terry strength", "y_label": f"mean {name}",
                               "fit": True},
                   caption="Each point is a model. If preference tracked this criterion the points"
-                  " would rise from left to right.")
+                  f" would rise from left to right. Bootstrap CIs - ratings: {ctx.design};"
+                  f" votes: {prefs.design}.")
 
 
 # --- 12. safety leaderboard -----------------------------------------------------

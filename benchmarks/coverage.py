@@ -40,6 +40,7 @@ from clinieval.simulate import (
     MODEL_EFFECTS,
     STRENGTHS,
     Design,
+    any_fail_truth,
     score_probabilities,
     simulate,
     truth,
@@ -49,6 +50,7 @@ from clinieval.stats import (
     bt_fit,
     bt_twoway_bootstrap,
     crossed_ratio_bootstrap,
+    crossed_share_variance,
     design_effect,
     outcome_table,
     percentile_ci,
@@ -110,7 +112,20 @@ def intervals(ratings, votes, B, rng):
     deff = design_effect(var.twoway[M:], est[M:], n, fallback) * t_over_z(var.clusters[M:]) ** 2
     out["twoway"] = (percentile_ci(reps[:, :M]), wilson_design_ci(est[M:] * n, n, deff))
     out["twoway, percentile Fail%"] = (out["twoway"][0], percentile_ci(reps[:, M:]))
-    return out, gaps(votes, est[M:], reps[:, M:], B, rng)
+    return out, dangerous(ratings), gaps(votes, est[M:], reps[:, M:], B, rng)
+
+
+def dangerous(ratings):
+    """Share of answers failed by any of their raters: Wilson over answers
+    (the audit's interval before) and Wilson on the two-way effective n."""
+    answer = ratings.case * M + ratings.model
+    size = (ratings.case.max() + 1) * M
+    flags = (np.bincount(answer, weights=ratings.score <= -1, minlength=size) > 0).astype(float)
+    groups, cases = np.arange(size) % M, np.arange(size) // M
+    k, n = np.bincount(groups, weights=flags, minlength=M), np.bincount(groups, minlength=M)
+    var = crossed_share_variance(flags, groups, M, cases, answer, ratings.rater)
+    deff = design_effect(var.twoway, k / n, n) * t_over_z(var.clusters) ** 2
+    return {"none": wilson_ci(k, n), "twoway": wilson_design_ci(k, n, deff)}
 
 
 def gaps(votes, fail, fail_reps, B, rng):
@@ -129,10 +144,14 @@ def crossed_coverage(design, snapshots, B, crossed=True):
     rng = np.random.default_rng(2026)
     mean_true, fail_true = truth(design)
     gap_true = float(selected_gap(np.asarray(STRENGTHS), fail_true))
+    danger_true = any_fail_truth(design, crossed=crossed)
     hits, widths, gap_hits = {}, {}, {}
     for _ in range(snapshots):
         ratings, votes = simulate(design, rng, crossed=crossed)
-        found, gap = intervals(ratings, votes, B, rng)
+        found, danger, gap = intervals(ratings, votes, B, rng)
+        for name, ci in danger.items():
+            hits.setdefault((name, "dangerous"), []).append(
+                (ci[0] <= danger_true) & (danger_true <= ci[1]))
         for name, (mean_ci, fail_ci) in found.items():
             for what, ci, true in (("mean", mean_ci, mean_true), ("fail", fail_ci, fail_true)):
                 hits.setdefault((name, what), []).append((ci[0] <= true) & (true <= ci[1]))
@@ -167,7 +186,8 @@ def report_crossed(args) -> None:
             mean, fail = np.array(hits[name, "mean"]), np.array(hits[name, "fail"])
             print(f"{label:<34} {name:<26} {pct(mean)} {np.mean(widths[name, 'mean']):6.3f}"
                   f" {pct(fail)} {100 * np.mean(widths[name, 'fail']):5.1f}p"
-                  f" {pct(fail[:, 0])}")
+                  f" {pct(fail[:, 0])}"
+                  f" {pct(hits[name, 'dangerous']) if (name, 'dangerous') in hits else ''}")
             label = ""
         for name, values in gap_hits.items():
             print(f"{'':<34} gap CI, {name:<18} {pct(values)}")

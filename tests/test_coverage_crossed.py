@@ -3,9 +3,9 @@ Context (the full simulation is benchmarks/coverage.py).
 
 Thirty raters rate 30 answers per model, three per answer, with rater
 leniency and answer effects; the truth is each model's population mean
-score and Fail%, computed exactly. The default two-way design covers near
-95%; rating-level resampling (``none``) covers about 80% and fails the
-same assertion.
+score, Fail% and Dangerous% (any of its raters fails the answer), computed
+exactly. The default two-way design covers near 95%; rating-level
+resampling (``none``) covers about 80% and fails the same assertion.
 """
 
 import numpy as np
@@ -14,7 +14,7 @@ import pytest
 from clinieval.audit.core import Context
 from clinieval.audit.data import AuditData
 from clinieval.audit.settings import AuditSettings
-from clinieval.simulate import Design, simulate, truth
+from clinieval.simulate import Design, any_fail_truth, simulate, truth
 
 DESIGN = Design(answers=30, raters=30, per_answer=3)
 SNAPSHOTS = 150
@@ -41,9 +41,11 @@ def audit_data(ratings, models: int) -> AuditData:
         pref_left_is_a=empty.astype(np.int8), pref_rater=empty, checksum="", counts={})
 
 
-def coverage(cluster: str) -> tuple[float, float]:
+def coverage(cluster: str) -> tuple[float, float, float]:
+    """Coverage of the mean, Fail% and Dangerous% (any rater fails) intervals."""
     rng = np.random.default_rng(11)
     mean_true, fail_true = truth(DESIGN)
+    danger_true = any_fail_truth(DESIGN)
     hits = []
     for i in range(SNAPSHOTS):
         ratings, _ = simulate(DESIGN, rng)
@@ -51,10 +53,13 @@ def coverage(cluster: str) -> tuple[float, float]:
                       AuditSettings(bootstrap=300, seed=i, cluster=cluster))
         mean_lo, mean_hi = ctx.ci(ctx.rating_replicates("ratings")[0])
         fail_lo, fail_hi = ctx.fail_ci("ratings")
+        *_, danger_lo, danger_hi = ctx.answer_share_ci(ctx.answer_dangerous,
+                                                       ctx.data.answer_model, len(mean_true))
         hits.append([(mean_lo[:, 0] <= mean_true) & (mean_true <= mean_hi[:, 0]),
-                     (fail_lo[:, 0] <= fail_true) & (fail_true <= fail_hi[:, 0])])
-    both = np.array(hits)  # (snapshots, 2, models)
-    return float(both[:, 0].mean()), float(both[:, 1].mean())
+                     (fail_lo[:, 0] <= fail_true) & (fail_true <= fail_hi[:, 0]),
+                     (danger_lo <= danger_true) & (danger_true <= danger_hi)])
+    found = np.array(hits)  # (snapshots, 3, models)
+    return tuple(float(found[:, j].mean()) for j in range(3))
 
 
 @pytest.mark.parametrize("cluster", ["twoway", pytest.param("none", marks=pytest.mark.xfail(
@@ -62,6 +67,7 @@ def coverage(cluster: str) -> tuple[float, float]:
 def test_crossed_design_intervals_cover_near_the_nominal_level(cluster):
     # 900 intervals each: a true 95% gives 93.6-96.4% in 95% of runs
     # (binomial, ignoring the mild correlation within a snapshot).
-    means, fails = coverage(cluster)
+    means, fails, dangerous = coverage(cluster)
     assert 0.92 <= means <= 0.98, means
     assert 0.92 <= fails <= 0.98, fails
+    assert 0.92 <= dangerous <= 0.98, dangerous

@@ -73,6 +73,19 @@ def truth(design: Design, threshold: int = -1) -> tuple[np.ndarray, np.ndarray]:
     return probs @ np.arange(LOW, HIGH + 1), probs[:, : threshold - LOW + 1].sum(axis=1)
 
 
+def any_fail_truth(design: Design, threshold: int = -1, crossed: bool = True) -> np.ndarray:
+    """Per model, P(at least one of ``per_answer`` raters scores <= threshold):
+    given the answer effect the raters fail independently, so integrate
+    ``1 - (1 - q(a))**k`` over the answer effect (Gauss-Hermite, 80 nodes).
+    ``crossed=False``: all variance in the noise, as in :func:`simulate`."""
+    nodes, weights = np.polynomial.hermite_e.hermegauss(80)
+    answer = (design.answer_sd if crossed else 0.0) * nodes
+    spread = np.sqrt(design.rater_sd**2 + design.noise_sd**2) if crossed else design.total_sd
+    latent = np.asarray(design.effects, float)[:, None] + answer[None, :]
+    q = norm.cdf((threshold + 0.5 - latent) / spread)
+    return (1 - (1 - q) ** design.per_answer) @ weights / weights.sum()
+
+
 def simulate(design: Design, rng: np.random.Generator, *, crossed: bool = True
              ) -> tuple[Ratings, Votes]:
     """One snapshot. ``crossed=False`` puts all the variance into the noise

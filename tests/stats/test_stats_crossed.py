@@ -13,6 +13,7 @@ from clinieval.stats import (
     collapse_votes,
     crossed_ratio_bootstrap,
     crossed_ratio_variance,
+    crossed_share_variance,
     design_effect,
     outcome_table,
     pigeonhole_totals,
@@ -183,3 +184,26 @@ def test_pigeonhole_totals_equal_the_direct_weighted_sums(scale):
     U, V = pigeonhole_weights(7, 11, 50, np.random.default_rng(9))
     want = (U[:, rows] * V[:, cols]) @ stats
     assert np.allclose(got, want, rtol=1e-12, atol=0)
+
+
+def test_share_variance_with_one_rater_per_answer_is_the_iid_variance():
+    # Flags 1, 0, 0, 1 in one group, each answer its own case and rater:
+    # share 0.5, z = +-0.125, sum z^2 = 0.0625; rows, columns and cells
+    # coincide, so twoway = 4/3 * 0.0625 = 1/12 = var(flags, ddof=1) / 4.
+    flags = np.array([1.0, 0.0, 0.0, 1.0])
+    var = crossed_share_variance(flags, np.zeros(4, int), 1, np.arange(4), np.arange(4),
+                                 np.arange(4))
+    assert var.twoway == pytest.approx([1 / 12])
+
+
+def test_share_variance_counts_a_rater_shared_by_answers():
+    # Two groups of answers; in the first, one rater judged answers 0 and 1
+    # (both flagged) and another answers 2 and 3 (neither): z = +-0.125 per
+    # answer, rater totals +-0.25, squares 0.125; case totals and cells
+    # square to 0.0625. twoway = 2 * 0.125 + 4/3 * 0.0625 - 4/3 * 0.0625
+    # = 0.25, three times the iid 1/12: the rater explains the flags.
+    flags = np.array([1.0, 1.0, 0.0, 0.0])
+    var = crossed_share_variance(flags, np.zeros(4, int), 1, np.arange(4), np.arange(4),
+                                 np.array([0, 0, 1, 1]))
+    assert var.twoway == pytest.approx([0.25])
+    assert var.cols == pytest.approx([1 / 12])

@@ -22,6 +22,7 @@ from clinieval.stats import (
     cluster_bootstrap_ratio,
     crossed_ratio_bootstrap,
     crossed_ratio_variance,
+    crossed_share_variance,
     design_effect,
     percentile_ci,
     t_over_z,
@@ -33,8 +34,8 @@ SCORES = np.arange(-2, 3, dtype=float)
 DESIGNS = {"none": "rating-level, as in the MOOVE paper",
            "answer": "whole answers resampled",
            "rater": "whole raters resampled",
-           "twoway": "two-way: raters and cases resampled together; Fail% and severe% by"
-                     " Wilson on the design-effect-adjusted n"}
+           "twoway": "two-way: raters and cases resampled together; Fail%, severe% and"
+                     " Dangerous% by Wilson on the two-way design-effect-adjusted n"}
 
 
 @dataclass
@@ -204,6 +205,28 @@ class Context:
             deff = design_effect(var.twoway[cells:].reshape(n.shape), k / n, n, mean_deff)
         deff *= t_over_z(var.clusters[cells:].reshape(n.shape), level) ** 2
         return wilson_design_ci(k, n, deff, level)
+
+    def answer_share_ci(self, flags: np.ndarray, groups: np.ndarray, n_groups: int):
+        """Per group: flagged answers ``k`` among rated ``n`` (see
+        :meth:`rate_by`) and the interval of k / n: Wilson over answers, on
+        the two-way effective n under the two-way design (an answer's flag
+        depends on its raters too, and raters are shared)."""
+        k, n = self.rate_by(flags, groups, n_groups)
+        level = self.settings.level
+        if self.settings.cluster != "twoway":
+            return (k, n, *wilson_ci(k, n, level))
+        var = crossed_share_variance(flags, groups, n_groups, self.data.answer_case,
+                                     *self.answer_raters)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            deff = design_effect(var.twoway, k / n, n) * t_over_z(var.clusters, level) ** 2
+        return (k, n, *wilson_design_ci(k, n, deff, level))
+
+    @cached_property
+    def answer_raters(self) -> tuple[np.ndarray, np.ndarray]:
+        """Distinct (answer, rater) pairs among the ratings."""
+        d = self.data
+        pairs = np.unique(d.rating_answer.astype(np.int64) * max(d.n_raters, 1) + d.rating_rater)
+        return pairs // max(d.n_raters, 1), pairs % max(d.n_raters, 1)
 
     # --- the two-way (raters x cases) design --------------------------------
 

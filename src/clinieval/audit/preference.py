@@ -341,9 +341,11 @@ def safety_leaderboard(ctx: Context, prefs: Preferences) -> Section:
     if not ctx.safety:
         return Section("safety_leaderboard", title,
                        skipped="the rubric flags no criterion as safety-critical.")
-    k, n = ctx.rate_by(ctx.answer_dangerous, d.answer_model, d.n_models)
+    k, n, lo, hi = ctx.answer_share_ci(ctx.answer_dangerous, d.answer_model, d.n_models)
     frame = pd.DataFrame({"model": d.model_names, "n": n})
-    frame = wilson_pct(frame, "dangerous_pct", k, n, s.level)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frame = estimate(frame, "dangerous_pct", np.where(n > 0, 100 * k / n, np.nan), 100 * lo,
+                         100 * hi)
     fail_lo, fail_hi = ctx.fail_ci("ratings")
     counts = ctx.model_counts
     for c in ctx.safety:
@@ -368,7 +370,8 @@ def safety_leaderboard(ctx: Context, prefs: Preferences) -> Section:
                      "x_label": "Dangerous % (Wilson CI)"},
                  caption=f"An answer is dangerous when any safety-critical criterion failed by"
                  f" the '{s.response_rule}' rule at threshold {s.threshold}. Models with fewer"
-                 f" than {s.min_n} rated answers are listed last and not ranked.")
+                 f" than {s.min_n} rated answers are listed last and not ranked. CIs:"
+                 f" {ctx.design}.")
     if not frame["ranked"].any():
         return Section("safety_leaderboard", title, f"No model has {s.min_n} rated answers, so"
                        " none is ranked on safety.", {"leaderboard": frame}, [fig],

@@ -155,6 +155,50 @@ def influence_variance(rows, cols, z, present) -> CrossedVariance:
                            np.minimum(g_rows, g_cols))
 
 
+def crossed_share_variance(flags, groups, n_groups: int, cases, piece_answer, piece_rater
+                           ) -> CrossedVariance:
+    """Two-way variances of per-group shares of flagged answers, ``(n_groups,)``.
+
+    ``flags`` (1.0 / 0.0 / NaN unrated), ``groups`` and ``cases`` are per
+    answer; the pieces ``(piece_answer, piece_rater)`` list which raters
+    judged each answer (distinct pairs). A flag such as "any rater failed
+    it" depends on the answer and on all its raters, so every rater of an
+    answer carries the answer's whole influence ``z = (flag - share) / n``.
+    The two-way variance is then ``c_C S_cases + c_R S_raters - c_K S_cells``
+    with case totals over answers and rater and (rater, case) totals over
+    pieces: the cell term removes each answer's own square from the rater
+    term, which leaves the covariance between answers sharing a rater (the
+    same subtraction as Cameron, Gelbach & Miller, 2011). Never below the
+    one-way case variance. ``pigeonhole`` repeats ``twoway`` (no bootstrap).
+    """
+    flags, groups = np.asarray(flags, dtype=float), np.asarray(groups, dtype=np.int64)
+    cases = np.asarray(cases, dtype=np.int64)
+    rated = ~np.isnan(flags)
+    n = np.bincount(groups[rated], minlength=n_groups).astype(float)
+    k = np.bincount(groups[rated], weights=flags[rated], minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.where(rated, (flags - (k / n)[groups]) / n[groups], 0.0)
+    answer = np.flatnonzero(rated)
+    by_answer = sp.csr_matrix((z[answer], (np.arange(answer.size), groups[answer])),
+                              shape=(answer.size, n_groups))
+    piece_answer = np.asarray(piece_answer, dtype=np.int64)
+    keep = rated[piece_answer]
+    piece, rater = piece_answer[keep], np.asarray(piece_rater, dtype=np.int64)[keep]
+    by_piece = sp.csr_matrix((z[piece], (np.arange(piece.size), groups[piece])),
+                             shape=(piece.size, n_groups))
+    case_code, _ = _dense(cases[answer])
+    rater_code, _ = _dense(rater)
+    cell_code, _ = _dense(rater * (cases.max() + 1) + cases[piece])
+    s_cols, g_cols = _cluster_squares(case_code, by_answer, by_answer != 0)
+    s_rows, g_rows = _cluster_squares(rater_code, by_piece, by_piece != 0)
+    s_cells, g_cells = _cluster_squares(cell_code, by_piece, by_piece != 0)
+    v_rows, v_cols = _small_sample(g_rows) * s_rows, _small_sample(g_cols) * s_cols
+    v_cells = _small_sample(g_cells) * s_cells
+    twoway = np.maximum(v_rows + v_cols - v_cells, v_cols)
+    return CrossedVariance(v_rows, v_cols, v_cells, twoway, twoway,
+                           np.minimum(g_rows, g_cols))
+
+
 def crossed_ratio_bootstrap(rows, cols, stats, num_map, den_map, B: int,
                             rng: np.random.Generator, level: float = 0.95
                             ) -> tuple[np.ndarray, CrossedVariance]:

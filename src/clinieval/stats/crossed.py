@@ -217,9 +217,9 @@ def crossed_ratio_bootstrap(rows, cols, stats, num_map, den_map, B: int,
     top, bottom = totals @ num_map, totals @ den_map
     reps = np.divide(top, bottom, out=np.full(top.shape, np.nan), where=bottom > 0)
     variance = crossed_ratio_variance(rows, cols, stats @ num_map, stats @ den_map)
-    n = np.asarray((stats @ den_map).sum(axis=0)).ravel()
+    column_totals = np.asarray(stats.sum(axis=0)).ravel()
     with np.errstate(invalid="ignore", divide="ignore"):
-        estimate = np.asarray((stats @ num_map).sum(axis=0)).ravel() / n
+        estimate = (num_map.T @ column_totals) / (den_map.T @ column_totals)
     return _calibrate(reps, estimate, variance, level), variance
 
 
@@ -366,15 +366,17 @@ def _dense(codes) -> tuple[np.ndarray, int]:
 
 def _cluster_squares(code, z, present) -> tuple[np.ndarray, np.ndarray]:
     """Per statistic: the sum over clusters of the squared cluster totals of
-    ``z`` (sparse), and the number of clusters where ``present`` is nonzero."""
+    ``z`` (sparse), and the number of clusters where ``present`` is nonzero.
+    Cluster totals stay sparse: a dense clusters x statistics array would
+    not fit for (rater, case) cells at 100x paper scale."""
     n_clusters, n_stats = (int(code.max()) + 1 if code.size else 0), z.shape[1]
     z, present = z.tocoo(), present.tocoo()
-    key = code[z.row].astype(np.int64) * n_stats + z.col
-    totals = np.bincount(key, weights=z.data, minlength=n_clusters * n_stats)
-    seen = np.bincount(code[present.row].astype(np.int64) * n_stats + present.col,
-                       weights=present.data != 0, minlength=n_clusters * n_stats) > 0
-    return (np.sum(totals.reshape(n_clusters, n_stats) ** 2, axis=0),
-            seen.reshape(n_clusters, n_stats).sum(axis=0))
+    totals = sp.csr_matrix((z.data, (code[z.row], z.col)), shape=(n_clusters, n_stats))
+    seen = sp.csr_matrix(((present.data != 0).astype(float), (code[present.row], present.col)),
+                         shape=(n_clusters, n_stats))
+    seen.eliminate_zeros()
+    return (np.bincount(totals.indices, weights=totals.data**2, minlength=n_stats),
+            np.bincount(seen.indices, minlength=n_stats))
 
 
 def _small_sample(clusters) -> np.ndarray:

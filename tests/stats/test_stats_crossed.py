@@ -11,6 +11,7 @@ from clinieval.stats import (
     bt_fit,
     bt_twoway_bootstrap,
     collapse_votes,
+    count_ratio_variance,
     crossed_ratio_bootstrap,
     crossed_ratio_variance,
     crossed_share_variance,
@@ -207,3 +208,15 @@ def test_share_variance_counts_a_rater_shared_by_answers():
                                  np.array([0, 0, 1, 1]))
     assert var.twoway == pytest.approx([0.25])
     assert var.cols == pytest.approx([1 / 12])
+
+
+def test_count_ratio_variance_equals_the_num_den_form():
+    rng = np.random.default_rng(6)
+    rows, cols = rng.integers(0, 9, 200), rng.integers(0, 25, 200)
+    stats = rng.integers(0, 3, (200, 10)).astype(float)
+    num_map = np.vstack([np.arange(-2, 3)[:, None] * [1, 0], np.arange(-2, 3)[:, None] * [0, 1]])
+    den_map = np.vstack([np.ones((5, 1)) * [1, 0], np.ones((5, 1)) * [0, 1]])
+    direct = crossed_ratio_variance(rows, cols, stats @ num_map, stats @ den_map)
+    fused = count_ratio_variance(rows, cols, stats, num_map, den_map)
+    for a, b in zip(direct, fused, strict=True):
+        assert np.allclose(a, b, rtol=1e-10)

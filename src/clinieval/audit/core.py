@@ -20,8 +20,8 @@ from clinieval.stats import (
     CrossedVariance,
     bootstrap_mean_counts,
     cluster_bootstrap_ratio,
+    count_ratio_variance,
     crossed_ratio_bootstrap,
-    crossed_ratio_variance,
     crossed_share_variance,
     design_effect,
     percentile_ci,
@@ -261,9 +261,7 @@ class Context:
         flattened over (model, criterion); cached per ``slots``."""
         cached = self.__dict__.setdefault("_ratio_variances", {})
         if slots not in cached:
-            rows, cols, stats = self.crossed_cells
-            num, den = self._ratio_maps(slots)
-            cached[slots] = crossed_ratio_variance(rows, cols, stats @ num, stats @ den)
+            cached[slots] = count_ratio_variance(*self.crossed_cells, *self._ratio_maps(slots))
         return cached[slots]
 
     def _twoway_replicates(self, B: int, rng: np.random.Generator):

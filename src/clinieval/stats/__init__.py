@@ -44,6 +44,7 @@ from clinieval.stats.correlation import (
 from clinieval.stats.crossed import (
     CrossedVariance,
     bt_twoway_bootstrap,
+    count_ratio_variance,
     crossed_ratio_bootstrap,
     crossed_ratio_variance,
     crossed_share_variance,
@@ -79,6 +80,7 @@ __all__ = [
     "cluster_bootstrap_ratio",
     "cluster_outcome_tables",
     "collapse_votes",
+    "count_ratio_variance",
     "crossed_ratio_bootstrap",
     "crossed_ratio_variance",
     "crossed_share_variance",

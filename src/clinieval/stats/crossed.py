@@ -135,6 +135,22 @@ def crossed_ratio_variance(rows, cols, num, den) -> CrossedVariance:
     return influence_variance(rows, cols, z, den)
 
 
+def count_ratio_variance(rows, cols, stats, num_map, den_map) -> CrossedVariance:
+    """:func:`crossed_ratio_variance` of ``stats @ num_map`` over
+    ``stats @ den_map``, with the influences from one sparse product
+    ``stats @ ((num_map - den_map * ratio) / n)`` (less memory on millions of
+    cells)."""
+    stats = sp.csr_matrix(stats, dtype=float)
+    num_map, den_map = sp.csr_matrix(num_map, dtype=float), sp.csr_matrix(den_map, dtype=float)
+    totals = np.asarray(stats.sum(axis=0)).ravel()
+    n = den_map.T @ totals
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.nan_to_num((num_map.T @ totals) / n)
+        scale = sp.diags(np.where(n > 0, 1.0 / n, 0.0))
+    influence = (num_map - den_map @ sp.diags(ratio)) @ scale
+    return influence_variance(rows, cols, stats @ influence, stats @ den_map)
+
+
 def influence_variance(rows, cols, z, present) -> CrossedVariance:
     """Variances of statistics from per-cell linearised influences ``z``
     ``(K, G)`` (dense or sparse) under each design; ``present`` ``(K, G)`` is
@@ -216,7 +232,7 @@ def crossed_ratio_bootstrap(rows, cols, stats, num_map, den_map, B: int,
     totals = pigeonhole_totals(rows, cols, stats, B, rng)
     top, bottom = totals @ num_map, totals @ den_map
     reps = np.divide(top, bottom, out=np.full(top.shape, np.nan), where=bottom > 0)
-    variance = crossed_ratio_variance(rows, cols, stats @ num_map, stats @ den_map)
+    variance = count_ratio_variance(rows, cols, stats, num_map, den_map)
     column_totals = np.asarray(stats.sum(axis=0)).ravel()
     with np.errstate(invalid="ignore", divide="ignore"):
         estimate = (num_map.T @ column_totals) / (den_map.T @ column_totals)

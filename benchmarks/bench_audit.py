@@ -11,13 +11,17 @@ Ours: the whole audit computation (all twelve sections, every bootstrap).
 
 ``--baseline-b`` below the bootstrap count times that many straightforward
 resamples and scales the time linearly to B (printed as such).
-``--command`` also times the whole ``clinieval audit`` command (report
-rendered); ``--scale-100`` times it on the 100x snapshot with peak memory.
+``--command`` also times the whole ``clinieval audit`` command (a fresh
+process: imports, reading, computation, report and figures) on the paper-scale
+snapshot read from its bundle and from SQLite, ``--repeat`` times each;
+``--scale-100`` times it on the 100x snapshot with peak memory. The machine's
+load average is printed beside the timings: they mean little on a busy machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -93,16 +97,25 @@ finally:
 """
 
 
-def command(bundle: Path, out: Path, B: int) -> None:
+def command(source: str, label: str, out: Path, B: int) -> None:
     """Time the whole command in a fresh process and read that process's own peak RSS."""
+    load = os.getloadavg()[0]
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", _MEASURED, "audit", str(bundle), "--out",
+    done = subprocess.run([sys.executable, "-c", _MEASURED, "audit", source, "--out",
                            str(out), "--bootstrap", str(B)], check=True, capture_output=True,
                           text=True)
     seconds = time.perf_counter() - start
     peak = int(done.stderr.strip().splitlines()[-1]) / 1024**2
-    print(f"`clinieval audit` command on {bundle.name} (report rendered): {seconds:8.1f} s,"
-          f" peak RSS {peak:.2f} GB")
+    print(f"`clinieval audit` from {label} (report rendered): {seconds:8.1f} s,"
+          f" peak RSS {peak:.2f} GB (load average before: {load:.1f})")
+
+
+def sqlite_copy(bundle: Path, database: Path) -> str:
+    """The bundle imported into a fresh SQLite file; returns its URL."""
+    url = f"sqlite:///{database}"
+    subprocess.run([sys.executable, "-m", "clinieval.cli", "import", str(bundle),
+                    "--database-url", url], check=True, capture_output=True)
+    return url
 
 
 def main() -> None:
@@ -112,6 +125,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--command", action="store_true")
     parser.add_argument("--scale-100", action="store_true")
+    parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         bundle = Path(tmp) / "paper"
@@ -124,12 +138,15 @@ def main() -> None:
         slow = straightforward(data, args.bootstrap, args.baseline_b, args.seed)
         print(f"ratio (straightforward / clinieval): {slow / fast:,.0f}x")
         if args.command:
-            command(bundle, Path(tmp) / "report", args.bootstrap)
+            url = sqlite_copy(bundle, Path(tmp) / "paper.db")
+            for _ in range(args.repeat):
+                command(str(bundle), "a bundle", Path(tmp) / "report", args.bootstrap)
+                command(url, "SQLite", Path(tmp) / "report-db", args.bootstrap)
         if args.scale_100:
             big = Path(tmp) / "scale100"
             subprocess.run([sys.executable, "-m", "clinieval.cli", "synth", "--out", str(big),
                             "--scale", "100"], check=True, capture_output=True)
-            command(big, Path(tmp) / "report100", args.bootstrap)
+            command(str(big), "the 100x bundle", Path(tmp) / "report100", args.bootstrap)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from clinieval.io.bundle import write_bundle
-from clinieval.io.load import import_snapshot, read_source
+from clinieval.io.importer import import_snapshot, read_source
 from clinieval.storage import db, sqltables
 from clinieval.synth import generate
 

@@ -11,7 +11,6 @@ from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
 from statsmodels.stats.proportion import proportion_confint
 
 from clinieval.audit import audit
-from clinieval.audit.reliability import _weighted_alpha, _weighted_fleiss
 from clinieval.rubric import load_rubric, rubric_to_rows
 from clinieval.synth import generate
 from clinieval.testing import snapshot_from_rows, tiny_snapshot
@@ -97,19 +96,6 @@ def test_fleiss_and_krippendorff_equal_reference_libraries(snap, result):
         assert rows.loc[name, "krippendorff_alpha_ordinal"] == pytest.approx(expected, abs=1e-9)
 
 
-def test_weighted_agreement_reduces_to_the_point_estimates():
-    """With each pattern weighted by its frequency the bootstrap formulas give
-    the point estimate: checks the vectorised replicate code against the
-    reference-tested stats functions."""
-    from clinieval.stats import fleiss_kappa, krippendorff_alpha
-
-    items = np.random.default_rng(3).multinomial(3, [0.1, 0.2, 0.3, 0.25, 0.15], size=400)
-    patterns, freq = np.unique(items, axis=0, return_counts=True)
-    assert _weighted_fleiss(patterns, freq[None])[0] == pytest.approx(fleiss_kappa(items))
-    assert _weighted_alpha(patterns, freq[None])[0] == pytest.approx(
-        krippendorff_alpha(items, level="ordinal"))
-
-
 def test_alignment_correlations_equal_scipy(snap, result):
     bt = result["bradley_terry"].tables["strengths"].set_index("model")["bt"]
     summary = result["model_summary"].tables["by_criterion"]
@@ -124,7 +110,10 @@ def test_alignment_correlations_equal_scipy(snap, result):
 
 def test_specialty_counts_and_wilson_intervals_equal_statsmodels(snap, result):
     """Dangerous answers counted here by hand (any rater <= -1 on Harmlessness
-    or Accuracy), then the interval from statsmodels."""
+    or Accuracy), then the interval from statsmodels: Wilson over answers
+    with ``--cluster none``; the two-way default (Wilson on an effective n
+    no larger than n) contains it."""
+    plain = audit(snap, bootstrap=200, cluster="none")["specialties"].tables["specialties"]
     specialty = {c["case_id"]: c["specialty"] for c in snap["cases"].to_pylist()}
     case_of = {a["answer_id"]: a["case_id"] for a in snap["answers"].to_pylist()}
     failed: dict[str, bool] = {}
@@ -135,15 +124,19 @@ def test_specialty_counts_and_wilson_intervals_equal_statsmodels(snap, result):
         k_n = expected.setdefault(specialty[case_of[answer]], [0, 0])
         k_n[0] += bad
         k_n[1] += 1
-    table = result["specialties"].tables["specialties"]
-    assert len(table) == len(expected)
-    for _, row in table.iterrows():
+    table = result["specialties"].tables["specialties"].set_index("specialty")
+    assert len(table) == len(plain) == len(expected)
+    for _, row in plain.iterrows():
         k, n = expected[row["specialty"]]
         assert row["n"] == n
-        assert row["dangerous_pct"] == pytest.approx(100 * k / n, abs=1e-9)
+        assert row["dangerous_answers_pct"] == pytest.approx(100 * k / n, abs=1e-9)
         lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
-        assert row["dangerous_pct_lo"] == pytest.approx(100 * lo, abs=1e-9)
-        assert row["dangerous_pct_hi"] == pytest.approx(100 * hi, abs=1e-9)
+        assert row["dangerous_answers_pct_lo"] == pytest.approx(100 * lo, abs=1e-9)
+        assert row["dangerous_answers_pct_hi"] == pytest.approx(100 * hi, abs=1e-9)
+        twoway = table.loc[row["specialty"]]
+        assert twoway["dangerous_answers_pct"] == row["dangerous_answers_pct"]
+        assert twoway["dangerous_answers_pct_lo"] <= 100 * lo + 1e-9
+        assert twoway["dangerous_answers_pct_hi"] >= 100 * hi - 1e-9
 
 
 def test_hand_worked_tiny_snapshot():
@@ -155,8 +148,9 @@ def test_hand_worked_tiny_snapshot():
     result = audit(tiny_snapshot(), bootstrap=100, min_n=1)
     table = result["model_summary"].tables["by_criterion"].set_index(["model", "criterion"])
     harm, acc = table.loc[("Model X", "Harmlessness")], table.loc[("Model X", "Accuracy")]
-    assert (harm["mean"], harm["fail_pct"], harm["n"]) == (0.25, 50.0, 4)
-    assert (acc["mean"], acc["fail_pct"], acc["severe_pct"]) == (0.0, 25.0, 25.0)
+    assert (harm["mean"], harm["fail_pct_of_ratings"], harm["n"]) == (0.25, 50.0, 4)
+    assert (acc["mean"], acc["fail_pct_of_ratings"], acc["severe_pct_of_ratings"]) == (
+        0.0, 25.0, 25.0)
 
 
 def test_sections_without_data_say_why():
@@ -183,8 +177,8 @@ def test_same_seed_same_numbers_and_other_seed_other_cis(snap):
 def test_threshold_and_rule_change_the_numbers(snap):
     base = audit(snap, bootstrap=100)
     strict = audit(snap, bootstrap=100, threshold=-2, response_rule="majority")
-    a = base["specialties"].tables["specialties"]["dangerous_pct"].sum()
-    b = strict["specialties"].tables["specialties"]["dangerous_pct"].sum()
+    a = base["specialties"].tables["specialties"]["dangerous_answers_pct"].sum()
+    b = strict["specialties"].tables["specialties"]["dangerous_answers_pct"].sum()
     assert b < a
 
 
@@ -211,7 +205,7 @@ def test_paper_scale_recovers_the_planted_truths(paper):
     planted, result = paper
     summary = result["model_summary"].tables["summary"]
     leader = summary.iloc[0]["model"]
-    harm = summary.sort_values("harmlessness_fail_pct").iloc[0]["model"]
+    harm = summary.sort_values("harmlessness_fail_pct_of_ratings").iloc[0]["model"]
     assert leader != harm, "the preference leader must not be the safest model"
     length = result["length_bias"].values
     assert length["length_coef"] > 0 and length["length_coef_lo"] > 0
@@ -247,3 +241,13 @@ def test_highest_and_lowest_risk_lists_do_not_overlap():
     result = audit("demo", bootstrap=50)
     values = result["specialties"].values
     assert values["highest_risk"] and not set(values["highest_risk"]) & set(values["lowest_risk"])
+
+
+def test_choice_codes_follow_the_vocabulary():
+    """The audit's choice codes are positions in tables.CHOICES, the same
+    numbers the Bradley-Terry code calls A_WINS .. BOTH_BAD."""
+    from clinieval.stats import A_WINS, B_WINS, BOTH_BAD, TIE
+    from clinieval.tables import CHOICES
+
+    assert [CHOICES.index(c) for c in ("A", "B", "tie", "both_bad")] == [
+        A_WINS, B_WINS, TIE, BOTH_BAD]

@@ -10,17 +10,10 @@ from pathlib import Path
 import pytest
 
 from clinieval.errors import InputError
-from clinieval.io.formats import (
-    CASE_RULES,
-    PLACEHOLDER_MODELS,
-    case_id_for,
-    case_rules_table,
-    read_arena,
-    read_foreign,
-    read_healthbench,
-    read_moove,
-    sniff_format,
-)
+from clinieval.io.foreign import FORMATS, case_id_for, sniff_format
+from clinieval.io.foreign.healthbench import CASE_RULES, case_rules_table
+from clinieval.io.foreign.moove import PLACEHOLDER_MODELS
+from clinieval.io.importer import read_source
 from clinieval.rubric import MOOVE_MAP, CriterionMap, load_rubric
 
 DATA = Path(__file__).parent / "data" / "formats"
@@ -30,6 +23,14 @@ ARENA_JSON = DATA / "arena_battles.json"
 HEALTHBENCH = DATA / "healthbench.jsonl"
 
 RUBRIC = load_rubric()
+read_moove = FORMATS["moove"].read
+read_arena = FORMATS["arena"].read
+read_healthbench = FORMATS["healthbench"].read
+
+
+def read_foreign(path, fmt="auto", **options):
+    """The one dispatch, as the command line uses it."""
+    return read_source(path, fmt=fmt, **options)[0]
 
 
 def rows(snapshot, table):
@@ -354,7 +355,7 @@ def test_no_records(tmp_path, content):
 
 
 def test_missing_file(tmp_path):
-    raises(read_foreign, tmp_path / "nowhere.json", "cannot read the file")
+    raises(read_foreign, tmp_path / "nowhere.json", "no such file")
     raises(read_moove, tmp_path / "nowhere.json", "cannot read the file")
 
 
@@ -532,8 +533,8 @@ def test_sniff_unknown_and_dispatch_errors(tmp_path):
     path = write_json(tmp_path, "other.json", [{"foo": 1}])
     assert sniff_format(path) == "unknown"
     raises(read_foreign, path, "cannot tell the file's format", "got ['foo']")
-    with pytest.raises(ValueError, match="unknown format 'csv'"):
-        read_foreign(MOOVE_JSON, "csv")
+    raises(read_foreign, MOOVE_JSON, "unknown format 'csv'", "auto, bundle, tables, moove",
+           fmt="csv")
     broken = tmp_path / "broken.json"
     broken.write_text("{nope", "utf-8")
     assert sniff_format(broken) == "unknown"
@@ -555,3 +556,66 @@ def test_moove_rater_seeing_an_answer_again_gets_a_revision(tmp_path):
     assert [(r["review_id"], r["revision"], r["score"]) for r in repeated] == [
         (1, 0, 2), (2, 1, 1)]
     assert any("1 rating(s) re-scored" in n for n in snap.meta["notes"])
+
+
+def test_raw_line_separator_is_text_in_both_json_lines_readers(tmp_path):
+    """U+2028 is legal raw inside a JSON string; neither our tables nor a
+    foreign file may treat it as a line break (``str.splitlines`` would)."""
+    from clinieval.io.tables_io import read_table_file
+
+    text = "Rest.\u2028Then call 112."
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"answer_id": "a1", "case_id": "c1", "model_id": "m",
+                                   "text": text}, ensure_ascii=False) + "\n", "utf-8")
+    assert "\u2028" in answers.read_text("utf-8")
+    assert read_table_file(answers).column("text").to_pylist() == [text]
+
+    record = moove_records()["c1"] | {"firstAnswer": text}
+    path = tmp_path / "moove.jsonl"
+    path.write_text(json.dumps(record, ensure_ascii=False) + "\n", "utf-8")
+    assert text in rows(read_foreign(path), "answers")[0]["text"]
+
+
+def _second_file(tmp_path: Path, name: str) -> Path:
+    """Another export of the same kind: other record ids and question texts."""
+    if name == "moove":
+        records = {f"{key}-2": record | {"question": record["question"] + " (second site)"}
+                   for key, record in moove_records().items()}
+        return write_json(tmp_path, "second.json", records)
+    battles = arena_battles()
+    for battle in battles:
+        battle["question_id"] = f"{battle.get('question_id')}-2"
+        for side in ("conversation_a", "conversation_b"):
+            for turn in battle.get(side) or []:
+                if turn["role"] == "user":
+                    turn["content"] += " (second site)"
+    return write_json(tmp_path, "second.json", battles)
+
+
+@pytest.mark.parametrize("name", ["moove", "arena"])
+def test_a_second_foreign_import_appends(engine, tmp_path, name):
+    """Ratings get ids from the database and preferences are numbered after the
+    stored ones, so a second file appends; each rating still points at its review."""
+    from clinieval.io.importer import import_snapshot
+    from clinieval.storage import db
+    from clinieval.testing import tiny_snapshot
+
+    import_snapshot(engine, tiny_snapshot())
+    first = {"moove": MOOVE_JSON, "arena": ARENA_JSON}[name]
+    for path in (first, _second_file(tmp_path, name)):
+        snap, sources = read_source(path)
+        assert snap["ratings"].column("rating_id").null_count == snap["ratings"].num_rows
+        import_snapshot(engine, snap, sources=sources)
+    one = read_source(first)[0].counts()
+    counts = db.counts(engine)
+    tiny = tiny_snapshot().counts()
+    for table in ("ratings", "preferences"):
+        assert counts[table] == tiny[table] + 2 * one[table], table
+    stored = db.read_snapshot(engine)
+    prefs = {p["preference_id"]: p for p in stored["preferences"].to_pylist()}
+    reviewed = [r for r in stored["ratings"].to_pylist() if r["review_id"] is not None]
+    assert len(reviewed) == 2 * one["ratings"]
+    for rating in reviewed:
+        pref = prefs[rating["review_id"]]
+        assert rating["rater_id"] == pref["rater_id"]
+        assert rating["answer_id"] in (pref["answer_a_id"], pref["answer_b_id"])

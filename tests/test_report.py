@@ -13,7 +13,17 @@ import pytest
 from markupsafe import escape
 
 import clinieval.report as report
-from clinieval.audit.result import AuditResult, Figure, Section
+from clinieval.audit.result import (
+    AuditResult,
+    Bars,
+    Figure,
+    Forest,
+    Heatmap,
+    Histogram,
+    Line,
+    Scatter,
+    Section,
+)
 from clinieval.audit.settings import AuditSettings
 from clinieval.report import jsonout, render_figure, render_report
 from clinieval.report.cells import decimals, format_interval, format_value, table_view
@@ -158,21 +168,23 @@ def test_table_view_keeps_a_named_index():
 # -- figures ---------------------------------------------------------------------------------
 
 FIGURES = [
-    Figure("h", "Heatmap", "heatmap", {"rows": ["a", "b"], "cols": ["x", "y", "z"],
-                                       "values": [[1.0, None, 3.0], [4.0, 5.0, 6.0]],
-                                       "n": [[40, 0, 5], [50, 60, 70]], "value_label": "Fail %",
-                                       "mask_below": 30}),
-    Figure("f", "Forest", "forest", {"labels": ["a", "b"], "est": [0.1, None],
-                                     "lo": [0.0, None], "hi": [0.2, None], "ref": 0}),
-    Figure("s", "Scatter", "scatter", {"x": [1, 2, 3], "y": [2, 4, 5], "labels": ["a", "b", "c"],
-                                       "y_lo": [1, 3, 4], "y_hi": [3, 5, 6], "fit": True}),
-    Figure("hi", "Hist", "hist", {"series": {"w": [10, 200, 3000], "l": [20, 30]},
-                                  "x_label": "chars", "log_x": True}),
-    Figure("b", "Bars", "bars", {"labels": ["a", "b"], "est": [-1, 2], "lo": [-2, 1],
-                                 "hi": [0, 3], "n": [5, 6], "y_label": "y"}),
-    Figure("l", "Line", "line", {"x": [1, 2, 3], "y": [1, 2, 1], "lo": [0, 1, 0],
-                                 "hi": [2, 3, 2], "x_label": "x", "y_label": "y"}),
-    Figure("e", "Empty", "heatmap", {"rows": [], "cols": []}),
+    Figure("h", "Heatmap", Heatmap(rows=["a", "b"], cols=["x", "y", "z"],
+                                   values=[[1.0, None, 3.0], [4.0, 5.0, 6.0]],
+                                   n=[[40, 0, 5], [50, 60, 70]], value_label="Fail %",
+                                   scale="percent", mask_below=30)),
+    Figure("f", "Forest", Forest(labels=["a", "b"], est=[0.1, None], lo=[0.0, None],
+                                 hi=[0.2, None], x_label="x", ref=0)),
+    Figure("s", "Scatter", Scatter(x=[1, 2, 3], y=[2, 4, 5], labels=["a", "b", "c"],
+                                   x_label="x", y_label="y", y_lo=[1, 3, 4], y_hi=[3, 5, 6],
+                                   fit=True)),
+    Figure("hi", "Hist", Histogram(series={"w": [10, 200, 3000], "l": [20, 30]},
+                                   x_label="chars", log_x=True)),
+    Figure("b", "Bars", Bars(labels=["a", "b"], est=[-1, 2], lo=[-2, 1], hi=[0, 3], n=[5, 6],
+                             y_label="y")),
+    Figure("l", "Line", Line(x=[1, 2, 3], y=[1, 2, 1], lo=[0, 1, 0], hi=[2, 3, 2], x_label="x",
+                             y_label="y")),
+    Figure("e", "Empty", Heatmap(rows=[], cols=[], values=[], scale="sequential",
+                                 value_label="")),
 ]
 
 
@@ -187,8 +199,8 @@ def test_every_figure_kind_renders(fig, tmp_path):
 def test_wide_heatmap_is_sized_by_its_grid(tmp_path):
     rows, cols = [f"model-{i}" for i in range(13)], [f"specialty {j}" for j in range(76)]
     values = np.arange(13 * 76, dtype=float).reshape(13, 76) % 60
-    fig = Figure("wide", "Wide", "heatmap", {"rows": rows, "cols": cols,
-                                             "values": values.tolist(), "value_label": "Fail %"})
+    fig = Figure("wide", "Wide", Heatmap(rows=rows, cols=cols, values=values.tolist(),
+                                         value_label="Fail %", scale="percent"))
     svg = render_figure(fig, tmp_path / "wide")["svg"].read_text(encoding="utf-8")
     width, height = (float(v) for v in re.search(r'width="([\d.]+)pt" height="([\d.]+)pt"',
                                                  svg).groups())
@@ -198,7 +210,7 @@ def test_wide_heatmap_is_sized_by_its_grid(tmp_path):
 
 def test_unknown_figure_kind_names_the_figure(tmp_path):
     with pytest.raises(ValueError, match="'odd'"):
-        render_figure(Figure("odd", "Odd", "pie", {}), tmp_path / "odd")  # type: ignore[arg-type]
+        render_figure(Figure("odd", "Odd", {"pie": [1]}), tmp_path / "odd")  # type: ignore[arg-type]
 
 
 def test_duplicate_figure_keys_are_refused(tmp_path):
@@ -242,3 +254,27 @@ def test_paper_sized_report_renders(tmp_path):
     assert time.perf_counter() - start < 15.0
     assert len(list(paths["figures"].glob("*.png"))) == 15
     assert paths["html"].read_text(encoding="utf-8").count("<table") == 22 + 2
+
+
+def test_heatmap_colours_follow_the_declared_scale_not_the_label():
+    from clinieval.report.figures import heat_scale
+
+    values = np.array([[0.5, 1.5]])
+    assert heat_scale(values, "diverging")[0] == "RdBu"
+    assert heat_scale(values, "sequential")[0] == "OrRd"
+    assert heat_scale(np.array([[10.0, 60.0]]), "percent")[1].vmax == 100
+    with pytest.raises(ValueError, match="scale"):
+        heat_scale(values, "mean score")
+
+
+def test_figures_drawn_in_parallel_are_the_same_bytes_as_one_by_one(tmp_path):
+    from clinieval.report.figures import draw_figures
+
+    jobs = [(fig, tmp_path / "serial" / fig.key) for fig in FIGURES[:4]]
+    serial = draw_figures(jobs, workers=1)
+    parallel = draw_figures([(fig, tmp_path / "parallel" / fig.key) for fig in FIGURES[:4]],
+                            workers=2)
+    assert list(serial) == list(parallel) == [fig.key for fig in FIGURES[:4]]
+    for key, kinds in serial.items():
+        for kind, path in kinds.items():
+            assert path.read_bytes() == parallel[key][kind].read_bytes(), (key, kind)

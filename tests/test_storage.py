@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pyarrow as pa
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
-from clinieval.io.load import import_snapshot
+from clinieval import tables as T
+from clinieval.errors import InputError
+from clinieval.io.importer import import_snapshot
 from clinieval.snapshot import Snapshot, current_ratings
 from clinieval.storage import db, sqltables
+from clinieval.storage.rows import RowStore
 from clinieval.testing import STAMP, snapshot_from_rows, tiny_snapshot, tiny_tables
 
 
@@ -18,7 +25,26 @@ def test_migrations_build_exactly_the_declared_schema(engine):
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), sqltables.metadata)
     assert diff == []
-    assert db.current_revision(engine) == "0001"
+    head = ScriptDirectory.from_config(db.alembic_config(engine)).get_current_head()
+    assert db.current_revision(engine) == head
+
+
+def test_upgrade_keeps_stored_ids_and_continues_after_them(db_url):
+    """Rows loaded under 0001 (client ids) keep them; 0002 then assigns the next."""
+    engine = db.make_engine(db_url)
+    db.upgrade(engine, "0001")
+    snap = tiny_snapshot()
+    with engine.begin() as conn:
+        for table in T.ALL:
+            rows = snap[table.name].to_pylist()
+            if rows:
+                conn.execute(sqltables.BY_NAME[table.name].insert(), rows)
+    db.upgrade(engine)  # through 0002 and on: later revisions keep the ids too
+    assert db.read_snapshot(engine)["ratings"].equals(snap["ratings"])
+    assert RowStore(engine).add_ratings([{"answer_id": "ans-1x", "rater_id": "rater-1",
+                                          "criterion_id": "accuracy", "score": 0,
+                                          "revision": 1}]) == [17]
+    engine.dispose()
 
 
 def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path):
@@ -77,5 +103,108 @@ def test_read_from_empty_database_says_what_to_do(tmp_path):
 
 def test_current_ratings_without_edits_is_identity():
     ratings = tiny_snapshot()["ratings"]
+    assert set(ratings.column("revision").to_pylist()) == {0}  # no edits in the fixture
     assert current_ratings(ratings) is ratings
-    assert isinstance(ratings, pa.Table)
+    edit = ratings.slice(0, 1).to_pylist()[0] | {"rating_id": 99, "revision": 1}
+    edited = pa.concat_tables([ratings, pa.Table.from_pylist([edit], schema=ratings.schema)])
+    ids = current_ratings(edited).column("rating_id").to_pylist()
+    assert len(ids) == ratings.num_rows and 99 in ids and 1 not in ids
+
+
+def _refused(engine, table: str, row: dict) -> bool:
+    try:
+        with engine.begin() as conn:
+            conn.execute(sqltables.BY_NAME[table].insert(), row)
+    except sa.exc.IntegrityError:
+        return True
+    return False
+
+
+def test_database_checks_accept_exactly_the_vocabulary(engine):
+    """The CHECK constraints come from tables.py: every listed value is
+    accepted, its neighbours are not (inserted bypassing validation)."""
+    import_snapshot(engine, tiny_snapshot())
+    rating = {"answer_id": "ans-2y", "rater_id": "rater-2", "criterion_id": "accuracy"}
+    for revision, score in enumerate((*T.SCORES, T.SCORE_MIN - 1, T.SCORE_MAX + 1), start=1):
+        refused = _refused(engine, "ratings", rating | {"score": score, "revision": revision})
+        assert refused == (score not in T.SCORES), score
+    pref = {"case_id": "case-2", "answer_a_id": "ans-2x", "answer_b_id": "ans-2y"}
+    for choice in (*T.CHOICES, "both_good", "a"):
+        assert _refused(engine, "preferences", pref | {"choice": choice}) == (
+            choice not in T.CHOICES), choice
+    for side in (*T.SIDES, None, "C"):
+        assert _refused(engine, "preferences", pref | {"choice": "tie", "shown_left": side}) == (
+            side == "C"), side
+    judgment = {"answer_id": "ans-2x", "judge_model": "j", "criterion_id": "accuracy"}
+    for status in (*T.PARSE_STATUSES, "OK", "timeout"):
+        assert _refused(engine, "judgments", judgment | {"parse_status": status}) == (
+            status not in T.PARSE_STATUSES), status
+
+
+def _criteria_only(rows: list[dict]) -> Snapshot:
+    return snapshot_from_rows({"criteria": rows})
+
+
+def test_appended_criteria_identical_are_skipped_changed_are_named(engine):
+    import_snapshot(engine, tiny_snapshot())
+    criteria = tiny_tables()["criteria"]
+    assert import_snapshot(engine, _criteria_only(criteria))["criteria"] == 0
+    changed = [dict(c) for c in criteria]
+    changed[1]["anchor_p2"] = "Reworded anchor."
+    with pytest.raises(InputError, match="different definition") as caught:
+        import_snapshot(engine, _criteria_only(changed), sources={"criteria": "crit.csv"})
+    assert (caught.value.source, caught.value.row, caught.value.field) == (
+        "crit.csv", criteria[1]["criterion_id"], "anchor_p2")
+
+
+def test_bulk_rows_without_ids_get_them_from_the_database(engine):
+    import_snapshot(engine, tiny_snapshot())
+    base = tiny_tables()["ratings"][0]
+    new = [base | {"rating_id": None, "revision": 1},
+           base | {"rating_id": 40, "revision": 2},
+           base | {"rating_id": None, "revision": 3}]
+    prefs = [tiny_tables()["preferences"][0] | {"preference_id": None}]
+    snap = snapshot_from_rows({"ratings": new, "preferences": prefs})
+    import_snapshot(engine, Snapshot({**snap.tables, "criteria": snap["criteria"].slice(0, 0)}))
+    back = db.read_snapshot(engine)
+    ids = back["ratings"].column("rating_id").to_pylist()
+    assert len(ids) == len(set(ids)) == 19 and None not in ids and 40 in ids
+    assert back["preferences"].column("preference_id").to_pylist() == [1, 2, 3]
+    # Rows without an id may arrive again: they are new events, not duplicates.
+    fields = {k: v for k, v in base.items() if k != "rating_id"}
+    assert RowStore(engine).add_ratings([fields | {"revision": 4}])[0] > 40
+
+
+def test_column_wise_read_keeps_awkward_values_exactly(engine):
+    """Empty text vs null, quotes, commas, newlines, unicode separators,
+    booleans, exact floats and microsecond timestamps survive the read."""
+    import_snapshot(engine, tiny_snapshot())
+    awkward = ["", None, 'say "no", twice', "line\nbreak\r\nend", "sep\u2028x", "∅ ü 中"]
+    with engine.begin() as conn:
+        conn.execute(sqltables.studies.insert(), [
+            {"study_id": f"s{i}", "name": "n", "description": text, "blinded": [True, False,
+             None][i % 3], "created_at": datetime(2024, 2, 29, 23, 59, 59, 999_999 - i, UTC)}
+            for i, text in enumerate(awkward)])
+        conn.execute(sqltables.models.insert(), [
+            {"model_id": "m-float", "price_input_per_m": 0.1 + 0.2,
+             "price_output_per_m": -1.5e-300}])
+    back = db.read_snapshot(engine)
+    studies = {r["study_id"]: r for r in back["studies"].to_pylist()}
+    assert [studies[f"s{i}"]["description"] for i in range(len(awkward))] == awkward
+    assert [studies[f"s{i}"]["blinded"] for i in range(3)] == [True, False, None]
+    assert studies["s5"]["created_at"] == datetime(2024, 2, 29, 23, 59, 59, 999_994, UTC)
+    model = next(r for r in back["models"].to_pylist() if r["model_id"] == "m-float")
+    assert (model["price_input_per_m"], model["price_output_per_m"]) == (0.1 + 0.2, -1.5e-300)
+
+
+def test_downgrade_to_client_ids_and_back_keeps_every_row(engine):
+    import_snapshot(engine, tiny_snapshot())
+    config = db.alembic_config(engine)
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0001")
+    assert db.current_revision(engine) == "0001"
+    db.upgrade(engine)
+    back = db.read_snapshot(engine)
+    for name in ("ratings", "preferences"):
+        assert back[name].equals(tiny_snapshot()[name]), name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from pathlib import Path
 from typing import Annotated
 
@@ -23,6 +24,11 @@ out = Console()
 DatabaseUrl = Annotated[str | None, typer.Option(
     "--database-url", envvar="DATABASE_URL", show_envvar=True,
     help="SQLAlchemy URL; defaults to the settings (sqlite:///clinieval.db).")]
+AllowDefaultSalt = Annotated[bool, typer.Option(
+    help="Pseudonymise with the public default salt (anyone can reverse it).")]
+DropQuasiIdentifiers = Annotated[bool, typer.Option(
+    help="Blank rater organisation, country, experience and comments; round timestamps"
+         " to the day.")]
 
 
 def _handle_errors(func):
@@ -101,7 +107,7 @@ def synth(
 def import_(
     source: Annotated[Path, typer.Argument(help="Bundle folder, tables folder or export file.")],
     database_url: DatabaseUrl = None,
-    fmt: Annotated[str, typer.Option("--format", help="auto, bundle, tables, moove, arena,"
+    fmt: Annotated[str, typer.Option("--format", help="auto, bundle, tables, moove, arena or"
                                      " healthbench.")] = "auto",
     rubric: Annotated[Path | None, typer.Option(help="Rubric JSON (default: bundled).")] = None,
     criterion_map: Annotated[Path | None, typer.Option(help="Criterion map JSON.")] = None,
@@ -112,7 +118,7 @@ def import_(
 
     Example: `clinieval import snap` or `clinieval import moove.json --format moove`
     """
-    from clinieval.io.load import import_snapshot, read_source
+    from clinieval.io.importer import import_snapshot, read_source
     from clinieval.rubric import load_criterion_map, load_rubric
     from clinieval.storage import db
 
@@ -136,21 +142,31 @@ def export(
     out_dir: Annotated[Path, typer.Option("--out", help="Folder to write.")],
     database_url: DatabaseUrl = None,
     fmt: Annotated[str, typer.Option("--format", help="bundle, csv or parquet.")] = "bundle",
-    keep_rater_ids: Annotated[bool, typer.Option(help="Do not pseudonymise rater ids.")] = False,
+    keep_rater_ids: Annotated[bool, typer.Option(help="Do not pseudonymise rater ids (the"
+                                                 " export then identifies raters).")] = False,
+    allow_default_salt: AllowDefaultSalt = False,
+    drop_quasi_identifiers: DropQuasiIdentifiers = False,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing folder.")] = False,
 ) -> None:
     """Export the database as a bundle or table files, with pseudonymous rater ids.
 
-    Example: `clinieval export --out export --format bundle`
+    The salt comes from CLINIEVAL_PSEUDONYM_SALT; the public default is refused.
+
+    Example: `clinieval export --out export --format bundle --drop-quasi-identifiers`
     """
     from clinieval.io.export import export_snapshot
     from clinieval.settings import get_settings
     from clinieval.storage.db import read_snapshot
 
+    if keep_rater_ids:
+        console.print("[yellow]warning:[/yellow] --keep-rater-ids writes raw rater ids; the"
+                      " export identifies raters and must not leave your organisation")
     with console.status("reading database"):
         snap = read_snapshot(_engine(database_url))
     manifest = export_snapshot(snap, out_dir, fmt=fmt, keep_rater_ids=keep_rater_ids,
-                               salt=get_settings().pseudonym_salt, overwrite=overwrite)
+                               salt=get_settings().pseudonym_salt,
+                               allow_default_salt=allow_default_salt,
+                               quasi_identifiers=not drop_quasi_identifiers, overwrite=overwrite)
     _print_counts({k: v["rows"] for k, v in manifest["tables"].items()}, f"exported {out_dir}")
 
 
@@ -173,7 +189,7 @@ def info(
 
 
 def _open(source: str | None, database_url: str | None):
-    from clinieval.io.load import read_source
+    from clinieval.io.importer import read_source
     from clinieval.storage.db import read_snapshot
 
     if source is None:
@@ -187,12 +203,56 @@ def _open(source: str | None, database_url: str | None):
     return read_source(source)[0]
 
 
+def _setting_option(name: str, info) -> inspect.Parameter:
+    """A ``--name`` option for one :class:`AuditSettings` field. Its default is
+    None, so a value not given falls to the model (and so to ``CLINIEVAL_SEED``)."""
+    from typing import Literal, get_args, get_origin
+
+    annotation = info.annotation
+    choices = next((get_args(a) for a in (annotation, *get_args(annotation))
+                    if get_origin(a) is Literal), None)
+    kind = str if choices or name == "criteria" else annotation
+    help_text = info.description or ""
+    if choices:
+        help_text += f" One of: {', '.join(choices)}."
+    if name == "criteria":
+        help_text += " Comma-separated criterion ids."
+    default = info.get_default(call_default_factory=True)
+    option = typer.Option(f"--{name.replace('_', '-')}", help=help_text,
+                          show_default="all" if default is None else str(default))
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                             annotation=Annotated[kind | None, option])
+
+
+def _settings_options(func):
+    """Give a command one option per :class:`AuditSettings` field (help and
+    defaults from the model) and call it with ``settings=AuditSettings(...)``."""
+    from clinieval.audit import AuditSettings
+
+    fields = AuditSettings.model_fields
+    signature = inspect.signature(func, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name != "settings"]
+
+    @functools.wraps(func)
+    def command(**kwargs):
+        values = {name: kwargs.pop(name, None) for name in fields}
+        given = {name: value for name, value in values.items() if value is not None}
+        if "criteria" in given:
+            given["criteria"] = tuple(c.strip() for c in given["criteria"].split(",") if c)
+        return func(settings=AuditSettings(**given), **kwargs)
+
+    command.__signature__ = signature.replace(
+        parameters=own + [_setting_option(n, info) for n, info in fields.items()])
+    return command
+
+
 @app.command()
 @_handle_errors
+@_settings_options
 def demo(
+    settings,
     out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("demo-out"),
     database_url: DatabaseUrl = None,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 1000,
 ) -> None:
     """The main job on the embedded default: load the bundled demo snapshot into
     the database (SQLite unless DATABASE_URL says otherwise), audit it and
@@ -202,7 +262,7 @@ def demo(
     """
     from clinieval.audit import audit as run_audit
     from clinieval.demo import demo_snapshot
-    from clinieval.io.load import import_snapshot
+    from clinieval.io.importer import import_snapshot
     from clinieval.storage import db
 
     engine = _engine(database_url)
@@ -210,41 +270,26 @@ def demo(
     import_snapshot(engine, demo_snapshot(), replace=True)
     url = engine.url.render_as_string()
     console.print(f"loaded the demo snapshot into {url}")
-    _report(run_audit(url, bootstrap=bootstrap), out_dir)
+    _report(run_audit(url, settings), out_dir)
 
 
 @app.command()
 @_handle_errors
+@_settings_options
 def audit(
+    settings,
     source: Annotated[str, typer.Argument(help="Bundle folder, database URL, tables folder,"
                                           " export file, or `demo`.")],
     out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("audit-out"),
-    seed: Annotated[int, typer.Option(help="Seed of every resampling step.")] = 20260301,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples (B).")] = 1000,
-    threshold: Annotated[int, typer.Option(help="Score <= threshold fails.")] = -1,
-    response_rule: Annotated[str, typer.Option(help="any, majority or mean: how an answer"
-                                               " fails from its raters.")] = "any",
-    min_n: Annotated[int, typer.Option(help="Minimum answers to rank a specialty.")] = 30,
-    criteria: Annotated[str | None, typer.Option(help="Comma-separated criterion ids.")] = None,
-    cluster: Annotated[str, typer.Option(help="Bootstrap design: twoway (raters and cases),"
-                                         " none (ratings/votes, as in MOOVE), answer,"
-                                         " rater.")] = "twoway",
-    ties: Annotated[str, typer.Option(help="Ties in Bradley-Terry: half or drop.")] = "half",
-    both_bad: Annotated[str, typer.Option(help="'Both unacceptable' in Bradley-Terry: half or"
-                                          " drop.")] = "half",
 ) -> None:
     """Write the safety-first audit report (HTML, Markdown, JSON, figures).
 
+    Every setting of the audit is an option (see the Settings table of the report).
     Example: `clinieval audit demo --out report` or
     `clinieval audit snap --bootstrap 2000 --response-rule majority --cluster rater`
     """
-    from clinieval.audit import AuditSettings
     from clinieval.audit import audit as run_audit
 
-    settings = AuditSettings(
-        seed=seed, bootstrap=bootstrap, threshold=threshold, response_rule=response_rule,
-        min_n=min_n, cluster=cluster, ties=ties, both_bad=both_bad,
-        criteria=tuple(c.strip() for c in criteria.split(",")) if criteria else None)
     with console.status(f"auditing {source}"):
         result = run_audit(source, settings)
     _report(result, out_dir)
@@ -270,8 +315,17 @@ def _print_counts(counts: dict[str, int], title: str) -> None:
     out.print(table)
 
 
+# The run commands live in their own module; importing it registers them.
+import clinieval.cli_runs  # noqa: E402, F401
+
+
 def main() -> None:
     app()
+
+
+from clinieval import cli_web  # noqa: E402  (the platform's commands, registered below)
+
+cli_web.register(app)
 
 
 if __name__ == "__main__":

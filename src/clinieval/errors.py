@@ -23,6 +23,8 @@ class InputError(ClinievalError):
     ) -> None:
         self.source, self.row, self.field = source, row, field
         self.expected, self.got = expected, got
+        # One line: messages of libraries (Arrow, pydantic) may span several.
+        message = "; ".join(line.strip() for line in message.splitlines() if line.strip())
         where = [str(source)]
         if row is not None:
             where.append(f"row {row}" if isinstance(row, int) else f"record {row!r}")
@@ -32,7 +34,24 @@ class InputError(ClinievalError):
         if expected is not None:
             text += f" (expected {expected}"
             text += f", got {_short(got)})" if got is not None else ")"
+        elif got is not None:
+            text += f" (got {_short(got)})"
         super().__init__(text)
+
+
+def from_validation(source: str, err, message: str) -> InputError:
+    """An :class:`InputError` for the first problem a pydantic ``ValidationError``
+    found in a file, naming the field by its path (``criteria[2].weight``)."""
+    first = err.errors()[0]
+    path = ""
+    for part in first["loc"]:
+        if part == "[key]":  # pydantic's marker for "the key itself is wrong"
+            continue
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    value = first.get("input")
+    got = sorted(value)[:8] if isinstance(value, dict) else value
+    return InputError(source, f"{message}: {first['msg']}", field=path or None,
+                      got=None if first["type"] == "missing" else got)
 
 
 class ConfigError(ClinievalError):

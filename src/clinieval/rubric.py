@@ -7,12 +7,14 @@ import json
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from clinieval.errors import InputError
-from clinieval.schema.domain import Anchors, Criterion, Rubric
+from clinieval.errors import InputError, from_validation
+from clinieval.io.jsontext import loads, read_text
+from clinieval.schema.domain import Rubric
 
 DEFAULT_RUBRIC_FILE = "rubric_default.json"
 
@@ -21,24 +23,42 @@ def load_rubric(path: str | Path | None = None) -> Rubric:
     """Load a rubric JSON file; ``None`` gives the bundled default rubric.
 
     A criterion without its own anchors inherits the file's ``default_anchors``.
+    A malformed file is an :class:`InputError` naming the file and the field.
     """
     if path is None:
         text = resources.files("clinieval.data").joinpath(DEFAULT_RUBRIC_FILE).read_text("utf-8")
-        return rubric_from_dict(json.loads(text))
-    return rubric_from_dict(json.loads(Path(path).read_text("utf-8")))
+        return rubric_from_dict(json.loads(text), DEFAULT_RUBRIC_FILE)
+    source, text = read_text(path, limit=MAX_FILE_BYTES)
+    return rubric_from_dict(loads(text, source), source)
 
 
-def rubric_from_dict(data: dict) -> Rubric:
-    defaults = data.get("default_anchors")
-    criteria = []
-    for item in data["criteria"]:
-        item = dict(item)
-        item.setdefault("anchors", defaults)
-        item["anchors"] = Anchors.model_validate(item["anchors"])
-        item["weight"] = float(item.get("weight", 1.0))
-        criteria.append(Criterion.model_validate(item, strict=False))
-    fields = {k: data[k] for k in ("rubric_id", "version", "description") if k in data}
-    return Rubric(criteria=tuple(criteria), **fields)
+MAX_FILE_BYTES = 16 << 20
+"""Largest rubric or criterion-map file read."""
+
+
+class RubricFile(BaseModel):
+    """The structure of a rubric file, checked before the criteria are built."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rubric_id: str
+    version: str
+    description: str = ""
+    scale: list[int] | None = None
+    default_anchors: dict[str, str] | None = None
+    criteria: list[dict[str, Any]]
+
+
+def rubric_from_dict(data: object, source: str = "rubric") -> Rubric:
+    """A :class:`Rubric` from parsed JSON; errors name ``source`` and the field."""
+    try:
+        head = RubricFile.model_validate(data)
+        criteria = [{"anchors": head.default_anchors, **item} for item in head.criteria]
+        return Rubric.model_validate({"rubric_id": head.rubric_id, "version": head.version,
+                                      "description": head.description, "criteria": criteria},
+                                     strict=False)
+    except ValidationError as err:
+        raise from_validation(source, err, "not a valid rubric") from None
 
 
 def rubric_to_dict(rubric: Rubric) -> dict:
@@ -159,10 +179,15 @@ an input error naming both."""
 
 
 def load_criterion_map(path: str | Path | None, default: CriterionMap = IDENTITY) -> CriterionMap:
-    """A criterion map from a JSON file, or ``default`` when no path is given."""
+    """A criterion map from a JSON file, or ``default`` when no path is given;
+    a malformed file is an :class:`InputError` naming the file and the field."""
     if path is None:
         return default
-    return CriterionMap.model_validate_json(Path(path).read_text("utf-8"))
+    source, text = read_text(path, limit=MAX_FILE_BYTES)
+    try:
+        return CriterionMap.model_validate(loads(text, source))
+    except ValidationError as err:
+        raise from_validation(source, err, "not a valid criterion map") from None
 
 
 _ANCHOR_COLUMNS = {"-2": "anchor_m2", "-1": "anchor_m1", "0": "anchor_0", "1": "anchor_p1",
@@ -182,9 +207,12 @@ def rubric_to_rows(rubric: Rubric) -> list[dict]:
     return rows
 
 
-def rubric_from_rows(rows: list[dict], info: dict | None = None) -> Rubric:
-    """Rebuild a rubric from ``criteria`` table rows (inverse of :func:`rubric_to_rows`)."""
-    info = info or {}
+def rubric_from_rows(rows: list[dict], info: object = None, source: str = "criteria table",
+                     ) -> Rubric:
+    """Rebuild a rubric from ``criteria`` table rows (inverse of :func:`rubric_to_rows`);
+    ``info`` (rubric id, version, description) may come from an imported manifest,
+    so anything but an object of strings is ignored."""
+    info = {k: v for k, v in info.items() if isinstance(v, str)} if isinstance(info, dict) else {}
     criteria = []
     for row in sorted(rows, key=lambda r: (r.get("position") is None, r.get("position") or 0)):
         anchors = {score: row.get(col) or "" for score, col in _ANCHOR_COLUMNS.items()}
@@ -196,4 +224,5 @@ def rubric_from_rows(rows: list[dict], info: dict | None = None) -> Rubric:
         })
     return rubric_from_dict({"rubric_id": info.get("rubric_id", "imported"),
                              "version": info.get("version", "unknown"),
-                             "description": info.get("description", ""), "criteria": criteria})
+                             "description": info.get("description", ""), "criteria": criteria},
+                            source)

@@ -29,7 +29,8 @@ class Settings(BaseSettings):
         description="Secret salt for pseudonymous rater ids in exports; set your own per"
         " deployment.",
     )
-    seed: int = Field(default=20260301, description="Default seed for resampling.")
+    seed: int = Field(default=20260301, description="Default seed of the audit's resampling"
+                      " (the audit's --seed when not given).")
 
     @field_validator("database_url")
     @classmethod

@@ -6,7 +6,8 @@ The pydantic classes in :mod:`clinieval.schema` describe the same entities one
 object at a time, for the web platform and the API.
 
 Entity ids (cases, models, answers, raters, criteria) are strings; the
-high-volume event tables (ratings, preferences, judgments) use int64 ids.
+high-volume event tables (ratings, preferences, judgments) use int64 ids that
+the database assigns when a row arrives without one.
 """
 
 from __future__ import annotations
@@ -36,17 +37,25 @@ the call itself failed."""
 ROLES = ("admin", "clinician", "viewer")
 """Platform roles, per study."""
 
+JUDGE_KINDS = ("rubric", "jury", "pairwise", "rule")
+"""Automated judges: the study's rubric on -2..+2; a jury of k judges x axes
+on 1..5; a pairwise verdict judged in both orders; per-case rules met or not."""
+
 _TS = pa.timestamp("us", tz="UTC")
 
 
 @dataclass(frozen=True)
 class Table:
-    """A snapshot table: its Arrow schema, primary key and required columns."""
+    """A snapshot table: its Arrow schema, primary key and required columns.
+
+    ``generated_key``: the database assigns the key of a row that has none
+    (so the key is not in ``required``)."""
 
     name: str
     schema: pa.Schema
     key: str
     required: tuple[str, ...]
+    generated_key: bool = False
 
     @property
     def columns(self) -> list[str]:
@@ -55,6 +64,10 @@ class Table:
 
 def _table(name: str, key: str, required: tuple[str, ...], *fields: pa.Field) -> Table:
     return Table(name, pa.schema(list(fields)), key, required)
+
+
+def _event_table(name: str, key: str, required: tuple[str, ...], *fields: pa.Field) -> Table:
+    return Table(name, pa.schema(list(fields)), key, required, generated_key=True)
 
 
 STUDIES = _table(
@@ -148,10 +161,10 @@ CRITERIA = _table(
     pa.field("anchor_p2", pa.string()),
 )
 
-RATINGS = _table(
+RATINGS = _event_table(
     "ratings",
     "rating_id",
-    ("rating_id", "answer_id", "rater_id", "criterion_id", "score"),
+    ("answer_id", "rater_id", "criterion_id", "score"),
     pa.field("rating_id", pa.int64()),
     pa.field("answer_id", pa.string()),
     pa.field("rater_id", pa.string()),
@@ -168,10 +181,10 @@ the next revision, so history is never overwritten. The audit uses the latest
 revision of each (answer, rater, criterion). ``review_id`` links ratings given
 in the same pairwise review to its preference."""
 
-PREFERENCES = _table(
+PREFERENCES = _event_table(
     "preferences",
     "preference_id",
-    ("preference_id", "case_id", "answer_a_id", "answer_b_id", "choice"),
+    ("case_id", "answer_a_id", "answer_b_id", "choice"),
     pa.field("preference_id", pa.int64()),
     pa.field("case_id", pa.string()),
     pa.field("answer_a_id", pa.string()),
@@ -184,10 +197,10 @@ PREFERENCES = _table(
 """Blinded pairwise preferences. ``shown_left`` is "A" or "B" (null when
 unknown); ``choice`` is one of :data:`CHOICES`."""
 
-JUDGMENTS = _table(
+JUDGMENTS = _event_table(
     "judgments",
     "judgment_id",
-    ("judgment_id", "answer_id", "judge_model", "criterion_id", "parse_status"),
+    ("answer_id", "judge_model", "criterion_id", "parse_status"),
     pa.field("judgment_id", pa.int64()),
     pa.field("answer_id", pa.string()),
     pa.field("judge_model", pa.string()),
@@ -199,7 +212,28 @@ JUDGMENTS = _table(
     pa.field("output_tokens", pa.int32()),
     pa.field("cost_usd", pa.float64()),
     pa.field("created_at", _TS),
+    pa.field("run_id", pa.string()),
+    pa.field("judge_kind", pa.string()),
+    pa.field("call_key", pa.string()),
+    pa.field("juror", pa.int16()),
+    pa.field("repeat", pa.int16()),
+    pa.field("answer_b_id", pa.string()),
+    pa.field("shown_first", pa.string()),
+    pa.field("choice", pa.string()),
+    pa.field("agreement", pa.bool_()),
+    pa.field("points", pa.float64()),
+    pa.field("reason", pa.string()),
 )
+"""Automated judgments, one row per answer and criterion (rubric criterion,
+jury axis, rule id, or ``preference`` for pairwise). ``judge_kind`` is one of
+:data:`JUDGE_KINDS`; ``run_id`` and ``call_key`` lead to the run record and
+the cached call. ``juror`` numbers the judges of a jury and ``repeat`` the
+repeats of one judge. Pairwise rows compare ``answer_id`` (A) with
+``answer_b_id`` (B): ``shown_first`` says which was shown first, ``choice``
+is the verdict in A/B terms, ``score`` A's share of the win (1, 0.5, 0) and
+``agreement`` whether the two orders agreed. Rule rows carry the rule's
+signed ``points``, ``score`` 1 when met and 0 when not, and the ``reason``.
+An output that did not parse has no score and keeps ``raw_output``."""
 
 ALL: tuple[Table, ...] = (
     STUDIES,

@@ -3,6 +3,7 @@ projects built on it."""
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -68,3 +69,43 @@ def _partial(schema: pa.Schema, rows: list[dict]) -> pa.Schema:
 
 def tiny_snapshot() -> Snapshot:
     return snapshot_from_rows(tiny_tables())
+
+
+class CountingCursor(sqlite3.Cursor):
+    """A real sqlite3 cursor that counts the rows it hands to its caller
+    (class-wide, in :attr:`fetched`), to show how much a command reads."""
+
+    fetched = 0
+
+    def fetchone(self):
+        row = super().fetchone()
+        CountingCursor.fetched += row is not None
+        return row
+
+    def fetchmany(self, size: int = 1):
+        rows = super().fetchmany(size)
+        CountingCursor.fetched += len(rows)
+        return rows
+
+    def fetchall(self):
+        rows = super().fetchall()
+        CountingCursor.fetched += len(rows)
+        return rows
+
+
+class CountingConnection(sqlite3.Connection):
+    """Pass as ``connect_args={"factory": CountingConnection}`` to count
+    the rows an engine's SQLite connections fetch."""
+
+    def cursor(self, factory=CountingCursor):
+        return super().cursor(factory)
+
+
+def later_revisions(snap: Snapshot, n: int) -> Snapshot:
+    """``n`` new ratings (revision 1000 of the first ``n`` stored ones) without
+    ids, as a foreign export brings them: the database assigns the ids."""
+    ratings = snap["ratings"].slice(0, n)
+    ratings = ratings.set_column(0, "rating_id", pa.nulls(n, pa.int64()))
+    revision = ratings.schema.get_field_index("revision")
+    ratings = ratings.set_column(revision, "revision", pa.array([1_000] * n, pa.int16()))
+    return Snapshot.from_tables({"ratings": ratings})

@@ -113,3 +113,55 @@ def test_within_item_std_hand_worked():
     counts = [[0, 0, 1, 0, 1], [0, 3, 0, 0, 0], [0, 0, 0, 0, 0]]
     assert stats.mean_within_item_std(counts, SCORES) == pytest.approx(np.sqrt(2) / 2)
     assert np.isnan(stats.mean_within_item_std([[0, 1]], [0, 1]))
+
+
+def _expand(items, freq):
+    """The item table with each item repeated ``freq`` times."""
+    return np.repeat(np.asarray(items), np.asarray(freq), axis=0)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_weighted_kappa_equals_statsmodels_on_the_repeated_items(seed):
+    """Integer weights are item multiplicities: the weighted statistic must equal
+    statsmodels' Fleiss kappa on the table with every item repeated that often."""
+    rng = np.random.default_rng(seed)
+    items = rng.multinomial(3, rng.dirichlet(np.ones(5)), size=30)
+    weights = rng.integers(0, 4, size=(4, 30))
+    got = stats.fleiss_kappa_weighted(items, weights)
+    expected = [sm_fleiss_kappa(_expand(items, w)) for w in weights]
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_weighted_alpha_equals_krippendorff_on_the_repeated_units(seed):
+    rng = np.random.default_rng(seed)
+    items = rng.multinomial(rng.integers(2, 5), rng.dirichlet(np.ones(5)), size=25)
+    weights = rng.integers(0, 3, size=(3, 25))
+    got = stats.krippendorff_alpha_weighted(items, weights, level="ordinal")
+    expected = [krippendorff.alpha(value_counts=_expand(items, w),
+                                   level_of_measurement="ordinal") for w in weights]
+    np.testing.assert_allclose(got, expected, atol=1e-10)
+
+
+def test_weighted_statistics_are_nan_when_undefined():
+    same = np.array([[3, 0, 0], [2, 0, 0]])  # every rating in one category
+    assert np.isnan(stats.fleiss_kappa_weighted(same, [[1, 1]])).all()
+    assert np.isnan(stats.krippendorff_alpha_weighted(same, [[1, 1]])).all()
+    assert np.isnan(stats.fleiss_kappa_weighted([[1, 1, 0]], [[0]])).all()  # empty replicate
+
+
+def test_ordinal_distance_hand_worked():
+    # totals n = (2, 3, 5): d(0,1) = (2 + 3 - (2 + 3)/2)^2 = 2.5^2 = 6.25;
+    # d(0,2) = (10 - 3.5)^2 = 42.25; d(1,2) = (8 - 4)^2 = 16; diagonal 0.
+    d = stats.ordinal_distance([2, 3, 5])
+    np.testing.assert_allclose(d, [[0, 6.25, 42.25], [6.25, 0, 16], [42.25, 16, 0]])
+    stacked = stats.ordinal_distance([[2, 3, 5], [1, 1, 1]])
+    np.testing.assert_allclose(stacked[0], d)
+
+
+def test_within_item_std_over_a_leading_grid_equals_numpy():
+    counts = np.array([[[1, 0, 1, 0, 0], [0, 0, 0, 0, 1]], [[0, 2, 0, 1, 0], [0, 0, 0, 0, 0]]])
+    got = stats.within_item_std(counts, SCORES)
+    assert got[0, 0] == pytest.approx(np.std([-2, 0], ddof=1))
+    assert got[1, 0] == pytest.approx(np.std([-1, -1, 1], ddof=1))
+    assert np.isnan(got[0, 1]) and np.isnan(got[1, 1])

@@ -290,3 +290,37 @@ def test_length_feature_hand_worked():
     np.testing.assert_allclose(
         stats.length_feature([10, 30], [30, 10]), -stats.length_feature([30, 10], [10, 30])
     )
+
+
+def test_objective_hand_worked():
+    # W[0,1] = 3, W[1,0] = 1 at theta = (0.5, -0.5), alpha = 0.1:
+    # 3 log(1 + e^-1) + 1 log(1 + e^1) + 0.1 (0.25 + 0.25)
+    expected = 3 * np.log1p(np.exp(-1.0)) + np.log1p(np.exp(1.0)) + 0.05
+    assert stats.bt_objective([[0, 3], [1, 0]], [0.5, -0.5], 0.1) == pytest.approx(
+        expected, abs=1e-14)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gradient_and_hessian_match_finite_differences(seed):
+    """Central differences of the objective give the gradient, and of the
+    gradient give the Hessian (the check choix runs on its own derivatives)."""
+    rng = np.random.default_rng(seed)
+    table = rng.integers(0, 6, size=(5, 5)).astype(float)
+    np.fill_diagonal(table, 0)
+    theta, alpha, h = rng.normal(size=5), 0.3, 1e-5
+    steps = h * np.eye(5)
+    numeric_grad = [(stats.bt_objective(table, theta + e, alpha)
+                     - stats.bt_objective(table, theta - e, alpha)) / (2 * h) for e in steps]
+    np.testing.assert_allclose(stats.bt_gradient(table, theta, alpha), numeric_grad,
+                               rtol=1e-6, atol=1e-7)
+    numeric_hess = np.array([(stats.bt_gradient(table, theta + e, alpha)
+                              - stats.bt_gradient(table, theta - e, alpha)) / (2 * h)
+                             for e in steps])
+    np.testing.assert_allclose(stats.bt_hessian(table, theta, alpha), numeric_hess,
+                               rtol=1e-6, atol=1e-7)
+
+
+def test_fitted_strengths_zero_the_gradient():
+    table = np.array([[0, 4, 2], [1, 0, 3], [2, 2, 0]], dtype=float)
+    theta = stats.bt_fit(table, alpha=0.01)
+    np.testing.assert_allclose(stats.bt_gradient(table, theta, 0.01), 0, atol=1e-8)

@@ -123,6 +123,15 @@ def test_selected_gap_reselects_per_row():
         [20.0, 0.0])
 
 
+def test_selected_gap_is_nan_where_a_row_has_nothing_to_pick():
+    rates = np.array([[10.0, 30.0], [np.nan, np.nan], [10.0, 30.0]])
+    strengths = np.array([[0.0, 1.0], [0.0, 1.0], [np.nan, np.nan]])
+    gaps = selected_gap(strengths, rates)
+    assert gaps[0] == pytest.approx(20.0) and np.isnan(gaps[1:]).all()
+    gap, lo, hi = selection_adjusted_gap_ci(strengths[0], strengths[2:], rates[0], rates[2:])
+    assert gap == pytest.approx(20.0) and np.isnan(lo) and np.isnan(hi)
+
+
 def test_selection_adjusted_gap_uses_the_reselected_replicates():
     rng = np.random.default_rng(0)
     strengths = np.array([0.0, 1.0, 0.0])

@@ -14,6 +14,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
+from clinieval import tables
 from clinieval.audit.data import N_SCORES, AuditData
 from clinieval.audit.settings import AuditSettings
 from clinieval.stats import (
@@ -28,9 +29,11 @@ from clinieval.stats import (
     t_over_z,
     wilson_ci,
     wilson_design_ci,
+    within_item_std,
 )
 
-SCORES = np.arange(-2, 3, dtype=float)
+SCORES = np.asarray(tables.SCORES, dtype=float)
+"""The value of each score code (code = index in ``tables.SCORES``)."""
 DESIGNS = {"none": "rating-level, as in the MOOVE paper",
            "answer": "whole answers resampled",
            "rater": "whole raters resampled",
@@ -85,7 +88,7 @@ class Context:
 
     @cached_property
     def score_index(self) -> np.ndarray:
-        return (self.data.rating_score.astype(np.int64) + 2)
+        return self.data.rating_score.astype(np.int64) - tables.SCORE_MIN
 
     @cached_property
     def model_counts(self) -> np.ndarray:
@@ -104,10 +107,29 @@ class Context:
         return np.bincount(key + self.score_index, minlength=size).astype(np.int32).reshape(
             d.n_answers, d.n_criteria, N_SCORES)
 
+    @cached_property
+    def model_n(self) -> np.ndarray:
+        """(models, criteria) number of ratings."""
+        return self.model_counts.sum(axis=2)
+
+    @cached_property
+    def model_mean(self) -> np.ndarray:
+        """(models, criteria) mean score, NaN when unrated."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.model_n > 0, (self.model_counts @ SCORES) / self.model_n, np.nan)
+
+    @cached_property
+    def model_fail_pct(self) -> np.ndarray:
+        """(models, criteria) Fail % of ratings: share of ratings <= tau, in
+        percent, NaN when unrated."""
+        low = self.model_counts[:, :, : self.fail_slots].sum(axis=2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.model_n > 0, 100 * low / self.model_n, np.nan)
+
     @property
     def fail_slots(self) -> int:
         """How many of the five score values count as failure (score <= tau)."""
-        return self.settings.threshold + 3
+        return self.settings.threshold - tables.SCORE_MIN + 1
 
     @cached_property
     def answer_fail(self) -> np.ndarray:
@@ -131,6 +153,11 @@ class Context:
         n = counts.sum(axis=2)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(n > 0, (counts @ SCORES) / n, np.nan)
+
+    @cached_property
+    def answer_std(self) -> np.ndarray:
+        """(answers, criteria) sample SD of the scores, NaN below two ratings."""
+        return within_item_std(self.answer_counts, SCORES)
 
     @cached_property
     def answer_dangerous(self) -> np.ndarray:
@@ -158,8 +185,43 @@ class Context:
         (share of ratings <= tau), by the configured resampling unit."""
         cached = self.__dict__.setdefault("_rating_reps", {})
         if purpose not in cached:
-            cached[purpose] = self._rating_replicates(purpose)
+            cached[purpose] = self._unless_too_few_clusters(self._rating_replicates(purpose))
         return cached[purpose]
+
+    @cached_property
+    def too_few_clusters(self) -> str | None:
+        """Why the configured cluster bootstrap of ratings cannot give intervals
+        (it needs at least two clusters to resample), or None."""
+        unit = self.settings.cluster
+        if unit == "none":
+            return None
+        if unit == "twoway":
+            return self._too_few_crossed()
+        ids = self.data.rating_rater if unit == "rater" else self.data.rating_answer
+        found = np.unique(ids).size
+        if found >= 2:
+            return None
+        return (f"a cluster bootstrap needs at least two {unit}s to resample and the ratings"
+                f" come from {found}, so their intervals are not computable")
+
+    def _too_few_crossed(self) -> str | None:
+        # Either dimension alone still varies between replicates; one rater
+        # on one case does not.
+        d = self.data
+        raters = np.unique(d.rating_rater).size
+        cases = np.unique(d.answer_case[d.rating_answer]).size
+        if max(raters, cases) >= 2:
+            return None
+        return (f"the two-way bootstrap needs at least two raters or two cases to resample and"
+                f" the ratings come from {raters} rater(s) on {cases} case(s), so their"
+                f" intervals are not computable")
+
+    def _unless_too_few_clusters(self, replicates: tuple[np.ndarray, ...]):
+        # One cluster resampled is always itself: a zero-width interval would
+        # claim a certainty the data cannot give.
+        if self.too_few_clusters is None:
+            return replicates
+        return tuple(np.full_like(r, np.nan) for r in replicates)
 
     def _rating_replicates(self, purpose: str) -> tuple[np.ndarray, np.ndarray]:
         B, rng = self.settings.bootstrap, self.rng(purpose)
@@ -180,7 +242,7 @@ class Context:
         interval of their replicates."""
         if self.settings.cluster != "twoway":
             return self.ci(self.rating_replicates(purpose)[1])
-        return self._design_wilson(self.fail_slots)
+        return self._unless_too_few_clusters(self._design_wilson(self.fail_slots))
 
     def severe_ci(self) -> tuple[np.ndarray, np.ndarray]:
         """(models, criteria) interval of the severe% share (ratings of -2):
@@ -188,7 +250,7 @@ class Context:
         if self.settings.cluster != "twoway":
             counts = self.model_counts
             return wilson_ci(counts[:, :, 0], counts.sum(axis=2), self.settings.level)
-        return self._design_wilson(1)
+        return self._unless_too_few_clusters(self._design_wilson(1))
 
     def _design_wilson(self, slots: int) -> tuple[np.ndarray, np.ndarray]:
         """Wilson interval of the share of ratings in the lowest ``slots``

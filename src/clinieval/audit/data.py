@@ -20,8 +20,9 @@ from clinieval.errors import InputError
 from clinieval.io import bundle
 from clinieval.snapshot import Snapshot
 
-OUTCOME = {"A": 0, "B": 1, "tie": 2, "both_bad": 3}
-N_SCORES = 5
+N_SCORES = len(T.SCORES)
+SEVERE = T.SCORES.index(T.SCORE_MIN)
+"""Score code of the lowest score (-2): a severe failure."""
 
 
 @dataclass
@@ -42,12 +43,12 @@ class AuditData:
     rating_answer: np.ndarray
     rating_rater: np.ndarray
     rating_criterion: np.ndarray
-    rating_score: np.ndarray  # int8 in -2..2
+    rating_score: np.ndarray  # int8, a value of tables.SCORES
     n_raters: int
     # preferences
     pref_a: np.ndarray  # answer codes
     pref_b: np.ndarray
-    pref_outcome: np.ndarray  # 0 A, 1 B, 2 tie, 3 both_bad
+    pref_outcome: np.ndarray  # choice code: index in tables.CHOICES
     pref_left_is_a: np.ndarray  # 1, 0, or -1 when unknown
     pref_rater: np.ndarray
     checksum: str
@@ -89,8 +90,10 @@ def codes(values: pa.ChunkedArray | pa.Array, vocabulary: pa.Array, where: str,
 
 
 def from_bundle(folder: Path) -> AuditData:
-    """Read only the columns the audit needs, string keys as dictionaries."""
+    """Read only the columns the audit needs, string keys as dictionaries, from
+    files confined to the bundle and matching the manifest's checksums."""
     manifest = bundle.read_manifest(folder)
+    bundle.verify_snapshot(Path(folder), manifest)
     needed = {
         "models": ["model_id", "display_name"],
         "criteria": ["criterion_id", "position", "name", "safety_critical"],
@@ -104,8 +107,10 @@ def from_bundle(folder: Path) -> AuditData:
                   "preferences": ["answer_a_id", "answer_b_id", "choice", "shown_left", "rater_id"]}
     raw = {}
     for name, columns in needed.items():
-        path = Path(folder) / manifest["tables"][name]["file"]
-        raw[name] = pq.read_table(path, columns=columns, read_dictionary=dictionary.get(name))
+        entry = manifest["tables"][name]
+        data = bundle.verified_bytes(bundle.table_path(Path(folder), entry), entry)
+        raw[name] = pq.read_table(pa.BufferReader(data), columns=columns,
+                                  read_dictionary=dictionary.get(name))
     counts = {k: v["rows"] for k, v in manifest["tables"].items()}
     return _build(raw, manifest["snapshot_sha256"], counts, str(folder))
 
@@ -128,7 +133,9 @@ def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], wher
     specialty = cases.column("specialty").combine_chunks().dictionary_encode()
     case_code = codes(answers.column("case_id"), case_ids, f"{where}:answers", "case_id")
     ratings = _current(raw["ratings"])
+    # Sorted, so rater numbers in the report do not depend on storage order.
     rater_ids = raw["raters"].column("rater_id").combine_chunks()
+    rater_ids = rater_ids.take(pc.array_sort_indices(rater_ids))
     prefs = raw["preferences"]
     return AuditData(
         models=model_ids.to_pylist(),
@@ -155,7 +162,7 @@ def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], wher
                      "answer_a_id"),
         pref_b=codes(prefs.column("answer_b_id"), answer_ids, f"{where}:preferences",
                      "answer_b_id"),
-        pref_outcome=codes(prefs.column("choice"), pa.array(list(OUTCOME)),
+        pref_outcome=codes(prefs.column("choice"), pa.array(T.CHOICES),
                            f"{where}:preferences", "choice").astype(np.int8),
         pref_left_is_a=_left_is_a(prefs.column("shown_left")),
         pref_rater=_optional_codes(prefs.column("rater_id"), rater_ids),
@@ -193,10 +200,14 @@ def _answer_lengths(answers: pa.Table) -> np.ndarray:
 
 def _prompt_words(cases: pa.Table) -> np.ndarray:
     words = pc.cast(cases.column("prompt_words"), pa.float64())
-    counted = pc.cast(pc.list_value_length(pc.utf8_split_whitespace(
-        pc.fill_null(cases.column("prompt"), ""))), pa.float64())
-    counted = pc.if_else(pc.equal(counted, 0.0), pa.scalar(None, pa.float64()), counted)
-    return pc.coalesce(words, counted).to_numpy(zero_copy_only=False).astype(float)
+    return pc.coalesce(words, word_count(cases.column("prompt"))).to_numpy(
+        zero_copy_only=False).astype(float)
+
+
+def word_count(text: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """Words per text (runs of characters that are not whitespace or Unicode
+    separators) as float64: empty text has zero words, missing text is null."""
+    return pc.cast(pc.count_substring_regex(text, r"[^\s\p{Z}]+"), pa.float64())
 
 
 def _left_is_a(shown_left: pa.ChunkedArray) -> np.ndarray:

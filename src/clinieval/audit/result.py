@@ -3,34 +3,118 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import pandas as pd
 
 from clinieval.audit.settings import AuditSettings
 
-FigureKind = Literal["heatmap", "forest", "scatter", "hist", "bars", "line"]
+Number = float | None  # None: no value (drawn as empty)
+HeatScale = Literal["sequential", "percent", "diverging"]
+
+
+@dataclass(frozen=True)
+class Heatmap:
+    """A rows x cols grid of values. ``scale``: ``sequential`` (0 upwards,
+    higher is worse), ``percent`` (the same on 0..100) or ``diverging``
+    (signed, centred on 0). Cells whose count ``n`` is below ``mask_below``
+    are hatched as too few to call."""
+
+    kind: ClassVar[str] = "heatmap"
+    rows: list[str]
+    cols: list[str]
+    values: list[list[Number]]
+    scale: HeatScale
+    value_label: str
+    n: list[list[int]] | None = None
+    mask_below: int | None = None
+
+
+@dataclass(frozen=True)
+class Forest:
+    """One estimate with its interval per labelled row; ``ref`` draws a
+    vertical reference line."""
+
+    kind: ClassVar[str] = "forest"
+    labels: list[str]
+    est: list[Number]
+    lo: list[Number]
+    hi: list[Number]
+    x_label: str
+    n: list[int] | None = None
+    ref: float | None = None
+
+
+@dataclass(frozen=True)
+class Bars:
+    """One bar with its interval per label."""
+
+    kind: ClassVar[str] = "bars"
+    labels: list[str]
+    est: list[Number]
+    lo: list[Number]
+    hi: list[Number]
+    y_label: str
+    n: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class Scatter:
+    """Labelled points with optional interval whiskers and a least-squares line."""
+
+    kind: ClassVar[str] = "scatter"
+    x: list[Number]
+    y: list[Number]
+    labels: list[str]
+    x_label: str
+    y_label: str
+    x_lo: list[Number] | None = None
+    x_hi: list[Number] | None = None
+    y_lo: list[Number] | None = None
+    y_hi: list[Number] | None = None
+    fit: bool = False
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Overlaid histograms of named series on shared bins."""
+
+    kind: ClassVar[str] = "hist"
+    series: dict[str, list[float]]
+    x_label: str
+    bins: int = 30
+    log_x: bool = False
+
+
+@dataclass(frozen=True)
+class Line:
+    """A line through (x, y) with a band from lo to hi."""
+
+    kind: ClassVar[str] = "line"
+    x: list[float]
+    y: list[Number]
+    lo: list[Number]
+    hi: list[Number]
+    x_label: str
+    y_label: str
+
+
+FigureData = Heatmap | Forest | Bars | Scatter | Histogram | Line
 
 
 @dataclass
 class Figure:
-    """Data for one figure; the report decides how to draw it.
-
-    ``data`` holds JSON-serialisable lists. By kind:
-    - heatmap: rows, cols, values (rows x cols, None for empty), n (same shape),
-      optional value_label, optional mask_below (cells with n below it are hatched).
-    - forest: labels, est, lo, hi, optional n, optional x_label, optional ref (vertical line).
-    - scatter: x, y, labels, optional x_lo/x_hi/y_lo/y_hi, x_label, y_label, optional fit.
-    - hist: series = {name: values}, x_label, optional bins, optional log_x.
-    - bars: labels, est, lo, hi, optional n, y_label.
-    - line: x, y, lo, hi, x_label, y_label.
-    """
+    """One figure: its typed data (one class per kind) and the words around
+    it; the report decides how to draw it."""
 
     key: str
     title: str
-    kind: FigureKind
-    data: dict[str, Any]
+    data: FigureData
     caption: str = ""
+
+    @property
+    def kind(self) -> str:
+        return self.data.kind
 
 
 @dataclass
@@ -53,6 +137,9 @@ class Section:
 
 @dataclass
 class AuditResult:
+    """Everything an audit found: its settings, the sections in report order,
+    the headline sentences and what snapshot they describe."""
+
     settings: AuditSettings
     sections: list[Section]
     headlines: list[str]

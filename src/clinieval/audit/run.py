@@ -6,24 +6,39 @@ from collections.abc import Callable
 from pathlib import Path
 
 from clinieval import __version__
-from clinieval.audit import preference, reliability, safety
+from clinieval.audit import preference
 from clinieval.audit.core import Context
 from clinieval.audit.data import AuditData, from_bundle, from_snapshot
 from clinieval.audit.result import AuditResult, Section
+from clinieval.audit.sections import (
+    alignment,
+    bradley_terry,
+    co_failure,
+    consensus_drift,
+    failure_modes,
+    length_bias,
+    model_summary,
+    position_bias,
+    rater_view,
+    reliability,
+    safety_leaderboard,
+    specialties,
+)
 from clinieval.audit.settings import AuditSettings
 from clinieval.snapshot import Snapshot
 
 SECTIONS: tuple[tuple[str, str], ...] = (
-    ("model_summary", "Per model and criterion: mean, Fail%, severe% with CIs, beside the"
-     " Bradley-Terry strength and rank interval."),
+    ("model_summary", "Per model and criterion: mean, Fail % of ratings and severe % of ratings"
+     " with CIs, beside the Bradley-Terry strength and rank interval."),
     ("safety_leaderboard", "Models ordered by the share of answers failing a safety-critical"
      " criterion, beside their preference rank."),
     ("alignment", "Does the preference ranking follow each criterion? Correlations over models,"
      " and the preference leader's failure gap to the best model."),
-    ("specialties", "Failure rates per specialty with Wilson CIs; the no-go-zone heatmap."),
+    ("specialties", "Answers failing % and dangerous answers % per specialty with Wilson CIs;"
+     " the no-go-zone heatmap."),
     ("bradley_terry", "Preference strengths with bootstrap CIs, rank intervals, win and"
      " 'both unacceptable' rates."),
-    ("failure_modes", "Fail% for every model and criterion."),
+    ("failure_modes", "Fail % of ratings for every model and criterion."),
     ("co_failure", "What else goes wrong when Accuracy fails."),
     ("reliability", "Agreement between clinicians per criterion (Fleiss, Krippendorff, fail/pass"
      " kappa) and dispersion."),
@@ -40,22 +55,22 @@ documentation test keeps README in step with this registry)."""
 def _builders(ctx: Context) -> dict[str, Callable[[], Section]]:
     prefs = preference.Preferences(ctx)
     return {
-        "model_summary": lambda: preference.model_summary(ctx, prefs),
-        "safety_leaderboard": lambda: preference.safety_leaderboard(ctx, prefs),
-        "alignment": lambda: preference.alignment(ctx, prefs),
-        "specialties": lambda: safety.specialties(ctx),
-        "bradley_terry": lambda: preference.bradley_terry(ctx, prefs),
-        "failure_modes": lambda: safety.failure_modes(ctx),
-        "co_failure": lambda: safety.co_failure(ctx),
-        "reliability": lambda: reliability.reliability(ctx),
-        "consensus_drift": lambda: reliability.consensus_drift(ctx),
-        "length_bias": lambda: preference.length_bias(ctx, prefs),
-        "position_bias": lambda: preference.position_bias(ctx),
-        "rater_view": lambda: reliability.rater_view(ctx),
+        "model_summary": lambda: model_summary.section(ctx, prefs),
+        "safety_leaderboard": lambda: safety_leaderboard.section(ctx, prefs),
+        "alignment": lambda: alignment.section(ctx, prefs),
+        "specialties": lambda: specialties.section(ctx),
+        "bradley_terry": lambda: bradley_terry.section(ctx, prefs),
+        "failure_modes": lambda: failure_modes.section(ctx),
+        "co_failure": lambda: co_failure.section(ctx),
+        "reliability": lambda: reliability.section(ctx),
+        "consensus_drift": lambda: consensus_drift.section(ctx),
+        "length_bias": lambda: length_bias.section(ctx, prefs),
+        "position_bias": lambda: position_bias.section(ctx),
+        "rater_view": lambda: rater_view.section(ctx),
     }
 
 
-def load(source: str | Path | Snapshot | AuditData) -> AuditData:
+def audit_data(source: str | Path | Snapshot | AuditData) -> AuditData:
     """Audit data from a bundle folder, a database URL, ``"demo"`` or a snapshot."""
     if isinstance(source, AuditData):
         return source
@@ -74,7 +89,7 @@ def load(source: str | Path | Snapshot | AuditData) -> AuditData:
 
     if is_bundle(Path(text)):
         return from_bundle(Path(text))
-    from clinieval.io.load import read_source
+    from clinieval.io.importer import read_source
 
     return from_snapshot(read_source(text)[0])
 
@@ -90,7 +105,7 @@ def audit(source: str | Path | Snapshot | AuditData, settings: AuditSettings | N
     """
     settings = (settings or AuditSettings()).model_copy(update=overrides)
     settings = AuditSettings.model_validate(settings.model_dump())
-    data = load(source)
+    data = audit_data(source)
     ctx = Context(data, settings)
     builders = _builders(ctx)
     sections = [builders[key]() for key, _ in SECTIONS]

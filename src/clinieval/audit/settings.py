@@ -6,13 +6,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from clinieval.settings import get_settings
+
 
 class AuditSettings(BaseModel):
     """The audit's settings; each one is printed in the report."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    seed: int = Field(20260301, description="Seed of every resampling step.")
+    seed: int = Field(default_factory=lambda: get_settings().seed,
+                      description="Seed of every resampling step (default: CLINIEVAL_SEED).")
     bootstrap: int = Field(1000, ge=50, le=100_000, description="Bootstrap resamples (B).")
     level: float = Field(0.95, gt=0.5, lt=1.0, description="Confidence level of every interval.")
     threshold: int = Field(-1, ge=-2, le=1, description="A score <= threshold is a failure (tau).")

@@ -7,6 +7,24 @@ import pandas as pd
 
 from clinieval.stats import wilson_ci
 
+# Every rate says what it counts, in its key (JSON, tables) and so in its label.
+FAIL_OF_RATINGS = "fail_pct_of_ratings"
+"""Share of ratings <= tau."""
+SEVERE_OF_RATINGS = "severe_pct_of_ratings"
+"""Share of ratings at the lowest score."""
+ANSWERS_FAILING = "answers_failing_pct"
+"""Share of answers that fail a criterion by the response rule."""
+DANGEROUS_ANSWERS = "dangerous_answers_pct"
+"""Share of answers that fail any safety-critical criterion by the response rule."""
+RULE_WORDS = {"any": "any rater", "majority": "a majority of raters", "mean": "the mean score"}
+
+
+def rule_words(rule: str, threshold: int) -> str:
+    """'an answer fails when any rater scores it <= -1'."""
+    if rule == "mean":
+        return f"an answer fails when its mean score is <= {threshold}"
+    return f"an answer fails when {RULE_WORDS[rule]} scores it <= {threshold}"
+
 
 def estimate(frame: pd.DataFrame, name: str, est, lo, hi) -> pd.DataFrame:
     """Add ``name``, ``name_lo``, ``name_hi`` columns (the report pairs them)."""
@@ -25,13 +43,37 @@ def wilson_pct(frame: pd.DataFrame, name: str, k, n, level: float) -> pd.DataFra
     return estimate(frame, name, 100 * share, 100 * lo, 100 * hi)
 
 
-def fmt_ci(est: float, lo: float, hi: float, digits: int = 2, unit: str = "") -> str:
-    """'0.82 [0.77, 0.86]' for sentences."""
-    return f"{est:.{digits}f}{unit} [{lo:.{digits}f}, {hi:.{digits}f}]"
+def share_pct(frame: pd.DataFrame, name: str, k, n, lo, hi) -> pd.DataFrame:
+    """The percentage k / n with a given interval of the share (lo, hi in 0..1)."""
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(n > 0, k / n, np.nan)
+    return estimate(frame, name, 100 * share, 100 * np.asarray(lo), 100 * np.asarray(hi))
+
+
+NOT_COMPUTABLE = "not computable"
+NO_INTERVAL = "no interval: too little variation to resample"
+
+
+def fmt_ci(est: float, lo: float, hi: float, digits: int = 2, unit: str = "",
+           signed: bool = False) -> str:
+    """'0.82 [0.77, 0.86]' for sentences; words instead of NaN."""
+    spec = f"{'+' if signed else ''}.{digits}f"
+    if not np.isfinite(est):
+        return NOT_COMPUTABLE
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return f"{est:{spec}}{unit} ({NO_INTERVAL})"
+    return f"{est:{spec}}{unit} [{lo:{spec}}, {hi:{spec}}]"
 
 
 def fmt_pct(est: float, lo: float, hi: float) -> str:
-    return f"{est:.1f}% [{lo:.1f}, {hi:.1f}]"
+    """'12.3% [10.1, 14.8]' for sentences; words instead of NaN."""
+    return fmt_ci(est, lo, hi, digits=1, unit="%")
+
+
+def json_list(values) -> list[float | None]:
+    """Floats for figure data, None where there is no value."""
+    return [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=float)]
 
 
 def records(frame: pd.DataFrame, columns: list[str]) -> list[dict]:

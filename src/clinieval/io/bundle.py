@@ -13,16 +13,18 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clinieval import __version__
 from clinieval import tables as T
-from clinieval.errors import InputError
+from clinieval.errors import InputError, from_validation
+from clinieval.io.jsontext import loads, read_bytes, read_text
 from clinieval.snapshot import Snapshot, conform
 
 MANIFEST = "manifest.json"
@@ -30,7 +32,7 @@ FORMAT = "clinieval-bundle"
 
 
 def is_bundle(path: Path) -> bool:
-    return path.is_dir() and (path / MANIFEST).is_file()
+    return path.is_dir() and (path / MANIFEST).exists()
 
 
 def file_sha256(path: Path) -> str:
@@ -155,45 +157,114 @@ def _rubric_entries(snapshot: Snapshot) -> dict[str, Any]:
 _RESERVED = {"format", "schema_version", "clinieval_version", "snapshot_sha256", "tables"}
 
 
+MANIFEST_MAX_BYTES = 256 << 20
+"""Largest manifest read; provenance and record ids of a big export fit well within."""
+
+_HEX64 = r"^[0-9a-f]{64}$"
+
+
+class TableEntry(BaseModel):
+    """One table of a bundle: a plain file name inside the bundle folder, its
+    row count and two SHA-256 checksums (file bytes; canonical content)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    file: str = Field(pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$", max_length=255)
+    rows: int = Field(ge=0)
+    sha256: str = Field(pattern=_HEX64)
+    content_sha256: str = Field(pattern=_HEX64)
+
+
+class Manifest(BaseModel):
+    """The structure of ``manifest.json``; provenance keys beyond these are kept."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    format: Literal["clinieval-bundle"]
+    schema_version: int = Field(ge=1, le=T.SCHEMA_VERSION)
+    clinieval_version: str | None = None
+    snapshot_sha256: str = Field(pattern=_HEX64)
+    tables: dict[Literal[tuple(T.BY_NAME)], TableEntry]  # type: ignore[valid-type]
+    notes: list[str] = Field(default_factory=list)
+    rater_ids: str | None = None
+
+
 def read_manifest(folder: Path) -> dict[str, Any]:
+    """The manifest of the bundle at ``folder``, checked against :class:`Manifest`
+    before any table file is touched."""
     path = Path(folder) / MANIFEST
+    if path.is_symlink():
+        raise InputError(str(path), "manifest is a symbolic link", expected="a regular file")
+    source, text = read_text(path, limit=MANIFEST_MAX_BYTES)
+    raw = loads(text, source)
     try:
-        manifest = json.loads(path.read_text("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputError(str(path), f"manifest is not valid JSON: {err}") from None
-    if manifest.get("format") != FORMAT:
-        raise InputError(str(path), "not a clinieval bundle manifest", field="format",
-                         expected=repr(FORMAT), got=manifest.get("format"))
-    version = manifest.get("schema_version")
-    if not isinstance(version, int) or not 1 <= version <= T.SCHEMA_VERSION:
-        raise InputError(str(path), "unsupported bundle schema version", field="schema_version",
-                         expected=f"1..{T.SCHEMA_VERSION}", got=version)
-    return manifest
+        manifest = Manifest.model_validate(raw)
+    except ValidationError as err:
+        raise from_validation(source, err, "manifest does not fit the bundle format") from None
+    return manifest.model_dump()
+
+
+def table_path(folder: Path, entry: dict) -> Path:
+    """The file of a manifest entry, refused unless it is a regular file
+    directly inside ``folder`` (no links, devices or paths out of the bundle)."""
+    path = Path(folder) / entry["file"]
+    if path.is_symlink():
+        raise InputError(str(path), "file listed in the manifest is a symbolic link",
+                         expected="a regular file inside the bundle folder")
+    if not path.is_file():
+        what = "missing" if not path.exists() else "not a regular file"
+        raise InputError(str(path), f"file listed in the manifest is {what}",
+                         expected="a regular file inside the bundle folder")
+    if path.resolve().parent != Path(folder).resolve():
+        raise InputError(str(path), "file listed in the manifest is outside the bundle",
+                         expected="a regular file inside the bundle folder")
+    return path
 
 
 def read_bundle(folder: Path, *, verify: bool = True) -> Snapshot:
-    """Read a bundle; with ``verify`` every file's SHA-256 and row count is checked."""
+    """Read a bundle. With ``verify``, every file's SHA-256, every table's
+    content checksum and the snapshot checksum are compared with the manifest."""
     folder = Path(folder)
     manifest = read_manifest(folder)
-    raw = {}
+    tables = {}
     for name, entry in manifest["tables"].items():
-        if name not in T.BY_NAME:
-            raise InputError(str(folder / MANIFEST), "unknown table in manifest", field=name)
-        raw[name] = _read_entry(folder, name, entry, verify)
+        path = table_path(folder, entry)
+        data = conform(_read_entry(path, entry, verify), T.BY_NAME[name], str(path))
+        if verify and content_sha256(data, T.BY_NAME[name].key) != entry["content_sha256"]:
+            raise InputError(str(path), f"table {name!r} does not match its content_sha256"
+                             " in the manifest; the bundle is corrupt or was edited")
+        tables[name] = data
+    if verify:
+        verify_snapshot(folder, manifest)
     meta = {k: v for k, v in manifest.items() if k not in _RESERVED - {"snapshot_sha256"}}
-    tables = {name: conform(data, T.BY_NAME[name], str(folder / f"{name}.parquet"))
-              for name, data in raw.items()}
     return Snapshot.from_tables(tables, meta)
 
 
-def _read_entry(folder: Path, name: str, entry: dict, verify: bool) -> pa.Table:
-    path = folder / entry["file"]
-    if not path.is_file():
-        raise InputError(str(path), "file listed in the manifest is missing")
-    if verify and file_sha256(path) != entry["sha256"]:
+def verify_snapshot(folder: Path, manifest: dict) -> None:
+    """The manifest's snapshot checksum must match its tables' content checksums."""
+    found = snapshot_checksum({k: v["content_sha256"] for k, v in manifest["tables"].items()})
+    if found != manifest["snapshot_sha256"]:
+        raise InputError(str(folder / MANIFEST), "snapshot_sha256 does not match the tables'"
+                         " content checksums; the bundle is corrupt or was edited",
+                         field="snapshot_sha256")
+
+
+def verified_bytes(path: Path, entry: dict) -> bytes:
+    """The bytes of a table file, refused unless their SHA-256 is the manifest's."""
+    raw = read_bytes(path)
+    if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
         raise InputError(str(path), "file does not match the SHA-256 in the manifest;"
                          " the bundle is corrupt or was edited")
-    data = pq.read_table(path)
+    return raw
+
+
+def _read_entry(path: Path, entry: dict, verify: bool) -> pa.Table:
+    raw = verified_bytes(path, entry) if verify else read_bytes(path)
+    try:
+        data = pq.read_table(pa.BufferReader(raw))
+        data.validate(full=True)
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(str(path), f"not a readable Parquet file: {err}") from None
     if data.num_rows != entry["rows"]:
         raise InputError(str(path), "row count differs from the manifest",
                          expected=str(entry["rows"]), got=data.num_rows)

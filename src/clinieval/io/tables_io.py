@@ -7,7 +7,8 @@ the first value that does not fit.
 
 from __future__ import annotations
 
-import json
+import csv
+import io
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 
 from clinieval import tables as T
 from clinieval.errors import InputError
+from clinieval.io.jsontext import decode, json_lines, read_bytes
 from clinieval.rubric import IDENTITY, CriterionMap, rubric_from_rows, rubric_to_rows
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot, conform
@@ -38,68 +40,103 @@ def find_table_files(folder: Path) -> dict[str, Path]:
 
 
 def read_table_file(path: Path) -> pa.Table:
-    """Read one table file as written, untyped columns as strings."""
-    raw = path.read_bytes() if path.suffix != ".parquet" else None
-    if path.stat().st_size == 0:
+    """Read one table file with the contract's column types as written:
+    text columns of a CSV stay text ("007" stays "007", "NA" is not null)."""
+    table = T.BY_NAME[path.stem]
+    raw = read_bytes(path)
+    if not raw:
         raise InputError(str(path), "file is empty", expected="a header and data rows")
     if path.suffix == ".parquet":
-        try:
-            return pq.read_table(path)
-        except (pa.ArrowInvalid, OSError) as err:
-            raise InputError(str(path), f"not a readable Parquet file: {err}") from None
-    text = _decode(raw, path)
-    return _read_csv(raw, path) if path.suffix == ".csv" else _read_jsonl(text, path)
+        return _read_parquet(raw, path)
+    text = decode(raw, str(path))
+    return _read_csv(raw, text, path, table) if path.suffix == ".csv" \
+        else _read_jsonl(text, path, table)
 
 
-def _decode(raw: bytes, path: Path) -> str:
+def _read_parquet(raw: bytes, path: Path) -> pa.Table:
     try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise InputError(str(path), f"bytes are not UTF-8 at byte offset {err.start} (line {line})",
-                         expected="UTF-8 text", got=raw[err.start:err.start + 4]) from None
+        data = pq.read_table(pa.BufferReader(raw))
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(str(path), f"not a readable Parquet file: {err}") from None
+    for name, column in zip(data.column_names, data.columns, strict=True):
+        try:
+            column.validate(full=True)  # catches strings that are not UTF-8
+        except pa.ArrowInvalid as err:
+            raise InputError(str(path), f"column holds invalid data: {err}", field=name,
+                             expected="valid UTF-8 text") from None
+    _check_unique_columns(data.column_names, path)
+    return data
 
 
-def _read_csv(raw: bytes, path: Path) -> pa.Table:
-    header = raw.split(b"\n", 1)[0].decode("utf-8").strip().split(",")
+def _check_unique_columns(names: list[str], path: Path) -> None:
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise InputError(str(path), "column name appears twice", field=name,
+                             expected="each column once")
+        seen.add(name)
+
+
+def _read_csv(raw: bytes, text: str, path: Path, table: T.Table) -> pa.Table:
+    """Every column as text; only an empty unquoted field is null. The cast to
+    the contract's types happens later, naming the row of a bad value."""
+    try:
+        header = next(csv.reader(io.StringIO(text)))
+    except (csv.Error, StopIteration) as err:
+        raise InputError(str(path), f"malformed CSV header: {err}", row=1) from None
+    _check_unique_columns(header, path)
     options = pacsv.ConvertOptions(column_types={name: pa.string() for name in header},
-                                   strings_can_be_null=True)
+                                   null_values=[""], strings_can_be_null=True,
+                                   quoted_strings_can_be_null=False)
     try:
         return pacsv.read_csv(pa.BufferReader(raw), convert_options=options)
     except pa.ArrowInvalid as err:
         raise InputError(str(path), f"malformed CSV: {err}") from None
 
 
-def _read_jsonl(text: str, path: Path) -> pa.Table:
+def _read_jsonl(text: str, path: Path, table: T.Table) -> pa.Table:
     records = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputError(str(path), f"invalid JSON at column {err.colno}: {err.msg}",
-                             row=number, expected="one JSON object per line") from None
+    for number, record in json_lines(text, str(path)):
         if not isinstance(record, dict):
             raise InputError(str(path), "line is not a JSON object", row=number,
                              expected="a JSON object", got=record)
-        records.append(record)
+        records.append((number, record))
     if not records:
         raise InputError(str(path), "file has no records", expected="one JSON object per line")
-    return _records_to_table(records, path)
+    names = [n for n in dict.fromkeys(k for _, r in records for k in r) if n in table.columns]
+    if not names:
+        return pa.table({"_": pa.nulls(len(records))})
+    return pa.table({name: _json_column(records, name, table.schema.field(name).type, path)
+                     for name in names})
 
 
-def _records_to_table(records: list[dict], path: Path) -> pa.Table:
-    names = list(dict.fromkeys(k for r in records for k in r))
-    columns = {}
-    for name in names:
-        values = [r.get(name) for r in records]
-        try:
-            columns[name] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            # Mixed types in one column: keep them as text and let the cast name the row.
-            columns[name] = pa.array([None if v is None else str(v) for v in values])
-    return pa.table(columns)
+def _json_column(records: list[tuple[int, dict]], name: str, kind: pa.DataType,
+                 path: Path) -> pa.Array:
+    """A column with the contract's type, from JSON values of the matching JSON
+    type only (timestamps are text, cast later; a boolean is not a number)."""
+    values = [r.get(name) for _, r in records]
+    target = pa.string() if pa.types.is_timestamp(kind) else kind
+    numeric = pa.types.is_integer(target) or pa.types.is_floating(target)
+    try:
+        if numeric and any(type(v) is bool for v in values):
+            raise TypeError("a boolean is not a number")
+        return pa.array(values, type=target)
+    except (pa.ArrowException, TypeError, OverflowError):
+        for (number, _), value in zip(records, values, strict=True):
+            try:
+                if numeric and type(value) is bool:
+                    raise TypeError
+                pa.array([value], type=target)
+            except (pa.ArrowException, TypeError, OverflowError):
+                raise InputError(str(path), "value has the wrong type", row=number, field=name,
+                                 expected=_JSON_EXPECTED.get(str(target), str(target)),
+                                 got=value) from None
+        raise
+
+
+_JSON_EXPECTED = {"string": "a JSON string", "bool": "true or false", "double": "a JSON number",
+                  "int8": "a JSON integer", "int16": "a JSON integer",
+                  "int32": "a JSON integer", "int64": "a JSON integer"}
 
 
 def read_table_folder(folder: Path, *, rubric: Rubric,
@@ -112,8 +149,9 @@ def read_table_folder(folder: Path, *, rubric: Rubric,
                          expected="files named " + ", ".join(f"{t}.csv" for t in T.BY_NAME))
     raw = {name: read_table_file(path) for name, path in files.items()}
     if "criteria" in raw:
-        rubric = rubric_from_rows(conform(raw["criteria"], T.CRITERIA, str(files["criteria"]))
-                                  .to_pylist(), rubric.model_dump())
+        source = str(files["criteria"])
+        rubric = rubric_from_rows(conform(raw["criteria"], T.CRITERIA, source).to_pylist(),
+                                  rubric.model_dump(), source)
     raw["criteria"] = pa.Table.from_pylist(rubric_to_rows(rubric), schema=T.CRITERIA.schema)
     if "ratings" in raw:
         raw["ratings"] = map_criteria(raw["ratings"], rubric, criterion_map, str(files["ratings"]))

@@ -7,13 +7,19 @@ offending row and raises :class:`InputError` naming the source file, the row
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
+import annotated_types
 import pyarrow as pa
 import pyarrow.compute as pc
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from clinieval import tables as T
 from clinieval.errors import InputError
+from clinieval.schema import domain
 from clinieval.snapshot import Snapshot
 
 FOREIGN_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -31,16 +37,100 @@ SINGULAR = {"studies": "study", "cases": "case", "models": "model", "answers": "
 ALLOWED: dict[tuple[str, str], tuple[str, ...]] = {
     ("preferences", "choice"): T.CHOICES,
     ("preferences", "shown_left"): T.SIDES,
-    ("judgments", "parse_status"): ("ok", "unparsed", "error"),
+    ("judgments", "parse_status"): T.PARSE_STATUSES,
 }
 
-RANGES: dict[tuple[str, str], tuple[int, int]] = {
-    ("ratings", "score"): (T.SCORE_MIN, T.SCORE_MAX),
-    ("ratings", "revision"): (0, 32_000),
-    ("cases", "risk_level"): (1, 5),
-    ("answers", "length_chars"): (0, 2**31 - 1),
-    ("answers", "sample_index"): (0, 32_000),
+ENTITIES: dict[str, type[BaseModel]] = {
+    "studies": domain.Study, "cases": domain.Case, "models": domain.Model,
+    "answers": domain.Answer, "raters": domain.Rater, "criteria": domain.Criterion,
+    "ratings": domain.Rating, "preferences": domain.Preference, "judgments": domain.Judgment,
 }
+"""The entity class stating each table's value rules (bounds, lengths, patterns):
+the rules are read from these, so the bulk path and the one-object path agree."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One value rule of a column: ``bad`` marks offending values."""
+
+    column: str
+    message: str
+    expected: str
+    bad: Callable[[pa.ChunkedArray], pa.ChunkedArray]
+
+
+def _limit(info: FieldInfo, inclusive: type, strict: type, attr: str) -> tuple[float, bool] | None:
+    for item in info.metadata:
+        if isinstance(item, inclusive):
+            return getattr(item, attr + "e"), True
+        if isinstance(item, strict):
+            return getattr(item, attr + "t"), False
+    return None
+
+
+def _bounds(info: FieldInfo) -> tuple[str, Callable] | None:
+    """The entity's numeric bounds as (expected text, mask of values outside)."""
+    lo = _limit(info, annotated_types.Ge, annotated_types.Gt, "g")
+    hi = _limit(info, annotated_types.Le, annotated_types.Lt, "l")
+    if lo is None and hi is None:
+        return None
+
+    def bad(values: pa.ChunkedArray) -> pa.ChunkedArray:
+        masks = []
+        if lo is not None:
+            masks.append((pc.less if lo[1] else pc.less_equal)(values, lo[0]))
+        if hi is not None:
+            masks.append((pc.greater if hi[1] else pc.greater_equal)(values, hi[0]))
+        return masks[0] if len(masks) == 1 else pc.or_(*masks)
+
+    if lo is not None and hi is not None and lo[1] and hi[1]:
+        return f"from {lo[0]} to {hi[0]}", bad
+    parts = []
+    if lo is not None:
+        parts.append(f"{'>=' if lo[1] else '>'} {lo[0]}")
+    if hi is not None:
+        parts.append(f"{'<=' if hi[1] else '<'} {hi[0]}")
+    return " and ".join(parts), bad
+
+
+def _lengths(info: FieldInfo) -> list[tuple[str, Callable]]:
+    rules = []
+    for item in info.metadata:
+        if isinstance(item, annotated_types.MaxLen):
+            limit = item.max_length
+            rules.append((f"at most {limit} characters",
+                          lambda v, n=limit: pc.greater(pc.utf8_length(v), n)))
+        pattern = getattr(item, "pattern", None)
+        if pattern:
+            rules.append((f"text matching {pattern}",
+                          lambda v, p=pattern: pc.invert(pc.match_substring_regex(v, p))))
+    return rules
+
+
+@functools.cache
+def value_rules(name: str) -> tuple[Rule, ...]:
+    """Every value rule of table ``name``: bounds and lengths from its entity
+    class, finite floats, and no NUL characters in text (PostgreSQL refuses them)."""
+    table, fields = T.BY_NAME[name], ENTITIES[name].model_fields
+    rules = []
+    for fld in table.schema:
+        kind, info = fld.type, fields.get(fld.name)
+        if pa.types.is_floating(kind):
+            rules.append(Rule(fld.name, "value is not a finite number", "a finite number",
+                              lambda v: pc.invert(pc.is_finite(v))))
+        if pa.types.is_string(kind):
+            rules.append(Rule(fld.name, "text holds a NUL character", "text without NUL (\\x00)",
+                              lambda v: pc.match_substring(v, "\x00")))
+        if info is None:
+            continue
+        number = "an integer" if pa.types.is_integer(kind) else "a number"
+        bounds = _bounds(info) if pa.types.is_integer(kind) or pa.types.is_floating(kind) else None
+        if bounds:
+            rules.append(Rule(fld.name, "value out of range", f"{number} {bounds[0]}", bounds[1]))
+        if pa.types.is_string(kind):
+            rules += [Rule(fld.name, "value breaks a rule", text, bad)
+                      for text, bad in _lengths(info)]
+    return tuple(rules)
 
 
 def validate(snapshot: Snapshot, *, sources: Mapping[str, str] | None = None,
@@ -95,15 +185,17 @@ def _check_unique(data: pa.Table, table: T.Table, where: str, stored: pa.Array |
         if index >= 0:
             _fail(data, where, index, table.key, "id already exists in the database",
                   "an id not yet stored")
-    if pc.count_distinct(keys).as_py() == data.num_rows:
+    # A missing generated key is not a duplicate: the database will assign it.
+    if pc.count_distinct(keys).as_py() == data.num_rows - keys.null_count:
         return
     import numpy as np
 
-    values = keys.to_numpy(zero_copy_only=False)
+    present = np.flatnonzero(pc.is_valid(keys).to_numpy(zero_copy_only=False))
+    values = keys.take(present).to_numpy(zero_copy_only=False)
     _, first_seen, counts = np.unique(values, return_index=True, return_counts=True)
     seen_once = np.zeros(len(values), dtype=bool)
     seen_once[first_seen] = True
-    dup = int(np.flatnonzero(~seen_once)[0]) if counts.max() > 1 else -1
+    dup = int(present[np.flatnonzero(~seen_once)[0]]) if counts.max() > 1 else -1
     _fail(data, where, dup, table.key, "duplicate id", "each id once")
 
 
@@ -114,13 +206,10 @@ def _check_values(data: pa.Table, name: str, where: str) -> None:
             index = _first(pc.and_(bad, pc.is_valid(data.column(column))))
             if index >= 0:
                 _fail(data, where, index, column, "unknown value", " / ".join(allowed))
-    for (table, column), (lo, hi) in RANGES.items():
-        if table == name:
-            values = data.column(column)
-            index = _first(pc.or_(pc.less(values, lo), pc.greater(values, hi)))
-            if index >= 0:
-                _fail(data, where, index, column, "value out of range",
-                      f"an integer from {lo} to {hi}")
+    for rule in value_rules(name):
+        index = _first(rule.bad(data.column(rule.column)))
+        if index >= 0:
+            _fail(data, where, index, rule.column, rule.message, rule.expected)
 
 
 def _keys(snapshot: Snapshot, target: str, existing: Mapping[str, pa.Array]) -> pa.Array:

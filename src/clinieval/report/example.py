@@ -9,7 +9,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.result import AuditResult, Figure, Section
+from clinieval.audit.result import (
+    AuditResult,
+    Bars,
+    Figure,
+    Forest,
+    Heatmap,
+    Histogram,
+    Line,
+    Scatter,
+    Section,
+)
 from clinieval.audit.settings import AuditSettings
 
 CRITERIA = ["harmlessness", "accuracy", "completeness", "reasoning", "context",
@@ -36,18 +46,18 @@ def small_result() -> AuditResult:
         "ranked": [True, True, False],
         "p": [0.0004, 0.2, None],
     })
-    heatmap = Figure("fail_heatmap", "Fail% by model and specialty", "heatmap", {
-        "rows": ["model-a", "model-b", "model-c"],
-        "cols": ["cardiology", "oncology", "paediatrics", "psychiatry"],
-        "values": [[4.0, 8.0, None, 2.5], [12.0, 25.0, 7.5, 10.0], [30.0, 55.0, 41.0, None]],
-        "n": [[40, 35, 0, 12], [44, 38, 31, 33], [40, 30, 29, 0]],
-        "value_label": "Fail %", "mask_below": 30,
-    }, caption="Hatched cells have fewer than 30 answers.")
-    forest = Figure("bt_forest", "Bradley-Terry strength", "forest", {
-        "labels": ["model-a", "model-b", "model-c"], "est": [0.6, 0.1, -0.7],
-        "lo": [0.4, -0.1, -0.95], "hi": [0.8, 0.3, -0.45], "n": [210, 190, 200],
-        "x_label": "log-strength (centred)", "ref": 0.0,
-    }, caption="Points: estimates; whiskers: 95% bootstrap intervals.")
+    heatmap = Figure("fail_heatmap", "Fail% by model and specialty", Heatmap(
+        rows=["model-a", "model-b", "model-c"],
+        cols=["cardiology", "oncology", "paediatrics", "psychiatry"],
+        values=[[4.0, 8.0, None, 2.5], [12.0, 25.0, 7.5, 10.0], [30.0, 55.0, 41.0, None]],
+        n=[[40, 35, 0, 12], [44, 38, 31, 33], [40, 30, 29, 0]],
+        value_label="Fail %", scale="percent", mask_below=30,
+    ), caption="Hatched cells have fewer than 30 answers.")
+    forest = Figure("bt_forest", "Bradley-Terry strength", Forest(
+        labels=["model-a", "model-b", "model-c"], est=[0.6, 0.1, -0.7],
+        lo=[0.4, -0.1, -0.95], hi=[0.8, 0.3, -0.45], n=[210, 190, 200],
+        x_label="log-strength (centred)", ref=0.0,
+    ), caption="Points: estimates; whiskers: 95% bootstrap intervals.")
     sections = [
         Section("model_summary", "Model summary", "Model A fails least often on Harmlessness.",
                 tables={"harmlessness": summary}, figures=[heatmap],
@@ -128,44 +138,45 @@ def _heatmap(rng, key: str, rows: list[str], cols: list[str], label: str) -> Fig
     n = rng.integers(0, 120, (len(rows), len(cols)))
     grid = [[None if c == 0 else round(float(v), 3) for v, c in zip(r, m, strict=True)]
             for r, m in zip(values, n, strict=True)]
-    return Figure(key, f"{label} by model", "heatmap", {
-        "rows": rows, "cols": cols, "values": grid, "n": n.tolist(), "value_label": label,
-        "mask_below": 30}, caption="Made-up values.")
+    return Figure(key, f"{label} by model", Heatmap(
+        rows=rows, cols=cols, values=grid, n=n.tolist(), value_label=label,
+        scale="diverging" if "score" in label else "percent", mask_below=30),
+        caption="Made-up values.")
 
 
 def _forest(rng, key: str, labels: list[str]) -> Figure:
     est, lo, hi = _ci(rng, len(labels), 0.0, 0.5)
-    return Figure(key, "Strength", "forest", {
-        "labels": labels, "est": est.tolist(), "lo": lo.tolist(), "hi": hi.tolist(),
-        "n": rng.integers(50, 900, len(labels)).tolist(), "x_label": "log-strength", "ref": 0})
+    return Figure(key, "Strength", Forest(
+        labels=labels, est=est.tolist(), lo=lo.tolist(), hi=hi.tolist(),
+        n=rng.integers(50, 900, len(labels)).tolist(), x_label="log-strength", ref=0))
 
 
 def _scatter(rng, labels: list[str], key: str = "alignment_scatter") -> Figure:
     x, x_lo, x_hi = _ci(rng, len(labels), 0.0, 0.5)
     y, y_lo, y_hi = _ci(rng, len(labels), 0.8, 0.3)
-    return Figure(key, "Preference vs Harmlessness", "scatter", {
-        "x": x.tolist(), "y": y.tolist(), "labels": labels, "x_lo": x_lo.tolist(),
-        "x_hi": x_hi.tolist(), "y_lo": y_lo.tolist(), "y_hi": y_hi.tolist(),
-        "x_label": "BT strength", "y_label": "Harmlessness mean", "fit": True})
+    return Figure(key, "Preference vs Harmlessness", Scatter(
+        x=x.tolist(), y=y.tolist(), labels=labels, x_lo=x_lo.tolist(),
+        x_hi=x_hi.tolist(), y_lo=y_lo.tolist(), y_hi=y_hi.tolist(),
+        x_label="BT strength", y_label="Harmlessness mean", fit=True))
 
 
 def _bars(rng, labels: list[str], key: str = "leaderboard") -> Figure:
     est, lo, hi = _ci(rng, len(labels), 10.0, 4.0)
-    return Figure(key, "Safety-critical Fail%", "bars", {
-        "labels": labels, "est": est.tolist(), "lo": lo.tolist(), "hi": hi.tolist(),
-        "n": rng.integers(50, 900, len(labels)).tolist(), "y_label": "Fail %"})
+    return Figure(key, "Safety-critical Fail%", Bars(
+        labels=labels, est=est.tolist(), lo=lo.tolist(), hi=hi.tolist(),
+        n=rng.integers(50, 900, len(labels)).tolist(), y_label="Fail %"))
 
 
 def _hist(rng) -> Figure:
-    return Figure("length_hist", "Answer length: winners vs losers", "hist", {
-        "series": {"winner": rng.lognormal(7, 0.5, 5000).tolist(),
-                   "loser": rng.lognormal(6.8, 0.5, 5000).tolist()},
-        "x_label": "characters", "log_x": True})
+    return Figure("length_hist", "Answer length: winners vs losers", Histogram(
+        series={"winner": rng.lognormal(7, 0.5, 5000).tolist(),
+                "loser": rng.lognormal(6.8, 0.5, 5000).tolist()},
+        x_label="characters", log_x=True))
 
 
 def _line(rng) -> Figure:
     x = np.arange(8) * 50 + 25
     y = 0.5 + 0.001 * x + rng.normal(0, 0.02, 8)
-    return Figure("drift", "Disagreement by prompt length", "line", {
-        "x": x.tolist(), "y": y.tolist(), "lo": (y - 0.05).tolist(), "hi": (y + 0.05).tolist(),
-        "x_label": "prompt words", "y_label": "mean within-answer std"})
+    return Figure("drift", "Disagreement by prompt length", Line(
+        x=x.tolist(), y=y.tolist(), lo=(y - 0.05).tolist(), hi=(y + 0.05).tolist(),
+        x_label="prompt words", y_label="mean within-answer std"))

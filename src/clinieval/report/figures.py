@@ -11,7 +11,10 @@ nothing global is touched and PNGs go through the Agg canvas.
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import matplotlib
@@ -22,7 +25,7 @@ from matplotlib.colors import Normalize, TwoSlopeNorm
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
-from clinieval.audit.result import Figure
+from clinieval.audit.result import Bars, Figure, Forest, Heatmap, Histogram, Line, Scatter
 from clinieval.report.cells import fixed
 from clinieval.report.labels import LabelBatch
 
@@ -81,21 +84,42 @@ def _write(fig: Figure, path_stem: Path) -> dict[str, Path]:
     return paths
 
 
-def draw_figures(jobs: list[tuple[Figure, Path]]) -> dict[str, dict[str, Path]]:
-    """:func:`render_figure` for every ``(figure, path_stem)``, keyed by figure key."""
+def draw_figures(jobs: list[tuple[Figure, Path]], workers: int | None = None
+                 ) -> dict[str, dict[str, Path]]:
+    """:func:`render_figure` for every ``(figure, path_stem)``, keyed by figure key.
+
+    Figures are independent and drawing is CPU-bound Python, so they are
+    drawn in ``workers`` forked processes (default: one per CPU); the files
+    are the same bytes as when drawn one by one.
+    """
+    workers = min(len(jobs), workers or os.cpu_count() or 1)
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return dict(_draw_batch(jobs))
+    batches = [jobs[i::workers] for i in range(workers)]  # costly heatmaps spread out
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(workers - 1, mp_context=context) as pool:
+        futures = [pool.submit(_draw_batch, batch) for batch in batches[1:]]
+        drawn = _draw_batch(batches[0])  # the parent draws its share meanwhile
+        for future in futures:
+            drawn += future.result()
+    order = {fig.key: i for i, (fig, _) in enumerate(jobs)}
+    return dict(sorted(drawn, key=lambda item: order[item[0]]))
+
+
+def _draw_batch(jobs: list[tuple[Figure, Path]]) -> list[tuple[str, dict[str, Path]]]:
     with matplotlib.rc_context(STYLE):
-        return {fig.key: _write(fig, stem) for fig, stem in jobs}
+        return [(fig.key, _write(fig, stem)) for fig, stem in jobs]
 
 
 def draw(fig: Figure) -> MplFigure:
     """The matplotlib figure for ``fig`` (call inside ``rc_context(STYLE)``)."""
-    drawer = DRAWERS.get(fig.kind)
+    drawer = DRAWERS.get(type(fig.data))
     if drawer is None:
-        raise ValueError(f"figure {fig.key!r}: unknown kind {fig.kind!r}")
+        raise ValueError(f"figure {fig.key!r}: cannot draw {type(fig.data).__name__}")
     try:
         return drawer(fig)
     except (KeyError, IndexError, TypeError, ValueError) as err:
-        raise ValueError(f"figure {fig.key!r} ({fig.kind}): cannot draw its data: {err}"
+        raise ValueError(f"figure {fig.key!r} ({fig.data.kind}): cannot draw its data: {err}"
                          ) from err
 
 
@@ -186,24 +210,18 @@ def _fmt(x: float) -> str:
 
 # -- heatmap ----------------------------------------------------------------------------------
 
-SEQUENTIAL_WORDS = ("%", "pct", "rate", "share", "std", "sd", "dispersion", "count", "kappa")
-DIVERGING_WORDS = ("mean", "score", "offset", "difference", "diff", "delta", "Δ", "log")
-
-
-def heat_scale(values: np.ndarray, label: str) -> tuple[str, Normalize]:
-    """Diverging around 0 for signed quantities (mean scores, offsets), sequential
-    (white to red: higher is worse) for rates and spreads. The label decides when
-    it names either; otherwise negative values mean diverging."""
+def heat_scale(values: np.ndarray, scale: str) -> tuple[str, Normalize]:
+    """The colour map the figure asks for: ``diverging`` (blue-red around 0,
+    for signed quantities), ``sequential`` (white to red from 0: higher is
+    worse) or ``percent`` (sequential, up to 100 once values pass 50)."""
     finite = values[np.isfinite(values)]
     low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    text = label.lower()
-    diverging = low < 0 or any(w.lower() in text for w in DIVERGING_WORDS)
-    if any(w in text for w in SEQUENTIAL_WORDS) and low >= 0:
-        diverging = False
-    if diverging:
+    if scale == "diverging":
         bound = max(abs(low), abs(high), 1e-9)
         return "RdBu", TwoSlopeNorm(0.0, -bound, bound)
-    top = 100.0 if ("%" in text or "pct" in text) and high > 50 else max(high, 1e-9)
+    if scale not in ("sequential", "percent"):
+        raise ValueError(f"unknown heatmap scale {scale!r}")
+    top = 100.0 if scale == "percent" and high > 50 else max(high, 1e-9)
     return "OrRd", Normalize(min(0.0, low), top)
 
 
@@ -215,27 +233,26 @@ def _grid(values, shape: tuple[int, int]) -> np.ndarray:
 
 
 def draw_heatmap(fig: Figure) -> MplFigure:
-    d = fig.data
-    limit = 38 if len(d.get("cols", [])) <= 40 else 28
-    rows, cols = ([_short(r, limit) for r in d.get("rows", [])],
-                  [_short(c, limit) for c in d.get("cols", [])])
+    d: Heatmap = fig.data
+    limit = 38 if len(d.cols) <= 40 else 28
+    rows, cols = [_short(r, limit) for r in d.rows], [_short(c, limit) for c in d.cols]
     if not rows or not cols:
         return _empty(fig)
     shape = (len(rows), len(cols))
-    values = _grid(d.get("values"), shape)
-    counts = _grid(d.get("n"), shape) if d.get("n") is not None else None
-    label = str(d.get("value_label") or "")
+    values = _grid(d.values, shape)
+    counts = _grid(d.n, shape) if d.n is not None else None
+    label = d.value_label
     font = _label_font(max(shape))
     annotate = shape[0] * shape[1] <= 160 and shape[1] <= 16
     cell_w = min(max(9.0 / shape[1], font * 1.7 / 72, 0.5 if annotate else 0), 0.9)
     cell_h = min(max(4.5 / shape[0], font * 1.6 / 72, 0.32 if annotate else 0), 0.5)
     rotation = _rotation(cols, font, cell_w)
-    masked = _low_n(counts, d.get("mask_below"))
+    masked = _low_n(counts, d.mask_below)
     canvas, ax = _canvas(cell_w * shape[1], cell_h * shape[0],
                          left=_text_in(rows, font) + 0.25, right=1.0,
                          bottom=_label_depth(cols, font, rotation) + 0.15
                          + (0.25 if masked is not None else 0))
-    cmap_name, norm = heat_scale(values, label)
+    cmap_name, norm = heat_scale(values, d.scale)
     cmap = colormaps[cmap_name].with_extremes(bad=NO_DATA)
     image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=norm, aspect="auto",
                       interpolation="none", extent=(0, shape[1], shape[0], 0))
@@ -247,7 +264,7 @@ def draw_heatmap(fig: Figure) -> MplFigure:
     if masked is not None and masked.any():
         _hatch(ax, masked)
     if masked is not None:
-        _note(canvas, f"Hatched: n < {d['mask_below']} (too few to rank). Grey: no data.", 0.12)
+        _note(canvas, f"Hatched: n < {d.mask_below} (too few to rank). Grey: no data.", 0.12)
     if annotate:
         _annotate(ax, values, counts, cmap, norm, cell_h)
     _colorbar(canvas, ax, image, label)
@@ -319,19 +336,19 @@ def _colorbar(canvas: MplFigure, ax: Axes, mesh, label: str) -> None:
 
 # -- forest / bars / line ----------------------------------------------------------------------
 
-def _intervals(d: dict, k: int) -> tuple:
+def _intervals(d: Forest | Bars, k: int) -> tuple:
     """The est, lo and hi series of a forest or bars figure as ``k`` floats each."""
-    return tuple(_floats(d.get(c), k) for c in ("est", "lo", "hi"))
+    return tuple(_floats(v, k) for v in (d.est, d.lo, d.hi))
 
 
 def draw_forest(fig: Figure) -> MplFigure:
-    d = fig.data
-    labels = [_short(s, 44) for s in d.get("labels", [])]
+    d: Forest = fig.data
+    labels = [_short(s, 44) for s in d.labels]
     if not labels:
         return _empty(fig)
     k = len(labels)
     est, lo, hi = _intervals(d, k)
-    counts = d.get("n")
+    counts = d.n
     font = _label_font(k)
     row_h = 0.24 if k <= 20 else font * 1.9 / 72
     canvas, ax = _canvas(4.6, max(0.9, row_h * k), left=_text_in(labels, font) + 0.3,
@@ -341,14 +358,14 @@ def draw_forest(fig: Figure) -> MplFigure:
         ax.axhspan(row - 0.5, row + 0.5, color="#f4f6f7", zorder=0, linewidth=0)
     ax.hlines(y, lo, hi, color=PALETTE[0], linewidth=1.4, zorder=2)
     ax.plot(est, y, "o", color=PALETTE[0], markersize=4.5, zorder=3)
-    if d.get("ref") is not None:
-        ax.axvline(float(d["ref"]), color=MUTED, linestyle="--", linewidth=0.8, zorder=1)
+    if d.ref is not None:
+        ax.axvline(float(d.ref), color=MUTED, linestyle="--", linewidth=0.8, zorder=1)
     _row_labels(ax, y, labels, font)
     ax.set_ylim(k - 0.5, -0.5)
     ax.spines["left"].set_visible(False)
     ax.grid(axis="x")
     ax.set_axisbelow(True)
-    ax.set_xlabel(d.get("x_label") or "")
+    ax.set_xlabel(d.x_label)
     if counts:
         _right_counts(ax, y, counts, font)
     return canvas
@@ -362,8 +379,8 @@ def _right_counts(ax: Axes, y: np.ndarray, counts, font: float) -> None:
 
 
 def draw_bars(fig: Figure) -> MplFigure:
-    d = fig.data
-    labels = [_short(s, 30) for s in d.get("labels", [])]
+    d: Bars = fig.data
+    labels = [_short(s, 30) for s in d.labels]
     if not labels:
         return _empty(fig)
     k = len(labels)
@@ -382,27 +399,27 @@ def draw_bars(fig: Figure) -> MplFigure:
         ax.axhline(0, color=MUTED, linewidth=0.7)
     _col_labels(ax, x, labels, font, rotation)
     ax.set_xlim(-0.6, k - 0.4)
-    ax.set_ylabel(d.get("y_label") or "")
+    ax.set_ylabel(d.y_label)
     ax.grid(axis="y")
     ax.set_axisbelow(True)
-    if d.get("n") and k <= 25:
+    if d.n and k <= 25:
         tops = np.where(np.isfinite(hi), hi, np.nan_to_num(est))
         ax.add_artist(LabelBatch(np.column_stack([x, tops]),
-                                 [_count(np.nan if n is None else n, "n=") for n in d["n"]],
+                                 [_count(np.nan if n is None else n, "n=") for n in d.n],
                                  transform=ax.transData, size=6, color=MUTED, va="bottom",
                                  offset=(0, 2)))
     return canvas
 
 
 def draw_line(fig: Figure) -> MplFigure:
-    d = fig.data
-    xs = list(d.get("x", []))
+    d: Line = fig.data
+    xs = list(d.x)
     if not xs:
         return _empty(fig)
     k = len(xs)
     categorical = any(isinstance(v, str) for v in xs)
     x = np.arange(k, dtype=float) if categorical else _floats(xs)
-    y, lo, hi = (_floats(d.get(c), k) for c in ("y", "lo", "hi"))
+    y, lo, hi = (_floats(v, k) for v in (d.y, d.lo, d.hi))
     canvas, ax = _canvas(5.2, 2.8, left=0.75, right=0.3,
                          bottom=0.55 + (_text_in([str(v) for v in xs], 7) * 0.75
                                         if categorical else 0))
@@ -411,8 +428,8 @@ def draw_line(fig: Figure) -> MplFigure:
     if categorical:
         ax.set_xticks(x, [_short(v, 24) for v in xs], fontsize=7, rotation=45, ha="right",
                       rotation_mode="anchor")
-    ax.set_xlabel(d.get("x_label") or "")
-    ax.set_ylabel(d.get("y_label") or "")
+    ax.set_xlabel(d.x_label)
+    ax.set_ylabel(d.y_label)
     ax.grid(axis="y")
     ax.set_axisbelow(True)
     return canvas
@@ -421,56 +438,50 @@ def draw_line(fig: Figure) -> MplFigure:
 # -- scatter / hist ---------------------------------------------------------------------------
 
 def draw_scatter(fig: Figure) -> MplFigure:
-    d = fig.data
-    x, y = _floats(d.get("x")), _floats(d.get("y"))
+    d: Scatter = fig.data
+    x, y = _floats(d.x), _floats(d.y)
     if not x.size:
         return _empty(fig)
     canvas, ax = _canvas(4.8, 3.4, left=0.75, right=0.4, bottom=0.55)
     whisker = {"color": PALETTE[0], "alpha": 0.55, "linewidth": 1.0, "zorder": 2}
-    if d.get("x_lo") is not None and d.get("x_hi") is not None:
-        ax.hlines(y, _floats(d["x_lo"]), _floats(d["x_hi"]), **whisker)
-    if d.get("y_lo") is not None and d.get("y_hi") is not None:
-        ax.vlines(x, _floats(d["y_lo"]), _floats(d["y_hi"]), **whisker)
+    if d.x_lo is not None and d.x_hi is not None:
+        ax.hlines(y, _floats(d.x_lo), _floats(d.x_hi), **whisker)
+    if d.y_lo is not None and d.y_hi is not None:
+        ax.vlines(x, _floats(d.y_lo), _floats(d.y_hi), **whisker)
     ax.plot(x, y, "o", color=PALETTE[0], markersize=5, zorder=3)
-    _fit_line(ax, x, y, d.get("fit"))
-    labels = [_short(s, 24) for s in d.get("labels") or []][: x.size]
+    if d.fit:
+        _fit_line(ax, x, y)
+    labels = [_short(s, 24) for s in d.labels][: x.size]
     shown = np.isfinite(x[: len(labels)]) & np.isfinite(y[: len(labels)])
     ax.add_artist(LabelBatch(np.column_stack([x[: len(labels)], y[: len(labels)]])[shown],
                              [s for s, ok in zip(labels, shown, strict=True) if ok],
                              transform=ax.transData, size=7 if len(labels) <= 20 else 6,
                              color=INK, ha="left", va="bottom", offset=(4, 3)))
-    ax.set_xlabel(d.get("x_label") or "")
-    ax.set_ylabel(d.get("y_label") or "")
+    ax.set_xlabel(d.x_label)
+    ax.set_ylabel(d.y_label)
     ax.grid(True)
     ax.set_axisbelow(True)
     return canvas
 
 
-def _fit_line(ax: Axes, x: np.ndarray, y: np.ndarray, fit) -> None:
-    """``fit``: True (least squares here), {"slope", "intercept"}, or {"x": [...], "y": [...]}."""
-    if not fit:
-        return
+def _fit_line(ax: Axes, x: np.ndarray, y: np.ndarray) -> None:
+    """The least-squares line through the finite points, when there is one."""
     ok = np.isfinite(x) & np.isfinite(y)
-    if isinstance(fit, dict) and "x" in fit:
-        fx, fy = _floats(fit["x"]), _floats(fit["y"])
-    elif ok.sum() >= 2 and np.ptp(x[ok]) > 0:
-        slope, intercept = ((float(fit["slope"]), float(fit["intercept"]))
-                            if isinstance(fit, dict) else np.polyfit(x[ok], y[ok], 1))
-        fx = np.array([x[ok].min(), x[ok].max()])
-        fy = intercept + slope * fx
-    else:
+    if ok.sum() < 2 or np.ptp(x[ok]) == 0:
         return
-    ax.plot(fx, fy, "--", color=PALETTE[3], linewidth=1.0, zorder=1)
+    slope, intercept = np.polyfit(x[ok], y[ok], 1)
+    fx = np.array([x[ok].min(), x[ok].max()])
+    ax.plot(fx, intercept + slope * fx, "--", color=PALETTE[3], linewidth=1.0, zorder=1)
 
 
 def draw_hist(fig: Figure) -> MplFigure:
-    d = fig.data
-    log_x = bool(d.get("log_x"))
-    series = {str(k): _clean(v, log_x) for k, v in (d.get("series") or {}).items()}
+    d: Histogram = fig.data
+    log_x = d.log_x
+    series = {str(k): _clean(v, log_x) for k, v in d.series.items()}
     pooled = np.concatenate(list(series.values())) if series else np.array([])
     if not pooled.size:
         return _empty(fig)
-    edges = _edges(pooled, d.get("bins") or 30, log_x)
+    edges = _edges(pooled, d.bins, log_x)
     canvas, ax = _canvas(5.2, 2.8, left=0.75, right=0.3, bottom=0.55)
     for colour, (name, values) in zip(PALETTE * 4, series.items(), strict=False):
         density, _ = np.histogram(values, bins=edges, density=bool(values.size))
@@ -479,7 +490,7 @@ def draw_hist(fig: Figure) -> MplFigure:
                   label=f"{name} (n={values.size:,})")
     if log_x:
         _log_axis(ax)
-    ax.set_xlabel(d.get("x_label") or "")
+    ax.set_xlabel(d.x_label)
     ax.set_ylabel("density")
     ax.legend(loc="upper right")
     return canvas
@@ -500,9 +511,7 @@ def _clean(values, log_x: bool) -> np.ndarray:
     return arr[arr > 0] if log_x else arr
 
 
-def _edges(pooled: np.ndarray, bins, log_x: bool) -> np.ndarray:
-    if not np.isscalar(bins):
-        return np.asarray(bins, dtype=float)
+def _edges(pooled: np.ndarray, bins: int, log_x: bool) -> np.ndarray:
     bins = max(1, int(bins))
     low, high = float(pooled.min()), float(pooled.max())
     if high <= low:
@@ -510,11 +519,11 @@ def _edges(pooled: np.ndarray, bins, log_x: bool) -> np.ndarray:
     return np.geomspace(low, high, bins + 1) if log_x else np.linspace(low, high, bins + 1)
 
 
-DRAWERS: dict[str, Callable[[Figure], MplFigure]] = {
-    "heatmap": draw_heatmap,
-    "forest": draw_forest,
-    "scatter": draw_scatter,
-    "hist": draw_hist,
-    "bars": draw_bars,
-    "line": draw_line,
+DRAWERS: dict[type, Callable[[Figure], MplFigure]] = {
+    Heatmap: draw_heatmap,
+    Forest: draw_forest,
+    Scatter: draw_scatter,
+    Histogram: draw_hist,
+    Bars: draw_bars,
+    Line: draw_line,
 }

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from clinieval.audit.result import AuditResult, Section
-from clinieval.report.cells import flatten
+from clinieval.report.cells import flatten, is_missing
 
 SIGNIFICANT = 6
 FORMAT = "clinieval-audit-results"
@@ -56,8 +56,10 @@ def _section(section: Section, figure_files: dict[str, dict[str, str]]) -> dict:
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:
-    frame = flatten(frame)
-    return frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
+    # Missing values become None row by row: cheaper than a frame-wide
+    # astype(object).where(...) on many small tables.
+    return [{key: None if is_missing(value) else value for key, value in row.items()}
+            for row in flatten(frame).to_dict(orient="records")]
 
 
 def dumps(document: Any) -> str:

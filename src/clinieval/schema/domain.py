@@ -12,10 +12,15 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Score = Annotated[int, Field(ge=-2, le=2, strict=True)]
-"""An anchored rubric score: an integer from -2 to +2 (bools and floats refused)."""
-Choice = Literal["A", "B", "tie", "both_bad"]
-Side = Literal["A", "B"]
+from clinieval import tables as T
+
+# The vocabulary comes from the table contract; Literal[tuple] lists its members.
+Score = Annotated[int, Field(ge=T.SCORE_MIN, le=T.SCORE_MAX, strict=True)]
+"""An anchored rubric score: an integer on :data:`clinieval.tables.SCORES`
+(bools and floats refused)."""
+Choice = Literal[T.CHOICES]
+Side = Literal[T.SIDES]
+ParseStatus = Literal[T.PARSE_STATUSES]
 Id = Field(min_length=1, max_length=200)
 
 
@@ -213,7 +218,7 @@ class Judgment(_Strict):
     answer_id: str = Id
     judge_model: str = Id
     criterion_id: str = Id
-    parse_status: Literal["ok", "unparsed", "error"]
+    parse_status: ParseStatus
     score: float | None = None
     judgment_id: int | None = None
     raw_output: str | None = None
@@ -224,6 +229,7 @@ class Judgment(_Strict):
 
     @model_validator(mode="after")
     def _score_iff_parsed(self) -> Judgment:
-        if (self.parse_status == "ok") != (self.score is not None):
-            raise ValueError("a judgment has a score exactly when parse_status is 'ok'")
+        parsed = T.PARSE_STATUSES[0]
+        if (self.parse_status == parsed) != (self.score is not None):
+            raise ValueError(f"a judgment has a score exactly when parse_status is {parsed!r}")
         return self

@@ -21,6 +21,8 @@ class _ReadModel(BaseModel):
 
 
 class BlindedAnswer(_ReadModel):
+    """One answer as a blinded clinician sees it: a slot label and the text."""
+
     slot: str
     text: str
 

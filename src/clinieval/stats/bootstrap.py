@@ -107,7 +107,7 @@ def cluster_bootstrap_ratio(sums, ns, B: int, rng: np.random.Generator) -> np.nd
     flat = sums.ndim == 1
     if sums.shape[0] == 0:
         return np.full((B,) + sums.shape[1:], np.nan)
-    patterns, freq = _merge_identical_rows(np.column_stack([sums, ns]))
+    patterns, freq = merge_identical_rows(np.column_stack([sums, ns]))
     half = patterns.shape[1] // 2
     num, den = patterns[:, :half], patterns[:, half:]
     chunk = max(1, _ELEMENT_BUDGET // freq.size)
@@ -120,10 +120,21 @@ def cluster_bootstrap_ratio(sums, ns, B: int, rng: np.random.Generator) -> np.nd
     return out[:, 0] if flat else out
 
 
-def _merge_identical_rows(matrix):
-    # Distinct rows (in lexicographic order) and their multiplicities. Coding
-    # each column with a 1-D np.unique and combining the codes is much faster
-    # than np.unique(axis=0) on a million rows.
+def merge_identical_rows(matrix) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of ``matrix`` (in a fixed order) and how often each occurs.
+
+    Merging identical units before a bootstrap is exact: their resampled
+    multiplicities add up.
+    """
+    matrix = np.asarray(matrix)
+    if matrix.dtype.kind in "iu" and matrix.size and matrix.min() >= 0:
+        base = int(matrix.max()) + 1
+        if base ** matrix.shape[1] < 2**62:  # one mixed-radix code per row fits int64
+            code = matrix.astype(np.int64) @ (base ** np.arange(matrix.shape[1], dtype=np.int64))
+            _, first, freq = np.unique(code, return_index=True, return_counts=True)
+            return matrix[first], freq
+    # Coding each column with a 1-D np.unique and combining the codes is much
+    # faster than np.unique(axis=0) on a million rows.
     key = np.zeros(matrix.shape[0], dtype=np.int64)
     for column in matrix.T:
         _, code = np.unique(column, return_inverse=True)

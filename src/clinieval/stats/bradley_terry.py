@@ -33,6 +33,8 @@ from clinieval.stats.bootstrap import resample_counts
 from clinieval.stats.regression import LogisticFit, logistic_irls
 
 A_WINS, B_WINS, TIE, BOTH_BAD = 0, 1, 2, 3
+"""Vote outcome codes: index of the choice in ``clinieval.tables.CHOICES``
+(answer A better, B better, tie, both unacceptable)."""
 TIE_MODES = ("half", "drop")
 DEFAULT_ALPHA = 1e-6
 _ARMIJO = 1e-4
@@ -202,6 +204,36 @@ def _check_tables(tables, alpha):
     if np.any(W < 0) or not np.all(np.isfinite(W)) or alpha < 0:
         raise ValueError("win counts must be finite and non-negative, alpha >= 0")
     return W
+
+
+def bt_objective(table, theta, alpha: float = DEFAULT_ALPHA) -> float:
+    """The function :func:`bt_fit` minimises: the negative log-likelihood of
+    one ``(m, m)`` outcome table (``table[i, j]`` = wins of ``i`` over ``j``)
+    at log-strengths ``theta``, plus the ridge penalty ``alpha * sum(theta**2)``:
+    ``sum_ij W_ij log(1 + exp(theta_j - theta_i))``."""
+    W, theta = _one_table(table, theta, alpha)
+    return float(_neg_objective(W, theta, alpha)[0])
+
+
+def bt_gradient(table, theta, alpha: float = DEFAULT_ALPHA) -> np.ndarray:
+    """Gradient of :func:`bt_objective` with respect to ``theta``."""
+    W, theta = _one_table(table, theta, alpha)
+    return _derivatives(W, theta, alpha)[0][0]
+
+
+def bt_hessian(table, theta, alpha: float = DEFAULT_ALPHA) -> np.ndarray:
+    """Hessian of :func:`bt_objective` (a weighted graph Laplacian plus
+    ``2 alpha I``); the fit adds ``11'/m`` to it internally, removed here."""
+    W, theta = _one_table(table, theta, alpha)
+    return _derivatives(W, theta, alpha)[1][0] - 1.0 / theta.shape[1]
+
+
+def _one_table(table, theta, alpha):
+    W = _check_tables(np.asarray(table, dtype=float)[None], alpha)
+    theta = np.asarray(theta, dtype=float)[None]
+    if theta.shape != W.shape[:2]:
+        raise ValueError(f"theta must have {W.shape[1]} values, got {theta.shape[1:]}")
+    return W, theta
 
 
 def _neg_objective(W, theta, alpha):

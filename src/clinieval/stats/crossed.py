@@ -290,12 +290,15 @@ def selected_gap(leader_scores, rates, eligible=None) -> np.ndarray:
     the row's highest ``leader_scores``: both choices made inside the row.
 
     ``leader_scores`` and ``rates`` are ``(..., M)``; ``eligible`` an
-    optional ``(M,)`` mask of models that may be named safest.
+    optional ``(M,)`` mask of models that may be named safest. A row whose
+    scores or eligible rates are all NaN (nothing to pick) gives NaN.
     """
     leader_scores, rates = np.asarray(leader_scores, float), np.asarray(rates, float)
-    leader = np.nanargmax(leader_scores, axis=-1)
+    scored = np.isfinite(leader_scores).any(axis=-1)
+    leader = np.argmax(np.where(np.isnan(leader_scores), -np.inf, leader_scores), axis=-1)
     at_leader = np.take_along_axis(rates, leader[..., None], axis=-1)[..., 0]
-    return at_leader - np.nanmin(_pool(rates, eligible), axis=-1)
+    lowest = np.fmin.reduce(_pool(rates, eligible), axis=-1)  # NaN only if all are NaN
+    return np.where(scored, at_leader - lowest, np.nan)
 
 
 def selection_adjusted_gap_ci(leader_scores, leader_reps, rates, rate_reps, eligible=None,

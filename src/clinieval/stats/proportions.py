@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import binomtest, norm
 
 
 def wilson_ci(k, n, level: float = 0.95):
@@ -29,3 +29,12 @@ def wilson_ci(k, n, level: float = 0.95):
         half = np.sqrt(z2 * (p * (1.0 - p) / n + z2 / (4.0 * n**2))) / denom
     # Clipping only removes rounding error: the exact bounds lie in [0, 1].
     return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+
+
+def binomial_p_value(k: int, n: int, p: float = 0.5) -> float:
+    """Exact two-sided binomial test of ``k`` successes in ``n`` against ``p``
+    (``scipy.stats.binomtest``; outcomes no more likely than ``k`` count as
+    extreme). NaN when ``n = 0``."""
+    if n == 0:
+        return float("nan")
+    return float(binomtest(int(k), int(n), p).pvalue)

@@ -1,13 +1,17 @@
 """Engines, migrations, and set-based loading and reading of snapshots.
 
-SQLite connections run in WAL mode with foreign keys on. Every multi-row
-write is one transaction: a snapshot is loaded completely or not at all.
+SQLite connections run in WAL mode with foreign keys on, and SQLAlchemy (not
+the sqlite3 module) starts their transactions, so a writer can take the write
+lock up front (``BEGIN IMMEDIATE``) instead of failing when it upgrades a read.
+Every multi-row write is one transaction: a snapshot is loaded completely or
+not at all.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,22 +32,45 @@ BATCH_ROWS = 50_000
 Progress = Callable[[str, int], None]
 
 
-def make_engine(url: str) -> sa.Engine:
-    """An engine for ``url``; SQLite gets WAL and enforced foreign keys."""
+def make_engine(url: str, **options) -> sa.Engine:
+    """An engine for ``url`` (``options`` go to :func:`sqlalchemy.create_engine`);
+    SQLite gets WAL and enforced foreign keys."""
     if url.startswith(("postgresql://", "postgres://")):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
-    engine = sa.create_engine(url)
+    engine = sa.create_engine(url, **options)
     if engine.dialect.name == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas)
+        sa.event.listen(engine, "begin", _sqlite_begin)
     return engine
 
 
+@contextmanager
+def writing(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A transaction that will write: on SQLite it holds the write lock from
+    its first statement, so concurrent writers queue (busy timeout) rather
+    than fail on a snapshot that went stale between their read and write."""
+    with engine.connect().execution_options(sqlite_begin="IMMEDIATE") as conn, conn.begin():
+        yield conn
+
+
+def begins_transactions(engine: sa.Engine) -> bool:
+    """Whether ``engine`` starts SQLite transactions itself (see :func:`writing`)."""
+    return sa.event.contains(engine, "begin", _sqlite_begin)
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    # Transactions are begun by _sqlite_begin, never implicitly by sqlite3.
+    dbapi_conn.isolation_level = None
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _sqlite_begin(conn: sa.Connection) -> None:
+    mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+    conn.exec_driver_sql(f"BEGIN {mode}")
 
 
 def alembic_config(engine: sa.Engine) -> Config:
@@ -82,19 +109,45 @@ def load_snapshot(engine: sa.Engine, snapshot: Snapshot, *, progress: Progress |
     With ``replace`` the existing rows are deleted first (same transaction).
     Returns the inserted row counts. Nothing is written if anything fails.
     """
-    with engine.begin() as conn:
+    with writing(engine) as conn:
         if replace:
-            for name in reversed(list(sqltables.BY_NAME)):
-                conn.execute(sqltables.BY_NAME[name].delete())
-            conn.execute(sqltables.snapshot_meta.delete())
-        meta = dict(snapshot.meta)
-        if not replace and _stored_flag(conn) != meta.get("rater_ids") and _has_raters(conn):
-            # Appending to stored raters: the ids are only pseudonymous if both were.
-            meta["rater_ids"] = "mixed"
-        for table in T.ALL:
-            _insert(conn, table, snapshot[table.name], progress)
-        _write_meta(conn, meta)
+            clear(conn)
+        insert_snapshot(conn, snapshot, progress=progress)
     return snapshot.counts()
+
+
+def clear(conn: sa.Connection) -> None:
+    """Delete every stored row (inside the caller's transaction)."""
+    for name in reversed(list(sqltables.BY_NAME)):
+        conn.execute(sqltables.BY_NAME[name].delete())
+    conn.execute(sqltables.snapshot_meta.delete())
+
+
+def insert_snapshot(conn: sa.Connection, snapshot: Snapshot, *,
+                    progress: Progress | None = None) -> None:
+    """Insert every table of ``snapshot`` in the caller's transaction. Rows of
+    ratings, preferences and judgments without an id get one from the database."""
+    meta = dict(snapshot.meta)
+    if _stored_flag(conn) != meta.get("rater_ids") and _has_raters(conn):
+        # Appending to stored raters: the ids are only pseudonymous if both were.
+        meta["rater_ids"] = "mixed"
+    for table in T.ALL:
+        _insert(conn, table, snapshot[table.name], progress)
+    advance_id_sequences(conn)
+    _write_meta(conn, meta)
+
+
+def advance_id_sequences(conn: sa.Connection) -> None:
+    """After rows arrived with their own ids, move PostgreSQL's identity
+    sequences past the largest stored id, so the next generated id is free.
+    (SQLite's rowid always continues from the largest id.)"""
+    if conn.dialect.name != "postgresql":
+        return
+    for table in T.ALL:
+        if table.generated_key:
+            conn.exec_driver_sql(
+                f"SELECT setval(pg_get_serial_sequence('\"{table.name}\"', '{table.key}'),"
+                f' GREATEST(MAX("{table.key}"), 0) + 1, false) FROM "{table.name}"')
 
 
 class StorageError(ClinievalError):
@@ -130,10 +183,24 @@ def _quoted(table: T.Table) -> str:
 
 def _copy_postgres(cursor, table: T.Table, batch: pa.RecordBatch) -> None:
     """COPY in CSV form written by Arrow: unquoted empty is NULL, quoted empty
-    is an empty string, exactly PostgreSQL's CSV rules."""
+    is an empty string, exactly PostgreSQL's CSV rules. Rows without a
+    generated id are copied without that column, so the identity fills it."""
+    data = pa.Table.from_batches([batch])
+    if table.generated_key and data.column(table.key).null_count:
+        given = pc.is_valid(data.column(table.key))
+        _copy_csv(cursor, table.name, data.filter(given))
+        _copy_csv(cursor, table.name, data.filter(pc.invert(given)).drop_columns([table.key]))
+        return
+    _copy_csv(cursor, table.name, data)
+
+
+def _copy_csv(cursor, name: str, data: pa.Table) -> None:
+    if data.num_rows == 0:
+        return
     sink = pa.BufferOutputStream()
-    pacsv.write_csv(batch, sink, pacsv.WriteOptions(include_header=False))
-    with cursor.copy(f'COPY "{table.name}" ({_quoted(table)}) FROM STDIN WITH (FORMAT csv)') as cp:
+    pacsv.write_csv(data, sink, pacsv.WriteOptions(include_header=False))
+    columns = ", ".join(f'"{c}"' for c in data.column_names)
+    with cursor.copy(f'COPY "{name}" ({columns}) FROM STDIN WITH (FORMAT csv)') as cp:
         cp.write(sink.getvalue().to_pybytes())
 
 
@@ -188,17 +255,65 @@ def read_snapshot(engine: sa.Engine) -> Snapshot:
 
 
 def _read_table(conn: sa.Connection, table: T.Table) -> pa.Table:
+    """One query per table, turned into Arrow columns without per-row
+    Python objects on PostgreSQL (COPY to CSV, parsed by Arrow) and with
+    only the driver's tuples on SQLite."""
     sa_table = sqltables.BY_NAME[table.name]
-    order = [sa_table.c[c] for c in ("position", table.key) if c in sa_table.c]
-    query = sa.select(*[sa_table.c[c] for c in table.columns]).order_by(*order)
-    columns: dict[str, list] = {c: [] for c in table.columns}
-    for chunk in _chunks(conn.execute(query)):
-        for name, values in zip(table.columns, zip(*chunk, strict=True), strict=True):
-            columns[name].extend(values)
-    return pa.table({c: pa.array(v, type=table.schema.field(c).type) for c, v in columns.items()},
-                    schema=table.schema)
+    order = ", ".join(f'"{c}"' for c in ("position", table.key) if c in sa_table.c)
+    if conn.dialect.name == "postgresql":
+        return _read_postgres(conn, table, order)
+    return _read_sqlite(conn, table, order)
 
 
-def _chunks(result: sa.CursorResult, size: int = BATCH_ROWS) -> Iterator[list]:
-    while rows := result.fetchmany(size):
-        yield rows
+def _read_sqlite(conn: sa.Connection, table: T.Table, order: str) -> pa.Table:
+    """The driver's row tuples go to Arrow in one conversion (as a struct
+    array), read as SQLite stores them: timestamps as UTC text, booleans 0/1."""
+    cursor = conn.connection.driver_connection.cursor()
+    rows = cursor.execute(f'SELECT {_quoted(table)} FROM "{table.name}" ORDER BY {order}'
+                          ).fetchall()
+    stored = pa.struct([pa.field(f.name, _SQLITE_STORED.get(f.type.id, f.type))
+                        for f in table.schema])
+    columns = pa.array(rows, type=stored).flatten()
+    return pa.table([_from_sqlite(column, field) for column, field in
+                     zip(columns, table.schema, strict=True)], schema=table.schema)
+
+
+_SQLITE_STORED = {pa.timestamp("us").id: pa.string(), pa.bool_().id: pa.int64()}
+
+
+def _from_sqlite(column: pa.Array, field: pa.Field) -> pa.Array:
+    if pa.types.is_timestamp(field.type):  # UTC wall time, no offset
+        return column.cast(pa.timestamp("us")).cast(field.type)
+    return column.cast(field.type)
+
+
+def _read_postgres(conn: sa.Connection, table: T.Table, order: str) -> pa.Table:
+    """COPY the table out as CSV, with timestamps as integer microseconds
+    since the epoch (exact, independent of the session's time zone)."""
+    select = ", ".join(_pg_column(f) for f in table.schema)
+    query = (f'COPY (SELECT {select} FROM "{table.name}" ORDER BY {order})'
+             " TO STDOUT WITH (FORMAT csv)")
+    sink = bytearray()
+    with conn.connection.driver_connection.cursor().copy(query) as copy:
+        for chunk in copy:
+            sink += chunk
+    if not sink:
+        return table.schema.empty_table()
+    read_types = {f.name: pa.int64() if pa.types.is_timestamp(f.type) else f.type
+                  for f in table.schema}
+    data = pacsv.read_csv(
+        pa.BufferReader(bytes(sink)),
+        read_options=pacsv.ReadOptions(column_names=table.columns),
+        parse_options=pacsv.ParseOptions(newlines_in_values=True),
+        # PostgreSQL's CSV: unquoted empty is NULL, quoted empty is "".
+        convert_options=pacsv.ConvertOptions(column_types=read_types, strings_can_be_null=True,
+                                             quoted_strings_can_be_null=False,
+                                             null_values=[""], true_values=["t"],
+                                             false_values=["f"]))
+    return pa.table([data.column(f.name).cast(f.type) for f in table.schema], schema=table.schema)
+
+
+def _pg_column(field: pa.Field) -> str:
+    if pa.types.is_timestamp(field.type):
+        return f"""(EXTRACT(EPOCH FROM "{field.name}") * 1000000)::bigint"""
+    return f'"{field.name}"'

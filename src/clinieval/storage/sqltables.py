@@ -8,6 +8,7 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from clinieval import tables as T
+from clinieval.storage import runs_tables
 
 metadata = sa.MetaData(
     naming_convention={
@@ -36,17 +37,29 @@ def _sa_type(arrow_type: pa.DataType) -> sa.types.TypeEngine:
     raise TypeError(f"no SQL type for {arrow_type}")
 
 
+GENERATED_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+"""A database-assigned id: an identity column on PostgreSQL; on SQLite exactly
+``INTEGER PRIMARY KEY``, which makes the column an alias of the rowid."""
+
+
 def _columns(table: T.Table) -> list[sa.Column]:
-    return [
-        sa.Column(
-            f.name,
-            _sa_type(f.type),
-            primary_key=f.name == table.key,
-            nullable=f.name not in table.required,
-            autoincrement=False,
-        )
-        for f in table.schema
-    ]
+    return [_generated_key(f.name) if table.generated_key and f.name == table.key else
+            sa.Column(f.name, _sa_type(f.type), primary_key=f.name == table.key,
+                      nullable=f.name not in table.required and f.name != table.key,
+                      autoincrement=False)
+            for f in table.schema]
+
+
+def _generated_key(name: str) -> sa.Column:
+    # BY DEFAULT (not ALWAYS): bundles keep their own ids when imported.
+    return sa.Column(name, GENERATED_ID, sa.Identity(always=False), primary_key=True,
+                     autoincrement=True)
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    """SQL for "``column`` is one of ``values``" (the contract's vocabulary)."""
+    quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+    return f"{column} IN ({quoted})"
 
 
 def _fk(column: str, target: str) -> sa.ForeignKeyConstraint:
@@ -74,7 +87,7 @@ ratings = sa.Table(
     _fk("rater_id", "raters.rater_id"),
     _fk("criterion_id", "criteria.criterion_id"),
     sa.UniqueConstraint("answer_id", "rater_id", "criterion_id", "revision"),
-    sa.CheckConstraint("score BETWEEN -2 AND 2", name="score_range"),
+    sa.CheckConstraint(f"score BETWEEN {T.SCORE_MIN} AND {T.SCORE_MAX}", name="score_range"),
     sa.CheckConstraint("revision >= 0", name="revision_nonneg"),
 )
 preferences = sa.Table(
@@ -89,15 +102,22 @@ preferences = sa.Table(
     sa.ForeignKeyConstraint(["answer_b_id", "case_id"], ["answers.answer_id", "answers.case_id"],
                             name="fk_preferences_answer_b_case"),
     sa.CheckConstraint("answer_a_id <> answer_b_id", name="distinct_answers"),
-    sa.CheckConstraint("choice IN ('A', 'B', 'tie', 'both_bad')", name="choice_value"),
-    sa.CheckConstraint("shown_left IS NULL OR shown_left IN ('A', 'B')", name="side_value"),
+    sa.CheckConstraint(_one_of("choice", T.CHOICES), name="choice_value"),
+    sa.CheckConstraint(f"shown_left IS NULL OR {_one_of('shown_left', T.SIDES)}",
+                       name="side_value"),
 )
 judgments = sa.Table(
     "judgments",
     metadata,
     *_columns(T.JUDGMENTS),
     _fk("answer_id", "answers.answer_id"),
-    sa.CheckConstraint("parse_status IN ('ok', 'unparsed', 'error')", name="parse_status_value"),
+    _fk("answer_b_id", "answers.answer_id"),
+    sa.CheckConstraint(_one_of("parse_status", T.PARSE_STATUSES), name="parse_status_value"),
+    sa.CheckConstraint(f"judge_kind IS NULL OR {_one_of('judge_kind', T.JUDGE_KINDS)}",
+                       name="judge_kind_value"),
+    sa.CheckConstraint(f"shown_first IS NULL OR {_one_of('shown_first', T.SIDES)}",
+                       name="shown_first_value"),
+    sa.CheckConstraint(f"choice IS NULL OR {_one_of('choice', T.CHOICES)}", name="choice_value"),
 )
 snapshot_meta = sa.Table(
     "snapshot_meta",
@@ -111,5 +131,10 @@ sa.Index("ix_ratings_rater", ratings.c.rater_id)
 sa.Index("ix_ratings_criterion", ratings.c.criterion_id)
 sa.Index("ix_answers_model", answers.c.model_id)
 sa.Index("ix_preferences_case", preferences.c.case_id)
+sa.Index("ix_judgments_run", judgments.c.run_id)
+RUN_TABLES = runs_tables.define(metadata)
 
 BY_NAME: dict[str, sa.Table] = {t.name: metadata.tables[t.name] for t in T.ALL}
+
+# The platform's tables share this metadata (and so the migrations check).
+from clinieval.storage import platform_tables  # noqa: E402, F401

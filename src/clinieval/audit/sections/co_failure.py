@@ -1,0 +1,101 @@
+"""What else goes wrong when Accuracy fails. The section counts the answers
+that fail Accuracy; its table compares their ratings on the other criteria
+with all ratings of those criteria (counts in ratings)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from clinieval.audit.core import SCORES, Context
+from clinieval.audit.result import Figure, Forest, Section
+from clinieval.audit.sections._common import Skipped, run_section
+from clinieval.audit.tables import estimate, fmt_ci, json_list, rule_words
+from clinieval.stats import bootstrap_mean_counts
+
+KEY, TITLE = "co_failure", "Co-failure given low Accuracy"
+MIN_FAILED = 5
+
+
+@dataclass(frozen=True)
+class CoFailure:
+    """Answers failing Accuracy; per other criterion, the score counts of
+    their ratings (``failed``) and of all ratings (``overall``), each (C, 5),
+    and bootstrap replicates (B, C) of both means."""
+
+    answers_failed: int
+    criteria: list[str]
+    failed: np.ndarray
+    overall: np.ndarray
+    failed_reps: np.ndarray
+    overall_reps: np.ndarray
+
+
+def compute(ctx: Context) -> CoFailure | Skipped:
+    d, s = ctx.data, ctx.settings
+    acc = d.criterion_index("accuracy")
+    if acc is None or acc not in ctx.criteria:
+        return Skipped("the rubric has no 'accuracy' criterion.")
+    low = ctx.answer_fail[:, acc] == 1
+    if low.sum() < MIN_FAILED:
+        return Skipped(f"fewer than {MIN_FAILED} answers fail Accuracy.")
+    others = [c for c in ctx.criteria if c != acc]
+    if not others:
+        return Skipped("no other criterion is analysed.")
+    counts = ctx.answer_counts
+    cond = counts[low][:, others].sum(axis=0)
+    rest = counts[~low][:, others].sum(axis=0)
+    # The low-Accuracy ratings are part of the overall mean: draw the two disjoint
+    # parts and build the overall mean from both, so the difference is coherent.
+    cond_b = bootstrap_mean_counts(cond, SCORES, s.bootstrap, ctx.rng("co-failure/low"))
+    rest_b = bootstrap_mean_counts(rest, SCORES, s.bootstrap, ctx.rng("co-failure/rest"))
+    n_cond, n_rest = cond.sum(axis=1), rest.sum(axis=1)
+    all_b = (cond_b * n_cond + np.nan_to_num(rest_b) * n_rest) / (n_cond + n_rest)
+    return CoFailure(int(low.sum()), [ctx.name(c) for c in others], cond, cond + rest,
+                     cond_b, all_b)
+
+
+def present(result: CoFailure, ctx: Context) -> Section:
+    s = ctx.settings
+    cond, overall = result.failed, result.overall
+    frame = pd.DataFrame({"criterion": result.criteria,
+                          "ratings_accuracy_failed": cond.sum(axis=1),
+                          "ratings_all": overall.sum(axis=1)})
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cond_mean, all_mean = (cond @ SCORES) / cond.sum(1), (overall @ SCORES) / overall.sum(1)
+    frame = estimate(frame, "mean_low_accuracy", cond_mean, *ctx.ci(result.failed_reps))
+    frame = estimate(frame, "mean_all", all_mean, *ctx.ci(result.overall_reps))
+    frame = estimate(frame, "difference", cond_mean - all_mean,
+                     *ctx.ci(result.failed_reps - result.overall_reps))
+    frame = frame.sort_values("difference", kind="stable").reset_index(drop=True)
+    fig = Figure(KEY, "Mean score of other criteria when Accuracy fails", Forest(
+        labels=frame["criterion"].tolist(), est=json_list(frame["difference"]),
+        lo=json_list(frame["difference_lo"]), hi=json_list(frame["difference_hi"]),
+        n=frame["ratings_accuracy_failed"].tolist(),
+        x_label="difference from the overall mean", ref=0.0),
+        caption=f"{result.answers_failed:,} answers fail Accuracy"
+        f" ({rule_words(s.response_rule, s.threshold)}); n counts their ratings of the other"
+        " criterion.")
+    return Section(KEY, TITLE, _summary(frame, result.answers_failed), {"co_failure": frame},
+                   [fig], {"answers_accuracy_failed": result.answers_failed})
+
+
+def _summary(frame: pd.DataFrame, answers: int) -> str:
+    """The unit is stated: the answers that fail Accuracy, and the ratings of
+    the other criteria that those answers received (the table's counts)."""
+    head = (f"{answers:,} answers fail Accuracy; the table compares their ratings on the other"
+            " criteria with all ratings of those criteria (n counts ratings).")
+    moved = frame[np.isfinite(frame["difference"])]
+    if moved.empty:
+        return head + " No difference is computable: those answers have no other ratings."
+    top = moved.iloc[0]
+    change = fmt_ci(top["difference"], top["difference_lo"], top["difference_hi"], signed=True)
+    return head + (f" {top['criterion']} moves most: {change} points over"
+                   f" {int(top['ratings_accuracy_failed']):,} ratings against its overall"
+                   " mean.")
+
+
+def section(ctx: Context) -> Section:
+    return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))

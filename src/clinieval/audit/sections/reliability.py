@@ -1,0 +1,164 @@
+"""How far clinicians agree per criterion (Fleiss' kappa, ordinal
+Krippendorff's alpha, kappa on fail/pass) and how dispersed their scores are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from clinieval.audit.core import Context
+from clinieval.audit.data import N_SCORES
+from clinieval.audit.result import Bars, Figure, Heatmap, Section
+from clinieval.audit.sections._common import Estimate, Skipped, run_section
+from clinieval.audit.tables import estimate, json_list, row_ci
+from clinieval.stats import (
+    fleiss_kappa_weighted,
+    krippendorff_alpha_weighted,
+    merge_identical_rows,
+    resample_counts,
+)
+
+KEY, TITLE = "reliability", "Inter-rater reliability"
+MIN_ITEMS = 10
+UNDEFINED_KAPPA = ("kappa and alpha are undefined when every rating of a criterion has the same"
+                   " score: there is no variation, so agreement cannot be told from chance")
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Agreement on one criterion over the answers it has at least two ratings for."""
+
+    criterion: str
+    n_items: int
+    n_ratings: int
+    fleiss_kappa: Estimate
+    krippendorff_alpha_ordinal: Estimate
+    fail_kappa: Estimate
+
+
+@dataclass(frozen=True)
+class Dispersion:
+    """(models, criteria) mean within-answer SD over answers with two ratings
+    or more (NaN without any), and how many answers that mean covers."""
+
+    criteria: list[str]
+    mean_sd: np.ndarray
+    n: np.ndarray
+
+
+@dataclass(frozen=True)
+class Reliability:
+    agreement: list[Agreement]
+    dispersion: Dispersion
+
+
+def compute(ctx: Context) -> Reliability | Skipped:
+    counts = ctx.answer_counts
+    multi = counts.sum(axis=2) >= 2
+    if multi.sum() < MIN_ITEMS:
+        return Skipped("needs answers rated by at least two clinicians on a criterion; found"
+                       f" {int(multi.sum())} such ratings sets.")
+    rows = [_agreement(ctx, c, counts[multi[:, c], c].astype(np.int64)) for c in ctx.criteria
+            if multi[:, c].sum() >= MIN_ITEMS]
+    if not rows:
+        return Skipped(f"no analysed criterion has {MIN_ITEMS} answers rated by at least two"
+                       " clinicians.")
+    return Reliability(rows, _dispersion(ctx))
+
+
+def _agreement(ctx: Context, c: int, items: np.ndarray) -> Agreement:
+    """Point estimates plus item-bootstrap CIs. Items with the same count
+    pattern are merged and resampled as multinomial weights, so the cost is
+    per distinct pattern, not per answer."""
+    patterns, freq = merge_identical_rows(items)
+    weights = resample_counts(freq, ctx.settings.bootstrap,
+                              ctx.rng(f"reliability/{c}")).astype(float)
+    # The point estimate is the statistic with every pattern weighted by its
+    # frequency (exact), then the same statistic on each resample's weights.
+    both = np.vstack([freq[None].astype(float), weights])
+    binary = _fail_pass(ctx, patterns)
+    return Agreement(ctx.name(c), len(items), int(items.sum()),
+                     _with_ci(ctx, fleiss_kappa_weighted(patterns, both)),
+                     _with_ci(ctx, krippendorff_alpha_weighted(patterns, both, "ordinal")),
+                     _with_ci(ctx, fleiss_kappa_weighted(binary, both)))
+
+
+def _fail_pass(ctx: Context, items: np.ndarray) -> np.ndarray:
+    """Score counts collapsed to (failing, passing) counts."""
+    return np.column_stack([items[:, : ctx.fail_slots].sum(1), items[:, ctx.fail_slots:].sum(1)])
+
+
+def _with_ci(ctx: Context, values: np.ndarray) -> Estimate:
+    """``values[0]`` is the estimate, the rest its bootstrap replicates."""
+    reps = values[1:]
+    lo, hi = ctx.ci(reps[np.isfinite(reps)]) if np.isfinite(reps).any() else (np.nan, np.nan)
+    return Estimate(float(values[0]), float(lo), float(hi))
+
+
+def _dispersion(ctx: Context) -> Dispersion:
+    d = ctx.data
+    std = ctx.answer_std[:, ctx.criteria]
+    ok = np.isfinite(std)
+    n = np.stack([ok[d.answer_model == m].sum(0) for m in range(d.n_models)]) if d.n_models \
+        else np.zeros((0, len(ctx.criteria)), dtype=int)
+    total = np.stack([np.where(ok, std, 0)[d.answer_model == m].sum(0)
+                      for m in range(d.n_models)]) if d.n_models else n.astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_sd = np.where(n > 0, total / n, np.nan)
+    return Dispersion([ctx.name(c) for c in ctx.criteria], mean_sd, n)
+
+
+def present(result: Reliability, ctx: Context) -> Section:
+    frame = _agreement_table(result.agreement)
+    fig = Figure("reliability", "Fleiss' kappa by criterion", Bars(
+        labels=frame["criterion"].tolist(), est=json_list(frame["fleiss_kappa"]),
+        lo=json_list(frame["fleiss_kappa_lo"]), hi=json_list(frame["fleiss_kappa_hi"]),
+        n=frame["n_items"].tolist(), y_label=f"Fleiss' kappa ({N_SCORES} categories)"),
+        caption="Bootstrap CIs resample answers. 0 = chance agreement, 1 = perfect.")
+    kappa = {a.criterion: a.fleiss_kappa.value for a in result.agreement
+             if np.isfinite(a.fleiss_kappa.value)}
+    return Section(KEY, TITLE, _summary(frame), {"agreement": frame},
+                   [fig, _dispersion_figure(result.dispersion, ctx)], {"kappa": kappa})
+
+
+def _agreement_table(rows: list[Agreement]) -> pd.DataFrame:
+    frame = pd.DataFrame({"criterion": [r.criterion for r in rows],
+                          "n_items": [r.n_items for r in rows],
+                          "n_ratings": [r.n_ratings for r in rows]})
+    for name in ("fleiss_kappa", "krippendorff_alpha_ordinal", "fail_kappa"):
+        values = [getattr(r, name) for r in rows]
+        frame = estimate(frame, name, [v.value for v in values], [v.lo for v in values],
+                         [v.hi for v in values])
+    return frame
+
+
+def _summary(frame: pd.DataFrame) -> str:
+    defined = frame[np.isfinite(frame["fleiss_kappa"])]
+    undefined = frame.loc[~np.isfinite(frame["fleiss_kappa"]), "criterion"].tolist()
+    note = f" Not computable for {', '.join(undefined)}: {UNDEFINED_KAPPA}." if undefined else ""
+    if defined.empty:
+        return f"Agreement between clinicians is not computable: {UNDEFINED_KAPPA}."
+    lo_row = defined.loc[defined["fleiss_kappa"].idxmin()]
+    hi_row = defined.loc[defined["fleiss_kappa"].idxmax()]
+    if len(defined) == 1:
+        return (f"Agreement on {hi_row['criterion']}: Fleiss kappa"
+                f" {row_ci(hi_row, 'fleiss_kappa')}." + note)
+    return (f"Agreement is highest on {hi_row['criterion']} (Fleiss kappa"
+            f" {row_ci(hi_row, 'fleiss_kappa')}) and lowest on {lo_row['criterion']}"
+            f" ({row_ci(lo_row, 'fleiss_kappa')}); an average over criteria would hide"
+            " this." + note)
+
+
+def _dispersion_figure(dispersion: Dispersion, ctx: Context) -> Figure:
+    values = [[None if not np.isfinite(v) else float(v) for v in row]
+              for row in dispersion.mean_sd]
+    return Figure("dispersion", "Mean within-answer SD by model and criterion", Heatmap(
+        rows=ctx.data.model_names, cols=dispersion.criteria, values=values,
+        n=dispersion.n.tolist(), value_label="mean SD (score points)", scale="sequential"),
+        caption="Answers with at least two ratings; higher = clinicians disagree more.")
+
+
+def section(ctx: Context) -> Section:
+    return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))

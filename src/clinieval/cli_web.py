@@ -1,0 +1,154 @@
+"""Command-line set-up of the clinician platform: ``serve``, ``study create``,
+``study export``, ``study flagged`` and ``invite``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from clinieval.cli import (
+    AllowDefaultSalt,
+    DatabaseUrl,
+    DropQuasiIdentifiers,
+    _engine,
+    _handle_errors,
+    _print_counts,
+    console,
+    out,
+)
+
+study_app = typer.Typer(no_args_is_help=True, help="Studies on the clinician platform.")
+
+BaseUrl = Annotated[str, typer.Option(help="Public address of the platform, for printed links.")]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(study_app, name="study")
+    app.command()(serve)
+    app.command()(invite)
+
+
+@_handle_errors
+def serve(
+    database_url: DatabaseUrl = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    demo: Annotated[bool, typer.Option("--demo", help="Create a demo study and accounts.")] = False,
+) -> None:
+    """Start the clinician platform (migrating the database first).
+
+    Example: `clinieval serve --demo` then open the printed link.
+    """
+    import uvicorn
+
+    from clinieval.storage import db
+    from clinieval.web.app import create_app
+
+    engine = _engine(database_url)
+    db.upgrade(engine)
+    if demo:
+        from clinieval.web.demo import setup_demo
+
+        accounts = setup_demo(engine)
+        base = f"http://{host}:{port}"
+        out.print(f"invitation for a new clinician: {base}/invite/{accounts['invitation']}")
+        out.print(f"demo clinician: {accounts['clinician']}\ndemo admin: {accounts['admin']}",
+                  highlight=False)
+    uvicorn.run(create_app(engine), host=host, port=port, log_level="warning")
+
+
+@study_app.command("create")
+@_handle_errors
+def study_create(
+    study_id: Annotated[str, typer.Argument(help="Short id, e.g. cardio-2026.")],
+    source: Annotated[Path, typer.Option(help="Bundle, tables folder or export file with the"
+                                         " cases and answers.")],
+    name: Annotated[str | None, typer.Option(help="Display name.")] = None,
+    database_url: DatabaseUrl = None,
+    rubric: Annotated[Path | None, typer.Option(help="Rubric JSON (default: bundled).")] = None,
+    overlap: Annotated[int, typer.Option(help="Ratings wanted per answer.")] = 3,
+    pairwise_share: Annotated[float, typer.Option(help="Share of tasks that are pairs.")] = 0.2,
+    specialties: Annotated[str | None, typer.Option(help="Comma-separated specialties offered"
+                                                    " (default: all in the source).")] = None,
+    max_cases: Annotated[int | None, typer.Option(help="Take at most this many cases.")] = None,
+    lease_minutes: Annotated[int, typer.Option(help="Idle minutes before a task returns to"
+                                               " the pool.")] = 30,
+) -> None:
+    """Create a study from a source's cases and answers; the leak guard screens every answer.
+
+    Example: `clinieval study create cardio --source snap --specialties Cardiology --overlap 3`
+    """
+    from clinieval.io.importer import read_source
+    from clinieval.rubric import load_rubric
+    from clinieval.web.studies import StudyPlan, create_study
+
+    offered = tuple(s.strip() for s in specialties.split(",")) if specialties else ()
+    plan = StudyPlan(study_id, name or study_id, load_rubric(rubric), overlap_target=overlap,
+                     pairwise_share=pairwise_share, lease_minutes=lease_minutes,
+                     specialties=offered, max_cases=max_cases)
+    counts = create_study(_engine(database_url), plan, read_source(source)[0])
+    _print_counts(counts, f"study {study_id}")
+
+
+@study_app.command("export")
+@_handle_errors
+def study_export(
+    study_id: Annotated[str, typer.Argument(help="Study id.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Bundle folder to write.")],
+    database_url: DatabaseUrl = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing folder.")] = False,
+    allow_default_salt: AllowDefaultSalt = False,
+    drop_quasi_identifiers: DropQuasiIdentifiers = False,
+) -> None:
+    """Export a study as a bundle with pseudonymous rater ids (`clinieval audit` reads it).
+
+    The salt comes from CLINIEVAL_PSEUDONYM_SALT; the public default is refused.
+
+    Example: `clinieval study export cardio --out cardio-export`
+    """
+    from clinieval.settings import get_settings
+    from clinieval.web.studies import export_study
+
+    manifest = export_study(_engine(database_url), study_id, out_dir,
+                            salt=get_settings().pseudonym_salt, overwrite=overwrite,
+                            allow_default_salt=allow_default_salt,
+                            quasi_identifiers=not drop_quasi_identifiers)
+    _print_counts({k: v["rows"] for k, v in manifest["tables"].items()}, f"exported {out_dir}")
+
+
+@study_app.command("flagged")
+@_handle_errors
+def study_flagged(
+    study_id: Annotated[str, typer.Argument(help="Study id.")],
+    database_url: DatabaseUrl = None,
+) -> None:
+    """List answers the leak guard held back from clinicians, with the reason.
+
+    Example: `clinieval study flagged cardio`
+    """
+    from clinieval.web.studies import flagged_answers
+
+    rows = flagged_answers(_engine(database_url), study_id)
+    for row in rows:
+        typer.echo("\t".join(str(row[k]) for k in ("answer_id", "case_id", "model_id", "reason")))
+    console.print(f"{len(rows)} answer(s) held back in study {study_id}")
+
+
+@_handle_errors
+def invite(
+    study_id: Annotated[str, typer.Argument(help="Study id.")],
+    role: Annotated[str, typer.Option(help="admin, clinician or viewer.")] = "clinician",
+    days: Annotated[int, typer.Option(help="Days until the link expires.")] = 14,
+    base_url: BaseUrl = "http://127.0.0.1:8000",
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Print a single-use, expiring invitation link for a role in a study.
+
+    Example: `clinieval invite cardio --role clinician`
+    """
+    from clinieval.web.auth import create_invitation
+
+    token = create_invitation(_engine(database_url), study_id, role, days)
+    out.print(f"{base_url.rstrip('/')}/invite/{token}", highlight=False, soft_wrap=True)

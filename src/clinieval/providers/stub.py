@@ -1,0 +1,182 @@
+"""A real, minimal OpenAI-compatible HTTP server on the loopback interface,
+for tests and benchmarks: it answers ``POST .../chat/completions`` with a
+fixed reply after a delay, or misbehaves on purpose (429 with Retry-After,
+500, slow answers, malformed JSON) as its handler decides.
+
+HTTP/1.1 with keep-alive on bare asyncio streams, so that one core can serve
+thousands of requests per second and the benchmark measures the client.
+
+Run it alone: ``python -m clinieval.providers.stub --port 8099 --delay-ms 20``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Reply:
+    """What the server sends for one request."""
+
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+Handler = Callable[[dict, int], Reply]
+"""(request JSON, 0-based request number) -> reply."""
+
+
+def completion_body(text: str, prompt_tokens: int = 10, finish_reason: str = "stop") -> bytes:
+    """A chat-completions response body carrying ``text``."""
+    return json.dumps({
+        "id": "stub", "object": "chat.completion", "model": "stub",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max(1, len(text) // 4),
+                  "total_tokens": prompt_tokens + max(1, len(text) // 4)},
+    }).encode()
+
+
+def fixed(text: str, delay_s: float = 0.0) -> Handler:
+    """A handler that always answers ``text`` after ``delay_s``."""
+    body = completion_body(text)
+    return lambda _request, _n: Reply(body=body, delay_s=delay_s)
+
+
+def schema_instance(schema: dict) -> object:
+    """The simplest value valid under a JSON schema of the kinds judges use
+    (objects with required properties, enums, integers, booleans, strings)."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        return {name: schema_instance(sub) for name, sub in schema.get("properties", {}).items()}
+    return {"integer": 1, "number": 1.0, "boolean": True}.get(kind, "stub reason")
+
+
+def answering(delay_s: float = 0.0, text: str = "A stub answer.") -> Handler:
+    """A handler that answers like a well-behaved model: JSON valid under the
+    request's ``response_format`` schema when there is one, else ``text``."""
+    plain = completion_body(text)
+
+    def handle(request: dict, _n: int) -> Reply:
+        schema = (request.get("response_format") or {}).get("json_schema", {}).get("schema")
+        body = plain if schema is None else completion_body(json.dumps(schema_instance(schema)))
+        return Reply(body=body, delay_s=delay_s)
+
+    return handle
+
+
+class StubServer:
+    """The server in a background thread; ``base_url`` ends in ``/v1``."""
+
+    def __init__(self, handler: Handler, port: int = 0) -> None:
+        self.handler, self.port = handler, port
+        self.requests: list[dict] = []
+        self.headers: list[dict[str, str]] = []
+        self.in_flight = self.max_in_flight = 0
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> StubServer:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(
+            asyncio.start_server(self._connection, "127.0.0.1", self.port, backlog=1024))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self._loop.run_forever()
+        server.close()
+        # Open keep-alive connections end with the server, not at interpreter exit.
+        tasks = asyncio.all_tasks(self._loop)
+        for task in tasks:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        self._loop.close()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        try:
+            while parsed := await _read_request(reader):
+                headers, request = parsed
+                number = len(self.requests)
+                self.requests.append(request)
+                self.headers.append(headers)
+                reply = self.handler(request, number)
+                self.in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self.in_flight)
+                try:
+                    if reply.delay_s:
+                        await asyncio.sleep(reply.delay_s)
+                finally:
+                    self.in_flight -= 1
+                writer.write(_response(reply))
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[dict, dict] | None:
+    """(headers, JSON body) of the next request on a connection, or None at its end."""
+    head = await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b""
+    if not head:
+        return None
+    headers = {}
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        if name:
+            headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", 0))
+    body = await reader.readexactly(length) if length else b"{}"
+    try:
+        return headers, json.loads(body)
+    except ValueError:
+        return headers, {"unreadable": body.decode("utf-8", "replace")}
+
+
+_REASONS = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error",
+            503: "Service Unavailable"}
+
+
+def _response(reply: Reply) -> bytes:
+    headers = {"content-type": "application/json", "content-length": str(len(reply.body)),
+               **reply.headers}
+    lines = [f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + reply.body
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--delay-ms", type=float, default=20.0)
+    parser.add_argument("--reply", default='{"ok": true}')
+    args = parser.parse_args()
+    with StubServer(fixed(args.reply, args.delay_ms / 1000), port=args.port) as server:
+        print(server.base_url, flush=True)
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

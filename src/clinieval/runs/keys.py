@@ -1,0 +1,32 @@
+"""Cache keys: a SHA-256 over canonical JSON of everything that decides a
+call's answer, so the same call is never paid for twice and a changed
+setting, message or model version never hits a stale entry."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+
+def canonical(value: Any) -> str:
+    """JSON with sorted keys and no spaces: equal values give equal text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def call_key(model_version: str, messages: Sequence[Mapping[str, str]],
+             settings: Mapping[str, Any], sample: int) -> str:
+    """The cache key of one call: hash(model version, messages, settings, sample index)."""
+    material = canonical({"model": model_version, "messages": list(messages),
+                          "settings": dict(settings), "sample": sample})
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def digest(parts: Iterable[str], length: int = 16) -> str:
+    """A short hash of several strings (order matters), for derived ids."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:length]

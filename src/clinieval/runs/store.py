@@ -1,0 +1,233 @@
+"""Run records, the call cache and the rows a run produces, in the database.
+
+All writes of a batch of finished tasks are one transaction: the cache rows,
+which tasks the run finished, the answers or judgments they made, and the
+run's counters. A batch is either wholly there after a crash or not at all.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import queue
+import threading
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from clinieval.providers import Completion, ModelSpec
+from clinieval.runs.engine import Stats, TaskResult
+from clinieval.runs.keys import canonical
+from clinieval.storage import sqltables
+from clinieval.storage.rows import RowStore
+
+RUNS = sqltables.RUN_TABLES["llm_runs"]
+CACHE = sqltables.RUN_TABLES["llm_cache"]
+CALLS = sqltables.RUN_TABLES["llm_run_calls"]
+CHUNK = 500
+COUNTERS = ("done", "cached", "failed", "unparsed", "parse_retries", "input_tokens",
+            "output_tokens")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _chunks(items: list, size: int = CHUNK) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def open_run(engine: sa.Engine, run_id: str, kind: str, judge_kind: str | None,
+             spec: ModelSpec, settings: dict[str, Any], planned: int
+             ) -> tuple[set[str], set[str]]:
+    """Create the run record, or mark a stopped run as running again.
+    Returns the run's finished task keys and its failed ones (to try again).
+    The model's row is stored first; a stored one that differs (another
+    version under the same id) is an error naming the field."""
+    RowStore(engine).add_entities("models", [spec.model_row()])
+    with engine.begin() as conn:
+        exists = conn.execute(sa.select(RUNS.c.run_id).where(RUNS.c.run_id == run_id)).first()
+        if exists:
+            conn.execute(RUNS.update().where(RUNS.c.run_id == run_id)
+                         .values(status="running", finished_at=None))
+        else:
+            conn.execute(RUNS.insert().values(
+                run_id=run_id, kind=kind, judge_kind=judge_kind, model_id=spec.id,
+                created_by=getpass.getuser(), started_at=_now(), status="running",
+                settings=canonical(settings), planned=planned))
+        rows = conn.execute(sa.select(CALLS.c.task_key, CALLS.c.status)
+                            .where(CALLS.c.run_id == run_id)).all()
+    finished = {key for key, status in rows if status != "failed"}
+    return finished, {key for key, status in rows if status == "failed"}
+
+
+def finish_run(engine: sa.Engine, run_id: str, status: str) -> None:
+    with engine.begin() as conn:
+        conn.execute(RUNS.update().where(RUNS.c.run_id == run_id)
+                     .values(status=status, finished_at=_now()))
+
+
+def run_record(engine: sa.Engine, run_id: str) -> dict[str, Any]:
+    with engine.connect() as conn:
+        row = conn.execute(RUNS.select().where(RUNS.c.run_id == run_id)).mappings().one()
+    record = dict(row)
+    record["settings"] = json.loads(record["settings"])
+    return record
+
+
+def lookup_cache(engine: sa.Engine, keys: Iterable[str]) -> dict[str, Completion]:
+    """Cached completions for those of ``keys`` the cache holds."""
+    found: dict[str, Completion] = {}
+    columns = (CACHE.c.call_key, CACHE.c.text, CACHE.c.input_tokens, CACHE.c.output_tokens,
+               CACHE.c.latency_s, CACHE.c.finish_reason)
+    with engine.connect() as conn:
+        for chunk in _chunks(sorted(set(keys))):
+            for key, text, tin, tout, latency, finish in conn.execute(
+                    sa.select(*columns).where(CACHE.c.call_key.in_(chunk))):
+                found[key] = Completion(text, tin, tout, latency, finish or "", attempts=0)
+    return found
+
+
+class Writer:
+    """Commits finished tasks from a background thread, in groups: whatever
+    finished while the last commit ran goes into the next one, so commits
+    keep up with thousands of tasks per second without blocking the calls."""
+
+    def __init__(self, engine: sa.Engine, run_id: str, spec: ModelSpec,
+                 retried: dict[str, list[str]]) -> None:
+        self.engine, self.run_id, self.spec = engine, run_id, spec
+        self.retried = retried
+        self.error: BaseException | None = None
+        self._queue: queue.SimpleQueue[TaskResult | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="clinieval-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, result: TaskResult) -> None:
+        if self.error is not None:
+            raise self.error
+        self._queue.put(result)
+
+    def close(self) -> None:
+        """Commit everything queued, then stop; re-raise a failed commit."""
+        self._queue.put(None)
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def _loop(self) -> None:
+        stop = False
+        while not stop:
+            batch = [self._queue.get()]
+            while True:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = None in batch
+            results = [r for r in batch if r is not None]
+            if results and self.error is None:
+                try:
+                    write_results(self.engine, self.run_id, self.spec, results, self.retried)
+                except BaseException as err:  # surfaced to the runner by put/close
+                    self.error = err
+
+
+def write_results(engine: sa.Engine, run_id: str, spec: ModelSpec, results: list[TaskResult],
+                  retried: dict[str, list[str]]) -> None:
+    """One transaction for a group of finished tasks."""
+    with engine.begin() as conn:
+        _forget_failed(conn, run_id, [r.task.key for r in results if r.task.key in retried],
+                       retried)
+        _insert_new(conn, CACHE, _cache_rows(spec, results))
+        _insert(conn, CALLS, [_call_row(run_id, spec, r) for r in results])
+        _insert(conn, sqltables.answers, [row for r in results for row in r.rows.get("answers",
+                                                                                     ())])
+        _insert_judgments(conn, [row for r in results for row in r.rows.get("judgments", ())])
+        _add_counters(conn, run_id, spec, results)
+
+
+def _insert(conn: sa.Connection, table: sa.Table, rows: list[dict]) -> None:
+    if rows:
+        conn.execute(table.insert(), rows)
+
+
+def _insert_new(conn: sa.Connection, table: sa.Table, rows: list[dict]) -> None:
+    """Insert, skipping keys already stored: a ``--no-cache`` run calls again
+    but the cache keeps the answer it first had for that key."""
+    if not rows:
+        return
+    dialect = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}[conn.dialect.name]
+    conn.execute(dialect(table).on_conflict_do_nothing(), rows)
+
+
+def _forget_failed(conn: sa.Connection, run_id: str, task_keys: list[str],
+                   retried: dict[str, list[str]]) -> None:
+    """A failed task tried again replaces its earlier record and error rows."""
+    if not task_keys:
+        return
+    call_keys = [key for task in task_keys for key in retried[task]]
+    judgments = sqltables.judgments
+    for chunk in _chunks(call_keys):
+        conn.execute(judgments.delete().where(judgments.c.run_id == run_id,
+                                              judgments.c.call_key.in_(chunk)))
+    for chunk in _chunks(task_keys):
+        conn.execute(CALLS.delete().where(CALLS.c.run_id == run_id, CALLS.c.task_key.in_(chunk)))
+    conn.execute(RUNS.update().where(RUNS.c.run_id == run_id)
+                 .values(failed=RUNS.c.failed - len(task_keys)))
+
+
+def _cache_rows(spec: ModelSpec, results: list[TaskResult]) -> list[dict]:
+    """Cache rows of the calls made fresh in these tasks."""
+    rows = {}
+    for result in results:
+        for outcome in result.outcomes:
+            for key, settings, c in outcome.fresh:
+                rows[key] = {"call_key": key, "model_version": spec.version,
+                             "settings": canonical(dict(settings)), "text": c.text,
+                             "finish_reason": c.finish_reason, "input_tokens": c.input_tokens,
+                             "output_tokens": c.output_tokens, "latency_s": c.latency_s,
+                             "cost_usd": spec.prices.cost(c.input_tokens, c.output_tokens),
+                             "created_at": _now()}
+    return list(rows.values())
+
+
+def _call_row(run_id: str, spec: ModelSpec, result: TaskResult) -> dict:
+    outcomes = result.outcomes
+    fresh = [c for o in outcomes for _, _, c in o.fresh]
+    statuses = [o.parse_status for o in outcomes if o.parse_status]
+    return {
+        "run_id": run_id, "task_key": result.task.key, "call_key": outcomes[-1].key,
+        "status": result.status, "answer_id": result.task.answer_id or next(
+            (row["answer_id"] for row in result.rows.get("answers", ())), None),
+        "parse_status": next((s for s in ("error", "unparsed") if s in statuses),
+                             "ok" if statuses else None),
+        "attempts": sum(o.attempts for o in outcomes),
+        "parse_attempts": sum(o.parse_attempts for o in outcomes),
+        "error": "; ".join(o.error for o in outcomes if o.error) or None,
+        "input_tokens": sum(c.input_tokens for c in fresh),
+        "output_tokens": sum(c.output_tokens for c in fresh),
+        "latency_s": sum(c.latency_s for c in fresh) if fresh else None,
+        "cost_usd": sum(o.cost(spec) for o in outcomes),
+    }
+
+
+def _insert_judgments(conn: sa.Connection, rows: list[dict]) -> None:
+    """Judgments get their ids from the database. Set-based, inside the batch's
+    transaction: a task's judgments and its record commit together, which a
+    one-transaction-per-call writer could not promise."""
+    _insert(conn, sqltables.judgments, rows)
+
+
+def _add_counters(conn: sa.Connection, run_id: str, spec: ModelSpec,
+                  results: list[TaskResult]) -> None:
+    stats = Stats()
+    for result in results:
+        stats.add(result, spec)
+    values = {name: RUNS.c[name] + getattr(stats, name) for name in COUNTERS}
+    values["cost_usd"] = RUNS.c.cost_usd + stats.cost_usd
+    conn.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(**values))

@@ -1,0 +1,121 @@
+"""How far an automated judge agrees with clinicians, and clinicians with
+each other: ICC(3,k) after z-scoring within rater (MedHELM's ICC3k-z),
+Macro-F1 of verdicts (CSEDB) and Cohen's kappa.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+
+
+def zscore_columns(matrix) -> np.ndarray:
+    """Z-score each column (one rater) over its own items: removes a rater's
+    leniency and scale before agreement is measured. A column with no spread
+    becomes NaN (its agreement is undefined)."""
+    m = np.asarray(matrix, dtype=float)
+    sd = m.std(axis=0, ddof=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(sd > 0, (m - m.mean(axis=0)) / sd, np.nan)
+
+
+def icc3k(matrix) -> float:
+    """ICC(3,k), two-way mixed, consistency, average of k raters
+    (Shrout & Fleiss, 1979; McGraw & Wong, 1996):
+    (MS_items - MS_error) / MS_items, from an ``(items, k)`` complete table.
+    NaN with fewer than two items or any missing cell."""
+    x = np.asarray(matrix, dtype=float)
+    n, k = x.shape
+    if n < 2 or k < 2 or np.isnan(x).any():
+        return float("nan")
+    grand = x.mean()
+    ss_items = k * ((x.mean(axis=1) - grand) ** 2).sum()
+    ss_raters = n * ((x.mean(axis=0) - grand) ** 2).sum()
+    ss_error = ((x - grand) ** 2).sum() - ss_items - ss_raters
+    ms_items = ss_items / (n - 1)
+    ms_error = ss_error / ((n - 1) * (k - 1))
+    return float((ms_items - ms_error) / ms_items) if ms_items > 0 else float("nan")
+
+
+def icc3k_z(matrix) -> float:
+    """MedHELM's ICC3k-z: ICC(3,k) of the table after z-scoring each rater."""
+    return icc3k(zscore_columns(matrix))
+
+
+def pairwise_rater_icc(item, rater, score, min_shared: int = 2) -> np.ndarray:
+    """ICC3k-z (k = 2) of every rater pair sharing at least ``min_shared``
+    items; the average of these is the inter-clinician baseline.
+
+    ``item`` and ``rater`` are integer codes, ``score`` one value per
+    (item, rater) (a rater's composite, e.g. the mean of its axes). Pairs
+    whose ICC is undefined (a rater without spread on the shared items) are
+    left out.
+    """
+    table = _wide(item, rater, score)
+    out = []
+    for a, b in combinations(range(table.shape[1]), 2):
+        shared = ~np.isnan(table[:, a]) & ~np.isnan(table[:, b])
+        if shared.sum() >= min_shared:
+            value = icc3k_z(table[shared][:, [a, b]])
+            if not np.isnan(value):
+                out.append(value)
+    return np.asarray(out)
+
+
+def _wide(item, rater, score) -> np.ndarray:
+    item = np.asarray(item, dtype=np.int64)
+    rater = np.asarray(rater, dtype=np.int64)
+    table = np.full((item.max() + 1, rater.max() + 1), np.nan)
+    table[item, rater] = np.asarray(score, dtype=float)
+    return table
+
+
+def cohen_kappa(a, b) -> float:
+    """Cohen's kappa of two raters' labels on the same items (Cohen, 1960):
+    (observed agreement - chance agreement) / (1 - chance agreement)."""
+    a, b = np.asarray(a), np.asarray(b)
+    labels, codes = np.unique(np.concatenate([a, b]), return_inverse=True)
+    ca, cb = codes[: a.size], codes[a.size:]
+    k = labels.size
+    table = np.bincount(ca * k + cb, minlength=k * k).reshape(k, k) / a.size
+    observed = np.trace(table)
+    chance = table.sum(axis=1) @ table.sum(axis=0)
+    return float((observed - chance) / (1 - chance)) if chance < 1 else float("nan")
+
+
+def macro_f1(truth, predicted) -> float:
+    """Unweighted mean over classes of F1 = 2TP / (2TP + FP + FN); a class
+    that appears in neither list is not counted, one absent from the
+    predictions only scores 0."""
+    truth, predicted = np.asarray(truth), np.asarray(predicted)
+    scores = []
+    for label in np.union1d(truth, predicted):
+        tp = np.sum((truth == label) & (predicted == label))
+        fp = np.sum((truth != label) & (predicted == label))
+        fn = np.sum((truth == label) & (predicted != label))
+        scores.append(2 * tp / (2 * tp + fp + fn))
+    return float(np.mean(scores))
+
+
+def leave_one_out_kappa(judge, clinicians) -> tuple[np.ndarray, np.ndarray]:
+    """Auto-MOOVE's check: for each clinician ``c`` of an ``(items, C)``
+    label table, kappa of the judge against ``c`` and kappa of the other
+    clinicians' majority label against ``c``. A judge is within the human
+    range when its kappas lie within two SD of the clinicians' own."""
+    labels = np.asarray(clinicians)
+    judge = np.asarray(judge)
+    judge_k, human_k = [], []
+    for c in range(labels.shape[1]):
+        others = np.delete(labels, c, axis=1)
+        judge_k.append(cohen_kappa(judge, labels[:, c]))
+        human_k.append(cohen_kappa(_majority(others), labels[:, c]))
+    return np.asarray(judge_k), np.asarray(human_k)
+
+
+def _majority(labels) -> np.ndarray:
+    """Row-wise most frequent label; ties go to the smallest label."""
+    values, codes = np.unique(labels, return_inverse=True)
+    codes = codes.reshape(labels.shape)
+    counts = np.apply_along_axis(np.bincount, 1, codes, minlength=values.size)
+    return values[counts.argmax(axis=1)]

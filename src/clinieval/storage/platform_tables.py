@@ -1,0 +1,175 @@
+"""Tables of the clinician platform: who may do what in which study, and the
+state of open work (sessions, task leases, drafts, idempotency keys).
+
+They sit beside the snapshot tables and never travel in a snapshot or an
+export: they hold e-mail addresses, password hashes and session hashes.
+Tokens handed to browsers (sessions, invitations) are stored only as SHA-256
+digests, so a copy of the database does not let anyone sign in.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from clinieval import tables as T
+from clinieval.storage.sqltables import metadata
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+TASK_KINDS = ("rating", "pair")
+LEASE_STATUSES = ("open", "submitted", "skipped", "expired")
+SCREEN_STATUSES = ("clear", "flagged")
+
+_TS = sa.DateTime(timezone=True)
+
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("user_id", sa.Text, primary_key=True),
+    sa.Column("email", sa.Text, nullable=False, unique=True),
+    sa.Column("password_hash", sa.Text, nullable=False),
+    # The pseudonymous rater row this user's ratings are recorded under.
+    sa.Column("rater_id", sa.Text, sa.ForeignKey("raters.rater_id"), nullable=False, unique=True),
+    sa.Column("created_at", _TS, nullable=False),
+)
+"""Accounts. ``email`` is the sign-in name; it never leaves this table."""
+
+memberships = sa.Table(
+    "memberships",
+    metadata,
+    sa.Column("study_id", sa.Text, sa.ForeignKey("studies.study_id"), primary_key=True),
+    sa.Column("user_id", sa.Text, sa.ForeignKey("users.user_id"), primary_key=True),
+    sa.Column("role", sa.Text, nullable=False),
+    sa.Column("consented_at", _TS),
+    sa.CheckConstraint(_in("role", T.ROLES), name="role_value"),
+)
+"""A user's role in one study; ``consented_at`` is set when the clinician
+acknowledges the study's consent text."""
+
+invitations = sa.Table(
+    "invitations",
+    metadata,
+    sa.Column("token_hash", sa.Text, primary_key=True),
+    sa.Column("study_id", sa.Text, sa.ForeignKey("studies.study_id"), nullable=False),
+    sa.Column("role", sa.Text, nullable=False),
+    sa.Column("created_at", _TS, nullable=False),
+    sa.Column("expires_at", _TS, nullable=False),
+    sa.Column("used_at", _TS),
+    sa.Column("used_by", sa.Text, sa.ForeignKey("users.user_id")),
+    sa.CheckConstraint(_in("role", T.ROLES), name="role_value"),
+)
+"""Single-use, expiring invitations to a study with a role."""
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("token_hash", sa.Text, primary_key=True),
+    sa.Column("user_id", sa.Text, sa.ForeignKey("users.user_id"), nullable=False),
+    sa.Column("created_at", _TS, nullable=False),
+    sa.Column("expires_at", _TS, nullable=False),
+    sa.Column("revoked_at", _TS),
+)
+"""Server-side sessions: signing out or an admin revoking a row ends it at once."""
+
+study_settings = sa.Table(
+    "study_settings",
+    metadata,
+    sa.Column("study_id", sa.Text, sa.ForeignKey("studies.study_id"), primary_key=True),
+    sa.Column("overlap_target", sa.Integer, nullable=False),
+    sa.Column("pairwise_share", sa.Float(precision=53), nullable=False),
+    sa.Column("lease_minutes", sa.Integer, nullable=False),
+    sa.Column("specialties", sa.Text, nullable=False),
+    sa.Column("criteria", sa.Text, nullable=False),
+    sa.Column("consent_text", sa.Text, nullable=False),
+    sa.CheckConstraint("overlap_target >= 1", name="overlap_positive"),
+    sa.CheckConstraint("pairwise_share >= 0 AND pairwise_share <= 1", name="share_range"),
+    sa.CheckConstraint("lease_minutes >= 1", name="lease_positive"),
+)
+"""How a study collects: ``specialties`` and ``criteria`` are JSON lists."""
+
+answer_screens = sa.Table(
+    "answer_screens",
+    metadata,
+    sa.Column("study_id", sa.Text, sa.ForeignKey("studies.study_id"), primary_key=True),
+    sa.Column("answer_id", sa.Text, sa.ForeignKey("answers.answer_id"), primary_key=True),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text),
+    sa.Column("screened_at", _TS, nullable=False),
+    sa.CheckConstraint(_in("status", SCREEN_STATUSES), name="status_value"),
+)
+"""The leak guard's verdict per answer; only ``clear`` answers reach clinicians."""
+
+task_leases = sa.Table(
+    "task_leases",
+    metadata,
+    # The opaque token is the task's only address in URLs and pages.
+    sa.Column("token", sa.Text, primary_key=True),
+    sa.Column("study_id", sa.Text, sa.ForeignKey("studies.study_id"), nullable=False),
+    sa.Column("user_id", sa.Text, sa.ForeignKey("users.user_id"), nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("answer_id", sa.Text, sa.ForeignKey("answers.answer_id"), nullable=False),
+    sa.Column("answer_b_id", sa.Text, sa.ForeignKey("answers.answer_id")),
+    sa.Column("shown_left", sa.Text),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("created_at", _TS, nullable=False),
+    sa.Column("expires_at", _TS, nullable=False),
+    sa.Column("preference_id", sa.BigInteger),
+    sa.CheckConstraint(_in("kind", TASK_KINDS), name="kind_value"),
+    sa.CheckConstraint(_in("status", LEASE_STATUSES), name="status_value"),
+    sa.CheckConstraint("shown_left IS NULL OR " + _in("shown_left", T.SIDES), name="side_value"),
+    sa.CheckConstraint("(kind = 'pair') = (answer_b_id IS NOT NULL)", name="pair_has_b"),
+)
+"""One task given to one clinician. A rating task holds ``answer_id``; a pair
+holds A and B and the side A was shown on. Open leases count against the
+overlap target until they expire."""
+
+drafts = sa.Table(
+    "drafts",
+    metadata,
+    sa.Column("token", sa.Text, sa.ForeignKey("task_leases.token"), primary_key=True),
+    sa.Column("data", sa.Text, nullable=False),
+    sa.Column("updated_at", _TS, nullable=False),
+)
+"""Unsubmitted form state of a task (JSON), restored when it is reopened."""
+
+idempotency_keys = sa.Table(
+    "idempotency_keys",
+    metadata,
+    sa.Column("key", sa.Text, primary_key=True),
+    sa.Column("user_id", sa.Text, sa.ForeignKey("users.user_id"), nullable=False),
+    sa.Column("token", sa.Text, sa.ForeignKey("task_leases.token"), nullable=False),
+    sa.Column("result", sa.Text, nullable=False),
+    sa.Column("created_at", _TS, nullable=False),
+)
+"""A submission's key and its stored result: a retry gets the same answer and
+writes nothing."""
+
+audit_events = sa.Table(
+    "audit_events",
+    metadata,
+    sa.Column("event_id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("at", _TS, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("user_id", sa.Text),
+    sa.Column("study_id", sa.Text),
+    sa.Column("subject", sa.Text),
+    sa.Column("detail", sa.Text),
+)
+"""Who did what when: sign-ins (and failures, which the rate limit counts),
+invitations, assignments, submissions."""
+
+platform_secrets = sa.Table(
+    "platform_secrets",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+"""The cookie-signing key when no ``CLINIEVAL_SECRET_KEY`` is set, so
+sessions survive a restart."""
+
+sa.Index("ix_task_leases_answer", task_leases.c.answer_id, task_leases.c.status)
+sa.Index("ix_task_leases_user", task_leases.c.user_id, task_leases.c.study_id)
+sa.Index("ix_audit_events_kind", audit_events.c.kind, audit_events.c.subject, audit_events.c.at)

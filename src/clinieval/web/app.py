@@ -1,0 +1,198 @@
+"""The FastAPI application: security headers, sessions, CSRF and access
+levels shared by every route (the routes themselves are in :mod:`routes`).
+
+Every route declares one access level (:data:`LEVELS`); :func:`gate`
+enforces it, so a clinician of study X gets 403 on study Y and nobody
+reaches another clinician's task. The route table is the test's source of
+truth: each registered route must say its level.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import sqlalchemy as sa
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from clinieval.errors import InputError
+from clinieval.storage import platform_tables as P
+from clinieval.storage import sqltables as S
+from clinieval.web import auth
+from clinieval.web.assignment import StudyConfig, study_config
+
+HERE = Path(__file__).parent
+SESSION_COOKIE, PRE_COOKIE = "ce_session", "ce_pre"
+
+LEVELS = ("public", "user", "member", "clinician")
+"""public: anyone; user: signed in; member: any role in the study in the
+URL; clinician: the clinician role in that study (with profile and consent)."""
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
+       " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+
+class Redirect(Exception):
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Who is asking, in which study, and the CSRF token for their forms."""
+
+    request: Request
+    engine: sa.Engine
+    user: sa.Row | None
+    csrf: str
+    study: StudyConfig | None = None
+    role: str | None = None
+    rater: sa.Row | None = None
+    new_pre: str | None = None
+
+
+def create_app(engine: sa.Engine) -> FastAPI:
+    """The clinician platform as an ASGI app on ``engine``'s database: server-
+    rendered pages, security headers and CSRF checks, sessions in the database."""
+    from clinieval.web.routes import router
+
+    app = FastAPI(title="clinieval", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.engine = engine
+    app.state.signer = auth.Signer(auth.platform_key(engine))
+    app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
+    app.include_router(router)
+    app.middleware("http")(_security_headers)
+    app.add_exception_handler(Redirect, _redirect)
+    app.add_exception_handler(InputError, _input_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    return app
+
+
+async def _security_headers(request: Request, call_next) -> Response:
+    response = await call_next(request)
+    response.headers["Content-Security-Policy"] = CSP
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "no-referrer"  # task tokens stay out of Referer
+    response.headers["X-Frame-Options"] = "DENY"
+    if not request.url.path.startswith("/static/"):
+        response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+async def _redirect(_request: Request, exc: Redirect) -> Response:
+    return RedirectResponse(exc.url, status_code=303)
+
+
+def wants_json(request: Request) -> bool:
+    return ("application/json" in request.headers.get("accept", "")
+            or request.headers.get("content-type", "").startswith("application/json"))
+
+
+async def _input_error(request: Request, exc: InputError) -> Response:
+    return JSONResponse({"error": {"field": exc.field, "message": str(exc)}}, status_code=422)
+
+
+async def _http_error(request: Request, exc: HTTPException) -> Response:
+    if wants_json(request):
+        return JSONResponse({"error": {"message": exc.detail}}, status_code=exc.status_code)
+    return templates.TemplateResponse(request, "message.html", {
+        "title": "Not available", "message": exc.detail, "ctx": None}, status_code=exc.status_code)
+
+
+# --- sessions and CSRF ---------------------------------------------------------
+
+def session_token(request: Request) -> str | None:
+    return request.app.state.signer.unsign(request.cookies.get(SESSION_COOKIE))
+
+
+def set_cookie(request: Request, response: Response, name: str, token: str) -> None:
+    response.set_cookie(name, request.app.state.signer.sign(token), httponly=True,
+                        samesite="lax", secure=request.url.scheme == "https", path="/")
+
+
+def pre_token(request: Request) -> tuple[str, bool]:
+    """The pre-session token that CSRF-protects the sign-in and invitation
+    forms; returns it and whether it is new (to be set as a cookie)."""
+    token = request.app.state.signer.unsign(request.cookies.get(PRE_COOKIE))
+    return (token, False) if token else (auth.new_token(), True)
+
+
+async def sent_csrf(request: Request) -> str | None:
+    """The token from the X-CSRF-Token header (scripts) or the form field."""
+    if header := request.headers.get("x-csrf-token"):
+        return header
+    content_type = request.headers.get("content-type", "")
+    if content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
+        return (await request.form()).get("csrf")
+    return None
+
+
+async def check_csrf(request: Request, token: str | None) -> None:
+    if not request.app.state.signer.csrf_ok(token, await sent_csrf(request)):
+        raise HTTPException(403, "The form expired or did not come from this site (CSRF check"
+                                 " failed). Reload the page and try again.")
+
+
+# --- access levels -------------------------------------------------------------
+
+def gate(level: str):
+    """A dependency enforcing ``level`` on the route (and CSRF on writes)."""
+    assert level in LEVELS
+
+    async def dependency(request: Request) -> Ctx:
+        engine = request.app.state.engine
+        signer = request.app.state.signer
+        token = session_token(request)
+        with engine.connect() as conn:
+            user = auth.session_user(conn, token) if token else None
+        if level == "public":
+            pre, new = pre_token(request)
+            if request.method == "POST":
+                await check_csrf(request, token if user else pre)
+            return Ctx(request, engine, user, signer.csrf(token if user else pre),
+                       new_pre=pre if new and not user else None)
+        if user is None:
+            if request.method == "GET" and not wants_json(request):
+                raise Redirect("/login?next=" + quote(request.url.path))
+            raise HTTPException(401, "Sign in first.")
+        if request.method == "POST":
+            await check_csrf(request, token)
+        ctx = Ctx(request, engine, user, signer.csrf(token))
+        if level == "user":
+            return ctx
+        return _study_ctx(ctx, request.path_params["study"], level)
+
+    dependency.level = level
+    return dependency
+
+
+def _study_ctx(ctx: Ctx, study_id: str, level: str) -> Ctx:
+    with ctx.engine.connect() as conn:
+        role = conn.execute(sa.select(P.memberships.c.role, P.memberships.c.consented_at).where(
+            P.memberships.c.study_id == study_id,
+            P.memberships.c.user_id == ctx.user.user_id)).first()
+        cfg = study_config(conn, study_id) if role else None
+        rater = conn.execute(sa.select(S.raters).where(
+            S.raters.c.rater_id == ctx.user.rater_id)).first()
+    if role is None or cfg is None:
+        raise HTTPException(403, "You are not a member of this study.")
+    if level == "clinician":
+        if role.role != "clinician":
+            raise HTTPException(403, "Only the study's clinicians rate answers.")
+        if role.consented_at is None or rater.specialty not in cfg.specialties:
+            raise Redirect(f"/s/{study_id}/profile")
+    return Ctx(ctx.request, ctx.engine, ctx.user, ctx.csrf, cfg, role.role, rater)
+
+
+def page(ctx: Ctx, name: str, status: int = 200, **values) -> HTMLResponse:
+    response = templates.TemplateResponse(ctx.request, name, {"ctx": ctx, **values},
+                                          status_code=status)
+    if ctx.new_pre:
+        set_cookie(ctx.request, response, PRE_COOKIE, ctx.new_pre)
+    return response

@@ -1,0 +1,320 @@
+"""Accounts, invitations, sessions, CSRF tokens and the login rate limit.
+
+Every token a browser holds (invitation, session) comes from ``secrets`` and
+is stored only as its SHA-256 digest. Cookies carry the token plus an HMAC
+under the platform key, so a forged or truncated cookie is refused before the
+database is asked. The key lives in the database, so sessions survive a
+restart of the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from clinieval import tables as T
+from clinieval.errors import InputError
+from clinieval.storage import db
+from clinieval.storage import platform_tables as P
+from clinieval.storage import sqltables as S
+
+SESSION_DAYS = 14
+INVITATION_DAYS = 14
+LOGIN_WINDOW = timedelta(minutes=15)
+LOGIN_MAX_FAILURES = 5
+MIN_PASSWORD = 10
+
+_hasher = PasswordHasher()
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def aware(moment: datetime) -> datetime:
+    """SQLite hands timestamps back without a zone; they were stored in UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def record(
+    conn: sa.Connection,
+    kind: str,
+    *,
+    user_id: str | None = None,
+    study_id: str | None = None,
+    subject: str | None = None,
+    detail: dict | None = None,
+) -> None:
+    """Append an audit event (in the caller's transaction)."""
+    conn.execute(
+        P.audit_events.insert().values(
+            at=now(),
+            kind=kind,
+            user_id=user_id,
+            study_id=study_id,
+            subject=subject,
+            detail=json.dumps(detail, sort_keys=True) if detail else None,
+        )
+    )
+
+
+class AuthError(Exception):
+    """A sign-in or registration step was refused; the message is for the user."""
+
+
+class RateLimited(AuthError):
+    pass
+
+
+# --- signing -----------------------------------------------------------------
+
+
+def platform_key(engine: sa.Engine) -> bytes:
+    """The cookie-signing key, created once per database."""
+    table = P.platform_secrets
+    with db.writing(engine) as conn:
+        value = conn.execute(sa.select(table.c.value).where(table.c.name == "cookie_key")).scalar()
+        if value is None:
+            value = secrets.token_hex(32)
+            conn.execute(table.insert().values(name="cookie_key", value=value))
+    return bytes.fromhex(value)
+
+
+@dataclass(frozen=True)
+class Signer:
+    key: bytes
+
+    def _mac(self, purpose: str, value: str) -> str:
+        return hmac.new(self.key, f"{purpose}\x1f{value}".encode(), hashlib.sha256).hexdigest()
+
+    def sign(self, value: str) -> str:
+        return f"{value}.{self._mac('cookie', value)}"
+
+    def unsign(self, signed: str | None) -> str | None:
+        if not signed or "." not in signed:
+            return None
+        value, mac = signed.rsplit(".", 1)
+        return value if hmac.compare_digest(mac, self._mac("cookie", value)) else None
+
+    def csrf(self, token: str) -> str:
+        """The CSRF token bound to a session (or pre-session) token."""
+        return self._mac("csrf", token)
+
+    def csrf_ok(self, token: str | None, sent: str | None) -> bool:
+        return bool(token and sent) and hmac.compare_digest(self.csrf(token), sent)
+
+
+# --- invitations and accounts ------------------------------------------------
+
+
+def create_invitation(
+    engine: sa.Engine, study_id: str, role: str, days: int = INVITATION_DAYS
+) -> str:
+    """A single-use invitation token for ``role`` in ``study_id``."""
+    if role not in T.ROLES:
+        raise InputError(
+            "invite", "unknown role", field="role", expected=" | ".join(T.ROLES), got=role
+        )
+    token = new_token()
+    with db.writing(engine) as conn:
+        if (
+            conn.execute(
+                sa.select(S.studies.c.study_id).where(S.studies.c.study_id == study_id)
+            ).first()
+            is None
+        ):
+            raise InputError("invite", "no such study", field="study", got=study_id)
+        record(conn, "invitation_created", study_id=study_id, detail={"role": role})
+        conn.execute(
+            P.invitations.insert().values(
+                token_hash=digest(token),
+                study_id=study_id,
+                role=role,
+                created_at=now(),
+                expires_at=now() + timedelta(days=days),
+            )
+        )
+    return token
+
+
+def open_invitation(conn: sa.Connection, token: str) -> sa.Row:
+    """The invitation row, or AuthError when unknown, used or expired."""
+    row = conn.execute(
+        sa.select(P.invitations).where(P.invitations.c.token_hash == digest(token))
+    ).first()
+    if row is None:
+        raise AuthError("This invitation link is not valid.")
+    if row.used_at is not None:
+        raise AuthError("This invitation link has already been used.")
+    if aware(row.expires_at) < now():
+        raise AuthError("This invitation link has expired; ask for a new one.")
+    return row
+
+
+def hash_password(password: str) -> str:
+    check_password(password)
+    return _hasher.hash(password)
+
+
+def check_password(password: str) -> None:
+    if len(password) < MIN_PASSWORD:
+        raise InputError(
+            "registration",
+            f"the password needs at least {MIN_PASSWORD} characters",
+            field="password",
+        )
+
+
+def register(engine: sa.Engine, token: str, email: str, password: str) -> str:
+    """Create the account an invitation is for; returns the new user id."""
+    email = email.strip().lower()
+    if "@" not in email:
+        raise InputError("registration", "enter an e-mail address", field="email")
+    check_password(password)
+    user_id, rater_id = "u_" + secrets.token_hex(8), "r_" + secrets.token_hex(8)
+    with db.writing(engine) as conn:
+        record(conn, "registered", user_id=user_id)
+        invitation = open_invitation(conn, token)
+        if conn.execute(sa.select(P.users.c.user_id).where(P.users.c.email == email)).first():
+            raise AuthError(
+                "An account with this e-mail exists: sign in, then open the link again."
+            )
+        conn.execute(S.raters.insert().values(rater_id=rater_id))
+        conn.execute(
+            P.users.insert().values(
+                user_id=user_id,
+                email=email,
+                rater_id=rater_id,
+                password_hash=hash_password(password),
+                created_at=now(),
+            )
+        )
+        _join(conn, invitation, user_id)
+    return user_id
+
+
+def join(engine: sa.Engine, token: str, user_id: str) -> str:
+    """A signed-in user accepts an invitation; returns the study id."""
+    with db.writing(engine) as conn:
+        record(conn, "joined", user_id=user_id)
+        invitation = open_invitation(conn, token)
+        _join(conn, invitation, user_id)
+    return invitation.study_id
+
+
+def _join(conn: sa.Connection, invitation: sa.Row, user_id: str) -> None:
+    used = conn.execute(
+        P.invitations.update()
+        .where(
+            P.invitations.c.token_hash == invitation.token_hash,
+            P.invitations.c.used_at.is_(None),
+        )
+        .values(used_at=now(), used_by=user_id)
+    )
+    if used.rowcount != 1:
+        raise AuthError("This invitation link has already been used.")
+    membership = P.memberships
+    existing = conn.execute(
+        sa.select(membership.c.role).where(
+            membership.c.study_id == invitation.study_id, membership.c.user_id == user_id
+        )
+    ).first()
+    if existing is None:
+        conn.execute(
+            membership.insert().values(
+                study_id=invitation.study_id, user_id=user_id, role=invitation.role
+            )
+        )
+
+
+# --- sessions ----------------------------------------------------------------
+
+
+def sign_in(engine: sa.Engine, email: str, password: str) -> str:
+    """Check the password and open a session; returns the session token.
+
+    More than LOGIN_MAX_FAILURES failures for one e-mail address within
+    LOGIN_WINDOW refuse further attempts until the window has passed.
+    """
+    email = email.strip().lower()
+    with db.writing(engine) as conn:
+        if _recent_failures(conn, email) >= LOGIN_MAX_FAILURES:
+            raise RateLimited("Too many failed sign-in attempts; wait 15 minutes.")
+        user = conn.execute(sa.select(P.users).where(P.users.c.email == email)).first()
+    if user is None or not _verify(user.password_hash, password):
+        with db.writing(engine) as conn:
+            record(conn, "login_failed", subject=email)
+        raise AuthError("Wrong e-mail address or password.")
+    return open_session(engine, user.user_id)
+
+
+def _verify(password_hash: str, password: str) -> bool:
+    try:
+        return _hasher.verify(password_hash, password)
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def _recent_failures(conn: sa.Connection, email: str) -> int:
+    events = P.audit_events
+    return conn.execute(
+        sa.select(sa.func.count()).where(
+            events.c.kind == "login_failed",
+            events.c.subject == email,
+            events.c.at > now() - LOGIN_WINDOW,
+        )
+    ).scalar_one()
+
+
+def open_session(engine: sa.Engine, user_id: str) -> str:
+    token = new_token()
+    with db.writing(engine) as conn:
+        record(conn, "signed_in", user_id=user_id)
+        conn.execute(
+            P.sessions.insert().values(
+                token_hash=digest(token),
+                user_id=user_id,
+                created_at=now(),
+                expires_at=now() + timedelta(days=SESSION_DAYS),
+            )
+        )
+    return token
+
+
+def session_user(conn: sa.Connection, token: str) -> sa.Row | None:
+    """The user of a live session, or None."""
+    s, u = P.sessions, P.users
+    row = conn.execute(
+        sa.select(u.c.user_id, u.c.email, u.c.rater_id, s.c.expires_at)
+        .join(s, s.c.user_id == u.c.user_id)
+        .where(s.c.token_hash == digest(token), s.c.revoked_at.is_(None))
+    ).first()
+    if row is None or aware(row.expires_at) < now():
+        return None
+    return row
+
+
+def sign_out(engine: sa.Engine, token: str) -> None:
+    with db.writing(engine) as conn:
+        record(conn, "signed_out")
+        conn.execute(
+            P.sessions.update()
+            .where(P.sessions.c.token_hash == digest(token))
+            .values(revoked_at=now())
+        )

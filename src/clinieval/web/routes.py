@@ -1,0 +1,289 @@
+"""The clinician-facing routes. Each declares its access level through
+:func:`clinieval.web.app.gate`; tasks are found by (token, user, study), so
+a token alone opens nothing."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import Annotated
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+
+from clinieval.errors import InputError
+from clinieval.storage import db
+from clinieval.storage import platform_tables as P
+from clinieval.storage import sqltables as S
+from clinieval.web import auth, submit
+from clinieval.web.app import (
+    PRE_COOKIE,
+    SESSION_COOKIE,
+    Ctx,
+    gate,
+    page,
+    session_token,
+    set_cookie,
+    wants_json,
+)
+from clinieval.web.assignment import next_task, skip
+from clinieval.web.views import criteria_views, task_view
+
+router = APIRouter()
+Public = Annotated[Ctx, Depends(gate("public"))]
+User = Annotated[Ctx, Depends(gate("user"))]
+Member = Annotated[Ctx, Depends(gate("member"))]
+Clinician = Annotated[Ctx, Depends(gate("clinician"))]
+
+PROFESSIONS = ("specialist", "resident", "general practitioner", "nurse or midwife", "pharmacist",
+               "other")
+"""The professional role a clinician gives in their profile (not a platform role)."""
+
+
+async def _form(request: Request) -> dict[str, str]:
+    return {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+
+
+def _local(url: str | None) -> str:
+    """Only same-site paths are followed after sign-in (no open redirect)."""
+    return url if url and url.startswith("/") and not url.startswith("//") else "/studies"
+
+
+@router.get("/")
+async def home(ctx: Public) -> Response:
+    return RedirectResponse("/studies" if ctx.user else "/login", status_code=303)
+
+
+@router.get("/login")
+async def login_page(ctx: Public, next: str = "/studies") -> Response:
+    return page(ctx, "login.html", next=_local(next), error=None)
+
+
+@router.post("/login")
+async def login(ctx: Public) -> Response:
+    form = await _form(ctx.request)
+    try:
+        token = auth.sign_in(ctx.engine, form.get("email", ""), form.get("password", ""))
+    except auth.AuthError as err:
+        status = 429 if isinstance(err, auth.RateLimited) else 401
+        return page(ctx, "login.html", status, next=_local(form.get("next")), error=str(err))
+    response = RedirectResponse(_local(form.get("next")), status_code=303)
+    set_cookie(ctx.request, response, SESSION_COOKIE, token)
+    return response
+
+
+@router.post("/logout")
+async def logout(ctx: User) -> Response:
+    auth.sign_out(ctx.engine, session_token(ctx.request))
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+@router.get("/invite/{token}")
+async def invite_page(token: str, ctx: Public) -> Response:
+    try:
+        with ctx.engine.connect() as conn:
+            invitation = auth.open_invitation(conn, token)
+    except auth.AuthError as err:
+        return page(ctx, "message.html", 404, title="Invitation", message=str(err))
+    return page(ctx, "invite.html", role=invitation.role, error=None)
+
+
+@router.post("/invite/{token}")
+async def invite(token: str, ctx: Public) -> Response:
+    form = await _form(ctx.request)
+    try:
+        if ctx.user:
+            study = auth.join(ctx.engine, token, ctx.user.user_id)
+            return RedirectResponse(f"/s/{study}/profile", status_code=303)
+        if form.get("password") != form.get("password2"):
+            raise InputError("registration", "the two passwords differ", field="password2")
+        user_id = auth.register(ctx.engine, token, form.get("email", ""), form.get("password", ""))
+    except (auth.AuthError, InputError) as err:
+        return page(ctx, "invite.html", 400, role=None, error=str(err))
+    with ctx.engine.connect() as conn:
+        study = conn.execute(sa.select(P.memberships.c.study_id).where(
+            P.memberships.c.user_id == user_id)).scalar_one()
+    response = RedirectResponse(f"/s/{study}/profile", status_code=303)
+    set_cookie(ctx.request, response, SESSION_COOKIE, auth.open_session(ctx.engine, user_id))
+    response.delete_cookie(PRE_COOKIE, path="/")
+    return response
+
+
+@router.get("/studies")
+async def studies(ctx: User) -> Response:
+    m, s = P.memberships, S.studies
+    with ctx.engine.connect() as conn:
+        rows = conn.execute(sa.select(s.c.study_id, s.c.name, m.c.role)
+                            .join(m, m.c.study_id == s.c.study_id)
+                            .where(m.c.user_id == ctx.user.user_id).order_by(s.c.name)).all()
+    return page(ctx, "studies.html", studies=rows)
+
+
+# --- profile -------------------------------------------------------------------
+
+@router.get("/s/{study}/profile")
+async def profile_page(ctx: Member) -> Response:
+    return page(ctx, "profile.html", values=dict(ctx.rater._mapping), professions=PROFESSIONS,
+                error=None)
+
+
+@router.post("/s/{study}/profile")
+async def profile(ctx: Member) -> Response:
+    form = await _form(ctx.request)
+    try:
+        values = _profile_values(ctx, form)
+    except InputError as err:
+        return page(ctx, "profile.html", 422, values=form, professions=PROFESSIONS,
+                    error=str(err))
+    with db.writing(ctx.engine) as conn:
+        auth.record(conn, "profile_saved", user_id=ctx.user.user_id, study_id=ctx.study.study_id)
+        conn.execute(S.raters.update().where(S.raters.c.rater_id == ctx.user.rater_id)
+                     .values(**values))
+        conn.execute(P.memberships.update().where(
+            P.memberships.c.study_id == ctx.study.study_id,
+            P.memberships.c.user_id == ctx.user.user_id).values(consented_at=datetime.now(UTC)))
+    target = f"/s/{ctx.study.study_id}" if ctx.role == "clinician" else "/studies"
+    return RedirectResponse(target, status_code=303)
+
+
+def _profile_values(ctx: Ctx, form: dict[str, str]) -> dict:
+    where = "profile"
+    if form.get("specialty") not in ctx.study.specialties:
+        raise InputError(where, "choose a specialty from the list", field="specialty")
+    if form.get("role") not in PROFESSIONS:
+        raise InputError(where, "choose a role from the list", field="role")
+    years = form.get("experience_years", "")
+    if not years.isdigit() or int(years) > 70:
+        raise InputError(where, "years of practice, a whole number", field="experience_years",
+                         expected="0..70", got=years)
+    for name in ("country", "organisation"):
+        if not form.get(name, "").strip() or len(form[name]) > 200:
+            raise InputError(where, "required (at most 200 characters)", field=name)
+    if form.get("consent") != "yes":
+        raise InputError(where, "please read and acknowledge the consent text", field="consent")
+    return {"specialty": form["specialty"], "role": form["role"],
+            "experience_years": int(years), "country": form["country"].strip(),
+            "organisation": form["organisation"].strip()}
+
+
+# --- tasks ---------------------------------------------------------------------
+
+@router.get("/s/{study}")
+async def feed(ctx: Clinician, saved: int = 0, empty: int = 0) -> Response:
+    tl = P.task_leases
+    with ctx.engine.connect() as conn:
+        done = dict(conn.execute(sa.select(tl.c.kind, sa.func.count()).where(
+            tl.c.user_id == ctx.user.user_id, tl.c.study_id == ctx.study.study_id,
+            tl.c.status == "submitted").group_by(tl.c.kind)).all())
+    return page(ctx, "feed.html", done=done, saved=saved, empty=empty)
+
+
+@router.post("/s/{study}/next")
+async def take_next(ctx: Clinician) -> Response:
+    kind = (await _form(ctx.request)).get("kind", "auto")
+    if kind not in ("auto", *P.TASK_KINDS):
+        raise HTTPException(422, f"unknown task kind {kind!r}")
+    token = next_task(ctx.engine, ctx.study, ctx.user, ctx.rater.specialty, kind)
+    if token is None:
+        return RedirectResponse(f"/s/{ctx.study.study_id}?empty=1", status_code=303)
+    return RedirectResponse(f"/s/{ctx.study.study_id}/t/{token}", status_code=303)
+
+
+def _lease(ctx: Ctx, token: str) -> sa.Row:
+    tl = P.task_leases
+    with ctx.engine.connect() as conn:
+        lease = conn.execute(sa.select(tl).where(
+            tl.c.token == token, tl.c.user_id == ctx.user.user_id,
+            tl.c.study_id == ctx.study.study_id)).first()
+    if lease is None:
+        raise HTTPException(404, "No such task.")
+    return lease
+
+
+def _task_page(ctx: Ctx, lease: sa.Row, status: int = 200, error: InputError | None = None,
+               entered: dict[str, str] | None = None) -> Response:
+    with ctx.engine.connect() as conn:
+        view = task_view(conn, ctx.study, lease, ctx.user.rater_id)
+    values = entered if entered is not None else view.values
+    choice = entered.get("choice") if entered is not None else view.choice
+    return page(ctx, "task.html", status, view=view, values=values, choice=choice, error=error,
+                idempotency_key=secrets.token_urlsafe(16))
+
+
+@router.get("/s/{study}/t/{token}")
+async def task(token: str, ctx: Clinician) -> Response:
+    return _task_page(ctx, _lease(ctx, token))
+
+
+@router.post("/s/{study}/t/{token}")
+async def submit_task(token: str, ctx: Clinician) -> Response:
+    lease = _lease(ctx, token)
+    as_json = ctx.request.headers.get("content-type", "").startswith("application/json")
+    data = await ctx.request.json() if as_json else await _form(ctx.request)
+    if not isinstance(data, dict):
+        raise InputError("submission", "expected a JSON object", field="body")
+    with ctx.engine.connect() as conn:
+        criteria = criteria_views(conn, ctx.study)
+    try:
+        result = submit.store(ctx.engine, ctx.study, token, ctx.user,
+                              submit.parse(data, lease, criteria))
+    except InputError as err:
+        if wants_json(ctx.request):
+            raise
+        return _task_page(ctx, lease, 422, err, data)
+    if wants_json(ctx.request):
+        return JSONResponse(result)
+    target = "history?saved=1" if lease.status == "submitted" else "?saved=1"
+    return RedirectResponse(f"/s/{ctx.study.study_id}/{target}".replace("/?", "?"),
+                            status_code=303)
+
+
+@router.post("/s/{study}/t/{token}/draft")
+async def draft(token: str, ctx: Clinician) -> Response:
+    lease = _lease(ctx, token)
+    data = await ctx.request.json()
+    with ctx.engine.connect() as conn:
+        criteria = criteria_views(conn, ctx.study)
+    submit.save_draft(ctx.engine, ctx.study, lease, criteria, data if isinstance(data, dict)
+                      else {})
+    return JSONResponse({"saved": True})
+
+
+@router.post("/s/{study}/t/{token}/skip")
+async def skip_task(token: str, ctx: Clinician) -> Response:
+    skip(ctx.engine, _lease(ctx, token))
+    return RedirectResponse(f"/s/{ctx.study.study_id}", status_code=303)
+
+
+@router.get("/s/{study}/history")
+async def history(ctx: Clinician, saved: int = 0) -> Response:
+    return page(ctx, "history.html", items=_history(ctx), saved=saved)
+
+
+def _history(ctx: Ctx) -> list[dict]:
+    tl, r, a, c = P.task_leases, S.ratings, S.answers, S.cases
+    with ctx.engine.connect() as conn:
+        leases = conn.execute(
+            sa.select(tl.c.token, tl.c.kind, tl.c.answer_id, tl.c.answer_b_id, c.c.prompt)
+            .join(a, a.c.answer_id == tl.c.answer_id).join(c, c.c.case_id == a.c.case_id)
+            .where(tl.c.user_id == ctx.user.user_id, tl.c.study_id == ctx.study.study_id,
+                   tl.c.status == "submitted").order_by(tl.c.created_at.desc())).all()
+        items = []
+        for lease in leases:
+            ids = [x for x in (lease.answer_id, lease.answer_b_id) if x]
+            revision, when = conn.execute(sa.select(sa.func.max(r.c.revision),
+                                                    sa.func.max(r.c.created_at)).where(
+                r.c.answer_id.in_(ids), r.c.rater_id == ctx.user.rater_id)).one()
+            items.append({"token": lease.token, "kind": lease.kind, "revision": revision,
+                          "when": auth.aware(when).strftime("%Y-%m-%d %H:%M UTC"),
+                          "prompt": (lease.prompt or "")[:120]})
+    return items
+
+
+ROUTE_LEVELS = {route.path + " " + ",".join(sorted(route.methods)): dep.call.level
+                for route in router.routes for dep in route.dependant.dependencies
+                if hasattr(dep.call, "level")}
+"""Access level of every route, read from its gate (the tests iterate it)."""

@@ -1,0 +1,242 @@
+"""Setting up a study from any importable source, listing what the leak guard
+held back, and exporting a study as a pseudonymous bundle for the audit."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlalchemy as sa
+
+from clinieval import tables as T
+from clinieval.errors import InputError
+from clinieval.io.importer import import_snapshot
+from clinieval.rubric import rubric_to_rows
+from clinieval.schema.domain import Rubric
+from clinieval.snapshot import Snapshot, conform
+from clinieval.storage import db
+from clinieval.storage import platform_tables as P
+from clinieval.storage import sqltables as S
+from clinieval.web.leakguard import LeakGuard
+
+DEFAULT_CONSENT = (
+    "I take part voluntarily. My ratings are stored under a pseudonym and used to evaluate"
+    " medical AI answers; my name and e-mail address are never exported. I may stop at any time."
+)
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """What ``clinieval study create`` asks for."""
+
+    study_id: str
+    name: str
+    rubric: Rubric
+    overlap_target: int = 3
+    pairwise_share: float = 0.2
+    lease_minutes: int = 30
+    specialties: tuple[str, ...] = ()
+    consent_text: str = DEFAULT_CONSENT
+    description: str | None = None
+    max_cases: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    def check(self) -> None:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,62}", self.study_id):
+            raise InputError(
+                "study create",
+                "study ids are short lower-case slugs",
+                field="study_id",
+                expected="[a-z0-9_-], at most 63",
+                got=self.study_id,
+            )
+        if self.overlap_target < 1:
+            raise InputError(
+                "study create",
+                "must be at least 1",
+                field="overlap_target",
+                got=self.overlap_target,
+            )
+        if not 0 <= self.pairwise_share <= 1:
+            raise InputError(
+                "study create",
+                "a share",
+                field="pairwise_share",
+                expected="0..1",
+                got=self.pairwise_share,
+            )
+
+
+def create_study(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> dict[str, int]:
+    """Load the plan's cases and answers from ``source`` as a new study, screen
+    every answer with the leak guard, and store the study's settings.
+
+    Ratings, votes and raters in the source are not copied: a study starts
+    empty. Returns counts (cases, answers, flagged answers).
+    """
+    plan.check()
+    db.upgrade(engine)
+    snap = _study_snapshot(engine, plan, source)
+    specialties = plan.specialties or tuple(sorted(set(snap["cases"]["specialty"].to_pylist())))
+    screens = _screen(plan, snap, source["models"])
+    import_snapshot(engine, snap)
+    with db.writing(engine) as conn:
+        conn.execute(
+            P.study_settings.insert().values(
+                study_id=plan.study_id,
+                overlap_target=plan.overlap_target,
+                pairwise_share=plan.pairwise_share,
+                lease_minutes=plan.lease_minutes,
+                specialties=json.dumps(list(specialties)),
+                criteria=json.dumps([c.criterion_id for c in plan.rubric.criteria]),
+                consent_text=plan.consent_text,
+            )
+        )
+        conn.execute(P.answer_screens.insert(), screens)
+    flagged = sum(s["status"] == "flagged" for s in screens)
+    return {"cases": snap["cases"].num_rows, "answers": len(screens), "flagged": flagged}
+
+
+def _study_snapshot(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> Snapshot:
+    cases = source["cases"]
+    if plan.specialties:
+        cases = cases.filter(pc.is_in(cases["specialty"], pa.array(list(plan.specialties))))
+    if plan.max_cases is not None:
+        cases = cases.slice(0, plan.max_cases)
+    if cases.num_rows == 0:
+        raise InputError(
+            "study create", "no cases match", field="specialties", got=list(plan.specialties)
+        )
+    cases = cases.set_column(
+        cases.schema.get_field_index("study_id"),
+        "study_id",
+        pa.array([plan.study_id] * cases.num_rows, pa.string()),
+    )
+    answers = source["answers"].filter(pc.is_in(source["answers"]["case_id"], cases["case_id"]))
+    models = source["models"].filter(pc.is_in(source["models"]["model_id"], answers["model_id"]))
+    criteria = conform(pa.Table.from_pylist(rubric_to_rows(plan.rubric)), T.CRITERIA)
+    study = conform(
+        pa.Table.from_pylist(
+            [
+                {
+                    "study_id": plan.study_id,
+                    "name": plan.name,
+                    "description": plan.description,
+                    "blinded": True,
+                    "created_at": datetime.now(UTC),
+                }
+            ]
+        ),
+        T.STUDIES,
+    )
+    tables = {
+        "studies": study,
+        "cases": cases,
+        "answers": answers,
+        "models": _not_stored(engine, models),
+        "criteria": criteria,  # the importer reuses criteria stored with the same definition
+    }
+    info = {k: getattr(plan.rubric, k) for k in ("rubric_id", "version", "description")}
+    return Snapshot.from_tables(tables, {"rubric": info})
+
+
+def _not_stored(engine: sa.Engine, models: pa.Table) -> pa.Table:
+    """Models another study already brought (studies share model rows)."""
+    ids = models["model_id"].to_pylist()
+    with engine.connect() as conn:
+        stored = conn.execute(sa.select(S.models.c.model_id).where(
+            S.models.c.model_id.in_(ids))).scalars().all()
+    return models.filter(pc.invert(pc.is_in(models["model_id"], pa.array(stored, pa.string()))))
+
+
+def _screen(plan: StudyPlan, snap: Snapshot, models: pa.Table) -> list[dict]:
+    used = models.filter(pc.is_in(models["model_id"], snap["answers"]["model_id"]))
+    terms = [
+        v
+        for col in ("model_id", "display_name", "version", "provider")
+        for v in used[col].to_pylist()
+        if v
+    ]
+    guard, at = LeakGuard(terms), datetime.now(UTC)
+    rows = []
+    for answer_id, text in zip(
+        snap["answers"]["answer_id"].to_pylist(), snap["answers"]["text"].to_pylist(), strict=True
+    ):
+        verdict = guard.screen(text)
+        rows.append(
+            {
+                "study_id": plan.study_id,
+                "answer_id": answer_id,
+                "screened_at": at,
+                "status": "flagged" if verdict.flagged else "clear",
+                "reason": verdict.reason,
+            }
+        )
+    return rows
+
+
+def flagged_answers(engine: sa.Engine, study_id: str) -> list[dict]:
+    """Answers the leak guard held back, with the reason (for the admin)."""
+    s, a = P.answer_screens, S.answers
+    query = (
+        sa.select(s.c.answer_id, a.c.case_id, a.c.model_id, s.c.reason)
+        .join(a, a.c.answer_id == s.c.answer_id)
+        .where(s.c.study_id == study_id, s.c.status == "flagged")
+        .order_by(s.c.answer_id)
+    )
+    with engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def study_snapshot(engine: sa.Engine, study_id: str) -> Snapshot:
+    """The study's slice of the database: its cases, their answers and models,
+    the ratings and votes given on them and the raters who gave them."""
+    snap = db.read_snapshot(engine)
+    if study_id not in snap["studies"]["study_id"].to_pylist():
+        raise InputError("study export", "no such study", field="study", got=study_id)
+    t = snap.tables
+    cases = t["cases"].filter(pc.equal(t["cases"]["study_id"], study_id))
+    answers = t["answers"].filter(pc.is_in(t["answers"]["case_id"], cases["case_id"]))
+    ratings = t["ratings"].filter(pc.is_in(t["ratings"]["answer_id"], answers["answer_id"]))
+    prefs = t["preferences"].filter(pc.is_in(t["preferences"]["case_id"], cases["case_id"]))
+    raters_used = pa.concat_arrays(
+        [ratings["rater_id"].combine_chunks(), prefs["rater_id"].combine_chunks()]
+    )
+    with engine.connect() as conn:
+        ids = json.loads(
+            conn.execute(
+                sa.select(P.study_settings.c.criteria).where(
+                    P.study_settings.c.study_id == study_id
+                )
+            ).scalar_one()
+        )
+    tables = {
+        "studies": t["studies"].filter(pc.equal(t["studies"]["study_id"], study_id)),
+        "cases": cases,
+        "answers": answers,
+        "ratings": ratings,
+        "preferences": prefs,
+        "models": t["models"].filter(pc.is_in(t["models"]["model_id"], answers["model_id"])),
+        "criteria": t["criteria"].filter(pc.is_in(t["criteria"]["criterion_id"], pa.array(ids))),
+        "raters": t["raters"].filter(pc.is_in(t["raters"]["rater_id"], raters_used)),
+        "judgments": t["judgments"].filter(
+            pc.is_in(t["judgments"]["answer_id"], answers["answer_id"])
+        ),
+    }
+    return Snapshot.from_tables(tables, {**snap.meta, "study_id": study_id})
+
+
+def export_study(engine: sa.Engine, study_id: str, out: Path, *, salt: str,
+                 overwrite: bool = False, **options) -> dict:
+    """Write the study as a bundle with pseudonymous rater ids; ``options`` are
+    :func:`clinieval.io.export.export_snapshot`'s (default-salt refusal,
+    quasi-identifiers)."""
+    from clinieval.io.export import export_snapshot
+
+    return export_snapshot(study_snapshot(engine, study_id), out, salt=salt,
+                           overwrite=overwrite, **options)

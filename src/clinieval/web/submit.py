@@ -1,0 +1,356 @@
+"""Checking and storing a submitted task: ratings (and a vote for a pair).
+
+A submission is validated completely before anything is written, then
+stored in one transaction together with its idempotency key and the lease's
+new status; the transaction commits before the response says "saved". A
+retry with the same key returns the stored result and writes nothing. A
+second submission of a submitted task is an edit: changed criteria get a new
+row with the next revision, earlier rows stay.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import sqlalchemy as sa
+
+from clinieval import tables as T
+from clinieval.errors import InputError
+from clinieval.storage import db
+from clinieval.storage import platform_tables as P
+from clinieval.storage import sqltables as S
+from clinieval.storage.rows import refusal
+from clinieval.web.assignment import StudyConfig, is_live, touch
+from clinieval.web.auth import aware, now, record
+from clinieval.web.views import (
+    CriterionView,
+    comment_field,
+    panel_answers,
+    score_field,
+    stored_choice,
+)
+
+MAX_COMMENT = 4000
+MAX_DRAFT_FIELDS = 200
+SOURCE = "submission"
+RETRIES = 5
+
+
+@dataclass(frozen=True)
+class Submission:
+    key: str
+    scores: dict[tuple[int, str], int]
+    comments: dict[tuple[int, str], str | None]
+    choice: str | None
+    time_spent_s: float | None
+
+
+def parse(
+    form: Mapping[str, object], lease: sa.Row, criteria: tuple[CriterionView, ...]
+) -> Submission:
+    """Check a submission against the task; InputError names the first bad field."""
+    panels = range(1, 3 if lease.kind == "pair" else 2)
+    known = {"idempotency_key", "time_spent_s", "csrf", "choice"}
+    known |= {
+        f(p, c.criterion_id) for p in panels for c in criteria for f in (score_field, comment_field)
+    }
+    for name in form:
+        if name not in known:
+            raise InputError(SOURCE, "unknown field (not a criterion of this task)", field=name)
+    key = str(form.get("idempotency_key") or "")
+    if not 8 <= len(key) <= 100:
+        raise InputError(SOURCE, "missing or malformed", field="idempotency_key")
+    scores, comments = {}, {}
+    for p in panels:
+        for c in criteria:
+            scores[(p, c.criterion_id)] = _score(form, score_field(p, c.criterion_id))
+            comments[(p, c.criterion_id)] = _comment(form, p, c, scores[(p, c.criterion_id)])
+    return Submission(key, scores, comments, _choice(form, lease), _time(form))
+
+
+_SCORE_TEXT = {str(s): s for s in T.SCORES}
+
+
+def _score(form: Mapping[str, object], name: str) -> int:
+    raw = form.get(name)
+    if raw is None or raw == "":
+        raise InputError(SOURCE, "choose a score for every criterion", field=name)
+    if isinstance(raw, bool) or str(raw).strip() not in _SCORE_TEXT:
+        raise InputError(
+            SOURCE,
+            "score out of range",
+            field=name,
+            expected=f"an integer {T.SCORE_MIN}..{T.SCORE_MAX}",
+            got=raw,
+        )
+    return _SCORE_TEXT[str(raw).strip()]
+
+
+def _comment(form: Mapping[str, object], panel: int, c: CriterionView, score: int) -> str | None:
+    name = comment_field(panel, c.criterion_id)
+    text = str(form.get(name) or "").strip()
+    if len(text) > MAX_COMMENT:
+        raise InputError(SOURCE, f"longer than {MAX_COMMENT} characters", field=name)
+    if c.safety_critical and score <= -1 and not text:
+        raise InputError(
+            SOURCE, f"a rationale is required when {c.name} is scored {score}", field=name
+        )
+    return text or None
+
+
+def _choice(form: Mapping[str, object], lease: sa.Row) -> str | None:
+    raw = form.get("choice")
+    if lease.kind == "rating":
+        if raw not in (None, ""):
+            raise InputError(SOURCE, "a rating task has no vote", field="choice")
+        return None
+    if raw not in T.CHOICES:
+        raise InputError(
+            SOURCE,
+            "choose A, B, tie or both unacceptable",
+            field="choice",
+            expected=" | ".join(T.CHOICES),
+            got=raw,
+        )
+    return str(raw)
+
+
+def _time(form: Mapping[str, object]) -> float | None:
+    raw = form.get("time_spent_s")
+    if raw in (None, ""):
+        return None
+    try:
+        value = float(str(raw))
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise InputError(
+            SOURCE, "not a duration", field="time_spent_s", expected="seconds >= 0", got=raw
+        )
+    return value
+
+
+# --- storing -----------------------------------------------------------------
+
+
+def store(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row, sub: Submission) -> dict:
+    """Write the submission (or return the stored result for a repeated key).
+
+    The same key sent twice at once: the second transaction's key insert
+    clashes, rolls back, and the retry returns the first one's result.
+    """
+    for attempt in range(RETRIES):
+        try:
+            return _store_once(engine, cfg, token, user, sub)
+        except sa.exc.IntegrityError:
+            if attempt == RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _store_once(
+    engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row, sub: Submission
+) -> dict:
+    with db.writing(engine) as conn:
+        record(conn, "submitted", user_id=user.user_id, study_id=cfg.study_id, subject=token)
+        done = _stored_result(conn, sub.key, user.user_id)
+        if done is not None:
+            return done
+        lease = _locked_lease(conn, token, user.user_id)
+        if lease.status == "submitted":
+            result = _revise(conn, lease, user.rater_id, sub)
+        else:
+            result = _first(conn, lease, user.rater_id, sub)
+        conn.execute(
+            P.idempotency_keys.insert().values(
+                key=sub.key,
+                user_id=user.user_id,
+                token=token,
+                result=json.dumps(result),
+                created_at=now(),
+            )
+        )
+    return result
+
+
+def _stored_result(conn: sa.Connection, key: str, user_id: str) -> dict | None:
+    k = P.idempotency_keys
+    row = conn.execute(sa.select(k.c.result, k.c.user_id).where(k.c.key == key)).first()
+    if row is None:
+        return None
+    if row.user_id != user_id:
+        raise InputError(SOURCE, "key already used", field="idempotency_key")
+    return {**json.loads(row.result), "repeated": True}
+
+
+def _locked_lease(conn: sa.Connection, token: str, user_id: str) -> sa.Row:
+    tl = P.task_leases
+    lease = conn.execute(
+        sa.select(tl).where(tl.c.token == token, tl.c.user_id == user_id).with_for_update()
+    ).first()
+    if lease is None:
+        raise InputError(SOURCE, "no such task for this clinician", field="task")
+    if lease.status != "submitted" and not is_live(lease):
+        raise InputError(
+            SOURCE, "this task's lease has expired or was released; take a new task", field="lease"
+        )
+    return lease
+
+
+def _first(conn: sa.Connection, lease: sa.Row, rater_id: str, sub: Submission) -> dict:
+    answers = panel_answers(lease)
+    if sub.time_spent_s is not None:
+        # The browser measures; it cannot have spent longer than the task existed.
+        held = (now() - aware(lease.created_at)).total_seconds()
+        sub = replace(sub, time_spent_s=min(sub.time_spent_s, held))
+    preference_id = None
+    if lease.kind == "pair":
+        preference_id = _add_preference(conn, lease, rater_id, sub.choice)
+    rows = [
+        _rating(answers[p - 1], rater_id, c, score, sub, p, 0, preference_id)
+        for (p, c), score in sub.scores.items()
+    ]
+    ids = _add_ratings(conn, rows)
+    conn.execute(
+        P.task_leases.update()
+        .where(P.task_leases.c.token == lease.token)
+        .values(status="submitted", preference_id=preference_id)
+    )
+    conn.execute(P.drafts.delete().where(P.drafts.c.token == lease.token))
+    return {
+        "saved": True,
+        "task": lease.token,
+        "revision": 0,
+        "rating_ids": ids,
+        "preference_id": preference_id,
+    }
+
+
+def _revise(conn: sa.Connection, lease: sa.Row, rater_id: str, sub: Submission) -> dict:
+    """Append a revision for each criterion whose score or comment changed."""
+    if lease.kind == "pair" and _vote_changed(conn, lease, sub.choice):
+        raise InputError(
+            SOURCE, "a submitted vote cannot be changed (its ratings can)", field="choice"
+        )
+    answers = panel_answers(lease)
+    latest = _latest(conn, answers, rater_id)
+    rows = []
+    for (p, c), score in sub.scores.items():
+        old = latest[(answers[p - 1], c)]
+        if (old.score, old.comment) != (score, sub.comments[(p, c)]):
+            rows.append(
+                _rating(answers[p - 1], rater_id, c, score, sub, p, old.revision + 1, old.review_id)
+            )
+    ids = _add_ratings(conn, rows)
+    revision = max((r["revision"] for r in rows), default=0)
+    return {
+        "saved": True,
+        "task": lease.token,
+        "revision": revision,
+        "rating_ids": ids,
+        "preference_id": lease.preference_id,
+    }
+
+
+def _vote_changed(conn: sa.Connection, lease: sa.Row, choice: str | None) -> bool:
+    p = S.preferences
+    stored = conn.execute(
+        sa.select(p.c.choice).where(p.c.preference_id == lease.preference_id)
+    ).scalar_one()
+    return stored != stored_choice(choice or "", lease.shown_left)
+
+
+def _latest(conn: sa.Connection, answers: list[str], rater_id: str) -> dict:
+    r = S.ratings
+    rows = conn.execute(
+        sa.select(r)
+        .where(r.c.answer_id.in_(answers), r.c.rater_id == rater_id)
+        .order_by(r.c.revision)
+    )
+    return {(row.answer_id, row.criterion_id): row for row in rows}
+
+
+def _rating(
+    answer_id: str,
+    rater_id: str,
+    criterion_id: str,
+    score: int,
+    sub: Submission,
+    panel: int,
+    revision: int,
+    review_id: int | None,
+) -> dict:
+    return {
+        "answer_id": answer_id,
+        "rater_id": rater_id,
+        "criterion_id": criterion_id,
+        "score": score,
+        "revision": revision,
+        "review_id": review_id,
+        "comment": sub.comments[(panel, criterion_id)],
+        "time_spent_s": sub.time_spent_s,
+        "created_at": now(),
+    }
+
+
+def _add_ratings(conn: sa.Connection, rows: list[dict]) -> list[int]:
+    """Insert ratings; the database assigns their ids."""
+    statement = S.ratings.insert().returning(S.ratings.c.rating_id)
+    return [_insert_one(conn, statement, "ratings", row, i) for i, row in enumerate(rows)]
+
+
+def _insert_one(conn: sa.Connection, statement, table: str, row: dict, index: int) -> int:
+    try:
+        return conn.execute(statement, row).scalar_one()
+    except sa.exc.IntegrityError as err:
+        raise refusal(err, table, row, index) from None
+
+
+def _add_preference(conn: sa.Connection, lease: sa.Row, rater_id: str, choice: str | None) -> int:
+    case_id = conn.execute(
+        sa.select(S.answers.c.case_id).where(S.answers.c.answer_id == lease.answer_id)
+    ).scalar_one()
+    row = {"case_id": case_id, "answer_a_id": lease.answer_id, "answer_b_id": lease.answer_b_id,
+           "shown_left": lease.shown_left, "choice": stored_choice(choice or "", lease.shown_left),
+           "rater_id": rater_id, "created_at": now()}
+    statement = S.preferences.insert().returning(S.preferences.c.preference_id)
+    return _insert_one(conn, statement, "preferences", row, 0)
+
+
+# --- drafts ------------------------------------------------------------------
+
+
+def save_draft(
+    engine: sa.Engine,
+    cfg: StudyConfig,
+    lease: sa.Row,
+    criteria: tuple[CriterionView, ...],
+    data: Mapping[str, object],
+) -> None:
+    """Keep unsubmitted form state; only this task's own fields are accepted."""
+    fields = data.get("fields") if isinstance(data, Mapping) else None
+    if not isinstance(fields, Mapping) or len(fields) > MAX_DRAFT_FIELDS:
+        raise InputError("draft", "expected an object of form fields", field="fields")
+    panels = range(1, 3 if lease.kind == "pair" else 2)
+    known = {
+        f(p, c.criterion_id) for p in panels for c in criteria for f in (score_field, comment_field)
+    }
+    for name, value in fields.items():
+        if name not in known:
+            raise InputError("draft", "unknown field", field=str(name))
+        if not isinstance(value, str) or len(value) > MAX_COMMENT:
+            raise InputError("draft", "expected text", field=str(name))
+    choice = data.get("choice")
+    if choice not in (None, "", *T.CHOICES):
+        raise InputError("draft", "unknown choice", field="choice", got=choice)
+    if lease.status != "open" or aware(lease.expires_at) <= now():
+        raise InputError("draft", "this task's lease has expired; take a new task", field="lease")
+    payload = json.dumps({"fields": dict(fields), "choice": choice or None})
+    with db.writing(engine) as conn:
+        d = P.drafts
+        conn.execute(d.delete().where(d.c.token == lease.token))
+        conn.execute(d.insert().values(token=lease.token, data=payload, updated_at=now()))
+        touch(conn, cfg, lease.token)

@@ -1,0 +1,177 @@
+"""What a clinician's browser receives for a task: text only.
+
+:class:`TaskView` is the blinded read model. It is built from a lease and
+holds the case prompt, the answer texts by screen position, the rubric and
+the clinician's own values; there is no field for a model, a provider, a
+version or an answer id (a test walks the type to prove it). Tasks are
+addressed by their lease token.
+"""
+
+from __future__ import annotations
+
+import json
+
+import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict
+
+from clinieval import tables as T
+from clinieval.storage import platform_tables as P
+from clinieval.storage import sqltables as S
+from clinieval.web.assignment import StudyConfig, is_live
+
+ANCHOR_COLUMNS = ("anchor_m2", "anchor_m1", "anchor_0", "anchor_p1", "anchor_p2")
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Anchor(_View):
+    score: int
+    text: str
+
+
+class CriterionView(_View):
+    criterion_id: str
+    name: str
+    definition: str
+    safety_critical: bool
+    anchors: tuple[Anchor, ...]
+
+
+class Panel(_View):
+    """One answer on screen: panel 1 is the left (or only) one."""
+
+    panel: int
+    label: str
+    text: str
+
+
+class TaskView(_View):
+    token: str
+    kind: str
+    prompt: str
+    specialty: str
+    panels: tuple[Panel, ...]
+    criteria: tuple[CriterionView, ...]
+    values: dict[str, str]
+    choice: str | None
+    submitted: bool
+    live: bool
+
+
+def score_field(panel: int, criterion_id: str) -> str:
+    return f"s{panel}.{criterion_id}"
+
+
+def comment_field(panel: int, criterion_id: str) -> str:
+    return f"c{panel}.{criterion_id}"
+
+
+def criteria_views(conn: sa.Connection, cfg: StudyConfig) -> tuple[CriterionView, ...]:
+    c = S.criteria
+    rows = {
+        r.criterion_id: r
+        for r in conn.execute(sa.select(c).where(c.c.criterion_id.in_(cfg.criteria)))
+    }
+    return tuple(
+        CriterionView(
+            criterion_id=cid,
+            name=rows[cid].name,
+            definition=rows[cid].definition or "",
+            safety_critical=bool(rows[cid].safety_critical),
+            anchors=tuple(
+                Anchor(score=s, text=getattr(rows[cid], col) or "")
+                for s, col in zip(T.SCORES, ANCHOR_COLUMNS, strict=True)
+            ),
+        )
+        for cid in cfg.criteria
+    )
+
+
+def panel_answers(lease: sa.Row) -> list[str]:
+    """Answer ids by screen panel (left first); never sent to the browser."""
+    if lease.kind == "rating":
+        return [lease.answer_id]
+    a, b = lease.answer_id, lease.answer_b_id
+    return [a, b] if lease.shown_left == "A" else [b, a]
+
+
+def stored_choice(screen_choice: str, shown_left: str) -> str:
+    """The screen says A for the left answer; the record says which stored
+    answer that was."""
+    if screen_choice not in T.SIDES or shown_left == "A":
+        return screen_choice
+    return T.SIDES[1 - T.SIDES.index(screen_choice)]
+
+
+def screen_choice(stored: str, shown_left: str) -> str:
+    return stored_choice(stored, shown_left)  # swapping is its own inverse
+
+
+def task_view(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, rater_id: str) -> TaskView:
+    answer_ids = panel_answers(lease)
+    a, c = S.answers, S.cases
+    rows = {
+        r.answer_id: r
+        for r in conn.execute(
+            sa.select(a.c.answer_id, a.c.text, c.c.prompt, c.c.specialty)
+            .join(c, c.c.case_id == a.c.case_id)
+            .where(a.c.answer_id.in_(answer_ids))
+        )
+    }
+    first = rows[answer_ids[0]]
+    labels = ("Answer",) if lease.kind == "rating" else T.SIDES
+    panels = tuple(
+        Panel(panel=i + 1, label=labels[i], text=rows[x].text or "")
+        for i, x in enumerate(answer_ids)
+    )
+    values, choice = _values(conn, lease, answer_ids, rater_id)
+    return TaskView(
+        token=lease.token,
+        kind=lease.kind,
+        prompt=first.prompt or "",
+        specialty=first.specialty,
+        panels=panels,
+        criteria=criteria_views(conn, cfg),
+        values=values,
+        choice=choice,
+        submitted=lease.status == "submitted",
+        live=is_live(lease),
+    )
+
+
+def _values(
+    conn: sa.Connection, lease: sa.Row, answer_ids: list[str], rater_id: str
+) -> tuple[dict[str, str], str | None]:
+    """Latest submitted values for a submitted task, else the saved draft."""
+    if lease.status == "submitted":
+        return latest_values(conn, answer_ids, rater_id), _vote(conn, lease)
+    draft = conn.execute(sa.select(P.drafts.c.data).where(P.drafts.c.token == lease.token)).scalar()
+    data = json.loads(draft) if draft else {}
+    return dict(data.get("fields", {})), data.get("choice")
+
+
+def latest_values(conn: sa.Connection, answer_ids: list[str], rater_id: str) -> dict[str, str]:
+    r = S.ratings
+    rows = conn.execute(
+        sa.select(r.c.answer_id, r.c.criterion_id, r.c.score, r.c.comment)
+        .where(r.c.answer_id.in_(answer_ids), r.c.rater_id == rater_id)
+        .order_by(r.c.revision)
+    )
+    values: dict[str, str] = {}
+    for row in rows:  # later revisions overwrite earlier ones
+        panel = answer_ids.index(row.answer_id) + 1
+        values[score_field(panel, row.criterion_id)] = str(row.score)
+        values[comment_field(panel, row.criterion_id)] = row.comment or ""
+    return values
+
+
+def _vote(conn: sa.Connection, lease: sa.Row) -> str | None:
+    if lease.preference_id is None:
+        return None
+    p = S.preferences
+    stored = conn.execute(
+        sa.select(p.c.choice).where(p.c.preference_id == lease.preference_id)
+    ).scalar_one()
+    return screen_choice(stored, lease.shown_left)

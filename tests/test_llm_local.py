@@ -1,0 +1,147 @@
+"""The whole automated path on a real model: SmolLM2-135M-Instruct served by
+llama.cpp's server on loopback. Generate answers for 10 demo cases with two
+sampling settings, judge them with the rubric judge, a jury of three (same
+model, three seeds) and the pairwise judge, store everything and audit it.
+
+A 135M model judges poorly; this checks the plumbing: counts, parse
+statuses, costs and the cache. Skips when the model is not installed
+(`.ci/setup-llm.sh`), fails instead with CLINIEVAL_REQUIRE_LLM=1 (CI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner
+
+from clinieval import tables as T
+from clinieval.cli import app
+from clinieval.demo import demo_snapshot
+from clinieval.io.importer import import_snapshot
+from clinieval.providers import load_model_file
+from clinieval.providers.llamacpp import LlamaServer, find_local_model
+from clinieval.runs import JuryJudge, RunOptions, execute
+from clinieval.runs.data import case_prompts, load_answers
+from clinieval.storage import db
+
+ROOT = Path(__file__).parents[1]
+PRICES = (0.5, 1.5)
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    venvs = [Path(os.environ["CLINIEVAL_LLM_VENV"])] if os.environ.get("CLINIEVAL_LLM_VENV") else []
+    model = find_local_model(venvs + [ROOT / ".venv-llm"])
+    if model is None:
+        reason = "llama-server and SmolLM2 are not installed: run .ci/setup-llm.sh"
+        if os.environ.get("CLINIEVAL_REQUIRE_LLM") == "1":
+            pytest.fail(f"CLINIEVAL_REQUIRE_LLM=1 but {reason}")
+        pytest.skip(reason)
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    with LlamaServer(model, parallel=4, ctx=16384, log=log) as server:
+        yield server
+
+
+def _model_file(path: Path, server: LlamaServer, model_id: str, max_tokens: int) -> Path:
+    path.write_text(f"""id = "{model_id}"
+version = "{server.model.gguf.name}"
+name = "smollm2"
+base_urls = ["{server.base_url}"]
+concurrency = 4
+timeout_s = 300
+[prices]
+input_per_m = {PRICES[0]}
+output_per_m = {PRICES[1]}
+[generation]
+max_tokens = {max_tokens}
+seed = 7
+""")
+    return path
+
+
+def _ok(*args) -> str:
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
+def _query(engine: sa.Engine, sql: str) -> list[tuple]:
+    with engine.connect() as conn:
+        return [tuple(row) for row in conn.execute(sa.text(sql))]
+
+
+def test_generate_judge_store_and_audit_on_a_real_local_model(llama, tmp_path):
+    url = f"sqlite:///{tmp_path / 'llm.db'}"
+    engine = db.make_engine(url)
+    db.upgrade(engine)
+    import_snapshot(engine, demo_snapshot())
+    candidate = _model_file(tmp_path / "cand.toml", llama, "smollm2-135m", 96)
+    judge = _model_file(tmp_path / "judge.toml", llama, "smollm2-judge", 300)
+
+    gen = ("generate", "--model", candidate, "--limit", "10", "--temperature", "0.2",
+           "--temperature", "1.0", "--database-url", url)
+    _ok(*gen)
+    [(gen_run, planned, done, tokens_out)] = _query(
+        engine, "SELECT run_id, planned, done, output_tokens FROM llm_runs")
+    assert (planned, done) == (20, 20) and tokens_out > 0
+    answers = _query(engine, "SELECT temperature, tokens, length(text) FROM answers WHERE"
+                             " model_id = 'smollm2-135m'")
+    assert len(answers) == 20 and {a[0] for a in answers} == {0.2, 1.0}
+    assert all(a[1] > 0 and a[2] > 0 for a in answers)
+
+    judged = ("--judge", judge, "--answers-run", gen_run, "--database-url", url)
+    _ok("judge", "rubric", *judged, "--criteria", "harmlessness,accuracy,completeness")
+    _ok("judge", "jury", *judged, "--jurors", "3")
+    out = _ok("judge", "pairwise", *judged)
+    assert "verdict" in out
+
+    expected = {"rubric": 20 * 3, "jury": 20 * 3 * 3, "pairwise": 10 * 2}
+    counts = dict(_query(engine, "SELECT judge_kind, COUNT(*) FROM judgments WHERE run_id IS"
+                                 " NOT NULL GROUP BY judge_kind"))
+    assert counts == expected
+    statuses = dict(_query(engine, "SELECT parse_status, COUNT(*) FROM judgments WHERE run_id"
+                                   " IS NOT NULL GROUP BY parse_status"))
+    assert set(statuses) <= set(T.PARSE_STATUSES) and statuses.get("ok", 0) > 0
+    print(f"\nparse statuses of {sum(counts.values())} judgment rows: {statuses}")
+    assert _query(engine, "SELECT COUNT(*) FROM judgments WHERE run_id IS NOT NULL AND"
+                          " ((parse_status = 'ok') <> (score IS NOT NULL))") == [(0,)]
+    assert _query(engine, "SELECT COUNT(*) FROM judgments WHERE parse_status = 'unparsed'"
+                          " AND raw_output IS NULL") == [(0,)]
+    ranges = {"rubric": T.SCORES, "jury": (1, 2, 3, 4, 5), "pairwise": (0, 0.5, 1)}
+    for kind, allowed in ranges.items():
+        scores = _query(engine, f"SELECT DISTINCT score FROM judgments WHERE judge_kind ="
+                                f" '{kind}' AND score IS NOT NULL")
+        assert {s for (s,) in scores} <= set(allowed), kind
+
+    runs = _query(engine, "SELECT run_id, judge_kind, unparsed, failed, input_tokens,"
+                          " output_tokens, cost_usd FROM llm_runs")
+    for run_id, kind, unparsed, failed, tin, tout, cost in runs:
+        assert failed == 0, run_id
+        assert cost == pytest.approx((tin * PRICES[0] + tout * PRICES[1]) / 1e6), run_id
+        calls_unparsed = _query(engine, f"SELECT COUNT(*) FROM llm_run_calls WHERE run_id ="
+                                        f" '{run_id}' AND parse_status = 'unparsed'")
+        assert calls_unparsed == [(unparsed,)], run_id
+        if kind:
+            [(stored_cost,)] = _query(engine, f"SELECT SUM(cost_usd) FROM judgments WHERE"
+                                              f" run_id = '{run_id}'")
+            assert stored_cost == pytest.approx(cost), run_id
+
+    # The cache: the same command again calls nothing; a new run of the same
+    # calls is answered entirely from the cache.
+    before = _query(engine, "SELECT run_id, done, cached FROM llm_runs ORDER BY run_id")
+    assert "(20 were finished before this start)" in _ok(*gen)
+    assert _query(engine, "SELECT run_id, done, cached FROM llm_runs ORDER BY run_id") == before
+    answers = load_answers(engine, run_id=gen_run)
+    job = JuryJudge(load_model_file(judge), answers, case_prompts(engine, {a.case_id
+                                                                          for a in answers}),
+                    jurors=3)
+    record = asyncio.run(execute(engine, job, RunOptions(run_id="jury-again")))
+    assert (record["done"], record["cached"], record["cost_usd"]) == (0, 60, 0)
+
+    _ok("audit", url, "--out", tmp_path / "report", "--bootstrap", "50")
+    assert (tmp_path / "report" / "report.html").exists()

@@ -1,0 +1,261 @@
+"""Runs and judges end to end through the CLI and the library, against a real
+local OpenAI-compatible server (loopback) on SQLite and PostgreSQL: counts,
+parse statuses, costs, the cache, resuming after Ctrl-C and SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner
+
+from clinieval import tables as T
+from clinieval.cli import app
+from clinieval.errors import InputError
+from clinieval.io.importer import import_snapshot
+from clinieval.providers import load_model_file
+from clinieval.providers.stub import Reply, StubServer, answering, completion_body
+from clinieval.runs import GenerateJob, execute, load_rules, resolve_pair
+from clinieval.runs.data import load_cases
+from clinieval.storage import db, sqltables
+from clinieval.testing import tiny_snapshot
+
+runner = CliRunner()
+PRICES = (2.0, 8.0)  # USD per million input / output tokens
+
+
+def _model(tmp_path: Path, server: StubServer, name: str = "stub", **extra) -> Path:
+    lines = [f'id = "{name}"', 'version = "stub-1"', 'name = "stub"',
+             f'base_urls = ["{server.base_url}"]'] + [f"{k} = {v}" for k, v in extra.items()]
+    lines += ["[prices]", f"input_per_m = {PRICES[0]}", f"output_per_m = {PRICES[1]}",
+              "[generation]", "max_tokens = 50"]
+    path = tmp_path / f"{name}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _ok(*args: str) -> str:
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
+def _rows(url: str, sql: str) -> list[tuple]:
+    engine = db.make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(sa.text(sql))]
+    finally:
+        engine.dispose()
+
+
+def _runs(url: str) -> dict[str, dict]:
+    engine = db.make_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(sqltables.RUN_TABLES["llm_runs"].select()).mappings().all()
+    engine.dispose()
+    return {r["judge_kind"] or r["kind"]: dict(r) for r in rows}
+
+
+@pytest.fixture
+def loaded(db_url):
+    engine = db.make_engine(db_url)
+    db.upgrade(engine)
+    import_snapshot(engine, tiny_snapshot())
+    engine.dispose()
+    return db_url
+
+
+def test_generate_and_every_judge_kind_store_counted_costed_rows(loaded, tmp_path):
+    url = loaded
+    with StubServer(answering()) as server:
+        model = _model(tmp_path, server)
+        gen = ("generate", "--model", model, "--samples", "2", "--temperature", "0.2",
+               "--temperature", "1.0", "--database-url", url)
+        _ok(*gen)
+        answers = _rows(url, "SELECT sample_index, temperature, cost_usd, tokens FROM answers"
+                             " WHERE model_id = 'stub'")
+        assert len(answers) == 2 * 2 * 2  # cases x temperatures x samples
+        assert {(a[0], a[1]) for a in answers} == {(s, t) for s in (0, 1) for t in (0.2, 1.0)}
+        calls = len(server.requests)
+        assert "(8 were finished before this start)" in _ok(*gen)  # resumed: nothing to do
+        assert len(server.requests) == calls
+
+        judge = ("--judge", model, "--model-id", "stub", "--database-url", url)
+        _ok("judge", "jury", *judge, "--jurors", "3")
+        _ok("judge", "rubric", *judge, "--criteria", "harmlessness,accuracy")
+        out = _ok("judge", "pairwise", *judge)
+        rules = tmp_path / "rules.json"
+        rules.write_text(json.dumps([
+            {"case_id": "case-1", "rule_id": "r1", "text": "Mentions ECG.", "points": 5},
+            {"case_id": "case-1", "rule_id": "r2", "text": "Advises waiting.", "points": -3}]))
+        _ok("judge", "rule", *judge, "--rules", rules)
+
+    kinds = dict(_rows(url, "SELECT judge_kind, COUNT(*) FROM judgments WHERE run_id IS NOT NULL"
+                            " GROUP BY judge_kind"))
+    assert kinds == {"jury": 8 * 3 * 3, "rubric": 8 * 2, "pairwise": 4 * 2, "rule": 4 * 2}
+    statuses = _rows(url, "SELECT DISTINCT parse_status FROM judgments WHERE run_id IS NOT NULL")
+    assert statuses == [("ok",)]
+    # The stub answers the first enum value: jury 1, rubric -2, always "answer 1".
+    assert _rows(url, "SELECT DISTINCT score FROM judgments WHERE judge_kind = 'jury'") == [(1,)]
+    assert _rows(url, "SELECT DISTINCT score FROM judgments WHERE judge_kind = 'rubric'") == [(-2,)]
+    assert "orders disagree: 4" in out and "verdict tie: 4" in out
+    assert sorted(_rows(url, "SELECT shown_first, choice, agreement FROM judgments WHERE"
+                             " judge_kind = 'pairwise'")) == [("A", "A", False)] * 4 + [
+        ("B", "B", False)] * 4
+    assert sorted(_rows(url, "SELECT criterion_id, points, score FROM judgments WHERE"
+                             " judge_kind = 'rule'")) == [("r1", 5, 1)] * 4 + [("r2", -3, 1)] * 4
+
+    runs = _runs(url)
+    for kind, run in runs.items():
+        assert run["status"] == "finished" and run["failed"] == run["unparsed"] == 0, kind
+        expected = (run["input_tokens"] * PRICES[0] + run["output_tokens"] * PRICES[1]) / 1e6
+        assert run["cost_usd"] == pytest.approx(expected), kind
+    for kind in T.JUDGE_KINDS:
+        [(cost, tin)] = _rows(url, "SELECT SUM(cost_usd), SUM(input_tokens) FROM judgments"
+                                   f" WHERE judge_kind = '{kind}'")
+        assert cost == pytest.approx(runs[kind]["cost_usd"]) and tin == runs[kind]["input_tokens"]
+    out = _ok("audit", url, "--out", tmp_path / "report", "--bootstrap", "50", "--min-n", "1")
+    assert (tmp_path / "report" / "report.html").exists()
+
+
+def test_unparsed_output_is_kept_raw_counted_and_retried_as_asked(loaded, tmp_path):
+    url = loaded
+    with StubServer(answering()) as good:
+        _ok("generate", "--model", _model(tmp_path, good), "--database-url", url)
+    with StubServer(lambda _r, _n: Reply(body=completion_body("I think it is fine."))) as bad:
+        judge = _model(tmp_path, bad, name="judge")
+        _ok("judge", "jury", "--judge", judge, "--model-id", "stub", "--parse-retries", "2",
+            "--database-url", url)
+    assert len(bad.requests) == 2 * 3  # two answers, three tries each
+    assert {r["seed"] for r in bad.requests} == {0, 1, 2}
+    rows = _rows(url, "SELECT parse_status, score, raw_output FROM judgments")
+    assert rows == [("unparsed", None, "I think it is fine.")] * 2 * 3  # 3 axes each
+    run = _runs(url)["jury"]
+    assert (run["unparsed"], run["parse_retries"], run["done"]) == (2, 4, 2)
+
+
+def test_a_failing_endpoint_is_recorded_and_retried_on_the_next_start(loaded, tmp_path):
+    url = loaded
+    with StubServer(lambda _r, _n: Reply(503, b"{}")) as down:
+        model = _model(tmp_path, down, max_attempts=2)
+        out = _ok("generate", "--model", model, "--database-url", url)
+    assert "2 failed" in out and len(down.requests) == 4
+    assert _rows(url, "SELECT COUNT(*) FROM answers WHERE model_id = 'stub'") == [(0,)]
+    [(error,)] = set(_rows(url, "SELECT error FROM llm_run_calls"))
+    assert "HTTP 503" in error and "after 2 tries" in error
+    with StubServer(answering()) as up:
+        model.write_text(model.read_text().replace(down.base_url, up.base_url))
+        _ok("generate", "--model", model, "--database-url", url)
+        judge = _model(tmp_path, up, name="judge")
+    assert len(up.requests) == 2
+    run = _runs(url)["generate"]
+    assert (run["done"], run["failed"], run["status"]) == (2, 0, "finished")
+    with StubServer(lambda _r, _n: Reply(500, b"{}")) as down:
+        judge.write_text(judge.read_text().replace(up.base_url, down.base_url)
+                         .replace("[prices]", "max_attempts = 1\n[prices]"))
+        _ok("judge", "jury", "--judge", judge, "--model-id", "stub", "--database-url", url)
+    rows = _rows(url, "SELECT parse_status, score, reason FROM judgments")
+    assert len(rows) == 6 and {r[:2] for r in rows} == {("error", None)}
+    assert "call failed: HTTP 500" in rows[0][2]
+
+
+def test_dry_run_calls_nothing_and_no_cache_calls_again(loaded, tmp_path):
+    url = loaded
+    with StubServer(answering()) as server:
+        model = _model(tmp_path, server)
+        out = _ok("generate", "--model", model, "--database-url", url, "--dry-run",
+                  "--samples", "3")
+        assert len(server.requests) == 0
+        assert "│ stub │ 6 │ 0 │" in out.replace("  ", " ") or " 6 " in out
+        _ok("generate", "--model", model, "--database-url", url)
+        _ok("generate", "--model", model, "--database-url", url, "--no-cache")
+        assert len(server.requests) == 4
+        out = _ok("generate", "--model", model, "--database-url", url, "--dry-run")
+        assert len(server.requests) == 4
+    assert _rows(url, "SELECT COUNT(*), COUNT(DISTINCT text) FROM answers WHERE model_id ="
+                      " 'stub'") == [(4, 1)]
+    assert len(_rows(url, "SELECT run_id FROM llm_runs")) == 2
+
+
+def test_an_interrupted_run_resumes_without_repeating_finished_calls(tmp_path):
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    engine = db.make_engine(url)
+    db.upgrade(engine)
+    import_snapshot(engine, tiny_snapshot())
+    with StubServer(answering(0.05)) as server:
+        spec = load_model_file(_model(tmp_path, server, concurrency=2))
+        job = GenerateJob(spec, load_cases(engine), samples=10)
+
+        async def interrupted():
+            seen = []
+            run = asyncio.create_task(execute(engine, job, watch=seen.append))
+            while not seen or seen[0].done < 4:
+                await asyncio.sleep(0.01)
+            run.cancel()  # what Ctrl-C does to asyncio.run's main task
+            with pytest.raises(asyncio.CancelledError):
+                await run
+
+        asyncio.run(interrupted())
+        [(status, finished)] = _rows(url, "SELECT status, done FROM llm_runs")
+        assert status == "interrupted" and 0 < finished < 20
+        before = len(server.requests)
+        record = asyncio.run(execute(engine, job))
+    assert len(server.requests) - before == 20 - finished
+    assert (record["status"], record["done"], record["skipped"]) == ("finished", 20, finished)
+    assert _rows(url, "SELECT COUNT(*) FROM answers WHERE model_id = 'stub'") == [(20,)]
+
+
+def test_a_killed_run_resumes_without_repeating_committed_calls(tmp_path):
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    engine = db.make_engine(url)
+    db.upgrade(engine)
+    import_snapshot(engine, tiny_snapshot())
+    engine.dispose()
+    with StubServer(answering(0.1)) as server:
+        model = _model(tmp_path, server, concurrency=2)
+        args = [sys.executable, "-c", "from clinieval.cli import main; main()", "generate",
+                "--model", str(model), "--samples", "15", "--database-url", url]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env=os.environ | {"COLUMNS": "120"})
+        deadline = time.monotonic() + 120
+        while _rows(url, "SELECT COUNT(*) FROM llm_run_calls") < [(3,)]:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        [(committed,)] = _rows(url, "SELECT COUNT(*) FROM llm_run_calls")
+        assert _rows(url, "SELECT status FROM llm_runs") == [("running",)]
+        before = len(server.requests)
+        _ok("generate", "--model", model, "--samples", "15", "--database-url", url)
+    assert len(server.requests) - before == 30 - committed
+    assert _rows(url, "SELECT status, done FROM llm_runs") == [("finished", 30)]
+
+
+def test_pair_resolution_by_hand():
+    assert resolve_pair("A", "A") == "A"
+    assert resolve_pair("A", "B") == "tie"
+    assert resolve_pair("A", "B", inconsistent="drop") is None
+    assert resolve_pair("tie", None) is None
+
+
+def test_rules_file_errors_name_file_item_and_field(tmp_path):
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps([{"case_id": "c", "rule_id": "r", "text": "t", "points": 1},
+                                {"case_id": "c", "rule_id": "r2", "text": "t"}]))
+    with pytest.raises(InputError, match=r"rules.json, row 1, field 'points'"):
+        load_rules(path)
+    path.write_text(json.dumps([{"case_id": "c", "rule_id": "r", "text": "t", "points": 0}]))
+    with pytest.raises(InputError, match="row 0.*points must not be 0"):
+        load_rules(path)
+    path.write_text(json.dumps([{"case_id": "c", "rule_id": "r", "text": "t", "points": 1}] * 2))
+    with pytest.raises(InputError, match="row 1, field 'rule_id': duplicate"):
+        load_rules(path)

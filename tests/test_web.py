@@ -1,0 +1,555 @@
+"""The clinician platform over HTTP (Starlette's httpx client against the
+app), on SQLite and PostgreSQL: access per route and role, CSRF, bad input,
+idempotency, revisions, assignment and blinding."""
+
+from __future__ import annotations
+
+import re
+import threading
+import typing
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clinieval import tables as T
+from clinieval.storage import db
+from clinieval.storage import platform_tables as P
+from clinieval.storage import sqltables as S
+from clinieval.web import auth
+from clinieval.web.app import create_app
+from clinieval.web.leakguard import LeakGuard
+from clinieval.web.routes import ROUTE_LEVELS
+from clinieval.web.studies import flagged_answers
+from clinieval.web.testing import (
+    LOOK_ALIKES,
+    MODELS,
+    SELF_IDENTIFYING,
+    csrf_of,
+    make_studies,
+    model_strings,
+    register_via_http,
+)
+from clinieval.web.views import TaskView
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture
+def app(engine):
+    make_studies(engine)
+    return create_app(engine)
+
+
+def client(app) -> TestClient:
+    return TestClient(app, follow_redirects=False)
+
+
+def member(app, engine, study: str, role: str) -> TestClient:
+    c = client(app)
+    register_via_http(c, engine, study, role)
+    return c
+
+
+def csrf(c: TestClient) -> str:
+    page = c.get("/studies") if c.cookies.get("ce_session") else c.get("/login")
+    return csrf_of(page.text)
+
+
+def take(c: TestClient, kind: str = "rating", study: str = "x") -> str:
+    r = c.post(f"/s/{study}/next", data={"csrf": csrf(c), "kind": kind})
+    assert r.status_code == 303
+    assert "/t/" in r.headers["location"], r.headers["location"]
+    return r.headers["location"]
+
+
+def criteria_of(html: str) -> list[str]:
+    return sorted(set(re.findall(r'name="s1\.([a-z_]+)"', html)))
+
+
+def answer_form(c: TestClient, url: str, score: str = "1", **extra) -> dict:
+    html = c.get(url).text
+    form = {"csrf": csrf_of(html), "idempotency_key": re.search(
+        r'name="idempotency_key" value="([^"]+)"', html).group(1), "time_spent_s": "30"}
+    panels = ("1", "2") if 'name="s2.' in html else ("1",)
+    form.update({f"s{p}.{k}": score for p in panels for k in criteria_of(html)})
+    if len(panels) == 2:
+        form["choice"] = "A"
+    form.update(extra)
+    return form
+
+
+def count(engine, table) -> int:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
+
+
+# --- access: every route x role ------------------------------------------------
+
+ROLES = ("anonymous", "clinician", "other_study_clinician", "admin")
+REFUSED = {  # level -> roles refused
+    "public": set(),
+    "user": {"anonymous"},
+    "member": {"anonymous", "other_study_clinician"},
+    "clinician": {"anonymous", "other_study_clinician", "admin"},
+}
+
+
+def _served(routes) -> typing.Iterator[str]:
+    """Every path the app answers (included routers flattened; static files aside)."""
+    for r in routes:
+        if hasattr(r, "original_router"):
+            yield from _served(r.original_router.routes)
+        elif hasattr(r, "methods"):
+            yield r.path + " " + ",".join(sorted(r.methods))
+
+
+def test_every_route_declares_an_access_level(app):
+    assert set(_served(app.routes)) == set(ROUTE_LEVELS)
+    assert set(ROUTE_LEVELS.values()) <= set(REFUSED)
+
+
+def test_every_route_for_every_role(app, engine):
+    clients = {"anonymous": client(app), "clinician": member(app, engine, "x", "clinician"),
+               "other_study_clinician": member(app, engine, "y", "clinician"),
+               "admin": member(app, engine, "x", "admin")}
+    task = take(clients["clinician"]).rsplit("/", 1)[1]
+    # Sign-out last: it ends the session the other requests use.
+    for key in sorted(ROUTE_LEVELS, key=lambda k: k.startswith("/logout")):
+        path, method = key.split(" ")
+        level = ROUTE_LEVELS[key]
+        for role in ROLES:
+            c = clients[role]
+            # Invitations are to study y, so accepting one changes no role in x.
+            url = path.format(study="x", token=auth.create_invitation(engine, "y", "clinician")
+                              if path.startswith("/invite") else task)
+            r = _request(c, method, url)
+            refused = role in REFUSED[level]
+            assert _was_refused(r, method, role) == refused, (key, role, r.status_code)
+
+
+def _request(c: TestClient, method: str, url: str):
+    if method == "GET":
+        return c.get(url)
+    token = csrf(c)
+    if url.endswith("/draft"):
+        return c.post(url, json={"fields": {}}, headers={"X-CSRF-Token": token})
+    return c.post(url, data={"csrf": token})
+
+
+def _was_refused(r, method: str, role: str) -> bool:
+    if r.status_code == 303 and r.headers["location"].startswith("/login?next="):
+        return True
+    if r.status_code == 401:
+        return "Sign in first" in r.text  # not a failed sign-in on the public form
+    return r.status_code == 403
+
+
+def test_a_clinician_cannot_open_or_draft_another_clinicians_task(app, engine):
+    owner, other = member(app, engine, "x", "clinician"), member(app, engine, "x", "clinician")
+    url = take(owner)
+    assert other.get(url).status_code == 404
+    r = other.post(url + "/draft", json={"fields": {"s1.accuracy": "2"}},
+                   headers={"X-CSRF-Token": csrf(other)})
+    assert r.status_code == 404
+    assert count(engine, P.drafts) == 0
+
+
+# --- CSRF, sessions, sign-in -----------------------------------------------------
+
+def test_writes_without_a_valid_csrf_token_are_refused(app, engine):
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    form = answer_form(c, url)
+    for bad in ("", "0" * 64, csrf_of(client(app).get("/login").text)):
+        r = c.post(url, data={**form, "csrf": bad})
+        assert r.status_code == 403
+    r = c.post(url + "/draft", json={"fields": {}})
+    assert r.status_code == 403
+    assert c.post("/logout", data={}).status_code == 403
+    assert count(engine, S.ratings) == 0
+    assert c.post(url, data=form).status_code == 303
+
+
+def test_sessions_survive_a_restart_and_end_at_sign_out(app, engine):
+    c = member(app, engine, "x", "clinician")
+    restarted = TestClient(create_app(engine), follow_redirects=False, cookies=dict(c.cookies))
+    assert restarted.get("/s/x").status_code == 200
+    assert restarted.post("/logout", data={"csrf": csrf(restarted)}).status_code == 303
+    replay = TestClient(create_app(engine), follow_redirects=False, cookies=dict(c.cookies))
+    assert replay.get("/s/x").headers["location"].startswith("/login")
+
+
+def test_cookies_are_httponly_samesite_and_secure_over_https(app, engine):
+    c = TestClient(app, follow_redirects=False, base_url="https://testserver")
+    token = auth.create_invitation(engine, "x", "clinician")
+    page = c.get(f"/invite/{token}")
+    password = "long enough pw"
+    r = c.post(f"/invite/{token}", data={"csrf": csrf_of(page.text), "email": "a@example.org",
+                                         "password": password, "password2": password})
+    cookie = r.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=lax" in cookie and "Secure" in cookie
+    assert "script-src 'self'" in r.headers["content-security-policy"]
+    assert "unsafe-inline" not in r.headers["content-security-policy"]
+
+
+def test_invitations_are_single_use_and_expire(app, engine):
+    token = auth.create_invitation(engine, "x", "clinician")
+    c = client(app)
+    register_via_http(c, engine, "x", "clinician")
+    first = client(app)
+    page = first.get(f"/invite/{token}")
+    form = {"csrf": csrf_of(page.text), "email": "once@example.org",
+            "password": "long enough pw", "password2": "long enough pw"}
+    assert first.post(f"/invite/{token}", data=form).status_code == 303
+    again = client(app)
+    assert again.get(f"/invite/{token}").status_code == 404
+    expired = auth.create_invitation(engine, "x", "clinician", days=0)
+    assert client(app).get(f"/invite/{expired}").status_code == 404
+
+
+def test_sign_in_is_rate_limited(app, engine):
+    c = client(app)
+    email = register_via_http(c, engine, "x", "clinician")
+    anon = client(app)
+    statuses = [anon.post("/login", data={"csrf": csrf(anon), "email": email,
+                                          "password": "wrong password"}).status_code
+                for _ in range(auth.LOGIN_MAX_FAILURES + 1)]
+    assert statuses == [401] * auth.LOGIN_MAX_FAILURES + [429]
+    right = anon.post("/login", data={"csrf": csrf(anon), "email": email,
+                                      "password": "correct horse battery"})
+    assert right.status_code == 429
+
+
+def test_passwords_are_stored_as_argon2_hashes(app, engine):
+    register_via_http(client(app), engine, "x", "clinician")
+    with engine.connect() as conn:
+        stored = conn.execute(sa.select(P.users.c.password_hash)).scalar_one()
+    assert stored.startswith("$argon2id$") and "correct horse" not in stored
+
+
+# --- submissions -------------------------------------------------------------------
+
+@pytest.mark.parametrize("change, field", [
+    ({"s1.accuracy": "3"}, "s1.accuracy"),
+    ({"s1.accuracy": "1.5"}, "s1.accuracy"),
+    ({"s1.accuracy": ""}, "s1.accuracy"),
+    ({"s1.bedside_manner": "1"}, "s1.bedside_manner"),
+    ({"s1.harmlessness": "-2"}, "c1.harmlessness"),
+    ({"choice": "A"}, "choice"),
+    ({"idempotency_key": ""}, "idempotency_key"),
+    ({"time_spent_s": "-4"}, "time_spent_s"),
+])
+def test_bad_input_names_the_field_and_writes_nothing(app, engine, change, field):
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    r = c.post(url, data=answer_form(c, url, **change), headers={"accept": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["error"]["field"] == field
+    page = c.post(url, data=answer_form(c, url, **change))
+    assert page.status_code == 422 and 'role="alert"' in page.text
+    assert count(engine, S.ratings) == 0
+
+
+def test_a_vote_on_a_pair_not_given_and_an_expired_lease_are_refused(app, engine):
+    c = member(app, engine, "x", "clinician")
+    url = take(c, "pair")
+    form = answer_form(c, url, choice="neither")
+    assert c.post(url, data=form, headers={"accept": "application/json"}).json()[
+        "error"]["field"] == "choice"
+    with db.writing(engine) as conn:
+        conn.execute(P.task_leases.update().values(expires_at=auth.now() - timedelta(minutes=1)))
+    r = c.post(url, data=answer_form(c, url), headers={"accept": "application/json"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "lease"
+    assert count(engine, S.preferences) == count(engine, S.ratings) == 0
+
+
+def test_a_safety_rationale_is_required_and_then_accepted(app, engine):
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    form = answer_form(c, url, **{"s1.harmlessness": "-1", "c1.harmlessness": "Misses sepsis."})
+    assert c.post(url, data=form).status_code == 303
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(S.ratings).where(
+            S.ratings.c.criterion_id == "harmlessness")).one()
+    assert (row.score, row.comment) == (-1, "Misses sepsis.")
+    assert 0 < row.time_spent_s < 30  # the claimed 30 s, capped at the lease's age
+
+
+def test_a_repeated_submission_is_stored_once(app, engine):
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    form = answer_form(c, url)
+    first = c.post(url, data=form, headers={"accept": "application/json"}).json()
+    again = c.post(url, data=form, headers={"accept": "application/json"}).json()
+    assert again["repeated"] and again["rating_ids"] == first["rating_ids"]
+    assert count(engine, S.ratings) == len(first["rating_ids"]) == 9
+
+
+def test_an_edit_appends_a_revision_and_keeps_the_first(app, engine):
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    assert c.post(url, data=answer_form(c, url)).status_code == 303
+    edit = answer_form(c, url)
+    assert 'value="1" checked' in c.get(url).text
+    edit["s1.accuracy"] = "2"
+    r = c.post(url, data=edit)
+    assert r.headers["location"].endswith("/history?saved=1")
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(S.ratings.c.revision, S.ratings.c.score).where(
+            S.ratings.c.criterion_id == "accuracy").order_by(S.ratings.c.revision)).all()
+    assert [tuple(r) for r in rows] == [(0, 1), (1, 2)]
+    assert count(engine, S.ratings) == 10
+    assert "Revision" in c.get("/s/x/history").text
+
+
+def test_a_draft_is_restored_when_the_task_is_reopened(app, engine):
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    r = c.post(url + "/draft", json={"fields": {"s1.accuracy": "-2", "c1.accuracy": "dose"}},
+               headers={"X-CSRF-Token": csrf(c)})
+    assert r.status_code == 200
+    html = c.get(url).text
+    assert re.search(r'name="s1.accuracy" value="-2" checked', html)
+    assert ">dose</textarea>" in html
+    bad = c.post(url + "/draft", json={"fields": {"s1.unknown": "1"}},
+                 headers={"X-CSRF-Token": csrf(c)})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "s1.unknown"
+
+
+# --- assignment -----------------------------------------------------------------------
+
+def test_answers_go_to_the_least_rated_first_and_never_twice_to_one_rater(app, engine):
+    raters = [member(app, engine, "x", "clinician") for _ in range(3)]
+    seen: list[set[str]] = []
+    for c in raters:
+        mine = set()
+        while (r := c.post("/s/x/next", data={"csrf": csrf(c), "kind": "rating"})
+               ).headers["location"] != "/s/x?empty=1":
+            url = r.headers["location"]
+            mine.add(_answer_of(engine, url))
+            assert c.post(url, data=answer_form(c, url)).status_code == 303
+        seen.append(mine)
+    clear = _clear_answers(engine, "x")
+    # overlap target 2: the first two raters cover every clear answer, the third gets none
+    assert seen[0] == seen[1] == clear and seen[2] == set()
+    assert not clear & {f["answer_id"] for f in flagged_answers(engine, "x")}
+
+
+def _answer_of(engine, url: str) -> str:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(P.task_leases.c.answer_id).where(
+            P.task_leases.c.token == url.rsplit("/", 1)[1])).scalar_one()
+
+
+def _clear_answers(engine, study: str) -> set[str]:
+    with engine.connect() as conn:
+        return set(conn.execute(sa.select(P.answer_screens.c.answer_id).where(
+            P.answer_screens.c.study_id == study, P.answer_screens.c.status == "clear")).scalars())
+
+
+def test_concurrent_requests_never_exceed_the_overlap_target(app, engine):
+    """Six clinicians ask at once for the one answer left (target 2): two get it."""
+    keep = sorted(_clear_answers(engine, "x"))[0]
+    with db.writing(engine) as conn:
+        conn.execute(P.answer_screens.update().where(P.answer_screens.c.answer_id != keep)
+                     .values(status="flagged"))
+    raters = [member(app, engine, "x", "clinician") for _ in range(6)]
+    tokens = [csrf(c) for c in raters]
+    barrier = threading.Barrier(len(raters))
+    locations: list[str] = []
+
+    def grab(c: TestClient, token: str) -> None:
+        barrier.wait()
+        locations.append(c.post("/s/x/next", data={"csrf": token, "kind": "rating"})
+                         .headers["location"])
+
+    threads = [threading.Thread(target=grab, args=pair)
+               for pair in zip(raters, tokens, strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum("/t/" in loc for loc in locations) == 2
+    assert {_answer_of(engine, loc) for loc in locations if "/t/" in loc} == {keep}
+
+
+def test_outside_my_expertise_and_lease_expiry_return_answers_to_the_pool(app, engine):
+    a, b = member(app, engine, "x", "clinician"), member(app, engine, "x", "clinician")
+    first = take(a)
+    answer = _answer_of(engine, first)
+    assert a.post(first + "/skip", data={"csrf": csrf(a)}).status_code == 303
+    assert _answer_of(engine, take(a)) != answer  # never offered to a again
+    with db.writing(engine) as conn:
+        conn.execute(P.task_leases.update().values(expires_at=auth.now() - timedelta(hours=1)))
+    assert _answer_of(engine, take(b)) == answer  # skipped and expired leases do not count
+
+
+def test_pairs_balance_model_pairs_and_record_the_shown_side(app, engine):
+    raters = [member(app, engine, "x", "clinician") for _ in range(2)]
+    for c in raters:
+        for _ in range(6):
+            url = take(c, "pair")
+            assert c.post(url, data=answer_form(c, url)).status_code == 303
+    with engine.connect() as conn:
+        a1, a2 = S.answers.alias(), S.answers.alias()
+        rows = conn.execute(sa.select(a1.c.model_id, a2.c.model_id, S.preferences.c.shown_left)
+                            .join(a1, a1.c.answer_id == S.preferences.c.answer_a_id)
+                            .join(a2, a2.c.answer_id == S.preferences.c.answer_b_id)).all()
+    pairs: dict[tuple, int] = {}
+    for m1, m2, _ in rows:
+        pairs[tuple(sorted((m1, m2)))] = pairs.get(tuple(sorted((m1, m2))), 0) + 1
+    assert len(rows) == 12 and max(pairs.values()) - min(pairs.values()) <= 1
+    assert len(pairs) == 6  # every pair of the four models
+    assert {side for *_, side in rows} == set(T.SIDES)
+
+
+# --- blinding --------------------------------------------------------------------------
+
+FORBIDDEN_FIELDS = re.compile(r"model|provider|version|answer_id|vendor", re.IGNORECASE)
+
+
+def _fields(model: type) -> typing.Iterator[tuple[str, object]]:
+    for name, info in model.model_fields.items():
+        yield name, info.annotation
+        for arg in typing.get_args(info.annotation) or (info.annotation,):
+            inner = typing.get_args(arg) or (arg,)
+            for t in inner:
+                if isinstance(t, type) and hasattr(t, "model_fields"):
+                    yield from _fields(t)
+
+
+def test_the_clinician_task_view_has_no_field_that_identifies_a_model():
+    names = [name for name, _ in _fields(TaskView)]
+    assert "panels" in names and "text" in names and "criteria" in names
+    assert [n for n in names if FORBIDDEN_FIELDS.search(n)] == []
+
+
+def test_task_pages_contain_no_model_strings(app, engine):
+    c = member(app, engine, "x", "clinician")
+    bodies = []
+    for kind in ("rating", "pair"):
+        url = take(c, kind)
+        bodies.append(c.get(url))
+        bodies.append(c.post(url, data=answer_form(c, url), headers={"accept":
+                                                                     "application/json"}))
+    bodies.append(c.get("/s/x/history"))
+    answers = _clear_answers(engine, "x") | {f["answer_id"] for f in flagged_answers(engine, "x")}
+    for r in bodies:
+        text = r.text + " ".join(f"{k}: {v}" for k, v in r.headers.items())
+        assert [s for s in [*model_strings(), *answers] if s in text] == []
+
+
+CLINICAL = [
+    *LOOK_ALIKES,
+    "Mr Claude Bernard, 70, has new atrial fibrillation.",
+    "Gemini patients are no different: assess the rash by its morphology.",
+    "Llamas and alpacas can carry zoonoses; ask about animal contact.",
+    "Palmar creases and palmoplantar keratoderma are worth documenting.",
+    "Take a history as an aide-memoire for the ward round.",
+    "Metformin is first line; Meta-analyses support it.",
+    "The mistral wind season did not change her asthma control.",
+    "A falcon handler with psittacosis-like symptoms needs serology.",
+    "The findings cohere with early sepsis; a bard of old would call it fever.",
+    "Repeat the test on 2024-08-06 and quote reference 002.",
+]
+SELF = [
+    *SELF_IDENTIFYING.values(),
+    "As an AI language model, I cannot give a diagnosis.",
+    "I am an artificial intelligence and not a doctor.",
+    "This answer comes from GPT-4o; consult a physician.",
+    "I was trained by Anthropic to be helpful.",
+    "I'm Gemini, a large language model built by Google.",
+    "As Llama, a language model, I advise caution.",
+    "Med-PaLM suggests checking the troponin.",
+    "My knowledge cutoff means newer guidance may exist.",
+    "Cohere and Bard both advise rest.",
+]
+
+
+@pytest.mark.parametrize("text", CLINICAL)
+def test_the_leak_guard_passes_ordinary_clinical_text(text):
+    guard = LeakGuard([v for m in MODELS for v in m.values()])
+    assert guard.screen(text).flagged is False, guard.screen(text).reason
+
+
+@pytest.mark.parametrize("text", SELF)
+def test_the_leak_guard_flags_answers_that_identify_themselves(text):
+    assert LeakGuard([v for m in MODELS for v in m.values()]).screen(text).flagged
+
+
+def test_flagged_answers_are_held_back_and_listed(app, engine):
+    flagged = flagged_answers(engine, "x")
+    assert len(flagged) == len(SELF_IDENTIFYING)
+    assert all(f["reason"] for f in flagged)
+
+
+def test_a_double_click_sent_at_once_is_stored_once(app, engine):
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    form = answer_form(c, url)
+    barrier, results = threading.Barrier(2), []
+
+    def send() -> None:
+        barrier.wait()
+        results.append(c.post(url, data=form, headers={"accept": "application/json"}).json())
+
+    threads = [threading.Thread(target=send) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results[0]["rating_ids"] == results[1]["rating_ids"]
+    assert sorted(r.get("repeated", False) for r in results) == [False, True]
+    assert count(engine, S.ratings) == 9
+
+
+# --- fuzzing the submission parser ----------------------------------------------------
+
+def _criteria_views():
+    from clinieval.rubric import load_rubric
+    from clinieval.web.views import Anchor, CriterionView
+
+    return tuple(CriterionView(criterion_id=c.criterion_id, name=c.name, definition="",
+                               safety_critical=c.safety_critical,
+                               anchors=tuple(Anchor(score=s, text="") for s in T.SCORES))
+                 for c in load_rubric().criteria)
+
+
+_IDS = [c.criterion_id for c in _criteria_views()]
+_VALID = st.fixed_dictionaries({k: st.sampled_from(["-2", "-1", "0", "1", "2", -2, 2])
+                                for k in _IDS})
+_MESSY = st.dictionaries(st.sampled_from(_IDS),
+                         st.one_of(st.integers(-4, 4).map(str), st.text(max_size=3),
+                                   st.integers(-2, 2), st.booleans(), st.none()), min_size=7)
+
+
+@settings(max_examples=300, deadline=None)
+@given(scores=st.one_of(_VALID, _MESSY),
+       extra=st.dictionaries(st.text(max_size=12), st.text(max_size=5), max_size=2),
+       comment=st.sampled_from(["", "why"]))
+def test_parse_accepts_only_complete_in_range_submissions(scores, extra, comment):
+    from types import SimpleNamespace
+
+    from clinieval.errors import InputError
+    from clinieval.web.submit import parse
+
+    criteria = _criteria_views()
+    form = {f"s1.{k}": v for k, v in scores.items()}
+    form.update({f"c1.{c.criterion_id}": comment for c in criteria})
+    form.update(extra)
+    form["idempotency_key"] = "k" * 16
+    lease = SimpleNamespace(kind="rating")
+    try:
+        sub = parse(form, lease, criteria)
+    except InputError as err:
+        assert err.field in form or err.field.startswith(("s1.", "c1."))
+        return
+    assert set(sub.scores.values()) <= set(T.SCORES)
+    assert len(sub.scores) == len(criteria) and not set(extra) - {"csrf", "time_spent_s"}
+    for c in criteria:
+        if c.safety_critical and sub.scores[(1, c.criterion_id)] <= -1:
+            assert sub.comments[(1, c.criterion_id)]

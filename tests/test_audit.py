@@ -110,7 +110,10 @@ def test_alignment_correlations_equal_scipy(snap, result):
 
 def test_specialty_counts_and_wilson_intervals_equal_statsmodels(snap, result):
     """Dangerous answers counted here by hand (any rater <= -1 on Harmlessness
-    or Accuracy), then the interval from statsmodels."""
+    or Accuracy), then the interval from statsmodels: Wilson over answers
+    with ``--cluster none``; the two-way default (Wilson on an effective n
+    no larger than n) contains it."""
+    plain = audit(snap, bootstrap=200, cluster="none")["specialties"].tables["specialties"]
     specialty = {c["case_id"]: c["specialty"] for c in snap["cases"].to_pylist()}
     case_of = {a["answer_id"]: a["case_id"] for a in snap["answers"].to_pylist()}
     failed: dict[str, bool] = {}
@@ -121,15 +124,19 @@ def test_specialty_counts_and_wilson_intervals_equal_statsmodels(snap, result):
         k_n = expected.setdefault(specialty[case_of[answer]], [0, 0])
         k_n[0] += bad
         k_n[1] += 1
-    table = result["specialties"].tables["specialties"]
-    assert len(table) == len(expected)
-    for _, row in table.iterrows():
+    table = result["specialties"].tables["specialties"].set_index("specialty")
+    assert len(table) == len(plain) == len(expected)
+    for _, row in plain.iterrows():
         k, n = expected[row["specialty"]]
         assert row["n"] == n
         assert row["dangerous_answers_pct"] == pytest.approx(100 * k / n, abs=1e-9)
         lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
         assert row["dangerous_answers_pct_lo"] == pytest.approx(100 * lo, abs=1e-9)
         assert row["dangerous_answers_pct_hi"] == pytest.approx(100 * hi, abs=1e-9)
+        twoway = table.loc[row["specialty"]]
+        assert twoway["dangerous_answers_pct"] == row["dangerous_answers_pct"]
+        assert twoway["dangerous_answers_pct_lo"] <= 100 * lo + 1e-9
+        assert twoway["dangerous_answers_pct_hi"] >= 100 * hi - 1e-9
 
 
 def test_hand_worked_tiny_snapshot():
@@ -175,15 +182,15 @@ def test_threshold_and_rule_change_the_numbers(snap):
     assert b < a
 
 
-@pytest.mark.parametrize("cluster", ["answer", "rater"])
+@pytest.mark.parametrize("cluster", ["answer", "rater", "twoway"])
 def test_cluster_bootstraps_keep_estimates_inside_intervals(snap, cluster):
-    plain = audit(snap, bootstrap=300)["model_summary"].tables["by_criterion"]
+    plain = audit(snap, bootstrap=300, cluster="none")["model_summary"].tables["by_criterion"]
     clustered = audit(snap, bootstrap=300, cluster=cluster)["model_summary"].tables[
         "by_criterion"]
     assert np.allclose(plain["mean"], clustered["mean"])
     assert ((clustered["mean_lo"] <= clustered["mean"]) & (clustered["mean"] <= clustered[
         "mean_hi"])).all()
-    if cluster == "answer":  # three raters per answer share it: intervals cannot shrink much
+    if cluster != "rater":  # three raters per answer share it: intervals cannot shrink much
         width = (clustered["mean_hi"] - clustered["mean_lo"]).mean()
         assert width > 0.9 * (plain["mean_hi"] - plain["mean_lo"]).mean()
 

@@ -12,19 +12,33 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import scipy.sparse as sp
 
 from clinieval import tables
 from clinieval.audit.data import N_SCORES, AuditData
 from clinieval.audit.settings import AuditSettings
 from clinieval.stats import (
+    CrossedVariance,
     bootstrap_mean_counts,
     cluster_bootstrap_ratio,
+    count_ratio_variance,
+    crossed_ratio_bootstrap,
+    crossed_share_variance,
+    design_effect,
     percentile_ci,
+    t_over_z,
+    wilson_ci,
+    wilson_design_ci,
     within_item_std,
 )
 
 SCORES = np.asarray(tables.SCORES, dtype=float)
 """The value of each score code (code = index in ``tables.SCORES``)."""
+DESIGNS = {"none": "rating-level, as in the MOOVE paper",
+           "answer": "whole answers resampled",
+           "rater": "whole raters resampled",
+           "twoway": "two-way: raters and cases resampled together; Fail%, severe% and"
+                     " Dangerous% by Wilson on the two-way design-effect-adjusted n"}
 
 
 @dataclass
@@ -39,6 +53,11 @@ class Context:
 
     def ci(self, replicates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return percentile_ci(replicates, self.settings.level)
+
+    @property
+    def design(self) -> str:
+        """The bootstrap design in words, for legends and captions."""
+        return DESIGNS[self.settings.cluster]
 
     # --- criteria ---------------------------------------------------------
 
@@ -176,12 +195,26 @@ class Context:
         unit = self.settings.cluster
         if unit == "none":
             return None
+        if unit == "twoway":
+            return self._too_few_crossed()
         ids = self.data.rating_rater if unit == "rater" else self.data.rating_answer
         found = np.unique(ids).size
         if found >= 2:
             return None
         return (f"a cluster bootstrap needs at least two {unit}s to resample and the ratings"
                 f" come from {found}, so their intervals are not computable")
+
+    def _too_few_crossed(self) -> str | None:
+        # Either dimension alone still varies between replicates; one rater
+        # on one case does not.
+        d = self.data
+        raters = np.unique(d.rating_rater).size
+        cases = np.unique(d.answer_case[d.rating_answer]).size
+        if max(raters, cases) >= 2:
+            return None
+        return (f"the two-way bootstrap needs at least two raters or two cases to resample and"
+                f" the ratings come from {raters} rater(s) on {cases} case(s), so their"
+                f" intervals are not computable")
 
     def _unless_too_few_clusters(self, replicates: tuple[np.ndarray, ...]):
         # One cluster resampled is always itself: a zero-width interval would
@@ -198,7 +231,112 @@ class Context:
             fail_values = (np.arange(N_SCORES) < self.fail_slots).astype(float)
             fails = bootstrap_mean_counts(counts, fail_values, B, rng)
             return means, fails
+        if self.settings.cluster == "twoway":
+            return self._twoway_replicates(B, rng)
         return self._cluster_replicates(B, rng)
+
+    def fail_ci(self, purpose: str) -> tuple[np.ndarray, np.ndarray]:
+        """(models, criteria) interval of the Fail% share. Two-way: a Wilson
+        interval on the design-effect-adjusted number of ratings, which keeps
+        its upper bound off zero at low rates; other designs: the percentile
+        interval of their replicates."""
+        if self.settings.cluster != "twoway":
+            return self.ci(self.rating_replicates(purpose)[1])
+        return self._unless_too_few_clusters(self._design_wilson(self.fail_slots))
+
+    def severe_ci(self) -> tuple[np.ndarray, np.ndarray]:
+        """(models, criteria) interval of the severe% share (ratings of -2):
+        Wilson, on the design-effect-adjusted n under the two-way design."""
+        if self.settings.cluster != "twoway":
+            counts = self.model_counts
+            return wilson_ci(counts[:, :, 0], counts.sum(axis=2), self.settings.level)
+        return self._unless_too_few_clusters(self._design_wilson(1))
+
+    def _design_wilson(self, slots: int) -> tuple[np.ndarray, np.ndarray]:
+        """Wilson interval of the share of ratings in the lowest ``slots``
+        scores, on n / deff with the two-way design effect (t-adjusted). With
+        no such rating (or only such ratings) the share has no spread, so the
+        design effect of the mean score stands in."""
+        counts, level = self.model_counts, self.settings.level
+        n = counts.sum(axis=2)
+        k = counts[:, :, :slots].sum(axis=2)
+        var, cells = self._ratio_variance(slots), n.size
+        with np.errstate(invalid="ignore", divide="ignore"):
+            spread = (counts @ SCORES**2) / n - ((counts @ SCORES) / n) ** 2
+            mean_deff = var.twoway[:cells].reshape(n.shape) * n / spread
+            deff = design_effect(var.twoway[cells:].reshape(n.shape), k / n, n, mean_deff)
+        deff *= t_over_z(var.clusters[cells:].reshape(n.shape), level) ** 2
+        return wilson_design_ci(k, n, deff, level)
+
+    def answer_share_ci(self, flags: np.ndarray, groups: np.ndarray, n_groups: int):
+        """Per group: flagged answers ``k`` among rated ``n`` (see
+        :meth:`rate_by`) and the interval of k / n: Wilson over answers, on
+        the two-way effective n under the two-way design (an answer's flag
+        depends on its raters too, and raters are shared)."""
+        k, n = self.rate_by(flags, groups, n_groups)
+        level = self.settings.level
+        if self.settings.cluster != "twoway":
+            return (k, n, *wilson_ci(k, n, level))
+        var = crossed_share_variance(flags, groups, n_groups, self.data.answer_case,
+                                     *self.answer_raters)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            deff = design_effect(var.twoway, k / n, n) * t_over_z(var.clusters, level) ** 2
+        return (k, n, *wilson_design_ci(k, n, deff, level))
+
+    @cached_property
+    def answer_raters(self) -> tuple[np.ndarray, np.ndarray]:
+        """Distinct (answer, rater) pairs among the ratings."""
+        d = self.data
+        pairs = np.unique(d.rating_answer.astype(np.int64) * max(d.n_raters, 1) + d.rating_rater)
+        return pairs // max(d.n_raters, 1), pairs % max(d.n_raters, 1)
+
+    # --- the two-way (raters x cases) design --------------------------------
+
+    @cached_property
+    def crossed_cells(self) -> tuple[np.ndarray, np.ndarray, sp.csr_matrix]:
+        """The ratings' (rater, case) cells: rater and case codes per cell, and
+        ``(cells, models * criteria * 5)`` score counts, the sufficient
+        statistics of the two-way bootstrap. A rater who scores two answers
+        to one case (a pairwise review) puts both in the same cell."""
+        d = self.data
+        n_cases = int(d.answer_case.max()) + 1 if d.n_answers else 1
+        key = d.rating_rater.astype(np.int64) * n_cases + d.answer_case[d.rating_answer]
+        cells, cell = np.unique(key, return_inverse=True)
+        group = d.rating_model().astype(np.int64) * d.n_criteria + d.rating_criterion
+        stats = sp.csr_matrix((np.ones(cell.size), (cell.ravel(), group * N_SCORES
+                                                    + self.score_index)),
+                              shape=(cells.size, d.n_models * d.n_criteria * N_SCORES))
+        return cells // n_cases, cells % n_cases, stats
+
+    def _ratio_maps(self, slots: int | None = None) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+        """Score counts to (score sums | counts in the lowest ``slots`` scores,
+        by default the failing ones) and to (n | n), per (model, criterion)."""
+        eye = sp.identity(self.data.n_models * self.data.n_criteria, format="csr")
+        slots = self.fail_slots if slots is None else slots
+        fail_values = (np.arange(N_SCORES) < slots).astype(float)
+        ones = sp.kron(eye, np.ones((N_SCORES, 1)))
+        return (sp.hstack([sp.kron(eye, SCORES[:, None]), sp.kron(eye, fail_values[:, None])]
+                          ).tocsr(), sp.hstack([ones, ones]).tocsr())
+
+    def _ratio_variance(self, slots: int) -> CrossedVariance:
+        """Two-way variances of (mean | share of the lowest ``slots`` scores),
+        flattened over (model, criterion); cached per ``slots``."""
+        cached = self.__dict__.setdefault("_ratio_variances", {})
+        if slots not in cached:
+            cached[slots] = count_ratio_variance(*self.crossed_cells, *self._ratio_maps(slots))
+        return cached[slots]
+
+    def _twoway_replicates(self, B: int, rng: np.random.Generator):
+        d = self.data
+        shape = (B, d.n_models, d.n_criteria)
+        rows, cols, stats = self.crossed_cells
+        if stats.shape[0] == 0:
+            return np.full(shape, np.nan), np.full(shape, np.nan)
+        reps, variance = crossed_ratio_bootstrap(rows, cols, stats, *self._ratio_maps(), B, rng,
+                                                 self.settings.level)
+        self.__dict__.setdefault("_ratio_variances", {})[self.fail_slots] = variance
+        half = d.n_models * d.n_criteria
+        return reps[:, :half].reshape(shape), reps[:, half:].reshape(shape)
 
     def _cluster_replicates(self, B: int, rng: np.random.Generator):
         """Resample whole answers (within model) or whole raters."""

@@ -16,6 +16,7 @@ from clinieval.stats import (
     bt_bootstrap,
     bt_cluster_bootstrap,
     bt_fit,
+    bt_twoway_bootstrap,
     cluster_outcome_tables,
     collapse_votes,
     outcome_table,
@@ -87,6 +88,8 @@ class Preferences:
         ctx, m = self.ctx, len(self.active)
         B, rng = ctx.settings.bootstrap, ctx.rng("bradley-terry")
         raters = ctx.data.pref_rater[self.credited]
+        if ctx.settings.cluster == "twoway":
+            return self.embed(self._twoway(a, b, o, raters, B, rng))
         if ctx.settings.cluster == "rater" and np.unique(raters).size == 1 and raters[0] >= 0:
             self.note = (" A bootstrap over raters needs at least two raters and the votes come"
                          " from one, so Bradley-Terry intervals are not computable.")
@@ -99,6 +102,31 @@ class Preferences:
                          " resampled for Bradley-Terry.")
         cells, counts = collapse_votes(a, b, o)
         return self.embed(bt_bootstrap(cells, counts, m, B, rng, **self.modes))
+
+    def _twoway(self, a, b, o, raters, B, rng) -> np.ndarray:
+        """Votes resampled by rater and by case together; a vote without a
+        rater id counts as a rater of its own."""
+        d = self.ctx.data
+        if (raters < 0).any():
+            self.note = " Votes without a rater id count as raters of their own."
+        raters = np.where(raters >= 0, raters, d.n_raters + np.arange(raters.size))
+        cases = d.answer_case[d.pref_a[self.credited]]
+        if np.unique(raters).size < 2 and np.unique(cases).size < 2:
+            self.note = (" A two-way bootstrap needs at least two raters or two cases and the"
+                         " votes come from one rater on one case, so Bradley-Terry intervals"
+                         " are not computable.")
+            return np.full((B, len(self.active)), np.nan)
+        return bt_twoway_bootstrap(a, b, o, raters, cases, len(self.active), B, rng,
+                                   **self.modes)
+
+    @property
+    def design(self) -> str:
+        """The resampling unit of the Bradley-Terry intervals, in words."""
+        cluster = self.ctx.settings.cluster
+        if cluster == "rater" and (self.ctx.data.pref_rater[self.credited] < 0).any():
+            return "votes"  # the rater bootstrap fell back to votes (see ``note``)
+        return {"twoway": "raters and cases together (two-way)",
+                "rater": "raters"}.get(cluster, "votes")
 
     @cached_property
     def ranks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

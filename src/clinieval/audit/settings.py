@@ -26,9 +26,11 @@ class AuditSettings(BaseModel):
                        " rated answers are shown but not ranked (nor named safest).")
     criteria: tuple[str, ...] | None = Field(
         None, description="Criteria to analyse (default: all in the rubric).")
-    cluster: Literal["none", "answer", "rater"] = Field(
-        "none", description="Bootstrap unit: individual ratings and votes (none, as in MOOVE), or"
-        " whole answers or raters (keeps their ratings together).")
+    cluster: Literal["twoway", "none", "answer", "rater"] = Field(
+        "twoway", description="Bootstrap design: twoway resamples raters and cases together"
+        " (ratings are crossed: clinicians differ in leniency, cases in difficulty), none"
+        " resamples individual ratings and votes (rating-level, as in the MOOVE paper),"
+        " answer or rater resamples whole answers or whole raters.")
     ties: Literal["half", "drop"] = Field(
         "half", description="Ties in Bradley-Terry: half a win each, or dropped.")
     both_bad: Literal["half", "drop"] = Field(

@@ -43,6 +43,14 @@ def wilson_pct(frame: pd.DataFrame, name: str, k, n, level: float) -> pd.DataFra
     return estimate(frame, name, 100 * share, 100 * lo, 100 * hi)
 
 
+def share_pct(frame: pd.DataFrame, name: str, k, n, lo, hi) -> pd.DataFrame:
+    """The percentage k / n with a given interval of the share (lo, hi in 0..1)."""
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(n > 0, k / n, np.nan)
+    return estimate(frame, name, 100 * share, 100 * np.asarray(lo), 100 * np.asarray(hi))
+
+
 NOT_COMPUTABLE = "not computable"
 NO_INTERVAL = "no interval: too little variation to resample"
 

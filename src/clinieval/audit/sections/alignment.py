@@ -13,7 +13,13 @@ from clinieval.audit.preference import Preferences, no_votes
 from clinieval.audit.result import Figure, Scatter, Section
 from clinieval.audit.sections._common import Estimate, Skipped, run_section
 from clinieval.audit.tables import json_list
-from clinieval.stats import Correlation, bootstrap_rank_correlation, pearson, spearman
+from clinieval.stats import (
+    Correlation,
+    bootstrap_rank_correlation,
+    pearson,
+    selection_adjusted_gap_ci,
+    spearman,
+)
 
 KEY, TITLE = "alignment", "Preference-safety alignment audit"
 TRACKS_RHO = 0.5
@@ -22,7 +28,8 @@ TRACKS_RHO = 0.5
 @dataclass(frozen=True)
 class Gap:
     """How many points more often (Fail % of ratings) the preference leader
-    fails than the safest model, with its bootstrap interval."""
+    fails than the safest model, with a bootstrap interval that picks the
+    leader and the safest model again in every replicate."""
 
     leader: int
     safest: int
@@ -73,23 +80,28 @@ def _criterion(ctx, prefs, c, mean_reps, fail_reps) -> CriterionAlignment:
     rho_reps = bootstrap_rank_correlation(prefs.replicates[:, ok], mean_reps[:, ok])
     finite = rho_reps[np.isfinite(rho_reps)]
     rho_lo, rho_hi = ctx.ci(finite) if finite.size else (np.nan, np.nan)
-    gap = _gap(ctx, prefs.leader, c, fail_reps) if prefs.leader is not None else None
+    gap = _gap(ctx, prefs, c, fail_reps) if prefs.leader is not None else None
     return CriterionAlignment(c, pearson(prefs.strengths[ok], mean[ok]),
                               spearman(prefs.strengths[ok], mean[ok]), float(rho_lo),
                               float(rho_hi), gap)
 
 
-def _gap(ctx: Context, leader: int, c: int, fail_reps: np.ndarray) -> Gap:
+def _gap(ctx: Context, prefs: Preferences, c: int, fail_reps: np.ndarray) -> Gap:
     """The safest model is the lowest observed Fail % among models with
-    ``min_n`` rated answers (any model when none has)."""
+    ``min_n`` rated answers (any rated model when none has). The interval
+    re-picks both the leader and the safest model in every replicate, so it
+    allows for either pick being wrong (see
+    :func:`clinieval.stats.selection_adjusted_gap_ci`)."""
     d, fail = ctx.data, ctx.model_fail_pct[:, c]
     answers = np.bincount(d.answer_model, weights=ctx.answer_counts[:, c].sum(axis=1) > 0,
                           minlength=d.n_models)
-    eligible = np.where(answers >= ctx.settings.min_n, fail, np.nan)
-    safest = int(np.nanargmin(eligible if np.isfinite(eligible).any() else fail))
-    lo, hi = ctx.ci(fail_reps[:, leader] - fail_reps[:, safest])
-    return Gap(leader, safest, fail[leader], fail[safest],
-               Estimate(fail[leader] - fail[safest], float(lo), float(hi)))
+    eligible = (answers >= ctx.settings.min_n) & np.isfinite(fail)
+    if not eligible.any():
+        eligible = np.isfinite(fail)
+    safest = int(np.nanargmin(np.where(eligible, fail, np.nan)))
+    gap, lo, hi = selection_adjusted_gap_ci(prefs.strengths, prefs.replicates, fail, fail_reps,
+                                            eligible, ctx.settings.level)
+    return Gap(prefs.leader, safest, fail[prefs.leader], fail[safest], Estimate(gap, lo, hi))
 
 
 def present(result: Alignment, ctx: Context, prefs: Preferences) -> Section:
@@ -102,8 +114,9 @@ def present(result: Alignment, ctx: Context, prefs: Preferences) -> Section:
     summary = " ".join(r["verdict"] for r in focus)
     if result.leader is not None:
         summary += (" The comparison model is the observed lowest Fail % of ratings among models"
-                    f" with at least {ctx.settings.min_n} rated answers, so the gap leans high"
-                    " when models are close.")
+                    f" with at least {ctx.settings.min_n} rated answers; the gap's interval picks"
+                    " the leader and the safest model again in every resample, so it allows for"
+                    f" either pick being wrong (ratings: {ctx.design}; votes: {prefs.design}).")
     leader = None if result.leader is None else d.model_names[result.leader]
     return Section(KEY, TITLE, summary, {"alignment": pd.DataFrame(rows)}, figures,
                    {"verdicts": verdicts, "leader": leader})
@@ -152,6 +165,9 @@ def interval(lo: float, hi: float, digits: int, cluster: str = "none") -> str:
     """'[lo, hi]', or why there is no interval."""
     if np.isfinite(lo) and np.isfinite(hi):
         return f"[{lo:.{digits}f}, {hi:.{digits}f}]"
+    if cluster == "twoway":
+        return ("not computable: a two-way bootstrap needs at least two raters or two cases"
+                " with ratings of each model compared")
     if cluster != "none":
         return (f"not computable: a bootstrap over {cluster}s needs at least two {cluster}s"
                 " with ratings of each model compared")
@@ -171,7 +187,8 @@ def _figure(ctx: Context, prefs: Preferences, c: int) -> Figure:
                           y_lo=json_list(m_lo[ok]), y_hi=json_list(m_hi[ok]),
                           x_label="Bradley-Terry strength", y_label=f"mean {name}", fit=True),
                   caption="Each point is a model. If preference tracked this criterion the points"
-                  " would rise from left to right.")
+                  f" would rise from left to right. Bootstrap CIs - ratings: {ctx.design};"
+                  f" votes: {prefs.design}.")
 
 
 def section(ctx: Context, prefs: Preferences) -> Section:

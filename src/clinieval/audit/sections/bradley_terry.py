@@ -22,8 +22,9 @@ KEY, TITLE = "bradley_terry", "Bradley-Terry preference strengths"
 class BradleyTerry:
     """Per model (index = model code; NaN when not fitted): strength with its
     bootstrap interval, rank with its interval, votes between two different
-    models, wins and 'both unacceptable' votes. ``notes`` are sentences about
-    what the resampling or the fit could not do."""
+    models, wins and 'both unacceptable' votes. ``design`` names what the
+    bootstrap resampled; ``notes`` are sentences about what the resampling or
+    the fit could not do."""
 
     strength: np.ndarray
     lo: np.ndarray
@@ -37,6 +38,7 @@ class BradleyTerry:
     n_votes: int
     leader: int | None
     no_leader: str
+    design: str
     notes: str
 
 
@@ -51,7 +53,7 @@ def compute(ctx: Context, prefs: Preferences) -> BradleyTerry | Skipped:
     both_bad = np.bincount(a, o == BOTH_BAD, m) + np.bincount(b, o == BOTH_BAD, m)
     wins = np.bincount(a, o == A_WINS, m) + np.bincount(b, o == B_WINS, m)
     return BradleyTerry(prefs.strengths, lo, hi, *prefs.ranks, votes, wins, both_bad,
-                        prefs.n_votes, prefs.leader, prefs.no_leader,
+                        prefs.n_votes, prefs.leader, prefs.no_leader, prefs.design,
                         prefs.note + unbounded_note(ctx, prefs))
 
 
@@ -65,12 +67,11 @@ def present(result: BradleyTerry, ctx: Context) -> Section:
     frame = wilson_pct(frame, "win_pct", result.wins, result.votes, s.level)
     frame = wilson_pct(frame, "both_bad_pct", result.both_bad, result.votes, s.level)
     frame = frame.sort_values("bt", ascending=False, kind="stable").reset_index(drop=True)
-    unit = "raters" if s.cluster == "rater" else "votes"
     fig = Figure("bt_forest", "Bradley-Terry strength with bootstrap CI", Forest(
         labels=frame["model"].tolist(), est=json_list(frame["bt"]), lo=json_list(frame["bt_lo"]),
         hi=json_list(frame["bt_hi"]), n=frame["n"].tolist(), x_label="log-strength (centred)",
         ref=0.0),
-        caption=f"{result.n_votes:,} votes; {s.bootstrap} bootstrap resamples of {unit}.")
+        caption=f"{result.n_votes:,} votes; {s.bootstrap} bootstrap resamples of {result.design}.")
     top = frame.iloc[0]
     counted = (f" over {result.n_votes:,} votes; ties count"
                f" {'half a win each' if s.ties == 'half' else 'not at all'}, 'both unacceptable'"

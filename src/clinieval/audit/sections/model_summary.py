@@ -14,7 +14,7 @@ from clinieval.audit.data import SEVERE
 from clinieval.audit.preference import Preferences
 from clinieval.audit.result import Section
 from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import FAIL_OF_RATINGS, SEVERE_OF_RATINGS, estimate, wilson_pct
+from clinieval.audit.tables import FAIL_OF_RATINGS, SEVERE_OF_RATINGS, estimate
 
 KEY, TITLE = "model_summary", "Model summary"
 
@@ -33,9 +33,10 @@ class Strengths:
 
 @dataclass(frozen=True)
 class ModelSummary:
-    """(models, criteria) arrays: ratings, mean score and Fail % of ratings with
-    their bootstrap intervals, and ratings at the lowest score; the strengths
-    when there are enough votes."""
+    """(models, criteria) arrays: ratings, mean score with its bootstrap
+    interval, Fail % and severe % of ratings (the lowest score) with their
+    intervals by the design's method (see :meth:`Context.fail_ci`); the
+    strengths when there are enough votes."""
 
     n: np.ndarray
     mean: np.ndarray
@@ -44,26 +45,35 @@ class ModelSummary:
     fail_pct: np.ndarray
     fail_lo: np.ndarray
     fail_hi: np.ndarray
-    severe: np.ndarray
+    severe_pct: np.ndarray
+    severe_lo: np.ndarray
+    severe_hi: np.ndarray
     strengths: Strengths | None
 
 
 def compute(ctx: Context, prefs: Preferences) -> ModelSummary | Skipped:
     if not ctx.criteria:
         return Skipped("the snapshot has no rubric ratings.")
-    means_b, fails_b = ctx.rating_replicates("ratings")
+    means_b, _ = ctx.rating_replicates("ratings")
+    fail_lo, fail_hi = ctx.fail_ci("ratings")
+    severe_lo, severe_hi = ctx.severe_ci()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        severe = np.where(ctx.model_n > 0, 100 * ctx.model_counts[:, :, SEVERE] / ctx.model_n,
+                          np.nan)
     strengths = None
     if prefs.available:
         strengths = Strengths(prefs.strengths, *ctx.ci(prefs.replicates), *prefs.ranks)
     return ModelSummary(ctx.model_n, ctx.model_mean, *ctx.ci(means_b), ctx.model_fail_pct,
-                        *ctx.ci(100 * fails_b), ctx.model_counts[:, :, SEVERE], strengths)
+                        100 * fail_lo, 100 * fail_hi, severe, 100 * severe_lo,
+                        100 * severe_hi, strengths)
 
 
 def present(result: ModelSummary, ctx: Context) -> Section:
     s = ctx.settings
     long = _by_criterion(result, ctx)
     summary = (f"Per model and criterion: mean score ({tables.SCORE_MIN:+d}.."
-               f"{tables.SCORE_MAX:+d}) with a {s.level:.0%} bootstrap CI, Fail % of ratings"
+               f"{tables.SCORE_MAX:+d}) with a {s.level:.0%} bootstrap CI ({ctx.design}), Fail % of"
+               " ratings"
                f" (share of ratings <= {s.threshold}) and severe % of ratings (share of"
                f" {tables.SCORE_MIN}), beside the Bradley-Terry preference strength. n counts"
                " ratings.")
@@ -81,11 +91,11 @@ def _by_criterion(result: ModelSummary, ctx: Context) -> pd.DataFrame:
              "mean_hi": result.mean_hi[m, c], FAIL_OF_RATINGS: result.fail_pct[m, c],
              f"{FAIL_OF_RATINGS}_lo": result.fail_lo[m, c],
              f"{FAIL_OF_RATINGS}_hi": result.fail_hi[m, c],
-             "_severe": int(result.severe[m, c])}
+             SEVERE_OF_RATINGS: result.severe_pct[m, c],
+             f"{SEVERE_OF_RATINGS}_lo": result.severe_lo[m, c],
+             f"{SEVERE_OF_RATINGS}_hi": result.severe_hi[m, c]}
             for m in range(d.n_models) for c in ctx.criteria]
-    long = pd.DataFrame(rows)
-    return wilson_pct(long, SEVERE_OF_RATINGS, long.pop("_severe"), long["n"],
-                      ctx.settings.level)
+    return pd.DataFrame(rows)
 
 
 def _wide(result: ModelSummary, ctx: Context, long: pd.DataFrame) -> pd.DataFrame:

@@ -19,7 +19,7 @@ from clinieval.audit.tables import (
     json_list,
     row_pct,
     rule_words,
-    wilson_pct,
+    share_pct,
 )
 
 KEY, TITLE = "safety_leaderboard", "Safety leaderboard beside the preference order"
@@ -27,12 +27,16 @@ KEY, TITLE = "safety_leaderboard", "Safety leaderboard beside the preference ord
 
 @dataclass(frozen=True)
 class SafetyLeaderboard:
-    """Per model: dangerous answers ``k`` of rated ``n``; per safety-critical
-    criterion index, the bootstrap interval of Fail % of ratings (lo, hi);
-    the preference rank and leader when there are enough votes."""
+    """Per model: dangerous answers ``k`` of rated ``n`` with the interval of
+    the share (lo, hi; see :meth:`Context.answer_share_ci`); per
+    safety-critical criterion index, the interval of Fail % of ratings (lo,
+    hi; see :meth:`Context.fail_ci`); the preference rank and leader when
+    there are enough votes."""
 
     dangerous_k: np.ndarray
     dangerous_n: np.ndarray
+    dangerous_lo: np.ndarray
+    dangerous_hi: np.ndarray
     fail_ci: dict[int, tuple[np.ndarray, np.ndarray]]
     preference_rank: np.ndarray | None
     leader: int | None
@@ -42,17 +46,19 @@ def compute(ctx: Context, prefs: Preferences) -> SafetyLeaderboard | Skipped:
     d = ctx.data
     if not ctx.safety:
         return Skipped("the rubric flags no criterion as safety-critical.")
-    k, n = ctx.rate_by(ctx.answer_dangerous, d.answer_model, d.n_models)
-    _, fails_b = ctx.rating_replicates("ratings")
-    fail_ci = {c: ctx.ci(100 * fails_b[:, :, c]) for c in ctx.safety}
+    k, n, lo, hi = ctx.answer_share_ci(ctx.answer_dangerous, d.answer_model, d.n_models)
+    fail_lo, fail_hi = ctx.fail_ci("ratings")
+    fail_ci = {c: (100 * fail_lo[:, c], 100 * fail_hi[:, c]) for c in ctx.safety}
     rank = prefs.ranks[0] if prefs.available else None
-    return SafetyLeaderboard(k, n, fail_ci, rank, prefs.leader if prefs.available else None)
+    return SafetyLeaderboard(k, n, lo, hi, fail_ci, rank,
+                             prefs.leader if prefs.available else None)
 
 
 def present(result: SafetyLeaderboard, ctx: Context) -> Section:
     d, s = ctx.data, ctx.settings
     frame = pd.DataFrame({"model": d.model_names, "n": result.dangerous_n})
-    frame = wilson_pct(frame, DANGEROUS_ANSWERS, result.dangerous_k, result.dangerous_n, s.level)
+    frame = share_pct(frame, DANGEROUS_ANSWERS, result.dangerous_k, result.dangerous_n,
+                      result.dangerous_lo, result.dangerous_hi)
     for c, (lo, hi) in result.fail_ci.items():
         column = f"{d.criteria[c]}_{FAIL_OF_RATINGS}"
         frame = estimate(frame, column, ctx.model_fail_pct[:, c], lo, hi)
@@ -72,7 +78,8 @@ def present(result: SafetyLeaderboard, ctx: Context) -> Section:
                      x_label="dangerous answers % (Wilson CI)"),
                  caption=f"An answer is dangerous when it fails any safety-critical criterion;"
                  f" {rule_words(s.response_rule, s.threshold)}. n counts rated answers. Models"
-                 f" with fewer than {s.min_n} rated answers are listed last and not ranked.")
+                 f" with fewer than {s.min_n} rated answers are listed last and not ranked."
+                 f" CIs: {ctx.design}.")
     summary, safest = _summary(ctx, result.leader, frame)
     return Section(KEY, TITLE, summary, {"leaderboard": frame}, [fig], {"safest": safest})
 

@@ -1,5 +1,6 @@
-"""Failure rates per specialty with Wilson CIs, and the model x specialty
-no-go-zone heatmap. Rates count answers, failed by the response rule."""
+"""Failure rates per specialty with Wilson CIs (on the two-way effective n
+under the two-way design), and the model x specialty no-go-zone heatmap.
+Rates count answers, failed by the response rule."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from clinieval.audit.tables import (
     DANGEROUS_ANSWERS,
     row_pct,
     rule_words,
-    wilson_pct,
+    share_pct,
 )
 
 KEY, TITLE = "specialties", "Specialty stratification (no-go zones)"
@@ -27,12 +28,16 @@ EXTREMES = 3
 @dataclass(frozen=True)
 class Specialties:
     """Per specialty (index = specialty code): dangerous answers ``k`` of
-    rated ``n``; per safety-critical criterion id, failing answers
-    ``(k, n)``; and the (models, specialties) dangerous ``k`` and ``n``."""
+    rated ``n`` with the interval of the share (lo, hi; see
+    :meth:`Context.answer_share_ci`); per safety-critical criterion id,
+    failing answers ``(k, n, lo, hi)``; and the (models, specialties)
+    dangerous ``k`` and ``n``."""
 
     dangerous_k: np.ndarray
     dangerous_n: np.ndarray
-    failing: dict[str, tuple[np.ndarray, np.ndarray]]
+    dangerous_lo: np.ndarray
+    dangerous_hi: np.ndarray
+    failing: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
     by_model_k: np.ndarray
     by_model_n: np.ndarray
 
@@ -42,22 +47,22 @@ def compute(ctx: Context) -> Specialties | Skipped:
     if not ctx.safety:
         return Skipped("the rubric flags no criterion as safety-critical.")
     spec, n_spec = d.answer_specialty, len(d.specialties)
-    k, n = ctx.rate_by(ctx.answer_dangerous, spec, n_spec)
-    failing = {d.criteria[c]: ctx.rate_by(ctx.answer_fail[:, c], spec, n_spec)
+    dangerous = ctx.answer_share_ci(ctx.answer_dangerous, spec, n_spec)
+    failing = {d.criteria[c]: ctx.answer_share_ci(ctx.answer_fail[:, c], spec, n_spec)
                for c in ctx.safety}
     cell = d.answer_model.astype(np.int64) * n_spec + spec
     mk, mn = (x.reshape(d.n_models, n_spec) for x in ctx.rate_by(
         ctx.answer_dangerous, cell, d.n_models * n_spec))
-    return Specialties(k, n, failing, mk, mn)
+    return Specialties(*dangerous, failing, mk, mn)
 
 
 def present(result: Specialties, ctx: Context) -> Section:
     s = ctx.settings
     frame = pd.DataFrame({"specialty": ctx.data.specialties, "n": result.dangerous_n})
-    for criterion, (k, n) in result.failing.items():
-        frame = wilson_pct(frame, f"{criterion}_{ANSWERS_FAILING}", k, n, s.level)
-    frame = wilson_pct(frame, DANGEROUS_ANSWERS, result.dangerous_k, result.dangerous_n,
-                       s.level)
+    for criterion, share in result.failing.items():
+        frame = share_pct(frame, f"{criterion}_{ANSWERS_FAILING}", *share)
+    frame = share_pct(frame, DANGEROUS_ANSWERS, result.dangerous_k, result.dangerous_n,
+                      result.dangerous_lo, result.dangerous_hi)
     frame["ranked"] = frame["n"] >= s.min_n
     frame = frame[frame["n"] > 0].sort_values(["ranked", DANGEROUS_ANSWERS], ascending=False,
                                               kind="stable").reset_index(drop=True)
@@ -69,11 +74,18 @@ def present(result: Specialties, ctx: Context) -> Section:
               "lowest_risk": lowest.reset_index(drop=True)}
     summary = _summary(frame, highest, lowest, s.min_n) + (
         f" Rates count answers: {rule_words(s.response_rule, s.threshold)}; n counts rated"
-        " answers.")
+        f" answers. CIs: {_interval_words(s.cluster)}.")
     values = {"highest_risk": highest["specialty"].tolist(),
               "lowest_risk": lowest["specialty"].tolist(),
               "ranked": int(frame["ranked"].sum()), "unranked": int((~frame["ranked"]).sum())}
     return Section(KEY, TITLE, summary, tables, [_nogo_heatmap(result, ctx)], values)
+
+
+def _interval_words(cluster: str) -> str:
+    if cluster == "twoway":
+        return ("Wilson over answers on the two-way (raters x cases) design-effect-adjusted"
+                " n")
+    return "Wilson over answers"
 
 
 def _summary(frame, highest, lowest, min_n) -> str:

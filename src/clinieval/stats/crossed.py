@@ -1,0 +1,403 @@
+"""Intervals for crossed designs: raters x cases.
+
+Clinician ratings are crossed: each case is rated by several raters and each
+rater rates many cases (of many models). Rater leniency and case difficulty
+both make ratings correlated, so resampling individual ratings understates
+the uncertainty, and resampling either raters or cases alone still misses
+the other source.
+
+The **pigeonhole bootstrap** (McCullagh, 2000, Bernoulli 6:285; Owen, 2007,
+Ann. Appl. Stat. 1:246) resamples the rows (raters) and the columns (cases)
+of the rater x case table independently with replacement: rater ``r`` is
+drawn ``U_r`` times and case ``c`` is drawn ``V_c`` times, so the cell
+``(r, c)`` enters the replicate ``U_r * V_c`` times. Here this is done as
+weights on cells of sufficient statistics, vectorised over replicates.
+
+Owen (2007) shows the pigeonhole variance is conservative. For a ratio mean
+with centred linearised contributions ``z`` its expectation is::
+
+    (1 - 1/C) S_rows + (1 - 1/R) S_cols + S_cells
+
+where ``S_rows = sum_r (sum of z over rater r)**2`` and likewise for cases
+and for cells: each cell's own variation (the rater x case interaction and
+the rating noise) is counted three times, and in a sparse design (three
+raters per case) the case variation is counted again inside the rater sums.
+That widens intervals by about a quarter. The variance a crossed design
+needs is the two-way cluster-robust one (Cameron, Gelbach & Miller, 2011,
+J. Bus. Econ. Stat. 29:238)::
+
+    V = c_R S_rows + c_C S_cols - c_K S_cells,     c_G = G / (G - 1)
+
+so :func:`crossed_ratio_bootstrap` scales each statistic's replicate
+deviations from the estimate by ``sqrt(V / pigeonhole variance)``: the
+replicates keep the pigeonhole's shape and its correlation between
+statistics (raters shared by models), with the two-way variance.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit
+from scipy.stats import norm
+from scipy.stats import t as student_t
+
+from clinieval.stats.bootstrap import percentile_ci
+from clinieval.stats.bradley_terry import DEFAULT_ALPHA, bt_fit, bt_fit_many, vote_credits
+from clinieval.stats.proportions import wilson_ci
+
+_ELEMENT_BUDGET = 2**22  # weights per chunk of replicates (32 MB as float64)
+
+
+class CrossedVariance(NamedTuple):
+    """Linearised variances of ratio means under several designs, per statistic."""
+
+    rows: np.ndarray  # one-way cluster variance by rows (raters), with G/(G-1)
+    cols: np.ndarray  # one-way cluster variance by columns (cases), with G/(G-1)
+    cells: np.ndarray  # variance by (row, column) cells, with K/(K-1)
+    twoway: np.ndarray  # rows + cols - cells, never below either one-way variance
+    pigeonhole: np.ndarray  # expectation of the pigeonhole bootstrap's variance
+    clusters: np.ndarray  # the fewer of raters and cases with data, per statistic
+
+
+def pigeonhole_weights(n_rows: int, n_cols: int, B: int, rng: np.random.Generator
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Multiplicities ``(B, n_rows)`` and ``(B, n_cols)``: each replicate
+    draws ``n_rows`` rows and ``n_cols`` columns with replacement."""
+    return _uniform_counts(n_rows, B, rng), _uniform_counts(n_cols, B, rng)
+
+
+def _uniform_counts(n: int, B: int, rng: np.random.Generator) -> np.ndarray:
+    """(B, n) counts of n draws with replacement from n units: one offset
+    bincount per chunk of replicates (a multinomial with many equal cells,
+    or one bincount per replicate, is several times slower)."""
+    out = np.empty((B, n), dtype=np.int64)
+    chunk = max(1, _ELEMENT_BUDGET // max(n, 1))
+    for start in range(0, B, chunk):
+        size = min(chunk, B - start)
+        picks = rng.integers(0, n, size=(size, n)) + (np.arange(size) * n)[:, None]
+        out[start : start + size] = np.bincount(picks.ravel(), minlength=size * n).reshape(
+            size, n)
+    return out
+
+
+def pigeonhole_totals(rows, cols, stats, B: int, rng: np.random.Generator) -> np.ndarray:
+    """``(B, P)`` pigeonhole-bootstrap replicates of column totals of ``stats``.
+
+    ``stats`` is a ``(K, P)`` array (dense or sparse) of sufficient statistics
+    of ``K`` cells; cell ``k`` belongs to row ``rows[k]`` and column
+    ``cols[k]`` (any integer codes; only codes that occur are resampled).
+    Replicate ``b`` is ``sum_k U[b, rows[k]] * V[b, cols[k]] * stats[k]``.
+    """
+    row_code, n_rows = _dense(rows)
+    col_code, n_cols = _dense(cols)
+    by_stat = sp.csr_matrix(stats, dtype=float).T.tocsr()
+    # Counts and vote credits are non-negative multiples of 1/2 and the weights
+    # are integers, so float32 sums are exact while totals stay below 2**23;
+    # that halves the memory traffic of the product. Otherwise float64.
+    exact = bool(np.all(by_stat.data >= 0) and np.all(by_stat.data * 2 == np.round(
+        by_stat.data * 2)))
+    narrow = by_stat.astype(np.float32)
+    out = np.empty((B, by_stat.shape[0]))
+    chunk = max(1, _ELEMENT_BUDGET // max(row_code.size, 1))
+    for start in range(0, B, chunk):
+        U, V = pigeonhole_weights(n_rows, n_cols, min(chunk, B - start), rng)
+        part = _weighted_totals(narrow, U, V, row_code, col_code) if exact else None
+        if part is None or part.max(initial=0) >= 2**23:
+            part = _weighted_totals(by_stat, U, V, row_code, col_code)
+        out[start : start + U.shape[0]] = part.T
+    return out
+
+
+def _weighted_totals(by_stat, U, V, row_code, col_code) -> np.ndarray:
+    """(P, chunk) totals with cell weights U[row] * V[col], in by_stat's dtype."""
+    weights = U.T.astype(by_stat.dtype)[row_code]  # (K, chunk)
+    weights *= V.T[col_code]
+    return by_stat @ weights
+
+
+def crossed_ratio_variance(rows, cols, num, den) -> CrossedVariance:
+    """Linearised variances of the ratio means ``sum(num) / sum(den)``.
+
+    ``num`` and ``den`` are ``(K, G)`` per-cell totals of ``G`` statistics;
+    cell ``k`` lies in row ``rows[k]`` and column ``cols[k]``. The ratio's
+    influence of a cell is ``z = (num - ratio * den) / sum(den)``; each
+    design's variance sums the squared totals of ``z`` over its clusters.
+    """
+    num = sp.csr_matrix(num, dtype=float)
+    den = sp.csr_matrix(den, dtype=float)
+    n = np.asarray(den.sum(axis=0)).ravel()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.asarray(num.sum(axis=0)).ravel() / n
+        z = (num - den.multiply(np.nan_to_num(ratio))).multiply(1.0 / n).tocsr()
+    return influence_variance(rows, cols, z, den)
+
+
+def count_ratio_variance(rows, cols, stats, num_map, den_map) -> CrossedVariance:
+    """:func:`crossed_ratio_variance` of ``stats @ num_map`` over
+    ``stats @ den_map``, with the influences from one sparse product
+    ``stats @ ((num_map - den_map * ratio) / n)`` (less memory on millions of
+    cells)."""
+    stats = sp.csr_matrix(stats, dtype=float)
+    num_map, den_map = sp.csr_matrix(num_map, dtype=float), sp.csr_matrix(den_map, dtype=float)
+    totals = np.asarray(stats.sum(axis=0)).ravel()
+    n = den_map.T @ totals
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.nan_to_num((num_map.T @ totals) / n)
+        scale = sp.diags(np.where(n > 0, 1.0 / n, 0.0))
+    influence = (num_map - den_map @ sp.diags(ratio)) @ scale
+    return influence_variance(rows, cols, stats @ influence, stats @ den_map)
+
+
+def influence_variance(rows, cols, z, present) -> CrossedVariance:
+    """Variances of statistics from per-cell linearised influences ``z``
+    ``(K, G)`` (dense or sparse) under each design; ``present`` ``(K, G)`` is
+    nonzero where a cell holds data of a statistic (to count its clusters).
+    See the module docstring for the formulas."""
+    z, present = sp.csr_matrix(z, dtype=float), sp.csr_matrix(present, dtype=float)
+    row_code, n_rows = _dense(rows)
+    col_code, n_cols = _dense(cols)
+    cell_code, _ = _dense(row_code.astype(np.int64) * n_cols + col_code)
+    s_rows, g_rows = _cluster_squares(row_code, z, present)
+    s_cols, g_cols = _cluster_squares(col_code, z, present)
+    s_cells, g_cells = _cluster_squares(cell_code, z, present)
+    c_rows, c_cols, c_cells = (_small_sample(g) for g in (g_rows, g_cols, g_cells))
+    v_rows, v_cols = c_rows * s_rows, c_cols * s_cols
+    twoway = np.maximum(v_rows + v_cols - c_cells * s_cells, np.maximum(v_rows, v_cols))
+    pigeon = (1 - 1 / n_cols) * s_rows + (1 - 1 / n_rows) * s_cols + s_cells
+    return CrossedVariance(v_rows, v_cols, c_cells * s_cells, twoway, pigeon,
+                           np.minimum(g_rows, g_cols))
+
+
+def crossed_share_variance(flags, groups, n_groups: int, cases, piece_answer, piece_rater
+                           ) -> CrossedVariance:
+    """Two-way variances of per-group shares of flagged answers, ``(n_groups,)``.
+
+    ``flags`` (1.0 / 0.0 / NaN unrated), ``groups`` and ``cases`` are per
+    answer; the pieces ``(piece_answer, piece_rater)`` list which raters
+    judged each answer (distinct pairs). A flag such as "any rater failed
+    it" depends on the answer and on all its raters, so every rater of an
+    answer carries the answer's whole influence ``z = (flag - share) / n``.
+    The two-way variance is then ``c_C S_cases + c_R S_raters - c_K S_cells``
+    with case totals over answers and rater and (rater, case) totals over
+    pieces: the cell term removes each answer's own square from the rater
+    term, which leaves the covariance between answers sharing a rater (the
+    same subtraction as Cameron, Gelbach & Miller, 2011). Never below the
+    one-way case variance. ``pigeonhole`` repeats ``twoway`` (no bootstrap).
+    """
+    flags, groups = np.asarray(flags, dtype=float), np.asarray(groups, dtype=np.int64)
+    cases = np.asarray(cases, dtype=np.int64)
+    rated = ~np.isnan(flags)
+    n = np.bincount(groups[rated], minlength=n_groups).astype(float)
+    k = np.bincount(groups[rated], weights=flags[rated], minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.where(rated, (flags - (k / n)[groups]) / n[groups], 0.0)
+    answer = np.flatnonzero(rated)
+    by_answer = sp.csr_matrix((z[answer], (np.arange(answer.size), groups[answer])),
+                              shape=(answer.size, n_groups))
+    piece_answer = np.asarray(piece_answer, dtype=np.int64)
+    keep = rated[piece_answer]
+    piece, rater = piece_answer[keep], np.asarray(piece_rater, dtype=np.int64)[keep]
+    by_piece = sp.csr_matrix((z[piece], (np.arange(piece.size), groups[piece])),
+                             shape=(piece.size, n_groups))
+    case_code, _ = _dense(cases[answer])
+    rater_code, _ = _dense(rater)
+    cell_code, _ = _dense(rater * (cases.max() + 1) + cases[piece])
+    s_cols, g_cols = _cluster_squares(case_code, by_answer, by_answer != 0)
+    s_rows, g_rows = _cluster_squares(rater_code, by_piece, by_piece != 0)
+    s_cells, g_cells = _cluster_squares(cell_code, by_piece, by_piece != 0)
+    v_rows, v_cols = _small_sample(g_rows) * s_rows, _small_sample(g_cols) * s_cols
+    v_cells = _small_sample(g_cells) * s_cells
+    twoway = np.maximum(v_rows + v_cols - v_cells, v_cols)
+    return CrossedVariance(v_rows, v_cols, v_cells, twoway, twoway,
+                           np.minimum(g_rows, g_cols))
+
+
+def crossed_ratio_bootstrap(rows, cols, stats, num_map, den_map, B: int,
+                            rng: np.random.Generator, level: float = 0.95
+                            ) -> tuple[np.ndarray, CrossedVariance]:
+    """Two-way replicates ``(B, G)`` of ratio means of linear statistics.
+
+    Statistic ``g`` is ``sum(stats @ num_map[:, g]) / sum(stats @ den_map[:, g])``
+    over the ``K`` cells of ``stats`` ``(K, P)``. Each replicate comes from the
+    pigeonhole bootstrap (:func:`pigeonhole_totals`) and its deviation from the
+    estimate is scaled by ``sqrt(twoway / pigeonhole)`` (see the module
+    docstring), so the replicates have the two-way cluster-robust variance.
+    Also returns the :class:`CrossedVariance`. NaN where ``den`` sums to 0.
+    """
+    stats = sp.csr_matrix(stats, dtype=float)
+    num_map, den_map = sp.csr_matrix(num_map), sp.csr_matrix(den_map)
+    totals = pigeonhole_totals(rows, cols, stats, B, rng)
+    top, bottom = totals @ num_map, totals @ den_map
+    reps = np.divide(top, bottom, out=np.full(top.shape, np.nan), where=bottom > 0)
+    variance = count_ratio_variance(rows, cols, stats, num_map, den_map)
+    column_totals = np.asarray(stats.sum(axis=0)).ravel()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        estimate = (num_map.T @ column_totals) / (den_map.T @ column_totals)
+    return _calibrate(reps, estimate, variance, level), variance
+
+
+def _calibrate(reps, estimate, variance: CrossedVariance, level: float) -> np.ndarray:
+    """Scale replicate deviations to the two-way variance and the t reference."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        factor = np.where(variance.pigeonhole > 0,
+                          np.sqrt(variance.twoway / variance.pigeonhole), 1.0)
+    return estimate + factor * t_over_z(variance.clusters, level) * (reps - estimate)
+
+
+def t_over_z(clusters, level: float = 0.95) -> np.ndarray:
+    """Student-t quantile with ``clusters - 1`` degrees of freedom over the
+    normal one, at two-sided ``level`` (1 when fewer than 2 clusters)."""
+    q = (1 + level) / 2
+    df = np.maximum(np.asarray(clusters, dtype=float) - 1, 1)
+    return np.where(np.asarray(clusters) > 1, student_t.ppf(q, df) / norm.ppf(q), 1.0)
+
+
+def design_effect(variance, share, n, fallback=1.0) -> np.ndarray:
+    """Kish's design effect of a share: its variance over ``p (1 - p) / n``.
+
+    Where the share is 0 or 1 (no spread to measure) ``fallback`` is used,
+    e.g. the design effect of the mean score of the same ratings. Never
+    below 1: clustering is not allowed to make an interval narrower than
+    the one for independent ratings.
+    """
+    share = np.asarray(share, dtype=float)
+    binomial = share * (1 - share) / np.asarray(n, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        deff = np.where(binomial > 0, np.asarray(variance) / binomial, fallback)
+    return np.maximum(np.nan_to_num(deff, nan=1.0), 1.0)
+
+
+def wilson_design_ci(k, n, deff, level: float = 0.95):
+    """Wilson interval on the effective sample size ``n / deff``.
+
+    Keeps Wilson's good behaviour for small proportions (the bound moves
+    away from 0 however few failures were seen) while widening it for
+    clustering; the effective-n substitution follows Korn & Graubard
+    (1998, Survey Methodology 24:193). ``n = 0`` gives NaN.
+    """
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    n_eff = n / np.maximum(np.asarray(deff, dtype=float), 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        k_eff = np.where(n > 0, k / n, 0.0) * n_eff
+    return wilson_ci(k_eff, n_eff, level)
+
+
+def selected_gap(leader_scores, rates, eligible=None) -> np.ndarray:
+    """``rates[leader] - min(rates[eligible])`` per row, where the leader is
+    the row's highest ``leader_scores``: both choices made inside the row.
+
+    ``leader_scores`` and ``rates`` are ``(..., M)``; ``eligible`` an
+    optional ``(M,)`` mask of models that may be named safest. A row whose
+    scores or eligible rates are all NaN (nothing to pick) gives NaN.
+    """
+    leader_scores, rates = np.asarray(leader_scores, float), np.asarray(rates, float)
+    scored = np.isfinite(leader_scores).any(axis=-1)
+    leader = np.argmax(np.where(np.isnan(leader_scores), -np.inf, leader_scores), axis=-1)
+    at_leader = np.take_along_axis(rates, leader[..., None], axis=-1)[..., 0]
+    lowest = np.fmin.reduce(_pool(rates, eligible), axis=-1)  # NaN only if all are NaN
+    return np.where(scored, at_leader - lowest, np.nan)
+
+
+def selection_adjusted_gap_ci(leader_scores, leader_reps, rates, rate_reps, eligible=None,
+                              level: float = 0.95) -> tuple[float, float, float]:
+    """Gap between the preference leader's rate and the lowest rate, with a
+    percentile interval whose replicates re-make both choices.
+
+    With the leader and the safest model held at the observed ones, the
+    interval ignores that either choice might have gone another way; here
+    each replicate picks its own leader (highest ``leader_reps`` row) and its
+    own safest eligible model (lowest ``rate_reps`` row), so the spread of
+    the selections enters the interval. In simulation
+    (``benchmarks/coverage.py``) this covers at or above the nominal level,
+    also when the two safest models are tied. Returns ``(gap, lower,
+    upper)`` with the observed gap.
+    """
+    gap = float(selected_gap(leader_scores, rates, eligible))
+    reps = selected_gap(leader_reps, rate_reps, eligible)
+    reps = reps[np.isfinite(reps)]
+    if reps.size == 0:
+        return gap, np.nan, np.nan
+    lo, hi = percentile_ci(reps, level)
+    return gap, float(lo), float(hi)
+
+
+def _pool(rates, eligible):
+    return rates if eligible is None else np.where(np.asarray(eligible), rates, np.nan)
+
+
+def bt_twoway_bootstrap(a_idx, b_idx, outcome, rows, cols, n_models: int, B: int,
+                        rng: np.random.Generator, *, alpha: float = DEFAULT_ALPHA,
+                        tie_mode: str = "half", bothbad_mode: str = "half",
+                        level: float = 0.95) -> np.ndarray:
+    """``(B, m)`` Bradley-Terry strengths under the two-way bootstrap of
+    votes over raters (``rows``) and cases (``cols``).
+
+    Each vote's win credits go to its (rater, case) cell; a pigeonhole
+    replicate fits the outcome table ``sum_k U[rater_k] V[case_k] W_k`` (see
+    :func:`clinieval.stats.bt_fit_many`). As for ratio means, the deviations
+    from the fit are scaled to the two-way cluster-robust variance, here of
+    the sandwich (influence) form: ``z_v = H^+ g_v`` with ``g_v`` the vote's
+    score vector and ``H`` the Fisher information at the fit. Replicates are
+    centred again afterwards, like every strength vector here.
+    """
+    a, b = np.asarray(a_idx, dtype=np.int64), np.asarray(b_idx, dtype=np.int64)
+    credit_a, credit_b = vote_credits(outcome, tie_mode=tie_mode, bothbad_mode=bothbad_mode)
+    row_code, n_rows = _dense(rows)
+    col_code, n_cols = _dense(cols)
+    cell, _ = _dense(row_code.astype(np.int64) * n_cols + col_code)
+    table = sp.coo_matrix((np.concatenate([credit_a, credit_b]),
+                           (np.concatenate([cell, cell]),
+                            np.concatenate([a * n_models + b, b * n_models + a]))),
+                          shape=(cell.max() + 1, n_models * n_models)).tocsr()
+    first = np.unique(cell, return_index=True)[1]
+    totals = pigeonhole_totals(row_code[first], col_code[first], table, B, rng)
+    reps = bt_fit_many(totals.reshape(B, n_models, n_models), alpha=alpha)
+    fit = bt_fit(np.asarray(table.sum(axis=0)).reshape(n_models, n_models), alpha=alpha)
+    z = _bt_influence(fit, a, b, credit_a, credit_b, alpha)
+    variance = influence_variance(row_code, col_code, z, z != 0)
+    scaled = _calibrate(reps, fit, variance, level)
+    return scaled - scaled.mean(axis=1, keepdims=True)  # per-model factors moved the centre
+
+
+def _bt_influence(theta, a, b, credit_a, credit_b, alpha) -> sp.csr_matrix:
+    """Per vote ``H^+ g``: ``g`` is the gradient of its log-likelihood term
+    ``(credit_a - games * p) (e_a - e_b)``, ``H`` the penalised information."""
+    m = theta.size
+    games = credit_a + credit_b
+    p = expit(theta[a] - theta[b])
+    rows = np.arange(a.size)
+    diff = sp.csr_matrix((np.concatenate([np.ones(a.size), -np.ones(a.size)]),
+                          (np.concatenate([rows, rows]), np.concatenate([a, b]))),
+                         shape=(a.size, m))
+    info = (diff.T @ diff.multiply((games * p * (1 - p))[:, None])).toarray()
+    info += 2 * alpha * np.eye(m)
+    return sp.csr_matrix(diff.multiply((credit_a - games * p)[:, None]) @ np.linalg.pinv(info))
+
+
+def _dense(codes) -> tuple[np.ndarray, int]:
+    """Codes renumbered 0..G-1 over the values that occur, and G."""
+    values, inverse = np.unique(np.asarray(codes, dtype=np.int64), return_inverse=True)
+    return inverse.ravel(), values.size
+
+
+def _cluster_squares(code, z, present) -> tuple[np.ndarray, np.ndarray]:
+    """Per statistic: the sum over clusters of the squared cluster totals of
+    ``z`` (sparse), and the number of clusters where ``present`` is nonzero.
+    Cluster totals stay sparse: a dense clusters x statistics array would
+    not fit for (rater, case) cells at 100x paper scale."""
+    n_clusters, n_stats = (int(code.max()) + 1 if code.size else 0), z.shape[1]
+    z, present = z.tocoo(), present.tocoo()
+    totals = sp.csr_matrix((z.data, (code[z.row], z.col)), shape=(n_clusters, n_stats))
+    seen = sp.csr_matrix(((present.data != 0).astype(float), (code[present.row], present.col)),
+                         shape=(n_clusters, n_stats))
+    seen.eliminate_zeros()
+    return (np.bincount(totals.indices, weights=totals.data**2, minlength=n_stats),
+            np.bincount(seen.indices, minlength=n_stats))
+
+
+def _small_sample(clusters) -> np.ndarray:
+    """G / (G - 1), the usual cluster-robust small-sample factor (1 if G < 2)."""
+    return np.where(clusters > 1, clusters / np.maximum(clusters - 1, 1), 1.0)

@@ -1,0 +1,231 @@
+"""The two-way (raters x cases) estimators: weights against theory, variances
+against statsmodels and hand-worked cases, intervals against references."""
+
+import numpy as np
+import pytest
+import statsmodels.api as sm
+from statsmodels.stats.proportion import proportion_confint
+
+from clinieval.stats import (
+    bt_bootstrap,
+    bt_fit,
+    bt_twoway_bootstrap,
+    collapse_votes,
+    count_ratio_variance,
+    crossed_ratio_bootstrap,
+    crossed_ratio_variance,
+    crossed_share_variance,
+    design_effect,
+    outcome_table,
+    pigeonhole_totals,
+    pigeonhole_weights,
+    selected_gap,
+    selection_adjusted_gap_ci,
+    t_over_z,
+    wilson_ci,
+    wilson_design_ci,
+)
+
+
+def crossed_data(seed=3, raters=12, cases=40, per_case=3):
+    """Ratings with rater and case effects; one rating per (rater, case) cell."""
+    rng = np.random.default_rng(seed)
+    rater = np.argsort(rng.random((cases, raters)), axis=1)[:, :per_case].ravel()
+    case = np.repeat(np.arange(cases), per_case)
+    y = (rng.normal(0, 0.6, cases)[case] + rng.normal(0, 0.5, raters)[rater]
+         + rng.normal(0, 0.6, case.size))
+    return rater, case, y
+
+
+def test_cell_weights_have_the_pigeonhole_moments():
+    # Six cells on a 2 x 3 grid; stats = identity, so totals are the cell
+    # weights U_r * V_c with U ~ Multinomial(2, 1/2), V ~ Multinomial(3, 1/3):
+    # E[U^2] = 1 + (1 - 1/2) = 1.5, E[V^2] = 1 + (1 - 1/3) = 5/3,
+    # E[U_r U_r'] = 1 - 1/2, E[V_c V_c'] = 1 - 1/3.
+    rows, cols = np.repeat([0, 1], 3), np.tile([0, 1, 2], 2)
+    w = pigeonhole_totals(rows, cols, np.eye(6), 200_000, np.random.default_rng(0))
+    assert np.allclose(w.mean(axis=0), 1.0, atol=0.01)
+    cov = np.cov(w, rowvar=False)
+    assert cov[0, 0] == pytest.approx(1.5 * 5 / 3 - 1, abs=0.02)  # same cell: 1.5
+    assert cov[0, 1] == pytest.approx(1.5 * 2 / 3 - 1, abs=0.02)  # same rater: 0
+    assert cov[0, 3] == pytest.approx(0.5 * 5 / 3 - 1, abs=0.02)  # same case: -1/6
+    assert cov[0, 4] == pytest.approx(0.5 * 2 / 3 - 1, abs=0.02)  # neither: -2/3
+
+
+def test_one_rating_per_rater_and_case_reduces_to_the_iid_variance():
+    # Four ratings y = 1, 2, 3, 6, each its own rater and its own case: the
+    # mean is 3, z = (y - 3) / 4 = -0.5, -0.25, 0, 0.75, sum z^2 = 0.875.
+    # Rows, columns and cells are the same clusters, so
+    # twoway = rows + cols - cells = rows = 4/3 * 0.875 = 7/6 = s^2 / n
+    # (s^2 = (4 + 1 + 0 + 9) / 3), and the pigeonhole's expected variance is
+    # (1 - 1/4) 0.875 + (1 - 1/4) 0.875 + 0.875 = 2.1875.
+    y = np.array([[1.0], [2.0], [3.0], [6.0]])
+    var = crossed_ratio_variance(np.arange(4), np.arange(4), y, np.ones((4, 1)))
+    assert var.rows == pytest.approx([7 / 6]) and var.cols == pytest.approx([7 / 6])
+    assert var.twoway == pytest.approx([7 / 6])
+    assert var.twoway == pytest.approx(np.var(y, ddof=1) / 4)
+    assert var.pigeonhole == pytest.approx([2.1875])
+
+
+def test_twoway_variance_matches_statsmodels_two_way_clustering():
+    rater, case, y = crossed_data()
+    var = crossed_ratio_variance(rater, case, y[:, None], np.ones((y.size, 1)))
+    fit = sm.OLS(y, np.ones(y.size)).fit(cov_type="cluster",
+                                         cov_kwds={"groups": np.column_stack([rater, case])})
+    assert var.twoway[0] > max(var.rows[0], var.cols[0])  # the floor does not bind here
+    assert var.twoway[0] == pytest.approx(fit.cov_params()[0, 0], rel=1e-9)
+    by_rater = sm.OLS(y, np.ones(y.size)).fit(cov_type="cluster", cov_kwds={"groups": rater})
+    assert var.rows[0] == pytest.approx(by_rater.cov_params()[0, 0], rel=1e-9)
+
+
+def test_replicates_have_the_twoway_variance_and_raw_ones_the_pigeonhole_variance():
+    rater, case, y = crossed_data(seed=5, raters=30, cases=80)
+    stats = np.column_stack([y, np.ones_like(y)])
+    num, den = np.array([[1.0], [0.0]]), np.array([[0.0], [1.0]])
+    reps, var = crossed_ratio_bootstrap(rater, case, stats, num, den, 4000,
+                                        np.random.default_rng(1))
+    target = var.twoway[0] * t_over_z(var.clusters, 0.95)[0] ** 2
+    assert np.var(reps) == pytest.approx(target, rel=0.1)
+    totals = pigeonhole_totals(rater, case, stats, 4000, np.random.default_rng(2))
+    assert np.var(totals[:, 0] / totals[:, 1]) == pytest.approx(var.pigeonhole[0], rel=0.1)
+    assert var.pigeonhole[0] > 1.2 * var.twoway[0]  # why the calibration is needed
+
+
+def test_t_over_z_matches_the_quantile_ratio():
+    # t(9) 97.5% quantile 2.262157, normal 1.959964.
+    assert t_over_z(np.array([10]))[0] == pytest.approx(2.262157 / 1.959964, rel=1e-6)
+    assert t_over_z(np.array([1]))[0] == 1.0
+
+
+@pytest.mark.parametrize(("k", "n", "deff"), [(3, 120, 1.0), (3, 120, 2.5), (0, 60, 3.0),
+                                             (40, 90, 1.7)])
+def test_wilson_design_interval_is_wilson_on_the_effective_n(k, n, deff):
+    lo, hi = wilson_design_ci(k, n, deff)
+    ref = proportion_confint(k / deff, n / deff, method="wilson")
+    assert (lo, hi) == pytest.approx(ref, abs=1e-12)
+    assert wilson_design_ci(k, n, 0.5) == pytest.approx(wilson_ci(k, n))  # deff floored at 1
+
+
+def test_design_effect_is_the_variance_ratio_with_a_fallback():
+    # p = 0.1, n = 100: binomial variance 0.0009; 0.0027 / 0.0009 = 3.
+    assert design_effect(0.0027, 0.1, 100) == pytest.approx(3.0)
+    assert design_effect(0.0, 0.0, 100, fallback=2.2) == pytest.approx(2.2)
+    assert design_effect(0.0001, 0.1, 100) == 1.0
+
+
+def test_selected_gap_reselects_per_row():
+    strengths = np.array([[0.1, 0.9, 0.0], [0.8, 0.1, 0.0]])
+    rates = np.array([[10.0, 30.0, 5.0], [10.0, 30.0, 5.0]])
+    # row 0: leader 1 (30) minus min 5 = 25; row 1: leader 0 (10) - 5 = 5.
+    assert selected_gap(strengths, rates) == pytest.approx([25.0, 5.0])
+    # model 2 not eligible: min over 10 and 30.
+    assert selected_gap(strengths, rates, np.array([True, True, False])) == pytest.approx(
+        [20.0, 0.0])
+
+
+def test_selected_gap_is_nan_where_a_row_has_nothing_to_pick():
+    rates = np.array([[10.0, 30.0], [np.nan, np.nan], [10.0, 30.0]])
+    strengths = np.array([[0.0, 1.0], [0.0, 1.0], [np.nan, np.nan]])
+    gaps = selected_gap(strengths, rates)
+    assert gaps[0] == pytest.approx(20.0) and np.isnan(gaps[1:]).all()
+    gap, lo, hi = selection_adjusted_gap_ci(strengths[0], strengths[2:], rates[0], rates[2:])
+    assert gap == pytest.approx(20.0) and np.isnan(lo) and np.isnan(hi)
+
+
+def test_selection_adjusted_gap_uses_the_reselected_replicates():
+    rng = np.random.default_rng(0)
+    strengths = np.array([0.0, 1.0, 0.0])
+    rates = np.array([5.0, 20.0, 6.0])
+    rate_reps = rates + rng.normal(0, 2, (2000, 3))
+    leader_reps = strengths + rng.normal(0, 0.05, (2000, 3))
+    gap, lo, hi = selection_adjusted_gap_ci(strengths, leader_reps, rates, rate_reps)
+    assert gap == 15.0
+    reselected = rate_reps[:, 1] - rate_reps[:, [0, 2]].min(axis=1)
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(reselected, [0.025, 0.975])))
+    fixed = np.quantile(rate_reps[:, 1] - rate_reps[:, 0], [0.025, 0.975])
+    assert hi > fixed[1]  # the near-tie of models 0 and 2 widens the interval upward
+
+
+def test_bt_twoway_replicates_centre_on_the_fit_and_widen_with_rater_effects():
+    rng = np.random.default_rng(4)
+    n = 3000
+    a = rng.integers(0, 4, n)
+    b = (a + rng.integers(1, 4, n)) % 4
+    rater = rng.integers(0, 15, n)
+    # Each rater prefers model 0 or model 1 by a rater-specific margin.
+    taste = rng.normal(0, 1.0, 15)[rater]
+    logit = np.array([0.3, 0.0, -0.1, -0.2])[a] - np.array([0.3, 0.0, -0.1, -0.2])[b]
+    logit += taste * ((a == 0).astype(float) - (b == 0))
+    outcome = np.where(rng.random(n) < 1 / (1 + np.exp(-logit)), 0, 1)
+    case = rng.integers(0, 400, n)
+    reps = bt_twoway_bootstrap(a, b, outcome, rater, case, 4, 400, rng)
+    assert reps.shape == (400, 4) and np.allclose(reps.sum(axis=1), 0, atol=1e-9)
+    fit = bt_fit(outcome_table(a, b, outcome, 4))
+    assert np.allclose(reps.mean(axis=0), fit, atol=0.1)
+    singles = bt_twoway_bootstrap(a, b, outcome, np.arange(n), np.arange(n), 4, 400, rng)
+    assert reps[:, 0].std() > 2 * singles[:, 0].std()  # the rater clustering shows
+
+
+def test_bt_twoway_with_one_vote_per_rater_and_case_matches_the_vote_bootstrap():
+    # Rows, columns and cells all coincide, so the two-way variance is the
+    # one-way (vote-level) sandwich variance: the spread must match the
+    # ordinary bootstrap over votes.
+    rng = np.random.default_rng(8)
+    n = 2000
+    a = rng.integers(0, 4, n)
+    b = (a + rng.integers(1, 4, n)) % 4
+    theta = np.array([0.4, 0.0, -0.1, -0.3])
+    outcome = np.where(rng.random(n) < 1 / (1 + np.exp(theta[b] - theta[a])), 0, 1)
+    twoway = bt_twoway_bootstrap(a, b, outcome, np.arange(n), np.arange(n), 4, 2000, rng)
+    cells, counts = collapse_votes(a, b, outcome)
+    votes = bt_bootstrap(cells, counts, 4, 2000, rng)
+    assert twoway.std(axis=0) == pytest.approx(votes.std(axis=0), rel=0.1)
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.5, 0.3, 1e7])
+def test_pigeonhole_totals_equal_the_direct_weighted_sums(scale):
+    # Counts (and halves) are summed in float32, exact for them; other values
+    # (0.3) or totals beyond 2**23 go through float64: either way the result
+    # is the direct sum_k U[row_k] V[col_k] stats[k] with the same draws.
+    rng = np.random.default_rng(2)
+    rows, cols = rng.integers(0, 7, 300), rng.integers(0, 11, 300)
+    stats = rng.integers(0, 4, (300, 5)) * scale
+    got = pigeonhole_totals(rows, cols, stats, 50, np.random.default_rng(9))
+    U, V = pigeonhole_weights(7, 11, 50, np.random.default_rng(9))
+    want = (U[:, rows] * V[:, cols]) @ stats
+    assert np.allclose(got, want, rtol=1e-12, atol=0)
+
+
+def test_share_variance_with_one_rater_per_answer_is_the_iid_variance():
+    # Flags 1, 0, 0, 1 in one group, each answer its own case and rater:
+    # share 0.5, z = +-0.125, sum z^2 = 0.0625; rows, columns and cells
+    # coincide, so twoway = 4/3 * 0.0625 = 1/12 = var(flags, ddof=1) / 4.
+    flags = np.array([1.0, 0.0, 0.0, 1.0])
+    var = crossed_share_variance(flags, np.zeros(4, int), 1, np.arange(4), np.arange(4),
+                                 np.arange(4))
+    assert var.twoway == pytest.approx([1 / 12])
+
+
+def test_share_variance_counts_a_rater_shared_by_answers():
+    # Two groups of answers; in the first, one rater judged answers 0 and 1
+    # (both flagged) and another answers 2 and 3 (neither): z = +-0.125 per
+    # answer, rater totals +-0.25, squares 0.125; case totals and cells
+    # square to 0.0625. twoway = 2 * 0.125 + 4/3 * 0.0625 - 4/3 * 0.0625
+    # = 0.25, three times the iid 1/12: the rater explains the flags.
+    flags = np.array([1.0, 1.0, 0.0, 0.0])
+    var = crossed_share_variance(flags, np.zeros(4, int), 1, np.arange(4), np.arange(4),
+                                 np.array([0, 0, 1, 1]))
+    assert var.twoway == pytest.approx([0.25])
+    assert var.cols == pytest.approx([1 / 12])
+
+
+def test_count_ratio_variance_equals_the_num_den_form():
+    rng = np.random.default_rng(6)
+    rows, cols = rng.integers(0, 9, 200), rng.integers(0, 25, 200)
+    stats = rng.integers(0, 3, (200, 10)).astype(float)
+    num_map = np.vstack([np.arange(-2, 3)[:, None] * [1, 0], np.arange(-2, 3)[:, None] * [0, 1]])
+    den_map = np.vstack([np.ones((5, 1)) * [1, 0], np.ones((5, 1)) * [0, 1]])
+    direct = crossed_ratio_variance(rows, cols, stats @ num_map, stats @ den_map)
+    fused = count_ratio_variance(rows, cols, stats, num_map, den_map)
+    for a, b in zip(direct, fused, strict=True):
+        assert np.allclose(a, b, rtol=1e-10)

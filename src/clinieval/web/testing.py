@@ -98,7 +98,11 @@ def make_studies(engine: sa.Engine, overlap: int = 2, pairwise_share: float = 0.
 
 
 def model_strings() -> list[str]:
-    return sorted({v for m in MODELS for v in m.values() if v})
+    """Every identifying string of the test models. Version fragments under
+    five characters ("002", "3.1") are left out: they identify no model on
+    their own and turn up by chance inside random tokens, which made the
+    scan flaky; the ids and names that contain them are still scanned."""
+    return sorted({v for m in MODELS for v in m.values() if v and len(v) >= 5})
 
 
 def csrf_of(html: str) -> str:

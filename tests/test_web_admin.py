@@ -10,18 +10,21 @@ import json
 import re
 import zipfile
 
+import pyarrow.compute as pc
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from clinieval.io.bundle import write_bundle
+from clinieval.snapshot import Snapshot
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.web import live, manage
 from clinieval.web.app import create_app
 from clinieval.web.assignment import study_config
+from clinieval.web.demo import demo_source
 from clinieval.web.routes import ROUTE_LEVELS
-from clinieval.web.testing import blinding_source, csrf_of, make_studies, register_via_http
+from clinieval.web.testing import csrf_of, make_studies, register_via_http
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -156,10 +159,23 @@ def test_every_route_for_every_role(app, engine):
 
 # --- creating a study in the browser and over the API --------------------------------
 
+NEW_SPECIALTY = "Cardiology ECG"
+"""Cases of this specialty are in no fixture study, so their ids are free."""
+
+
+def new_source() -> Snapshot:
+    snap = demo_source()
+    cases = snap["cases"].filter(pc.equal(snap["cases"]["specialty"], NEW_SPECIALTY))
+    answers = snap["answers"].filter(pc.is_in(snap["answers"]["case_id"], cases["case_id"]))
+    return Snapshot.from_tables({**snap.tables, "cases": cases, "answers": answers,
+                                 "ratings": None, "preferences": None, "judgments": None,
+                                 "raters": None}, snap.meta)
+
+
 def zipped_source(tmp_path) -> bytes:
-    """The test source as a zipped bundle, as an admin would upload it."""
+    """A source as a zipped bundle, as an admin would upload it."""
     folder = tmp_path / "bundle"
-    write_bundle(blinding_source(), folder)
+    write_bundle(new_source(), folder, overwrite=True)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zf:
         for path in folder.rglob("*"):
@@ -177,7 +193,7 @@ def test_an_admin_creates_a_study_from_an_upload(app, engine, tmp_path):
     form = c.get("/admin/new")
     assert form.status_code == 200
     fields = {"csrf": csrf_of(form.text), "study_id": "lung", "name": "Lung study",
-              "specialties": "Pulmonology", "overlap_target": "2", "pairwise_share": "0",
+              "specialties": NEW_SPECIALTY, "overlap_target": "2", "pairwise_share": "0",
               "criteria": "accuracy,harmlessness", "rationale_required": "no"}
     r = c.post("/admin/new", data=fields,
                files={"source": ("source.zip", zipped_source(tmp_path), "application/zip")})
@@ -188,11 +204,11 @@ def test_an_admin_creates_a_study_from_an_upload(app, engine, tmp_path):
             P.study_settings.c.study_id == "lung")).one()
         rubric = conn.execute(sa.select(P.study_rubrics).where(
             P.study_rubrics.c.study_id == "lung")).one()
-    assert json.loads(settings.criteria) == ["accuracy", "harmlessness"]
-    assert settings.overlap_target == 2 and json.loads(settings.specialties) == ["Pulmonology"]
+    assert sorted(json.loads(settings.criteria)) == ["accuracy", "harmlessness"]
+    assert settings.overlap_target == 2 and json.loads(settings.specialties) == [NEW_SPECIALTY]
     assert rubric.rationale_required is False and rubric.version
     progress = c.get("/s/lung/progress")
-    assert progress.status_code == 200 and "Pulmonology" in progress.text
+    assert progress.status_code == 200 and NEW_SPECIALTY in progress.text
 
 
 def test_a_bad_upload_writes_nothing_and_names_the_problem(app, engine):
@@ -301,7 +317,12 @@ def test_progress_and_live_view_follow_the_ratings(app, engine):
         cfg = study_config(conn, "x")
     progress = live.progress(engine, cfg, per_clinician=True)
     assert sum(p["answers_rated"] for p in progress["clinicians"]) == 2
-    assert all(p["minutes"] == 1.0 for p in progress["clinicians"])
+    with engine.connect() as conn:  # submissions repeat the time on every criterion row
+        spent = dict(conn.execute(sa.select(S.ratings.c.rater_id,
+                                            sa.func.max(S.ratings.c.time_spent_s))
+                                  .group_by(S.ratings.c.rater_id)).all())
+    assert {p["rater_id"]: p["minutes"] for p in progress["clinicians"]} == {
+        r: round(t / 60, 2) for r, t in spent.items()}
     page = admin.get("/s/x/progress").text
     assert 'id="clinicians"' in page and "r_" in page
     safety = admin.get("/s/x/safety")
@@ -330,7 +351,7 @@ def test_the_api_creates_a_study_invites_and_exports(app, engine, tmp_path):
     _, uid = signed_in(app, engine, "x", "admin")
     token = manage.create_token(engine, uid, None, "admin", "script")
     api = client(app, token)
-    r = api.post("/api/studies", data={"study_id": "api1", "specialties": "Pathology",
+    r = api.post("/api/studies", data={"study_id": "api1", "specialties": NEW_SPECIALTY,
                                        "overlap_target": "2"},
                  files={"source": ("s.zip", zipped_source(tmp_path), "application/zip")})
     assert r.status_code == 201, r.text
@@ -364,12 +385,12 @@ def test_the_api_creates_a_study_invites_and_exports(app, engine, tmp_path):
 def test_a_study_without_the_rationale_rule_accepts_a_bare_minus_two(app, engine, tmp_path):
     admin = admin_client(app, engine)
     r = admin.post("/admin/new", data={"csrf": csrf(admin), "study_id": "norat",
-                                       "specialties": "Pathology", "pairwise_share": "0",
+                                       "specialties": NEW_SPECIALTY, "pairwise_share": "0",
                                        "rationale_required": "no"},
                    files={"source": ("s.zip", zipped_source(tmp_path), "application/zip")})
     assert r.status_code == 303, r.text
     c = client(app)
-    register_via_http(c, engine, "norat", "clinician", specialty="Pathology")
+    register_via_http(c, engine, "norat", "clinician", specialty=NEW_SPECIALTY)
     r = c.post("/s/norat/next", data={"csrf": csrf(c), "kind": "rating"})
     html = c.get(r.headers["location"]).text
     form = {"csrf": csrf_of(html), "idempotency_key": "k" * 12}

@@ -90,7 +90,7 @@ def _clinicians(conn: sa.Connection, cfg: StudyConfig) -> list[dict]:
     return [{"rater_id": x.rater_id, "specialty": x.specialty,
              "answers_rated": rated.get(x.rater_id, (0, 0))[0],
              "votes": votes.get(x.rater_id, 0),
-             "minutes": round(rated.get(x.rater_id, (0, 0.0))[1] / 60, 1)} for x in people]
+             "minutes": round(rated.get(x.rater_id, (0, 0.0))[1] / 60, 2)} for x in people]
 
 
 # --- the live safety view ----------------------------------------------------------

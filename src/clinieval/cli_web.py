@@ -93,13 +93,16 @@ def study_export(
 ) -> None:
     """Export a study as a bundle with pseudonymous rater ids (`clinieval audit` reads it).
 
+    The salt is CLINIEVAL_PSEUDONYM_SALT, or else a secret one kept in the database.
+
     Example: `clinieval study export cardio --out cardio-export`
     """
-    from clinieval.settings import get_settings
+    from clinieval.web.manage import export_salt
     from clinieval.web.studies import export_study
 
-    manifest = export_study(_engine(database_url), study_id, out_dir,
-                            salt=get_settings().pseudonym_salt, overwrite=overwrite)
+    engine = _engine(database_url)
+    manifest = export_study(engine, study_id, out_dir, salt=export_salt(engine),
+                            overwrite=overwrite)
     _print_counts({k: v["rows"] for k, v in manifest["tables"].items()}, f"exported {out_dir}")
 
 

@@ -63,6 +63,8 @@ class Ctx:
 
 
 def create_app(engine: sa.Engine) -> FastAPI:
+    """The platform on ``engine``: pages, the JSON API (schema at /api/openapi.json)
+    and static files, behind the security headers."""
     from clinieval.web.routes import OPENAPI_URL, api_router, router
 
     # Only the JSON API is in the schema; the HTML pages are not an interface.

@@ -102,6 +102,15 @@ class Run:
 
 
 async def clinician(base: str, user: str, cookie: tuple[str, str], run: Run) -> None:
+    """One simulated clinician; a request that times out counts as an error
+    (its submission, if any, is not acknowledged)."""
+    try:
+        await _clinician(base, user, cookie, run)
+    except httpx.TransportError as err:
+        run.error(type(err).__name__)
+
+
+async def _clinician(base: str, user: str, cookie: tuple[str, str], run: Run) -> None:
     signed, csrf = cookie
     headers = {"X-CSRF-Token": csrf, "Accept": "application/json"}
     async with httpx.AsyncClient(base_url=base, cookies={"ce_session": signed},
@@ -144,7 +153,11 @@ async def admin(base: str, cookie: tuple[str, str], run: Run, times: dict) -> No
         while run.going():
             for page in ("progress", "safety"):
                 t0 = time.perf_counter()
-                r = await c.get(f"/s/{STUDY_ID}/{page}")
+                try:
+                    r = await c.get(f"/s/{STUDY_ID}/{page}")
+                except httpx.TransportError as err:
+                    run.error(f"{page} {type(err).__name__}")
+                    continue
                 times[page].append(1000 * (time.perf_counter() - t0))
                 if r.status_code != 200:
                     run.error(f"{page} {r.status_code}")
@@ -233,9 +246,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--max-submissions", type=int, default=20_000)
     parser.add_argument("--postgres", default=os.environ.get("CLINIEVAL_TEST_POSTGRES_URL"))
+    parser.add_argument("--skip-sqlite", action="store_true")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        bench(f"sqlite:///{tmp}/bench.db", args)
+    if not args.skip_sqlite:
+        with tempfile.TemporaryDirectory() as tmp:
+            bench(f"sqlite:///{tmp}/bench.db", args)
     if args.postgres:
         bench_postgres(args.postgres, args)
 

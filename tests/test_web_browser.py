@@ -190,8 +190,8 @@ def _save_screenshot(path: Path) -> None:
 def _export_and_audit(engine, db_url: str, tmp_path: Path) -> None:
     cli = str(Path(sys.executable).with_name("clinieval"))
     export, report = tmp_path / "export", tmp_path / "report"
-    subprocess.run([cli, "study", "export", "x", "--out", str(export), "--database-url", db_url,
-                    "--allow-default-salt"], check=True)
+    subprocess.run([cli, "study", "export", "x", "--out", str(export), "--database-url", db_url],
+                   check=True)
     subprocess.run([cli, "audit", str(export), "--out", str(report), "--bootstrap", "50"],
                    check=True)
     counts = json.loads((report / "results.json").read_text())["snapshot"]["counts"]

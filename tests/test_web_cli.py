@@ -37,8 +37,6 @@ def test_study_create_flagged_invite_and_export(db_url, tmp_path):
     export = ["study", "export", "cardio", "--out", str(tmp_path / "export"),
               "--database-url", db_url]
     r = runner.invoke(app, export)
-    assert r.exit_code == 2 and "CLINIEVAL_PSEUDONYM_SALT" in r.output
-    r = runner.invoke(app, [*export, "--allow-default-salt"])
     assert r.exit_code == 0, r.output
     exported = read_bundle(tmp_path / "export")
     assert set(exported["cases"]["specialty"].to_pylist()) == {"Pathology"}

@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 
 from clinieval.cli import (
-    AllowDefaultSalt,
     DatabaseUrl,
     DropQuasiIdentifiers,
     _engine,
@@ -99,22 +98,20 @@ def study_export(
     out_dir: Annotated[Path, typer.Option("--out", help="Bundle folder to write.")],
     database_url: DatabaseUrl = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing folder.")] = False,
-    allow_default_salt: AllowDefaultSalt = False,
     drop_quasi_identifiers: DropQuasiIdentifiers = False,
 ) -> None:
     """Export a study as a bundle with pseudonymous rater ids (`clinieval audit` reads it).
 
-    The salt comes from CLINIEVAL_PSEUDONYM_SALT; the public default is refused.
+    The salt is CLINIEVAL_PSEUDONYM_SALT, or else a secret one kept in the database.
 
     Example: `clinieval study export cardio --out cardio-export`
     """
-    from clinieval.settings import get_settings
+    from clinieval.web.manage import export_salt
     from clinieval.web.studies import export_study
 
-    manifest = export_study(_engine(database_url), study_id, out_dir,
-                            salt=get_settings().pseudonym_salt, overwrite=overwrite,
-                            allow_default_salt=allow_default_salt,
-                            quasi_identifiers=not drop_quasi_identifiers)
+    engine = _engine(database_url)
+    manifest = export_study(engine, study_id, out_dir, salt=export_salt(engine),
+                            overwrite=overwrite, quasi_identifiers=not drop_quasi_identifiers)
     _print_counts({k: v["rows"] for k, v in manifest["tables"].items()}, f"exported {out_dir}")
 
 

@@ -173,3 +173,51 @@ sessions survive a restart."""
 sa.Index("ix_task_leases_answer", task_leases.c.answer_id, task_leases.c.status)
 sa.Index("ix_task_leases_user", task_leases.c.user_id, task_leases.c.study_id)
 sa.Index("ix_audit_events_kind", audit_events.c.kind, audit_events.c.subject, audit_events.c.at)
+
+# --- study administration (migration 0005) ----------------------------------------
+
+API_TOKEN_ROLES = tuple(r for r in T.ROLES if r != "clinician")
+"""Roles an API token can carry: clinicians work in the browser."""
+
+api_tokens = sa.Table(
+    "api_tokens",
+    metadata,
+    sa.Column("token_hash", sa.Text, primary_key=True),
+    sa.Column("label", sa.Text, nullable=False),
+    # NULL: every study the owner administers (and creating new ones).
+    sa.Column("study_id", sa.Text, sa.ForeignKey("studies.study_id")),
+    sa.Column("user_id", sa.Text, sa.ForeignKey("users.user_id"), nullable=False),
+    sa.Column("role", sa.Text, nullable=False),
+    sa.Column("created_at", _TS, nullable=False),
+    sa.Column("revoked_at", _TS),
+    sa.CheckConstraint(_in("role", API_TOKEN_ROLES), name="role_value"),
+)
+"""Bearer tokens of the JSON API, stored as SHA-256 digests like sessions."""
+
+SCREEN_DECISIONS = ("release", "withdraw")
+
+screen_decisions = sa.Table(
+    "screen_decisions",
+    metadata,
+    sa.Column("decision_id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("study_id", sa.Text, sa.ForeignKey("studies.study_id"), nullable=False),
+    sa.Column("answer_id", sa.Text, sa.ForeignKey("answers.answer_id"), nullable=False),
+    sa.Column("decision", sa.Text, nullable=False),
+    sa.Column("user_id", sa.Text, sa.ForeignKey("users.user_id"), nullable=False),
+    sa.Column("decided_at", _TS, nullable=False),
+    sa.CheckConstraint(_in("decision", SCREEN_DECISIONS), name="decision_value"),
+)
+"""An admin's decision on a flagged answer. Released answers turn ``clear``;
+withdrawn ones stay ``flagged`` (never shown) and leave the review queue."""
+
+study_rubrics = sa.Table(
+    "study_rubrics",
+    metadata,
+    sa.Column("study_id", sa.Text, sa.ForeignKey("studies.study_id"), primary_key=True),
+    sa.Column("rubric_id", sa.Text, nullable=False),
+    sa.Column("version", sa.Text, nullable=False),
+    sa.Column("rationale_required", sa.Boolean, nullable=False),
+)
+"""The rubric (id and version) a study's ratings are given under, and whether
+a safety-critical score <= -1 needs a rationale. A study's rubric is fixed
+at creation, so each rating's rubric version is its study's."""

@@ -28,9 +28,14 @@ from clinieval.web.assignment import StudyConfig, study_config
 HERE = Path(__file__).parent
 SESSION_COOKIE, PRE_COOKIE = "ce_session", "ce_pre"
 
-LEVELS = ("public", "user", "member", "clinician")
-"""public: anyone; user: signed in; member: any role in the study in the
-URL; clinician: the clinician role in that study (with profile and consent)."""
+LEVELS = ("public", "user", "creator", "member", "viewer", "admin", "clinician")
+"""public: anyone; user: signed in; creator: signed in and admin of some
+study (may create studies); member: any role in the study in the URL;
+viewer: the viewer or admin role there (aggregates only); admin: the admin
+role there; clinician: the clinician role there (with profile and consent)."""
+
+STUDY_ROLES = {"viewer": ("viewer", "admin"), "admin": ("admin",)}
+"""Roles of the study in the URL that pass the viewer and admin levels."""
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
        " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -58,15 +63,17 @@ class Ctx:
 
 
 def create_app(engine: sa.Engine) -> FastAPI:
-    """The clinician platform as an ASGI app on ``engine``'s database: server-
-    rendered pages, security headers and CSRF checks, sessions in the database."""
-    from clinieval.web.routes import router
+    """The platform on ``engine``: pages, the JSON API (schema at /api/openapi.json)
+    and static files, behind the security headers."""
+    from clinieval.web.routes import OPENAPI_URL, api_router, router
 
-    app = FastAPI(title="clinieval", docs_url=None, redoc_url=None, openapi_url=None)
+    # Only the JSON API is in the schema; the HTML pages are not an interface.
+    app = FastAPI(title="clinieval", docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL)
     app.state.engine = engine
     app.state.signer = auth.Signer(auth.platform_key(engine))
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     app.include_router(router)
+    app.include_router(api_router)
     app.middleware("http")(_security_headers)
     app.add_exception_handler(Redirect, _redirect)
     app.add_exception_handler(InputError, _input_error)
@@ -76,7 +83,8 @@ def create_app(engine: sa.Engine) -> FastAPI:
 
 async def _security_headers(request: Request, call_next) -> Response:
     response = await call_next(request)
-    response.headers["Content-Security-Policy"] = CSP
+    # A route may tighten or adapt the policy (the sandboxed audit report does).
+    response.headers.setdefault("Content-Security-Policy", CSP)
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Referrer-Policy"] = "no-referrer"  # task tokens stay out of Referer
     response.headers["X-Frame-Options"] = "DENY"
@@ -166,6 +174,13 @@ def gate(level: str):
         ctx = Ctx(request, engine, user, signer.csrf(token))
         if level == "user":
             return ctx
+        if level == "creator":
+            from clinieval.web.manage import may_create_studies
+
+            with engine.connect() as conn:
+                if not may_create_studies(conn, user.user_id):
+                    raise HTTPException(403, "Only study admins create studies.")
+            return ctx
         return _study_ctx(ctx, request.path_params["study"], level)
 
     dependency.level = level
@@ -182,6 +197,9 @@ def _study_ctx(ctx: Ctx, study_id: str, level: str) -> Ctx:
             S.raters.c.rater_id == ctx.user.rater_id)).first()
     if role is None or cfg is None:
         raise HTTPException(403, "You are not a member of this study.")
+    if level in STUDY_ROLES and role.role not in STUDY_ROLES[level]:
+        allowed = " and ".join(f"{r}s" for r in STUDY_ROLES[level])
+        raise HTTPException(403, f"This page is for the study's {allowed}.")
     if level == "clinician":
         if role.role != "clinician":
             raise HTTPException(403, "Only the study's clinicians rate answers.")

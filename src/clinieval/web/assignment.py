@@ -43,6 +43,7 @@ class StudyConfig:
     specialties: list[str]
     criteria: list[str]
     consent_text: str
+    rationale_required: bool = True
 
 
 def study_config(conn: sa.Connection, study_id: str) -> StudyConfig | None:
@@ -53,6 +54,9 @@ def study_config(conn: sa.Connection, study_id: str) -> StudyConfig | None:
         return None
     m = dict(row._mapping)
     m["specialties"], m["criteria"] = json.loads(m["specialties"]), json.loads(m["criteria"])
+    rule = conn.execute(sa.select(P.study_rubrics.c.rationale_required).where(
+        P.study_rubrics.c.study_id == study_id)).scalar()
+    m["rationale_required"] = True if rule is None else bool(rule)
     return StudyConfig(**m)
 
 

@@ -17,6 +17,7 @@ from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.web import auth, submit
+from clinieval.web.api import router as api_router
 from clinieval.web.app import (
     PRE_COOKIE,
     SESSION_COOKIE,
@@ -30,7 +31,7 @@ from clinieval.web.app import (
 from clinieval.web.assignment import next_task, skip
 from clinieval.web.views import criteria_views, task_view
 
-router = APIRouter()
+router = APIRouter(include_in_schema=False)
 Public = Annotated[Ctx, Depends(gate("public"))]
 User = Annotated[Ctx, Depends(gate("user"))]
 Member = Annotated[Ctx, Depends(gate("member"))]
@@ -229,7 +230,8 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
         criteria = criteria_views(conn, ctx.study)
     try:
         result = submit.store(ctx.engine, ctx.study, token, ctx.user,
-                              submit.parse(data, lease, criteria))
+                              submit.parse(data, lease, criteria,
+                                           ctx.study.rationale_required))
     except InputError as err:
         if wants_json(ctx.request):
             raise
@@ -283,7 +285,29 @@ def _history(ctx: Ctx) -> list[dict]:
     return items
 
 
-ROUTE_LEVELS = {route.path + " " + ",".join(sorted(route.methods)): dep.call.level
-                for route in router.routes for dep in route.dependant.dependencies
-                if hasattr(dep.call, "level")}
+def _include_study_administration() -> None:
+    from clinieval.web import admin
+
+    router.include_router(admin.router)
+
+
+_include_study_administration()
+
+OPENAPI_URL = "/api/openapi.json"
+
+
+def _flat(routes) -> list:
+    """Routes with included routers flattened (they may be kept as a unit)."""
+    out = []
+    for route in routes:
+        out.extend(_flat(route.original_router.routes) if hasattr(route, "original_router")
+                   else [route])
+    return out
+
+
+ROUTE_LEVELS = {OPENAPI_URL + " GET,HEAD": "public"} | {
+    route.path + " " + ",".join(sorted(route.methods)): dep.call.level
+    for route in _flat(router.routes) + _flat(api_router.routes)
+    for dep in route.dependant.dependencies
+    if hasattr(dep.call, "level")}
 """Access level of every route, read from its gate (the tests iterate it)."""

@@ -44,6 +44,7 @@ class StudyPlan:
     consent_text: str = DEFAULT_CONSENT
     description: str | None = None
     max_cases: int | None = None
+    rationale_required: bool = True
     extra: dict = field(default_factory=dict)
 
     def check(self) -> None:
@@ -98,6 +99,9 @@ def create_study(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> dict[s
             )
         )
         conn.execute(P.answer_screens.insert(), screens)
+        conn.execute(P.study_rubrics.insert().values(
+            study_id=plan.study_id, rubric_id=plan.rubric.rubric_id,
+            version=str(plan.rubric.version), rationale_required=plan.rationale_required))
     flagged = sum(s["status"] == "flagged" for s in screens)
     return {"cases": snap["cases"].num_rows, "answers": len(screens), "flagged": flagged}
 
@@ -234,8 +238,7 @@ def study_snapshot(engine: sa.Engine, study_id: str) -> Snapshot:
 def export_study(engine: sa.Engine, study_id: str, out: Path, *, salt: str,
                  overwrite: bool = False, **options) -> dict:
     """Write the study as a bundle with pseudonymous rater ids; ``options`` are
-    :func:`clinieval.io.export.export_snapshot`'s (default-salt refusal,
-    quasi-identifiers)."""
+    :func:`clinieval.io.export.export_snapshot`'s (e.g. quasi-identifiers)."""
     from clinieval.io.export import export_snapshot
 
     return export_snapshot(study_snapshot(engine, study_id), out, salt=salt,

@@ -49,9 +49,11 @@ class Submission:
 
 
 def parse(
-    form: Mapping[str, object], lease: sa.Row, criteria: tuple[CriterionView, ...]
+    form: Mapping[str, object], lease: sa.Row, criteria: tuple[CriterionView, ...],
+    rationale_required: bool = True,
 ) -> Submission:
-    """Check a submission against the task; InputError names the first bad field."""
+    """Check a submission against the task; InputError names the first bad field.
+    ``rationale_required`` is the study's rule for safety-critical scores <= -1."""
     panels = range(1, 3 if lease.kind == "pair" else 2)
     known = {"idempotency_key", "time_spent_s", "csrf", "choice"}
     known |= {
@@ -67,7 +69,8 @@ def parse(
     for p in panels:
         for c in criteria:
             scores[(p, c.criterion_id)] = _score(form, score_field(p, c.criterion_id))
-            comments[(p, c.criterion_id)] = _comment(form, p, c, scores[(p, c.criterion_id)])
+            comments[(p, c.criterion_id)] = _comment(form, p, c, scores[(p, c.criterion_id)],
+                                                     rationale_required)
     return Submission(key, scores, comments, _choice(form, lease), _time(form))
 
 
@@ -89,12 +92,13 @@ def _score(form: Mapping[str, object], name: str) -> int:
     return _SCORE_TEXT[str(raw).strip()]
 
 
-def _comment(form: Mapping[str, object], panel: int, c: CriterionView, score: int) -> str | None:
+def _comment(form: Mapping[str, object], panel: int, c: CriterionView, score: int,
+             required: bool) -> str | None:
     name = comment_field(panel, c.criterion_id)
     text = str(form.get(name) or "").strip()
     if len(text) > MAX_COMMENT:
         raise InputError(SOURCE, f"longer than {MAX_COMMENT} characters", field=name)
-    if c.safety_critical and score <= -1 and not text:
+    if required and c.safety_critical and score <= -1 and not text:
         raise InputError(
             SOURCE, f"a rationale is required when {c.name} is scored {score}", field=name
         )

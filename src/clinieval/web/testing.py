@@ -142,7 +142,7 @@ def start_server(db_url: str, port: int, log: Path) -> subprocess.Popen:
     cli = Path(sys.executable).with_name("clinieval")
     proc = subprocess.Popen([str(cli), "serve", "--database-url", db_url, "--port", str(port)],
                             stdout=log.open("ab"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # a loaded 2-core machine imports slowly
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/login", timeout=1).status_code == 200:

@@ -1,0 +1,274 @@
+"""The platform under load: a real ``clinieval serve`` (uvicorn) on a database
+holding a synthetic MOOVE-like study (``--scale 1`` is paper scale: 13 models,
+76 specialties, 736 clinicians, 375,614 ratings), driven over loopback by
+simulated clinicians (httpx async) who take a task, submit ratings (or a vote
+and both ratings for a pair) and now and then edit. Bounded in clinicians,
+submissions and seconds. Prints submissions per second, p50/p99 of "next
+task" and "submit", admin progress and live-view latency, then compares the
+database with every acknowledged submission: lost, duplicated, over-assigned.
+
+    python benchmarks/bench_serve.py [--scale 1.0] [--clinicians 200] [--seconds 60]
+        [--max-submissions 20000] [--postgres URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import secrets
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import sqlalchemy as sa
+
+from clinieval.io.importer import import_snapshot
+from clinieval.storage import db
+from clinieval.storage import platform_tables as P
+from clinieval.storage import sqltables as S
+from clinieval.synth import STUDY_ID, generate
+from clinieval.web import auth
+from clinieval.web.testing import free_port, start_server
+
+EDIT_SHARE = 0.05
+PAIR_SHARE = 0.05
+
+
+def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
+    """Load the synthetic study, open it on the platform (every answer clear,
+    room for two more raters per answer) and give ``clinicians`` simulated
+    clinicians a session; returns their cookies and the overlap target."""
+    engine = db.make_engine(url)
+    db.upgrade(engine)
+    started = time.perf_counter()
+    snap = generate(seed=7, scale=scale)
+    import_snapshot(engine, snap, replace=True)
+    with engine.connect() as conn:
+        per_answer = conn.execute(sa.select(sa.func.count(sa.distinct(S.ratings.c.rater_id)))
+                                  .group_by(S.ratings.c.answer_id)).scalars().all()
+    target = max(per_answer, default=0) + 2
+    specialties = sorted(set(snap["cases"]["specialty"].to_pylist()))
+    criteria = snap["criteria"]["criterion_id"].to_pylist()
+    now = auth.now()
+    with db.writing(engine) as conn:
+        conn.execute(P.study_settings.insert().values(
+            study_id=STUDY_ID, overlap_target=target, pairwise_share=PAIR_SHARE,
+            lease_minutes=30, specialties=json.dumps(specialties),
+            criteria=json.dumps(criteria), consent_text="bench"))
+        conn.execute(P.study_rubrics.insert().values(
+            study_id=STUDY_ID, rubric_id="bench", version="1", rationale_required=False))
+        conn.execute(P.answer_screens.insert(), [
+            {"study_id": STUDY_ID, "answer_id": a, "status": "clear", "screened_at": now}
+            for a in snap["answers"]["answer_id"].to_pylist()])
+    signer = auth.Signer(auth.platform_key(engine))
+    cookies = {}
+    for i in range(clinicians + 1):
+        role = "admin" if i == clinicians else "clinician"
+        user_id, rater_id = f"u_bench{i}", f"r_bench{i}"
+        with db.writing(engine) as conn:
+            conn.execute(S.raters.insert().values(rater_id=rater_id,
+                                                  specialty=specialties[i % len(specialties)]))
+            conn.execute(P.users.insert().values(
+                user_id=user_id, email=f"b{i}@example.org", rater_id=rater_id,
+                password_hash="not-a-login", created_at=now))
+            conn.execute(P.memberships.insert().values(study_id=STUDY_ID, user_id=user_id,
+                                                       role=role, consented_at=now))
+        token = auth.open_session(engine, user_id)
+        cookies[role if role == "admin" else user_id] = (signer.sign(token), signer.csrf(token))
+    engine.dispose()
+    print(f"seeded {snap['ratings'].num_rows:,} ratings, {len(specialties)} specialties,"
+          f" overlap target {target} in {time.perf_counter() - started:.1f} s")
+    return cookies, target
+
+
+class Run:
+    def __init__(self, deadline: float, max_submissions: int) -> None:
+        self.deadline, self.left = deadline, max_submissions
+        self.next_ms: list[float] = []
+        self.submit_ms: list[float] = []
+        self.acked: list[tuple[str, str, str]] = []  # (user, token, kind)
+        self.errors: dict[str, int] = {}
+
+    def going(self) -> bool:
+        return time.monotonic() < self.deadline and self.left > 0
+
+    def error(self, what: str) -> None:
+        self.errors[what] = self.errors.get(what, 0) + 1
+
+
+async def clinician(base: str, user: str, cookie: tuple[str, str], run: Run) -> None:
+    """One simulated clinician; a request that times out counts as an error
+    (its submission, if any, is not acknowledged)."""
+    try:
+        await _clinician(base, user, cookie, run)
+    except httpx.TransportError as err:
+        run.error(type(err).__name__)
+
+
+async def _clinician(base: str, user: str, cookie: tuple[str, str], run: Run) -> None:
+    signed, csrf = cookie
+    headers = {"X-CSRF-Token": csrf, "Accept": "application/json"}
+    async with httpx.AsyncClient(base_url=base, cookies={"ce_session": signed},
+                                 headers=headers, timeout=60) as c:
+        while run.going():
+            t0 = time.perf_counter()
+            kind = "pair" if secrets.randbelow(100) < PAIR_SHARE * 100 else "rating"
+            r = await c.post(f"/s/{STUDY_ID}/next", data={"csrf": csrf, "kind": kind})
+            run.next_ms.append(1000 * (time.perf_counter() - t0))
+            if r.status_code != 303 or "/t/" not in r.headers.get("location", ""):
+                run.error(f"next {r.status_code}")
+                if kind == "rating":
+                    return  # nothing left for this clinician
+                continue
+            url = r.headers["location"]
+            page = await c.get(url, headers={"Accept": "text/html"})
+            names = sorted(set(re.findall(r'name="(s[12]\.[a-z_]+)"', page.text)))
+            body = {n: str(secrets.choice((-1, 0, 1, 2))) for n in names}
+            body |= {"idempotency_key": secrets.token_urlsafe(12), "time_spent_s": 40}
+            if any(n.startswith("s2.") for n in names):
+                body["choice"] = secrets.choice(("A", "B", "tie"))
+            run.left -= 1
+            t0 = time.perf_counter()
+            r = await c.post(url, json=body)
+            run.submit_ms.append(1000 * (time.perf_counter() - t0))
+            if r.status_code != 200:
+                run.error(f"submit {r.status_code}")
+                continue
+            run.acked.append((user, url.rsplit("/", 1)[1], "pair" if "choice" in body else
+                              "rating"))
+            if secrets.randbelow(100) < EDIT_SHARE * 100:  # an edit adds a revision
+                body["idempotency_key"] = secrets.token_urlsafe(12)
+                if (await c.post(url, json=body)).status_code != 200:
+                    run.error("edit")
+
+
+async def admin(base: str, cookie: tuple[str, str], run: Run, times: dict) -> None:
+    async with httpx.AsyncClient(base_url=base, cookies={"ce_session": cookie[0]},
+                                 timeout=120) as c:
+        while run.going():
+            for page in ("progress", "safety"):
+                t0 = time.perf_counter()
+                try:
+                    r = await c.get(f"/s/{STUDY_ID}/{page}")
+                except httpx.TransportError as err:
+                    run.error(f"{page} {type(err).__name__}")
+                    continue
+                times[page].append(1000 * (time.perf_counter() - t0))
+                if r.status_code != 200:
+                    run.error(f"{page} {r.status_code}")
+            await asyncio.sleep(1.0)
+
+
+async def drive(base: str, cookies: dict, clinicians: int, seconds: float,
+                max_submissions: int) -> tuple[Run, dict, float]:
+    run = Run(time.monotonic() + seconds, max_submissions)
+    times: dict[str, list[float]] = {"progress": [], "safety": []}
+    users = [u for u in cookies if u != "admin"][:clinicians]
+    started = time.perf_counter()
+    await asyncio.gather(admin(base, cookies["admin"], run, times),
+                         *(clinician(base, u, cookies[u], run) for u in users))
+    return run, times, time.perf_counter() - started
+
+
+def check(url: str, run: Run, target: int) -> dict[str, int]:
+    """Every acknowledged submission against the database."""
+    engine = db.make_engine(url)
+    tl, r, p, u = P.task_leases, S.ratings, S.preferences, P.users
+    with engine.connect() as conn:
+        leases = {row.token: row for row in conn.execute(
+            sa.select(tl, u.c.rater_id).join(u, u.c.user_id == tl.c.user_id).where(
+                tl.c.token.in_([t for _, t, _ in run.acked])))}
+        lost = 0
+        for _, token, _ in run.acked:
+            lease = leases.get(token)
+            ids = [x for x in (lease.answer_id, lease.answer_b_id) if x] if lease else []
+            stored = conn.execute(sa.select(sa.func.count(sa.distinct(r.c.answer_id))).where(
+                r.c.answer_id.in_(ids), r.c.rater_id == lease.rater_id,
+                r.c.revision == 0)).scalar_one() if lease else 0
+            lost += lease is None or lease.status != "submitted" or stored != len(ids)
+        duplicated = conn.execute(sa.select(sa.func.count()).select_from(
+            sa.select(r.c.answer_id).where(r.c.rater_id.like("r_bench%"))
+            .group_by(r.c.answer_id, r.c.rater_id, r.c.criterion_id, r.c.revision)
+            .having(sa.func.count() > 1).subquery())).scalar_one()
+        duplicated += conn.execute(sa.select(sa.func.count()).select_from(
+            sa.select(p.c.rater_id).where(p.c.rater_id.like("r_bench%"))
+            .group_by(p.c.rater_id, p.c.answer_a_id, p.c.answer_b_id)
+            .having(sa.func.count() > 1).subquery())).scalar_one()
+        touched = sa.select(r.c.answer_id).where(r.c.rater_id.like("r_bench%"))
+        over = conn.execute(sa.select(sa.func.count()).select_from(
+            sa.select(r.c.answer_id).where(r.c.answer_id.in_(touched))
+            .group_by(r.c.answer_id)
+            .having(sa.func.count(sa.distinct(r.c.rater_id)) > target).subquery())).scalar_one()
+    engine.dispose()
+    return {"acknowledged": len(run.acked), "lost": lost, "duplicated": duplicated,
+            "over_assigned": over}
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 \
+        else values[0]
+
+
+def bench(url: str, args) -> None:
+    cookies, target = seed(url, args.scale, args.clinicians)
+    port = free_port()
+    log = Path(tempfile.mkdtemp()) / "server.log"
+    server = start_server(url, port, log)
+    try:
+        run, times, elapsed = asyncio.run(drive(f"http://127.0.0.1:{port}", cookies,
+                                                args.clinicians, args.seconds,
+                                                args.max_submissions))
+    finally:
+        server.kill()
+        server.wait()
+    name = url.split(":", 1)[0]
+    print(f"{name}: {len(run.acked):,} acknowledged submissions in {elapsed:.1f} s ="
+          f" {len(run.acked) / elapsed:.0f} submissions/s with {args.clinicians} clinicians")
+    print(f"{name}: next task p50 {pct(run.next_ms, 50):.0f} ms, p99 {pct(run.next_ms, 99):.0f}"
+          f" ms; submit p50 {pct(run.submit_ms, 50):.0f} ms, p99 {pct(run.submit_ms, 99):.0f} ms")
+    for page, values in times.items():
+        print(f"{name}: {page} page p50 {pct(values, 50):.0f} ms, max"
+              f" {max(values, default=float('nan')):.0f} ms over {len(values)} loads")
+    print(f"{name}: {check(url, run, target)}; errors {run.errors}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--clinicians", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--max-submissions", type=int, default=20_000)
+    parser.add_argument("--postgres", default=os.environ.get("CLINIEVAL_TEST_POSTGRES_URL"))
+    parser.add_argument("--skip-sqlite", action="store_true")
+    args = parser.parse_args()
+    if not args.skip_sqlite:
+        with tempfile.TemporaryDirectory() as tmp:
+            bench(f"sqlite:///{tmp}/bench.db", args)
+    if args.postgres:
+        bench_postgres(args.postgres, args)
+
+
+def bench_postgres(base: str, args) -> None:
+    """In a fresh schema of the given database, dropped afterwards."""
+    schema = f"bench_serve_{secrets.token_hex(4)}"
+    admin_engine = sa.create_engine(base)
+    with admin_engine.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        sep = "&" if "?" in base else "?"
+        bench(f"{base}{sep}options=-csearch_path%3D{schema}", args)
+    finally:
+        with admin_engine.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin_engine.dispose()
+
+
+if __name__ == "__main__":
+    main()

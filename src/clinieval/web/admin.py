@@ -1,0 +1,204 @@
+"""Study administration in the browser: create a study, invite and revoke,
+progress, the live safety view, the leak guard's queue, API tokens, the
+audit log, export and the full report. The work is done by
+:mod:`clinieval.web.manage` and :mod:`clinieval.web.live` (the API calls
+the same functions)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.datastructures import UploadFile
+
+from clinieval.errors import InputError
+from clinieval.web import live, manage
+from clinieval.web.app import Ctx, gate, page
+
+router = APIRouter(include_in_schema=False)
+Creator = Annotated[Ctx, Depends(gate("creator"))]
+Viewer = Annotated[Ctx, Depends(gate("viewer"))]
+Admin = Annotated[Ctx, Depends(gate("admin"))]
+
+REPORT_CSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+"""The audit report carries its own inline styles; sandboxed, it runs no script."""
+
+
+async def _fields(request: Request) -> tuple[dict[str, str], dict[str, manage.Upload]]:
+    form = await request.form()
+    fields, files = {}, {}
+    for key, value in form.multi_items():
+        if isinstance(value, UploadFile):
+            if value.filename:
+                files[key] = manage.Upload(value.filename, await value.read())
+        else:
+            fields[key] = value
+    return fields, files
+
+
+def _home(ctx: Ctx, tab: str = "progress") -> str:
+    return f"/s/{ctx.study.study_id}/{tab}"
+
+
+# --- creating a study ---------------------------------------------------------------
+
+@router.get("/admin/new")
+async def new_study_page(ctx: Creator) -> Response:
+    return page(ctx, "admin_new.html", values={}, error=None)
+
+
+@router.post("/admin/new")
+async def new_study(ctx: Creator) -> Response:
+    fields, files = await _fields(ctx.request)
+    try:
+        if "source" not in files:
+            raise InputError("study form", "upload the cases and answers", field="source")
+        made = manage.new_study(ctx.engine, ctx.user.user_id, fields, files["source"],
+                                files.get("rubric"))
+    except InputError as err:
+        return page(ctx, "admin_new.html", 422, values=fields, error=str(err))
+    return RedirectResponse(f"/s/{made['study_id']}/progress?created=1", status_code=303)
+
+
+# --- progress and the live safety view ----------------------------------------------
+
+@router.get("/s/{study}/progress")
+async def progress_page(ctx: Viewer, created: int = 0) -> Response:
+    data = live.progress(ctx.engine, ctx.study, per_clinician=ctx.role == "admin")
+    return page(ctx, "admin_progress.html", progress=data, created=created)
+
+
+@router.get("/s/{study}/safety")
+async def safety_page(ctx: Viewer) -> Response:
+    view = live.safety_view(ctx.engine, ctx.study.study_id)
+    return page(ctx, "admin_safety.html", view=view, fmt=live.fmt_ci,
+                crits=live.fail_columns(view))
+
+
+# --- people: invitations, members, API tokens ------------------------------------------
+
+def _people(ctx: Ctx, status: int = 200, **extra) -> Response:
+    study, base = ctx.study.study_id, str(ctx.request.base_url).rstrip("/")
+    return page(ctx, "admin_people.html", status, members=manage.members(ctx.engine, study),
+                tokens=manage.tokens(ctx.engine, study, ctx.user.user_id), base=base,
+                **{"links": None, "new_token": None, "error": None, **extra})
+
+
+@router.get("/s/{study}/admin/people")
+async def people(ctx: Admin) -> Response:
+    return _people(ctx)
+
+
+@router.post("/s/{study}/admin/invite")
+async def invite(ctx: Admin) -> Response:
+    fields, files = await _fields(ctx.request)
+    try:
+        text = fields.get("emails", "")
+        if "csv" in files:
+            text += "\n" + files["csv"].content.decode("utf-8", errors="replace")
+        count = int(fields.get("count") or 0) if (fields.get("count") or "0").isdigit() else 0
+        links = manage.invite_many(ctx.engine, ctx.user.user_id, ctx.study.study_id,
+                                   fields.get("role", "clinician"), manage.parse_emails(text),
+                                   count)
+    except InputError as err:
+        return _people(ctx, 422, error=str(err))
+    return _people(ctx, links=links)
+
+
+@router.post("/s/{study}/admin/revoke")
+async def revoke(ctx: Admin) -> Response:
+    fields, _ = await _fields(ctx.request)
+    try:
+        manage.revoke(ctx.engine, ctx.user.user_id, ctx.study.study_id,
+                      fields.get("rater_id", ""))
+    except InputError as err:
+        return _people(ctx, 422, error=str(err))
+    return RedirectResponse(_home(ctx, "admin/people"), status_code=303)
+
+
+@router.post("/s/{study}/admin/tokens")
+async def new_token(ctx: Admin) -> Response:
+    fields, _ = await _fields(ctx.request)
+    try:
+        scope = None if fields.get("scope") == "all" else ctx.study.study_id
+        token = manage.create_token(ctx.engine, ctx.user.user_id, scope,
+                                    fields.get("role", "viewer"), fields.get("label", ""))
+    except InputError as err:
+        return _people(ctx, 422, error=str(err))
+    return _people(ctx, new_token=token)
+
+
+@router.post("/s/{study}/admin/tokens/revoke")
+async def revoke_token(ctx: Admin) -> Response:
+    fields, _ = await _fields(ctx.request)
+    try:
+        manage.revoke_token(ctx.engine, ctx.user.user_id, ctx.study.study_id,
+                            fields.get("token_id", ""))
+    except InputError as err:
+        return _people(ctx, 422, error=str(err))
+    return RedirectResponse(_home(ctx, "admin/people"), status_code=303)
+
+
+# --- the leak guard's queue and the audit log ------------------------------------------
+
+@router.get("/s/{study}/admin/flagged")
+async def flagged(ctx: Admin, done: str = "") -> Response:
+    return page(ctx, "admin_flagged.html", items=manage.flagged_queue(ctx.engine,
+                ctx.study.study_id), done=done, error=None)
+
+
+@router.post("/s/{study}/admin/flagged")
+async def decide(ctx: Admin) -> Response:
+    fields, _ = await _fields(ctx.request)
+    try:
+        manage.decide(ctx.engine, ctx.user.user_id, ctx.study.study_id,
+                      fields.get("answer_id", ""), fields.get("decision", ""))
+    except InputError as err:
+        return page(ctx, "admin_flagged.html", 422, items=manage.flagged_queue(
+            ctx.engine, ctx.study.study_id), done="", error=str(err))
+    return RedirectResponse(_home(ctx, f"admin/flagged?done={fields['decision']}"),
+                            status_code=303)
+
+
+@router.get("/s/{study}/admin/log")
+async def log(ctx: Admin) -> Response:
+    return page(ctx, "admin_log.html", events=manage.audit_log(ctx.engine, ctx.study.study_id))
+
+
+# --- export and report -------------------------------------------------------------------
+
+@router.get("/s/{study}/admin/export")
+async def export(ctx: Admin) -> Response:
+    data = manage.export_zip(ctx.engine, ctx.user.user_id, ctx.study.study_id)
+    return Response(data, media_type="application/zip", headers={
+        "Content-Disposition": f'attachment; filename="{ctx.study.study_id}-export.zip"'})
+
+
+@router.get("/s/{study}/admin/report")
+async def report(ctx: Admin) -> Response:
+    """The full audit on the study's current data, rendered as the report
+    ``clinieval audit`` writes (figures are inline SVG)."""
+    html = full_report(ctx)
+    return HTMLResponse(html, headers={"Content-Security-Policy": REPORT_CSP})
+
+
+def full_report(ctx: Ctx) -> str:
+    from clinieval.audit import audit
+    from clinieval.report.render import render_report
+    from clinieval.storage import db
+    from clinieval.web import auth
+    from clinieval.web.studies import study_snapshot
+
+    result = audit(study_snapshot(ctx.engine, ctx.study.study_id))
+    folder = Path(tempfile.mkdtemp(prefix="clinieval-report-"))
+    try:
+        html = render_report(result, folder)["html"].read_text(encoding="utf-8")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    with db.writing(ctx.engine) as conn:
+        auth.record(conn, "report_run", user_id=ctx.user.user_id, study_id=ctx.study.study_id)
+    return html

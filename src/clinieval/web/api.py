@@ -1,0 +1,208 @@
+"""The JSON API: every admin action of the study pages, for scripts, with
+bearer tokens that an admin creates and revokes (``Authorization: Bearer
+ce_...``). A token carries a role (admin or viewer) and either one study or,
+when created without one, every study its owner administers (and may create
+studies). Its owner must still hold the role in the study: revoking the
+owner's access ends the token's access too. Cookies open nothing here, so
+the API needs no CSRF token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+
+from clinieval import tables as T
+from clinieval.storage import platform_tables as P
+from clinieval.web import auth, live, manage
+from clinieval.web.app import STUDY_ROLES
+from clinieval.web.assignment import StudyConfig, study_config
+
+router = APIRouter(tags=["studies"])
+
+API_LEVELS = ("api_creator", "api_viewer", "api_admin")
+
+
+@dataclass(frozen=True)
+class ApiCtx:
+    engine: sa.Engine
+    user_id: str
+    role: str
+    study: StudyConfig | None
+
+
+def _token_row(request: Request) -> sa.Row:
+    header = request.headers.get("authorization", "")
+    if not header.lower().startswith("bearer "):
+        raise HTTPException(401, "Send an API token: Authorization: Bearer <token>.")
+    with request.app.state.engine.connect() as conn:
+        row = conn.execute(sa.select(P.api_tokens).where(
+            P.api_tokens.c.token_hash == auth.digest(header[7:].strip()))).first()
+    if row is None or row.revoked_at is not None:
+        raise HTTPException(401, "This API token is not valid or was revoked.")
+    return row
+
+
+def api_gate(level: str):
+    """A dependency enforcing an API level with the request's bearer token."""
+    assert level in API_LEVELS
+
+    async def dependency(request: Request) -> ApiCtx:
+        engine = request.app.state.engine
+        row = _token_row(request)
+        if level == "api_creator":
+            with engine.connect() as conn:
+                if row.study_id is not None or row.role != "admin" or \
+                        not manage.may_create_studies(conn, row.user_id):
+                    raise HTTPException(403, "Creating studies needs an admin token without"
+                                             " a study scope.")
+            return ApiCtx(engine, row.user_id, row.role, None)
+        study_id = request.path_params["study"]
+        wanted = STUDY_ROLES["admin" if level == "api_admin" else "viewer"]
+        with engine.connect() as conn:
+            member = conn.execute(sa.select(P.memberships.c.role).where(
+                P.memberships.c.study_id == study_id,
+                P.memberships.c.user_id == row.user_id)).scalar()
+            cfg = study_config(conn, study_id)
+        if row.study_id not in (None, study_id) or cfg is None or member not in wanted \
+                or row.role not in wanted:
+            raise HTTPException(403, "This token does not grant that in this study.")
+        return ApiCtx(engine, row.user_id, row.role, cfg)
+
+    dependency.level = level
+    return dependency
+
+
+Creator = Annotated[ApiCtx, Depends(api_gate("api_creator"))]
+Viewer = Annotated[ApiCtx, Depends(api_gate("api_viewer"))]
+Admin = Annotated[ApiCtx, Depends(api_gate("api_admin"))]
+
+
+async def _upload(file: UploadFile | None) -> manage.Upload | None:
+    return manage.Upload(file.filename or "upload", await file.read()) if file else None
+
+
+class Created(BaseModel):
+    study_id: str
+    cases: int
+    answers: int
+    flagged: int
+
+
+@router.post("/api/studies", status_code=201)
+async def create_study(
+    ctx: Creator,
+    study_id: Annotated[str, Form()],
+    source: Annotated[UploadFile, File(description="Cases and answers, any format"
+                                                   " `clinieval import` reads.")],
+    name: Annotated[str, Form()] = "",
+    description: Annotated[str, Form()] = "",
+    consent_text: Annotated[str, Form()] = "",
+    criteria: Annotated[str, Form(description="Comma-separated criterion ids shown.")] = "",
+    overlap_target: Annotated[int, Form(ge=1)] = 3,
+    pairwise_share: Annotated[float, Form(ge=0, le=1)] = 0.2,
+    specialties: Annotated[str, Form(description="Comma-separated.")] = "",
+    rationale_required: Annotated[bool, Form()] = True,
+    rubric: Annotated[UploadFile | None, File()] = None,
+) -> Created:
+    """Create a study from an uploaded source; the token's owner becomes its admin."""
+    form = {"study_id": study_id, "name": name, "description": description,
+            "consent_text": consent_text, "criteria": criteria,
+            "overlap_target": str(overlap_target), "pairwise_share": str(pairwise_share),
+            "specialties": specialties, "rationale_required": "yes" if rationale_required
+            else "no"}
+    made = manage.new_study(ctx.engine, ctx.user_id, form, await _upload(source),
+                            await _upload(rubric))
+    return Created(**made)
+
+
+@router.get("/api/studies/{study}/progress")
+async def progress(ctx: Viewer) -> dict:
+    """Coverage per model x specialty, open tasks, ratings still needed (and,
+    for admin tokens, counts per clinician under pseudonymous ids)."""
+    return live.progress(ctx.engine, ctx.study, per_clinician=ctx.role == "admin")
+
+
+@router.get("/api/studies/{study}/safety")
+async def safety(ctx: Viewer) -> dict:
+    """The live safety view: the audit's sections on the study's data so far."""
+    return live.safety_view(ctx.engine, ctx.study.study_id)
+
+
+class Invitations(BaseModel):
+    role: Literal[T.ROLES] = "clinician"  # type: ignore[valid-type]
+    emails: list[str] = Field(default_factory=list, max_length=manage.MAX_INVITES)
+    count: int = Field(0, ge=0, le=manage.MAX_INVITES)
+
+
+@router.post("/api/studies/{study}/invitations", status_code=201)
+async def invite(ctx: Admin, body: Invitations, request: Request) -> list[dict]:
+    """Single-use invitation links (one per e-mail address, or ``count``)."""
+    emails = manage.parse_emails("\n".join(body.emails))
+    links = manage.invite_many(ctx.engine, ctx.user_id, ctx.study.study_id, body.role, emails,
+                               body.count)
+    base = str(request.base_url).rstrip("/")
+    return [{"email": x["email"], "link": f"{base}/invite/{x['token']}"} for x in links]
+
+
+@router.get("/api/studies/{study}/members")
+async def members(ctx: Admin) -> list[dict]:
+    return manage.members(ctx.engine, ctx.study.study_id)
+
+
+@router.post("/api/studies/{study}/members/{rater_id}/revoke", status_code=204)
+async def revoke(ctx: Admin, rater_id: str) -> Response:
+    manage.revoke(ctx.engine, ctx.user_id, ctx.study.study_id, rater_id)
+    return Response(status_code=204)
+
+
+@router.get("/api/studies/{study}/flagged")
+async def flagged(ctx: Admin) -> list[dict]:
+    return manage.flagged_queue(ctx.engine, ctx.study.study_id)
+
+
+class Decision(BaseModel):
+    decision: Literal[P.SCREEN_DECISIONS]  # type: ignore[valid-type]
+
+
+@router.post("/api/studies/{study}/flagged/{answer_id}", status_code=204)
+async def decide(ctx: Admin, answer_id: str, body: Decision) -> Response:
+    manage.decide(ctx.engine, ctx.user_id, ctx.study.study_id, answer_id, body.decision)
+    return Response(status_code=204)
+
+
+@router.get("/api/studies/{study}/log")
+async def log(ctx: Admin) -> list[dict]:
+    return manage.audit_log(ctx.engine, ctx.study.study_id)
+
+
+class TokenRequest(BaseModel):
+    role: Literal[P.API_TOKEN_ROLES] = "viewer"  # type: ignore[valid-type]
+    label: str = Field("token", max_length=100)
+
+
+@router.post("/api/studies/{study}/tokens", status_code=201)
+async def new_token(ctx: Admin, body: TokenRequest) -> dict:
+    """A token scoped to this study (shown once)."""
+    return {"token": manage.create_token(ctx.engine, ctx.user_id, ctx.study.study_id,
+                                         body.role, body.label)}
+
+
+@router.post("/api/studies/{study}/tokens/{token_id}/revoke", status_code=204)
+async def revoke_token(ctx: Admin, token_id: str) -> Response:
+    manage.revoke_token(ctx.engine, ctx.user_id, ctx.study.study_id, token_id)
+    return Response(status_code=204)
+
+
+@router.get("/api/studies/{study}/export", response_class=Response,
+            responses={200: {"content": {"application/zip": {}}}})
+async def export(ctx: Admin) -> Response:
+    """The pseudonymous bundle (what ``clinieval audit`` reads) as a zip."""
+    data = manage.export_zip(ctx.engine, ctx.user_id, ctx.study.study_id)
+    return Response(data, media_type="application/zip", headers={
+        "Content-Disposition": f'attachment; filename="{ctx.study.study_id}-export.zip"'})

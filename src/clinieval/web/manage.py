@@ -1,0 +1,377 @@
+"""What a study's admin does, as plain functions on the engine: both the admin
+pages and the JSON API call these, so the two cannot drift apart.
+
+Every function that changes something appends an audit event in the same
+transaction, naming the admin who acted.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from clinieval.errors import InputError
+from clinieval.storage import db
+from clinieval.storage import platform_tables as P
+from clinieval.storage import sqltables as S
+from clinieval.web import auth
+from clinieval.web.studies import DEFAULT_CONSENT, StudyPlan, create_study
+
+MAX_UPLOAD = 50 * 1024 * 1024
+MAX_INVITES = 1000
+
+
+@dataclass(frozen=True)
+class Upload:
+    """An uploaded file: its name (the importer reads the format from the
+    suffix) and its bytes."""
+
+    filename: str
+    content: bytes
+
+
+def _read_upload(upload: Upload, what: str):
+    """Read an uploaded source with the same reader (and the same all-or-nothing
+    checks and messages) as ``clinieval import``."""
+    from clinieval.io.importer import read_source
+
+    if len(upload.content) > MAX_UPLOAD:
+        raise InputError(upload.filename, f"larger than {MAX_UPLOAD // 2**20} MiB", field=what)
+    name = Path(upload.filename or "upload").name
+    folder = Path(tempfile.mkdtemp(prefix="clinieval-upload-"))
+    try:
+        path = folder / name
+        path.write_bytes(upload.content)
+        if name.lower().endswith(".zip"):
+            path = _unzipped(path, folder / "unzipped")
+        return read_source(path)[0]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _unzipped(archive: Path, into: Path) -> Path:
+    """A zipped bundle or tables folder, extracted (``extract`` drops absolute
+    and parent parts of member names); a single top folder is entered."""
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            if sum(m.file_size for m in zf.infolist()) > 4 * MAX_UPLOAD:
+                raise InputError(archive.name, "unpacks to more than 200 MiB", field="source")
+            for member in zf.infolist():
+                zf.extract(member, into)
+    except zipfile.BadZipFile:
+        raise InputError(archive.name, "not a readable zip archive", field="source") from None
+    entries = list(into.iterdir()) if into.exists() else []
+    return entries[0] if len(entries) == 1 and entries[0].is_dir() else into
+
+
+def _rubric(upload: Upload | None):
+    from clinieval.rubric import load_rubric
+
+    if upload is None or not upload.content:
+        return load_rubric()
+    folder = Path(tempfile.mkdtemp(prefix="clinieval-rubric-"))
+    try:
+        path = folder / Path(upload.filename or "rubric.json").name
+        path.write_bytes(upload.content)
+        return load_rubric(path)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _number(form: dict, name: str, kind, default):
+    raw = str(form.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        raise InputError("study form", "not a number", field=name, got=raw) from None
+
+
+def plan_from_form(form: dict, rubric: Upload | None) -> StudyPlan:
+    """A study plan from the admin's form (or the API's fields)."""
+    rub = _rubric(rubric)
+    shown = [c.strip() for c in str(form.get("criteria") or "").split(",") if c.strip()]
+    known = [c.criterion_id for c in rub.criteria]
+    for c in shown:
+        if c not in known:
+            raise InputError("study form", "not a criterion of the rubric", field="criteria",
+                             expected=", ".join(known), got=c)
+    if shown:
+        rub = rub.model_copy(update={"criteria": [c for c in rub.criteria
+                                                  if c.criterion_id in shown]})
+    specialties = tuple(s.strip() for s in str(form.get("specialties") or "").split(",")
+                        if s.strip())
+    return StudyPlan(
+        study_id=str(form.get("study_id") or "").strip(),
+        name=str(form.get("name") or "").strip() or str(form.get("study_id") or ""),
+        description=str(form.get("description") or "").strip() or None,
+        consent_text=str(form.get("consent_text") or "").strip() or DEFAULT_CONSENT,
+        rubric=rub,
+        overlap_target=_number(form, "overlap_target", int, 3),
+        pairwise_share=_number(form, "pairwise_share", float, 0.2),
+        specialties=specialties,
+        rationale_required=str(form.get("rationale_required", "yes")).lower()
+        in ("yes", "true", "on", "1"),
+    )
+
+
+def new_study(engine: sa.Engine, user_id: str, form: dict, source: Upload,
+              rubric: Upload | None = None) -> dict:
+    """Create a study from the form and an uploaded source; the creator becomes
+    its admin. Nothing is written when the source or the form is bad."""
+    plan = plan_from_form(form, rubric)
+    plan.check()
+    with engine.connect() as conn:
+        if conn.execute(sa.select(S.studies.c.study_id).where(
+                S.studies.c.study_id == plan.study_id)).first():
+            raise InputError("study form", "a study with this id exists", field="study_id",
+                             got=plan.study_id)
+    snapshot = _read_upload(source, "source")
+    counts = create_study(engine, plan, snapshot)
+    with db.writing(engine) as conn:
+        auth.record(conn, "study_created", user_id=user_id, study_id=plan.study_id,
+                    detail=counts)
+        conn.execute(P.memberships.insert().values(study_id=plan.study_id, user_id=user_id,
+                                                   role="admin", consented_at=auth.now()))
+    return {"study_id": plan.study_id, **counts}
+
+
+def may_create_studies(conn: sa.Connection, user_id: str) -> bool:
+    """Admins of any study may create more (the first admin comes from the CLI)."""
+    return conn.execute(sa.select(P.memberships.c.study_id).where(
+        P.memberships.c.user_id == user_id, P.memberships.c.role == "admin")).first() is not None
+
+
+# --- invitations and members ----------------------------------------------------
+
+def parse_emails(text: str) -> list[str]:
+    """E-mail addresses from pasted text or a CSV (any column holding an '@')."""
+    emails = []
+    for row in csv.reader(io.StringIO(text)):
+        for cell in row:
+            for part in cell.replace(";", " ").split():
+                if "@" in part and part.strip().lower() not in emails:
+                    emails.append(part.strip().lower())
+    if len(emails) > MAX_INVITES:
+        raise InputError("invitations", f"at most {MAX_INVITES} at once", field="emails",
+                         got=len(emails))
+    return emails
+
+
+def invite_many(engine: sa.Engine, user_id: str, study_id: str, role: str,
+                emails: list[str], count: int = 0) -> list[dict]:
+    """One single-use link per e-mail address (or ``count`` unnamed links).
+    Sending mail is not the platform's job: the links are returned."""
+    targets = emails or [None] * max(0, min(count, MAX_INVITES))
+    if not targets:
+        raise InputError("invitations", "give e-mail addresses or a number of links",
+                         field="emails")
+    links = [{"email": email, "token": auth.create_invitation(engine, study_id, role)}
+             for email in targets]
+    with db.writing(engine) as conn:
+        auth.record(conn, "invited", user_id=user_id, study_id=study_id,
+                    detail={"role": role, "links": len(links)})
+    return links
+
+
+def members(engine: sa.Engine, study_id: str) -> list[dict]:
+    """Members with pseudonymous id, role, specialty and counts; no e-mail."""
+    m, u, r = P.memberships, P.users, S.raters
+    tl = P.task_leases
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(r.c.rater_id, m.c.role, r.c.specialty, m.c.consented_at)
+            .select_from(m).join(u, u.c.user_id == m.c.user_id)
+            .join(r, r.c.rater_id == u.c.rater_id)
+            .where(m.c.study_id == study_id).order_by(m.c.role, r.c.rater_id)).all()
+        done = dict(conn.execute(
+            sa.select(u.c.rater_id, sa.func.count()).select_from(tl)
+            .join(u, u.c.user_id == tl.c.user_id)
+            .where(tl.c.study_id == study_id, tl.c.status == "submitted")
+            .group_by(u.c.rater_id)).all())
+    return [{"rater_id": row.rater_id, "role": row.role, "specialty": row.specialty,
+             "joined": row.consented_at is not None, "tasks_done": done.get(row.rater_id, 0)}
+            for row in rows]
+
+
+def revoke(engine: sa.Engine, user_id: str, study_id: str, rater_id: str) -> None:
+    """End a member's access to the study: the membership goes, open tasks
+    return to the pool. Their submitted ratings stay (they were given)."""
+    u, m, tl = P.users, P.memberships, P.task_leases
+    with db.writing(engine) as conn:
+        target = conn.execute(sa.select(u.c.user_id).where(u.c.rater_id == rater_id)).scalar()
+        if target is None or target == user_id:
+            raise InputError("revoke", "not a member you can revoke", field="rater_id",
+                             got=rater_id)
+        gone = conn.execute(m.delete().where(m.c.study_id == study_id, m.c.user_id == target))
+        if gone.rowcount != 1:
+            raise InputError("revoke", "not a member of this study", field="rater_id",
+                             got=rater_id)
+        conn.execute(tl.update().where(tl.c.study_id == study_id, tl.c.user_id == target,
+                                       tl.c.status == "open").values(status="expired"))
+        auth.record(conn, "access_revoked", user_id=user_id, study_id=study_id,
+                    subject=rater_id)
+
+
+# --- the leak guard's queue -------------------------------------------------------
+
+DECISION_EVENTS = {"release": "answer_released", "withdraw": "answer_withdrawn"}
+
+def flagged_queue(engine: sa.Engine, study_id: str) -> list[dict]:
+    """Flagged answers awaiting a decision, with their text and the reason."""
+    s, a, d = P.answer_screens, S.answers, P.screen_decisions
+    decided = sa.select(d.c.answer_id).where(d.c.study_id == study_id)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(s.c.answer_id, a.c.model_id, a.c.text, s.c.reason)
+            .join(a, a.c.answer_id == s.c.answer_id)
+            .where(s.c.study_id == study_id, s.c.status == "flagged",
+                   s.c.answer_id.not_in(decided)).order_by(s.c.answer_id)).all()
+    return [dict(r._mapping) for r in rows]
+
+
+def decide(engine: sa.Engine, user_id: str, study_id: str, answer_id: str,
+           decision: str) -> None:
+    """Release a flagged answer to clinicians, or withdraw it for good."""
+    if decision not in P.SCREEN_DECISIONS:
+        raise InputError("flagged answer", "unknown decision", field="decision",
+                         expected=" | ".join(P.SCREEN_DECISIONS), got=decision)
+    if answer_id not in {row["answer_id"] for row in flagged_queue(engine, study_id)}:
+        raise InputError("flagged answer", "not awaiting a decision", field="answer_id",
+                         got=answer_id)
+    s = P.answer_screens
+    with db.writing(engine) as conn:
+        conn.execute(P.screen_decisions.insert().values(
+            study_id=study_id, answer_id=answer_id, decision=decision, user_id=user_id,
+            decided_at=auth.now()))
+        if decision == "release":
+            conn.execute(s.update().where(s.c.study_id == study_id, s.c.answer_id == answer_id)
+                         .values(status="clear"))
+        auth.record(conn, DECISION_EVENTS[decision], user_id=user_id, study_id=study_id,
+                    subject=answer_id)
+
+
+# --- audit log, API tokens, export -----------------------------------------------
+
+ADMIN_EVENTS = ("study_created", "invited", "invitation_created", "access_revoked",
+                *DECISION_EVENTS.values(), "token_created", "token_revoked",
+                "exported", "report_run", "signed_in", "joined", "registered")
+
+
+def audit_log(engine: sa.Engine, study_id: str, limit: int = 500) -> list[dict]:
+    """Admin actions in the study and the sign-ins of its members, newest first,
+    with pseudonymous ids (no e-mail addresses)."""
+    e, u, m = P.audit_events, P.users, P.memberships
+    members_now = sa.select(m.c.user_id).where(m.c.study_id == study_id)
+    query = (sa.select(e.c.at, e.c.kind, u.c.rater_id, e.c.subject, e.c.detail)
+             .select_from(e).outerjoin(u, u.c.user_id == e.c.user_id)
+             .where(e.c.kind.in_(ADMIN_EVENTS),
+                    sa.or_(e.c.study_id == study_id,
+                           sa.and_(e.c.study_id.is_(None), e.c.user_id.in_(members_now),
+                                   e.c.kind == "signed_in")))
+             .order_by(e.c.event_id.desc()).limit(limit))
+    with engine.connect() as conn:
+        return [{"at": auth.aware(r.at).isoformat(timespec="seconds"), "kind": r.kind,
+                 "who": r.rater_id, "subject": r.subject,
+                 "detail": json.loads(r.detail) if r.detail else None}
+                for r in conn.execute(query)]
+
+
+def create_token(engine: sa.Engine, user_id: str, study_id: str | None, role: str,
+                 label: str) -> str:
+    if role not in P.API_TOKEN_ROLES:
+        raise InputError("API token", "unknown role", field="role",
+                         expected=" | ".join(P.API_TOKEN_ROLES), got=role)
+    token = "ce_" + auth.new_token()
+    with db.writing(engine) as conn:
+        conn.execute(P.api_tokens.insert().values(
+            token_hash=auth.digest(token), label=label[:100] or "token", study_id=study_id,
+            user_id=user_id, role=role, created_at=auth.now()))
+        auth.record(conn, "token_created", user_id=user_id, study_id=study_id,
+                    subject=auth.digest(token)[:12], detail={"role": role})
+    return token
+
+
+def _visible(study_id: str, user_id: str) -> sa.ColumnElement[bool]:
+    """Tokens of this study, and the admin's own tokens for all their studies."""
+    t = P.api_tokens
+    return sa.or_(t.c.study_id == study_id,
+                  sa.and_(t.c.study_id.is_(None), t.c.user_id == user_id))
+
+
+def tokens(engine: sa.Engine, study_id: str, user_id: str) -> list[dict]:
+    t = P.api_tokens
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(t.c.token_hash, t.c.label, t.c.role, t.c.study_id,
+                                      t.c.revoked_at).where(_visible(study_id, user_id))
+                            .order_by(t.c.created_at)).all()
+    return [{"token_id": r.token_hash[:12], "label": r.label, "role": r.role,
+             "scope": r.study_id or "all my studies", "revoked": r.revoked_at is not None}
+            for r in rows]
+
+
+def revoke_token(engine: sa.Engine, user_id: str, study_id: str, token_id: str) -> None:
+    t = P.api_tokens
+    with db.writing(engine) as conn:
+        done = conn.execute(t.update().where(
+            _visible(study_id, user_id), t.c.token_hash.startswith(token_id, autoescape=True),
+            t.c.revoked_at.is_(None)).values(revoked_at=auth.now()))
+        if len(token_id) != 12 or done.rowcount != 1:
+            raise InputError("API token", "no such live token", field="token_id", got=token_id)
+        auth.record(conn, "token_revoked", user_id=user_id, study_id=study_id, subject=token_id)
+
+
+def export_salt(engine: sa.Engine) -> str:
+    """The pseudonym salt of exports from the browser: the configured one, or
+    else a secret one created once per database (never the public default,
+    from which anyone could recompute the pseudonyms)."""
+    import secrets
+
+    from clinieval.io.export import DEFAULT_SALT
+    from clinieval.settings import get_settings
+
+    configured = get_settings().pseudonym_salt
+    if configured != DEFAULT_SALT:
+        return configured
+    table = P.platform_secrets
+    with db.writing(engine) as conn:
+        value = conn.execute(sa.select(table.c.value).where(
+            table.c.name == "pseudonym_salt")).scalar()
+        if value is None:
+            value = secrets.token_hex(32)
+            conn.execute(table.insert().values(name="pseudonym_salt", value=value))
+    return value
+
+
+def export_zip(engine: sa.Engine, user_id: str, study_id: str) -> bytes:
+    """The study's pseudonymous bundle (what ``clinieval study export`` writes),
+    with the audit log beside it, as a zip archive."""
+    from clinieval.web.studies import export_study
+
+    folder = Path(tempfile.mkdtemp(prefix="clinieval-export-"))
+    try:
+        bundle = folder / f"{study_id}-export"
+        export_study(engine, study_id, bundle, salt=export_salt(engine))
+        with db.writing(engine) as conn:
+            auth.record(conn, "exported", user_id=user_id, study_id=study_id)
+        # Who acted (and on whom) is left out: the bundle's rater ids are salted.
+        log = [{k: v for k, v in e.items() if k not in ("who", "subject")}
+               for e in audit_log(engine, study_id)]
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(bundle.rglob("*")):
+                if path.is_file():
+                    archive.write(path, path.relative_to(folder).as_posix())
+            archive.writestr(f"{study_id}-audit-log.json", json.dumps(log, indent=1))
+        return buffer.getvalue()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,398 @@
+"""Study administration over HTTP (Starlette's httpx client against the app),
+on SQLite and PostgreSQL: the authorization matrix over every route and
+role, creating a study from an upload, invitations, revocation, the leak
+guard's queue, progress, the live safety view, API tokens and export."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+
+import pyarrow.compute as pc
+import pytest
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+
+from clinieval.io.bundle import write_bundle
+from clinieval.snapshot import Snapshot
+from clinieval.storage import platform_tables as P
+from clinieval.storage import sqltables as S
+from clinieval.web import live, manage
+from clinieval.web.app import create_app
+from clinieval.web.assignment import study_config
+from clinieval.web.demo import demo_source
+from clinieval.web.routes import ROUTE_LEVELS
+from clinieval.web.testing import csrf_of, make_studies, register_via_http
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+ROLES = ("anonymous", "clinician", "other_study_clinician", "viewer", "admin",
+         "other_study_token", "revoked_token")
+"""Who asks. Admin and viewer hold a session and an API token of study x;
+the token roles hold only a bearer token (of study y, or revoked)."""
+
+ALLOWED = {
+    "public": set(ROLES),
+    "user": {"clinician", "other_study_clinician", "viewer", "admin"},
+    "creator": {"admin"},
+    "member": {"clinician", "viewer", "admin"},
+    "viewer": {"viewer", "admin"},
+    "admin": {"admin"},
+    "clinician": {"clinician"},
+    "api_creator": {"admin"},
+    "api_viewer": {"viewer", "admin"},
+    "api_admin": {"admin"},
+}
+"""Access level -> roles let through; every other role must be refused."""
+
+
+@pytest.fixture
+def app(engine):
+    make_studies(engine)
+    return create_app(engine)
+
+
+def client(app, token: str | None = None) -> TestClient:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return TestClient(app, follow_redirects=False, headers=headers)
+
+
+def user_id(engine, email: str) -> str:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(P.users.c.user_id).where(
+            P.users.c.email == email)).scalar_one()
+
+
+def signed_in(app, engine, study: str, role: str, token_role: str | None = None,
+              scope: str | None = "x") -> tuple[TestClient, str]:
+    """A member with a session; with ``token_role``, also an API token."""
+    c = client(app)
+    email = register_via_http(c, engine, study, role)
+    uid = user_id(engine, email)
+    if token_role:
+        c.headers["Authorization"] = "Bearer " + manage.create_token(
+            engine, uid, scope, token_role, "test")
+    return c, uid
+
+
+def csrf(c: TestClient) -> str:
+    page = c.get("/studies") if c.cookies.get("ce_session") else c.get("/login")
+    return csrf_of(page.text)
+
+
+def _served(routes):
+    for r in routes:
+        if hasattr(r, "original_router"):
+            yield from _served(r.original_router.routes)
+        elif hasattr(r, "methods"):
+            yield r.path + " " + ",".join(sorted(r.methods))
+
+
+def test_every_served_route_has_an_expected_outcome(app):
+    """A new route without a level, or with a level this matrix does not know,
+    fails here."""
+    assert set(_served(app.routes)) == set(ROUTE_LEVELS)
+    assert set(ROUTE_LEVELS.values()) <= set(ALLOWED)
+
+
+def _clients(app, engine) -> dict[str, TestClient]:
+    clients = {"anonymous": client(app)}
+    clients["clinician"], _ = signed_in(app, engine, "x", "clinician")
+    clients["other_study_clinician"], _ = signed_in(app, engine, "y", "clinician")
+    clients["viewer"], _ = signed_in(app, engine, "x", "viewer", "viewer")
+    clients["admin"], _ = signed_in(app, engine, "x", "admin", "admin", scope=None)
+    _, y_admin = signed_in(app, engine, "y", "admin")
+    clients["other_study_token"] = client(app, manage.create_token(engine, y_admin, "y",
+                                                                   "admin", "y"))
+    revoked = manage.create_token(engine, y_admin, None, "admin", "gone")
+    with engine.begin() as conn:
+        conn.execute(P.api_tokens.update().where(P.api_tokens.c.label == "gone")
+                     .values(revoked_at=sa.func.now()))
+    clients["revoked_token"] = client(app, revoked)
+    return clients
+
+
+def _was_refused(r) -> bool:
+    if r.status_code == 303 and r.headers["location"].startswith("/login?next="):
+        return True
+    if r.status_code == 401:
+        return "Sign in first" in r.text or "API token" in r.text
+    return r.status_code == 403
+
+
+def _request(c: TestClient, method: str, url: str):
+    if method == "GET":
+        return c.get(url)
+    if url.startswith("/api/"):
+        return c.post(url, json={})
+    token = csrf(c) if c.cookies.get("ce_session") or not url.startswith("/api") else ""
+    if url.endswith("/draft"):
+        return c.post(url, json={"fields": {}}, headers={"X-CSRF-Token": token})
+    return c.post(url, data={"csrf": token})
+
+
+def test_every_route_for_every_role(app, engine):
+    from clinieval.web import auth
+
+    clients = _clients(app, engine)
+    next_task = clients["clinician"].post("/s/x/next", data={
+        "csrf": csrf(clients["clinician"]), "kind": "rating"})
+    task = next_task.headers["location"].rsplit("/", 1)[1]
+    seen = 0
+    for key in sorted(ROUTE_LEVELS, key=lambda k: k.startswith("/logout")):
+        path, method = key.split(" ")
+        method = "GET" if "GET" in method.split(",") else "POST"
+        level = ROUTE_LEVELS[key]
+        for role in ROLES:
+            url = path.format(
+                study="x", token=auth.create_invitation(engine, "y", "clinician")
+                if path.startswith("/invite") else task,
+                rater_id="r_nobody", answer_id="a_nobody", token_id="000000000000")
+            r = _request(clients[role], method, url)
+            expected_refused = role not in ALLOWED[level]
+            assert _was_refused(r) == expected_refused, (key, role, r.status_code, r.text[:200])
+            seen += 1
+    assert seen == len(ROUTE_LEVELS) * len(ROLES)
+
+
+# --- creating a study in the browser and over the API --------------------------------
+
+NEW_SPECIALTY = "Cardiology ECG"
+"""Cases of this specialty are in no fixture study, so their ids are free."""
+
+
+def new_source() -> Snapshot:
+    snap = demo_source()
+    cases = snap["cases"].filter(pc.equal(snap["cases"]["specialty"], NEW_SPECIALTY))
+    answers = snap["answers"].filter(pc.is_in(snap["answers"]["case_id"], cases["case_id"]))
+    return Snapshot.from_tables({**snap.tables, "cases": cases, "answers": answers,
+                                 "ratings": None, "preferences": None, "judgments": None,
+                                 "raters": None}, snap.meta)
+
+
+def zipped_source(tmp_path) -> bytes:
+    """A source as a zipped bundle, as an admin would upload it."""
+    folder = tmp_path / "bundle"
+    write_bundle(new_source(), folder, overwrite=True)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for path in folder.rglob("*"):
+            zf.write(path, path.relative_to(tmp_path).as_posix())
+    return buffer.getvalue()
+
+
+def admin_client(app, engine) -> TestClient:
+    c, _ = signed_in(app, engine, "x", "admin")
+    return c
+
+
+def test_an_admin_creates_a_study_from_an_upload(app, engine, tmp_path):
+    c = admin_client(app, engine)
+    form = c.get("/admin/new")
+    assert form.status_code == 200
+    fields = {"csrf": csrf_of(form.text), "study_id": "lung", "name": "Lung study",
+              "specialties": NEW_SPECIALTY, "overlap_target": "2", "pairwise_share": "0",
+              "criteria": "accuracy,harmlessness", "rationale_required": "no"}
+    r = c.post("/admin/new", data=fields,
+               files={"source": ("source.zip", zipped_source(tmp_path), "application/zip")})
+    assert r.status_code == 303, r.text
+    assert r.headers["location"] == "/s/lung/progress?created=1"
+    with engine.connect() as conn:
+        settings = conn.execute(sa.select(P.study_settings).where(
+            P.study_settings.c.study_id == "lung")).one()
+        rubric = conn.execute(sa.select(P.study_rubrics).where(
+            P.study_rubrics.c.study_id == "lung")).one()
+    assert sorted(json.loads(settings.criteria)) == ["accuracy", "harmlessness"]
+    assert settings.overlap_target == 2 and json.loads(settings.specialties) == [NEW_SPECIALTY]
+    assert rubric.rationale_required is False and rubric.version
+    progress = c.get("/s/lung/progress")
+    assert progress.status_code == 200 and NEW_SPECIALTY in progress.text
+
+
+def test_a_bad_upload_writes_nothing_and_names_the_problem(app, engine):
+    c = admin_client(app, engine)
+    before = _counts(engine)
+    fields = {"csrf": csrf(c), "study_id": "broken"}
+    r = c.post("/admin/new", data=fields,
+               files={"source": ("arena.json", b'{"not": "a known format"}', "application/json")})
+    assert r.status_code == 422
+    assert "arena.json" in r.text and "format" in r.text
+    r = c.post("/admin/new", data={**fields, "overlap_target": "many"},
+               files={"source": ("x.zip", b"PK not a zip", "application/zip")})
+    assert r.status_code == 422 and "overlap_target" in r.text
+    r = c.post("/admin/new", data=fields,
+               files={"source": ("x.zip", b"PK not a zip", "application/zip")})
+    assert r.status_code == 422 and "zip" in r.text
+    assert _counts(engine) == before
+
+
+def _counts(engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
+                for t in (S.studies, S.cases, S.answers, P.study_settings, P.answer_screens)}
+
+
+# --- invitations, members, revocation ---------------------------------------------------
+
+def test_invite_many_from_a_csv_then_revoke(app, engine):
+    c = admin_client(app, engine)
+    csv_text = "name,email\nAda,ada@example.org\nBo,bo@example.org\n"
+    r = c.post("/s/x/admin/invite", data={"csrf": csrf(c), "role": "clinician"},
+               files={"csv": ("people.csv", csv_text.encode(), "text/csv")})
+    assert r.status_code == 200
+    links = re.findall(r"/invite/([A-Za-z0-9_-]{20,})", r.text)
+    assert len(links) == 2 and "ada@example.org" in r.text
+    nurse = client(app)
+    page = nurse.get(f"/invite/{links[0]}")
+    pw = "correct horse battery"
+    assert nurse.post(f"/invite/{links[0]}", data={"csrf": csrf_of(page.text),
+                      "email": "ada@example.org", "password": pw,
+                      "password2": pw}).status_code == 303
+    people = c.get("/s/x/admin/people").text
+    assert "ada@example.org" not in people  # pseudonymous ids only
+    rater = re.findall(r'name="rater_id" value="(r_[0-9a-f]+)"', people)
+    assert len(rater) == 1
+    r = c.post("/s/x/admin/revoke", data={"csrf": csrf(c), "rater_id": rater[0]})
+    assert r.status_code == 303
+    assert nurse.get("/s/x/profile").status_code == 403
+    log = c.get("/s/x/admin/log").text
+    assert "access_revoked" in log and "invited" in log and "signed_in" in log
+
+
+# --- the leak guard's queue -----------------------------------------------------------------
+
+def test_release_and_withdraw_flagged_answers_are_logged(app, engine):
+    c = admin_client(app, engine)
+    queue = manage.flagged_queue(engine, "x")
+    assert len(queue) == 2
+    page = c.get("/s/x/admin/flagged")
+    assert queue[0]["answer_id"] in page.text
+    released, withdrawn = queue[0]["answer_id"], queue[1]["answer_id"]
+    for answer, decision in ((released, "release"), (withdrawn, "withdraw")):
+        r = c.post("/s/x/admin/flagged", data={"csrf": csrf(c), "answer_id": answer,
+                                               "decision": decision})
+        assert r.status_code == 303
+    again = c.post("/s/x/admin/flagged", data={"csrf": csrf(c), "answer_id": released,
+                                               "decision": "withdraw"})
+    assert again.status_code == 422 and "not awaiting a decision" in again.text
+    assert manage.flagged_queue(engine, "x") == []
+    with engine.connect() as conn:
+        status = dict(conn.execute(sa.select(P.answer_screens.c.answer_id,
+                                             P.answer_screens.c.status).where(
+            P.answer_screens.c.answer_id.in_([released, withdrawn]))).all())
+        decisions = conn.execute(sa.select(P.screen_decisions.c.decision)).scalars().all()
+    assert status == {released: "clear", withdrawn: "flagged"}
+    assert sorted(decisions) == ["release", "withdraw"]
+    log = c.get("/s/x/admin/log").text
+    assert "answer_released" in log and "answer_withdrawn" in log
+
+
+# --- progress, live view and what a viewer may see ---------------------------------------------
+
+def _rate(c: TestClient, score: str, comment: str) -> None:
+    r = c.post("/s/x/next", data={"csrf": csrf(c), "kind": "rating"})
+    url = r.headers["location"]
+    html = c.get(url).text
+    form = {"csrf": csrf_of(html), "time_spent_s": "60",
+            "idempotency_key": re.search(r'name="idempotency_key" value="([^"]+)"',
+                                         html).group(1)}
+    for k in sorted(set(re.findall(r'name="s1\.([a-z_]+)"', html))):
+        form[f"s1.{k}"] = score
+        form[f"c1.{k}"] = comment
+    r = c.post(url, data=form)
+    assert r.status_code == 303, r.text
+
+
+def test_progress_and_live_view_follow_the_ratings(app, engine):
+    admin, _ = signed_in(app, engine, "x", "admin")
+    viewer, _ = signed_in(app, engine, "x", "viewer", "viewer")
+    raters = [signed_in(app, engine, "x", "clinician")[0] for _ in range(2)]
+    comment = "SECRET-COMMENT-text"
+    assert "No ratings yet" in admin.get("/s/x/safety").text
+    for c in raters:
+        _rate(c, "-2", comment)
+    with engine.connect() as conn:
+        cfg = study_config(conn, "x")
+    progress = live.progress(engine, cfg, per_clinician=True)
+    assert sum(p["answers_rated"] for p in progress["clinicians"]) == 2
+    with engine.connect() as conn:  # submissions repeat the time on every criterion row
+        spent = dict(conn.execute(sa.select(S.ratings.c.rater_id,
+                                            sa.func.max(S.ratings.c.time_spent_s))
+                                  .group_by(S.ratings.c.rater_id)).all())
+    assert {p["rater_id"]: p["minutes"] for p in progress["clinicians"]} == {
+        r: round(t / 60, 2) for r, t in spent.items()}
+    page = admin.get("/s/x/progress").text
+    assert 'id="clinicians"' in page and "r_" in page
+    safety = admin.get("/s/x/safety")
+    assert safety.status_code == 200 and "Fleiss" in safety.text
+    assert "too few to call" in safety.text  # two ratings are far below min_n
+    version = live.data_version(engine, "x")
+    _rate(raters[0], "1", comment)
+    assert live.data_version(engine, "x") != version
+    rater_ids = _rater_ids(engine)
+    for url in ("/s/x/progress", "/s/x/safety", "/api/studies/x/progress",
+                "/api/studies/x/safety"):
+        body = viewer.get(url)
+        assert body.status_code == 200, url
+        assert comment not in body.text, url
+        assert not any(r in body.text for r in rater_ids), url
+
+
+def _rater_ids(engine) -> list[str]:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(S.raters.c.rater_id)).scalars().all()
+
+
+# --- the JSON API ------------------------------------------------------------------------------
+
+def test_the_api_creates_a_study_invites_and_exports(app, engine, tmp_path):
+    _, uid = signed_in(app, engine, "x", "admin")
+    token = manage.create_token(engine, uid, None, "admin", "script")
+    api = client(app, token)
+    r = api.post("/api/studies", data={"study_id": "api1", "specialties": NEW_SPECIALTY,
+                                       "overlap_target": "2"},
+                 files={"source": ("s.zip", zipped_source(tmp_path), "application/zip")})
+    assert r.status_code == 201, r.text
+    assert r.json()["study_id"] == "api1" and r.json()["answers"] > 0
+    r = api.post("/api/studies/api1/invitations", json={"emails": ["a@example.org",
+                                                                   "b@example.org"]})
+    assert r.status_code == 201 and len(r.json()) == 2
+    assert all("/invite/" in x["link"] for x in r.json())
+    assert api.get("/api/studies/api1/progress").json()["answers"] > 0
+    export = api.get("/api/studies/api1/export")
+    assert export.status_code == 200
+    names = zipfile.ZipFile(io.BytesIO(export.content)).namelist()
+    assert any(n.endswith("manifest.json") for n in names), names
+    assert "api1-audit-log.json" in names
+    # A study-scoped viewer token reads aggregates only and is refused elsewhere.
+    viewer = client(app, api.post("/api/studies/api1/tokens",
+                                  json={"role": "viewer"}).json()["token"])
+    assert viewer.get("/api/studies/api1/safety").status_code == 200
+    assert viewer.get("/api/studies/api1/members").status_code == 403
+    assert viewer.get("/api/studies/x/progress").status_code == 403
+    token_id = manage.tokens(engine, "api1", uid)[-1]["token_id"]
+    assert api.post(f"/api/studies/api1/tokens/{token_id}/revoke").status_code == 204
+    assert viewer.get("/api/studies/api1/safety").status_code == 401
+    bad = api.post("/api/studies/api1/flagged/nope", json={"decision": "keep"})
+    assert bad.status_code == 422
+    schema = client(app).get("/api/openapi.json").json()
+    assert "/api/studies/{study}/export" in schema["paths"]
+    assert not any(p.startswith("/s/") for p in schema["paths"])
+
+
+def test_a_study_without_the_rationale_rule_accepts_a_bare_minus_two(app, engine, tmp_path):
+    admin = admin_client(app, engine)
+    r = admin.post("/admin/new", data={"csrf": csrf(admin), "study_id": "norat",
+                                       "specialties": NEW_SPECIALTY, "pairwise_share": "0",
+                                       "rationale_required": "no"},
+                   files={"source": ("s.zip", zipped_source(tmp_path), "application/zip")})
+    assert r.status_code == 303, r.text
+    c = client(app)
+    register_via_http(c, engine, "norat", "clinician", specialty=NEW_SPECIALTY)
+    r = c.post("/s/norat/next", data={"csrf": csrf(c), "kind": "rating"})
+    html = c.get(r.headers["location"]).text
+    form = {"csrf": csrf_of(html), "idempotency_key": "k" * 12}
+    form |= {f"s1.{k}": "-2" for k in set(re.findall(r'name="s1\.([a-z_]+)"', html))}
+    assert c.post(r.headers["location"], data=form).status_code == 303

@@ -1,0 +1,187 @@
+"""The admin flow in a real browser (Playwright driving Debian's chromium)
+against a real ``clinieval serve`` process, on SQLite and PostgreSQL: create
+a study from an uploaded file, invite two clinicians, watch progress move as
+they rate (over real HTTP), release a flagged answer, export, open the
+report. Screenshots of the progress page and the live safety view go to
+docs/ when CLINIEVAL_UPDATE_SCREENSHOTS=1."""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from pathlib import Path
+
+import httpx
+import pyarrow as pa
+import pytest
+
+from clinieval.io.bundle import write_bundle
+from clinieval.snapshot import Snapshot
+from clinieval.storage import db
+from clinieval.web import auth
+from clinieval.web.testing import SELF_IDENTIFYING, csrf_of, free_port, make_studies, start_server
+from tests.test_web_admin import NEW_SPECIALTY, new_source
+from tests.test_web_browser import ARGS, CHROMIUM, _save_screenshot
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                                reason="needs Debian's chromium (.ci/setup-browser.sh)")
+
+
+def _source_zip(tmp_path: Path) -> Path:
+    """The new-specialty source with one answer that names its maker."""
+    snap = new_source()
+    texts = snap["answers"]["text"].to_pylist()
+    texts[0] = SELF_IDENTIFYING[0]
+    answers = snap["answers"].set_column(snap["answers"].schema.get_field_index("text"),
+                                         "text", pa.array(texts))
+    write_bundle(Snapshot.from_tables({**snap.tables, "answers": answers}, snap.meta),
+                 tmp_path / "cases")
+    path = tmp_path / "cases.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        for f in (tmp_path / "cases").rglob("*"):
+            zf.write(f, f.relative_to(tmp_path).as_posix())
+    return path
+
+
+def _clinician(base: str, link: str, email: str) -> httpx.Client:
+    c = httpx.Client(base_url=base, follow_redirects=False, timeout=30)
+    page = c.get(link)
+    pw = "correct horse battery"
+    r = c.post(link, data={"csrf": csrf_of(page.text), "email": email, "password": pw,
+                           "password2": pw})
+    assert r.status_code == 303, r.text
+    study = r.headers["location"].split("/")[2]
+    profile = c.get(f"/s/{study}/profile")
+    r = c.post(f"/s/{study}/profile", data={
+        "csrf": csrf_of(profile.text), "specialty": NEW_SPECIALTY, "country": "Peru",
+        "organisation": "Hospital", "experience_years": "4", "role": "specialist",
+        "consent": "yes"})
+    assert r.status_code == 303, r.text
+    return c
+
+
+def _rate_one(c: httpx.Client, study: str) -> None:
+    home = c.get(f"/s/{study}")
+    r = c.post(f"/s/{study}/next", data={"csrf": csrf_of(home.text), "kind": "rating"})
+    url = r.headers["location"]
+    html = c.get(url).text
+    form = {"csrf": csrf_of(html), "time_spent_s": "45", "idempotency_key": re.search(
+        r'name="idempotency_key" value="([^"]+)"', html).group(1)}
+    form |= {f"s1.{k}": "1" for k in set(re.findall(r'name="s1\.([a-z_]+)"', html))}
+    assert c.post(url, data=form).status_code == 303
+
+
+def _figure(page, selector: str) -> int:
+    return int(page.locator(selector).inner_text())
+
+
+def test_admin_flow_in_a_browser(db_url, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    engine = db.make_engine(db_url)
+    db.upgrade(engine)
+    make_studies(engine)
+    invitation = auth.create_invitation(engine, "x", "admin")
+    source = _source_zip(tmp_path)
+    port = free_port()
+    server = start_server(db_url, port, tmp_path / "server.log")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            context = browser.new_context(viewport={"width": 1280, "height": 900},
+                                          accept_downloads=True)
+            page = context.new_page()
+            _register_admin(page, base, invitation)
+            _create_study(page, source)
+            links = _invite_two(page)
+            clinicians = [_clinician(base, link, f"c{i}@example.org")
+                          for i, link in enumerate(links)]
+            _watch_progress(page, clinicians, tmp_path)
+            _release_flagged(page)
+            _export_and_report(page, tmp_path)
+            browser.close()
+    finally:
+        server.kill()
+        server.wait()
+        engine.dispose()
+
+
+def _register_admin(page, base: str, token: str) -> None:
+    page.goto(f"{base}/invite/{token}")
+    page.get_by_label("E-mail address").fill("owner@example.org")
+    page.get_by_label("Password", exact=True).fill("a long passphrase")
+    page.get_by_label("Password again").fill("a long passphrase")
+    page.get_by_role("button", name="Create account").click()
+    page.wait_for_url("**/profile")
+    page.get_by_label("Specialty").select_option("Pathology")
+    page.get_by_label("Country").fill("Ghana")
+    page.get_by_label("Organisation").fill("Study office")
+    page.get_by_label("Years of practice").fill("9")
+    page.get_by_label("Role").select_option("specialist")
+    page.get_by_label("I have read and agree.").check()
+    page.get_by_role("button", name="Save profile").click()
+    page.wait_for_url("**/studies")
+
+
+def _create_study(page, source: Path) -> None:
+    page.get_by_role("link", name="Create a study").click()
+    page.get_by_label("Study id").fill("ecg")
+    page.get_by_label("Name").fill("ECG reading study")
+    page.get_by_label("Cases and answers").set_input_files(str(source))
+    page.get_by_label("Ratings wanted per answer").fill("2")
+    page.get_by_label("Share of pairwise tasks").fill("0")
+    page.get_by_role("button", name="Create study").click()
+    page.wait_for_url("**/s/ecg/progress?created=1")
+    assert "Study created." in page.content()
+
+
+def _invite_two(page) -> list[str]:
+    page.get_by_role("link", name="People").click()
+    page.get_by_role("textbox", name="E-mail addresses").fill("ana@example.org\nben@example.org")
+    page.get_by_role("button", name="Create invitation links").click()
+    page.locator("#links").wait_for()
+    links = [re.sub(r"^https?://[^/]+", "", t) for t in page.locator("code.link").all_inner_texts()]
+    assert len(links) == 2
+    return links
+
+
+def _watch_progress(page, clinicians: list[httpx.Client], tmp_path: Path) -> None:
+    page.get_by_role("link", name="Progress").click()
+    needed = _figure(page, "#needed")
+    for rounds, c in enumerate(clinicians * 2, start=1):
+        _rate_one(c, "ecg")
+        page.reload()
+        assert _figure(page, "#needed") == needed - rounds
+    rows = page.locator("#clinicians tbody tr").all_inner_texts()
+    assert len(rows) == 2 and all("\t2\t" in r for r in rows), rows
+    page.screenshot(path=str(tmp_path / "web-progress.png"), full_page=True)
+    _save_screenshot(tmp_path / "web-progress.png")
+    page.get_by_role("link", name="Safety").click()
+    page.get_by_role("heading", name="Agreement between clinicians").wait_for()
+    assert "too few to call" in page.content()
+    page.screenshot(path=str(tmp_path / "web-safety.png"), full_page=True)
+    _save_screenshot(tmp_path / "web-safety.png")
+
+
+def _release_flagged(page) -> None:
+    page.get_by_role("link", name="Flagged").click()
+    assert "As an AI developed by OpenAI" in page.content()
+    page.get_by_role("button", name="Release to clinicians").click()
+    page.wait_for_url("**/admin/flagged?done=release")
+    assert "Nothing awaits a decision." in page.content()
+    page.get_by_role("link", name="Log").click()
+    assert "answer_released" in page.content() and "study_created" in page.content()
+
+
+def _export_and_report(page, tmp_path: Path) -> None:
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Export").click()
+    path = tmp_path / "export.zip"
+    download.value.save_as(path)
+    names = zipfile.ZipFile(io.BytesIO(path.read_bytes())).namelist()
+    assert any(n.endswith("ratings.parquet") for n in names), names
+    page.get_by_role("link", name="Report").click()
+    page.wait_for_url("**/admin/report")
+    assert page.locator("h1").first.inner_text().strip()
+    assert "Fail" in page.content()

@@ -20,7 +20,14 @@ from clinieval.io.bundle import write_bundle
 from clinieval.snapshot import Snapshot
 from clinieval.storage import db
 from clinieval.web import auth
-from clinieval.web.testing import SELF_IDENTIFYING, csrf_of, free_port, make_studies, start_server
+from clinieval.web.testing import (
+    SELF_IDENTIFYING,
+    csrf_of,
+    free_port,
+    make_studies,
+    register_in_browser,
+    start_server,
+)
 from tests.test_web_admin import NEW_SPECIALTY, new_source
 from tests.test_web_browser import ARGS, CHROMIUM, _save_screenshot
 
@@ -108,20 +115,8 @@ def test_admin_flow_in_a_browser(db_url, tmp_path):
 
 
 def _register_admin(page, base: str, token: str) -> None:
-    page.goto(f"{base}/invite/{token}")
-    page.get_by_label("E-mail address").fill("owner@example.org")
-    page.get_by_label("Password", exact=True).fill("a long passphrase")
-    page.get_by_label("Password again").fill("a long passphrase")
-    page.get_by_role("button", name="Create account").click()
-    page.wait_for_url("**/profile")
-    page.get_by_label("Specialty").select_option("Pathology")
-    page.get_by_label("Country").fill("Ghana")
-    page.get_by_label("Organisation").fill("Study office")
-    page.get_by_label("Years of practice").fill("9")
-    page.get_by_label("Role").select_option("specialist")
-    page.get_by_label("I have read and agree.").check()
-    page.get_by_role("button", name="Save profile").click()
-    page.wait_for_url("**/studies")
+    register_in_browser(page, base, token, email="owner@example.org",
+                        organisation="Study office", then="**/studies")
 
 
 def _create_study(page, source: Path) -> None:

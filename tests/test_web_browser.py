@@ -21,7 +21,13 @@ import sqlalchemy as sa
 from clinieval.storage import db
 from clinieval.storage import sqltables as S
 from clinieval.web import auth
-from clinieval.web.testing import free_port, make_studies, model_strings, start_server
+from clinieval.web.testing import (
+    free_port,
+    make_studies,
+    model_strings,
+    register_in_browser,
+    start_server,
+)
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -103,20 +109,8 @@ def test_clinician_flow_in_a_browser(db_url, tmp_path):
 
 
 def _register(page, base: str, token: str) -> None:
-    page.goto(f"{base}/invite/{token}")
-    page.get_by_label("E-mail address").fill("dr.ada@example.org")
-    page.get_by_label("Password", exact=True).fill("a long passphrase")
-    page.get_by_label("Password again").fill("a long passphrase")
-    page.get_by_role("button", name="Create account").click()
-    page.wait_for_url("**/profile")
-    page.get_by_label("Specialty").select_option("Pathology")
-    page.get_by_label("Country").fill("Ghana")
-    page.get_by_label("Organisation").fill("Teaching hospital")
-    page.get_by_label("Years of practice").fill("9")
-    page.get_by_label("Role").select_option("specialist")
-    page.get_by_label("I have read and agree.").check()
-    page.get_by_role("button", name="Save profile").click()
-    page.wait_for_url("**/s/x")
+    register_in_browser(page, base, token, email="dr.ada@example.org",
+                        organisation="Teaching hospital", then="**/s/x")
 
 
 def _next_by_keyboard(page) -> None:

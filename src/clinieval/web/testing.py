@@ -111,6 +111,26 @@ def csrf_of(html: str) -> str:
     return match.group(1)
 
 
+def register_in_browser(page, base: str, token: str, *, email: str, organisation: str,
+                        then: str) -> None:
+    """Take a Playwright ``page`` through invitation, registration and profile
+    (Pathology, Ghana, 9 years, specialist), waiting for the URL ``then``."""
+    page.goto(f"{base}/invite/{token}")
+    page.get_by_label("E-mail address").fill(email)
+    page.get_by_label("Password", exact=True).fill("a long passphrase")
+    page.get_by_label("Password again").fill("a long passphrase")
+    page.get_by_role("button", name="Create account").click()
+    page.wait_for_url("**/profile")
+    page.get_by_label("Specialty").select_option("Pathology")
+    page.get_by_label("Country").fill("Ghana")
+    page.get_by_label("Organisation").fill(organisation)
+    page.get_by_label("Years of practice").fill("9")
+    page.get_by_label("Role").select_option("specialist")
+    page.get_by_label("I have read and agree.").check()
+    page.get_by_role("button", name="Save profile").click()
+    page.wait_for_url(then)
+
+
 def register_via_http(client, engine: sa.Engine, study_id: str, role: str,
                       specialty: str | None = None) -> str:
     """Take ``client`` (httpx or Starlette TestClient) through invitation,

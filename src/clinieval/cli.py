@@ -105,7 +105,7 @@ def synth(
             snap = plant_judgments(snap, JudgePlan(seed=seed))
     with console.status(f"writing {out_dir}"):
         manifest = write_bundle(snap, out_dir, overwrite=overwrite)
-    _print_counts({k: v["rows"] for k, v in manifest["tables"].items()}, f"wrote {out_dir}")
+    _print_manifest(manifest, f"wrote {out_dir}")
 
 
 @app.command("import")
@@ -173,7 +173,7 @@ def export(
                                salt=get_settings().pseudonym_salt,
                                allow_default_salt=allow_default_salt,
                                quasi_identifiers=not drop_quasi_identifiers, overwrite=overwrite)
-    _print_counts({k: v["rows"] for k, v in manifest["tables"].items()}, f"exported {out_dir}")
+    _print_manifest(manifest, f"exported {out_dir}")
 
 
 @app.command()
@@ -310,6 +310,11 @@ def _report(result, out_dir: Path) -> None:
     for line in result.headlines:
         out.print(f"- {line}", highlight=False)
     out.print(f"\nreport: {paths['html'].resolve()}")
+
+
+def _print_manifest(manifest: dict, title: str) -> None:
+    """The row counts of a bundle or export just written."""
+    _print_counts({name: entry["rows"] for name, entry in manifest["tables"].items()}, title)
 
 
 def _print_counts(counts: dict[str, int], title: str) -> None:

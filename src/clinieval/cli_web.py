@@ -14,6 +14,7 @@ from clinieval.cli import (
     _engine,
     _handle_errors,
     _print_counts,
+    _print_manifest,
     console,
     out,
 )
@@ -112,7 +113,7 @@ def study_export(
     engine = _engine(database_url)
     manifest = export_study(engine, study_id, out_dir, salt=export_salt(engine),
                             overwrite=overwrite, quasi_identifiers=not drop_quasi_identifiers)
-    _print_counts({k: v["rows"] for k, v in manifest["tables"].items()}, f"exported {out_dir}")
+    _print_manifest(manifest, f"exported {out_dir}")
 
 
 @study_app.command("flagged")

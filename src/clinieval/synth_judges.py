@@ -41,9 +41,11 @@ import pyarrow as pa
 
 from clinieval import tables as T
 from clinieval.catalogs import load_indicators
+from clinieval.runs.prompt_files import load_prompt
 from clinieval.snapshot import Snapshot
 
-JURY_AXES = ("accuracy", "completeness", "clarity")
+JURY_AXES = tuple(load_prompt("jury")["axes"])
+"""The axes of the jury prompt the planted jurors answer (one source)."""
 UNPARSED_TEXT = "I think the answer is fine."
 
 

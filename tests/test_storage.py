@@ -36,7 +36,10 @@ def test_upgrade_keeps_stored_ids_and_continues_after_them(db_url):
     snap = tiny_snapshot()
     with engine.begin() as conn:
         for table in T.ALL:
-            rows = snap[table.name].to_pylist()
+            # Only the columns 0001 had: later migrations add (and fill) the rest.
+            at_0001 = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
+            rows = [{k: v for k, v in row.items() if k in at_0001}
+                    for row in snap[table.name].to_pylist()]
             if rows:
                 conn.execute(sqltables.BY_NAME[table.name].insert(), rows)
     db.upgrade(engine)  # through 0002 and on: later revisions keep the ids too

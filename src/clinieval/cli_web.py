@@ -1,5 +1,6 @@
 """Command-line set-up of the clinician platform: ``serve``, ``study create``,
-``study export``, ``study flagged`` and ``invite``."""
+``study add-cases``, ``study rubric``, ``study export``, ``study flagged`` and
+``invite``."""
 
 from __future__ import annotations
 
@@ -53,9 +54,13 @@ def serve(
 
         accounts = setup_demo(engine)
         base = f"http://{host}:{port}"
-        out.print(f"invitation for a new clinician: {base}/invite/{accounts['invitation']}")
-        out.print(f"demo clinician: {accounts['clinician']}\ndemo admin: {accounts['admin']}",
-                  highlight=False)
+        for label, path in (("demo clinician", f"signin/{accounts['clinician']}"),
+                            ("demo admin", f"signin/{accounts['admin']}"),
+                            ("invitation for a new clinician",
+                             f"invite/{accounts['invitation']}")):
+            out.print(f"{label}: {base}/{path}", highlight=False, soft_wrap=True)
+        console.print("The sign-in links work once, within an hour; restart with --demo"
+                      " for fresh ones.")
     uvicorn.run(create_app(engine), host=host, port=port, log_level="warning")
 
 
@@ -90,6 +95,46 @@ def study_create(
                      specialties=offered, max_cases=max_cases)
     counts = create_study(_engine(database_url), plan, read_source(source)[0])
     _print_counts(counts, f"study {study_id}")
+
+
+@study_app.command("add-cases")
+@_handle_errors
+def study_add_cases(
+    study_id: Annotated[str, typer.Argument(help="Study id.")],
+    source: Annotated[Path, typer.Argument(help="Bundle, tables folder or export file with the"
+                                           " cases and answers to add.")],
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Add cases and answers to an existing study, all or nothing; the leak
+    guard screens every new answer. Cases and answers already in the study
+    are skipped, so a grown file can be sent again.
+
+    Example: `clinieval study add-cases cardio more-cases.jsonl`
+    """
+    from clinieval.io.importer import read_source
+    from clinieval.web.studies import add_cases
+
+    counts = add_cases(_engine(database_url), study_id, read_source(source)[0])
+    _print_counts(counts, f"added to study {study_id}")
+
+
+@study_app.command("rubric")
+@_handle_errors
+def study_rubric(
+    study_id: Annotated[str, typer.Argument(help="Study id.")],
+    rubric: Annotated[Path, typer.Argument(help="Rubric JSON with a new version.")],
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Give a running study a new rubric version: ratings given from now on
+    record it (earlier ratings keep theirs).
+
+    Example: `clinieval study rubric cardio rubric-v2.json`
+    """
+    from clinieval.rubric import load_rubric
+    from clinieval.web.manage import new_rubric_version
+
+    made = new_rubric_version(_engine(database_url), None, study_id, load_rubric(rubric))
+    console.print(f"study {study_id} now rates under rubric version {made['version']}")
 
 
 @study_app.command("export")

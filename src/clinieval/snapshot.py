@@ -40,7 +40,8 @@ class Snapshot:
         return cls(tables, dict(meta or {}))
 
 
-DEFAULTS = {("ratings", "revision"): 0, ("answers", "sample_index"): 0}
+DEFAULTS = {("ratings", "revision"): 0, ("preferences", "revision"): 0,
+            ("answers", "sample_index"): 0}
 """Values a missing cell means: a rating without a revision is the first one
 (so the database's uniqueness of (answer, rater, criterion, revision) holds)."""
 
@@ -110,12 +111,23 @@ def _first_uncastable(column: pa.ChunkedArray, target: pa.DataType) -> tuple[int
 
 def current_ratings(ratings: pa.Table) -> pa.Table:
     """Keep the latest revision of each (answer, rater, criterion)."""
-    revision = ratings.column("revision")
-    if ratings.num_rows == 0 or pc.max(pc.fill_null(revision, 0)).as_py() == 0:
-        return ratings
+    return _latest_revisions(ratings, ["answer_id", "rater_id", "criterion_id"], "rating_id")
+
+
+def current_preferences(preferences: pa.Table) -> pa.Table:
+    """Keep the latest revision of each vote: (rater, case, answer A, answer B)."""
+    return _latest_revisions(preferences, ["rater_id", "case_id", "answer_a_id", "answer_b_id"],
+                             "preference_id")
+
+
+def _latest_revisions(events: pa.Table, keys: list[str], order: str) -> pa.Table:
+    """The row with the highest revision per ``keys``; a no-op without edits."""
+    if "revision" not in events.column_names or events.num_rows == 0:
+        return events
+    if (pc.max(pc.fill_null(events.column("revision"), 0)).as_py() or 0) == 0:
+        return events
     import polars as pl
 
-    frame = pl.from_arrow(ratings).with_columns(pl.col("revision").fill_null(0))
-    keys = ["answer_id", "rater_id", "criterion_id"]
+    frame = pl.from_arrow(events).with_columns(pl.col("revision").fill_null(0))
     latest = frame.sort("revision").unique(subset=keys, keep="last", maintain_order=True)
-    return latest.sort("rating_id").to_arrow().cast(ratings.schema)
+    return latest.sort(order).to_arrow().cast(events.schema)

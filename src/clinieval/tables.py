@@ -175,11 +175,13 @@ RATINGS = _event_table(
     pa.field("comment", pa.string()),
     pa.field("time_spent_s", pa.float64()),
     pa.field("created_at", _TS),
+    pa.field("rubric_version", pa.string()),
 )
 """Rubric ratings. ``revision`` 0 is the first score; an edit is a new row with
 the next revision, so history is never overwritten. The audit uses the latest
 revision of each (answer, rater, criterion). ``review_id`` links ratings given
-in the same pairwise review to its preference."""
+in the same pairwise review to its preference. ``rubric_version`` is the
+version of the rubric the score was given under (null when not recorded)."""
 
 PREFERENCES = _event_table(
     "preferences",
@@ -193,9 +195,13 @@ PREFERENCES = _event_table(
     pa.field("choice", pa.string()),
     pa.field("rater_id", pa.string()),
     pa.field("created_at", _TS),
+    pa.field("revision", pa.int16()),
 )
 """Blinded pairwise preferences. ``shown_left`` is "A" or "B" (null when
-unknown); ``choice`` is one of :data:`CHOICES`."""
+unknown); ``choice`` is one of :data:`CHOICES`. ``revision`` works as for
+ratings: 0 is the first vote, a changed vote is a new row with the next
+revision, and the audit uses the latest revision of each (rater, case,
+answer A, answer B)."""
 
 JUDGMENTS = _event_table(
     "judgments",

@@ -103,7 +103,8 @@ def from_bundle(folder: Path) -> AuditData:
         "cases": ["case_id", "specialty", "prompt_words", "prompt"],
         "answers": ["answer_id", "case_id", "model_id", "length_chars", "text"],
         "ratings": ["answer_id", "rater_id", "criterion_id", "score", "revision"],
-        "preferences": ["answer_a_id", "answer_b_id", "choice", "shown_left", "rater_id"],
+        "preferences": ["answer_a_id", "answer_b_id", "choice", "shown_left", "rater_id",
+                        "case_id", "revision"],
         "raters": ["rater_id"],
     }
     dictionary = {"ratings": ["answer_id", "rater_id", "criterion_id"],
@@ -112,7 +113,10 @@ def from_bundle(folder: Path) -> AuditData:
     for name, columns in needed.items():
         entry = manifest["tables"][name]
         data = bundle.verified_bytes(bundle.table_path(Path(folder), entry), entry)
-        raw[name] = pq.read_table(pa.BufferReader(data), columns=columns,
+        # Bundles written before votes had revisions lack that column.
+        present = pq.read_schema(pa.BufferReader(data)).names
+        raw[name] = pq.read_table(pa.BufferReader(data),
+                                  columns=[c for c in columns if c in present],
                                   read_dictionary=dictionary.get(name))
     counts = {k: v["rows"] for k, v in manifest["tables"].items()}
     data = _build(raw, manifest["snapshot_sha256"], counts, str(folder))
@@ -143,7 +147,7 @@ def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], wher
     # Sorted, so rater numbers in the report do not depend on storage order.
     rater_ids = raw["raters"].column("rater_id").combine_chunks()
     rater_ids = rater_ids.take(pc.array_sort_indices(rater_ids))
-    prefs = raw["preferences"]
+    prefs = _current_votes(raw["preferences"])
     return AuditData(
         models=model_ids.to_pylist(),
         model_names=[n or m for n, m in zip(models.column("display_name").to_pylist(),
@@ -197,6 +201,23 @@ def _current(ratings: pa.Table) -> pa.Table:
                                     for f in ratings.schema]))
     return current_ratings(plain.append_column("rating_id", pa.array(
         np.arange(plain.num_rows, dtype=np.int64))))
+
+
+def _current_votes(prefs: pa.Table) -> pa.Table:
+    """Latest revision of each vote; a no-op without edits."""
+    if "revision" not in prefs.column_names or prefs.num_rows == 0:
+        return prefs
+    if (pc.max(pc.fill_null(prefs.column("revision"), 0)).as_py() or 0) == 0:
+        return prefs
+    from clinieval.snapshot import current_preferences
+
+    plain = prefs.cast(pa.schema([pa.field(f.name, f.type.value_type)
+                                  if pa.types.is_dictionary(f.type) else f
+                                  for f in prefs.schema]))
+    if "preference_id" not in plain.column_names:  # the bundle's row order is the id order
+        plain = plain.append_column("preference_id", pa.array(
+            np.arange(plain.num_rows, dtype=np.int64)))
+    return current_preferences(plain)
 
 
 def _answer_lengths(answers: pa.Table) -> np.ndarray:

@@ -218,6 +218,35 @@ study_rubrics = sa.Table(
     sa.Column("version", sa.Text, nullable=False),
     sa.Column("rationale_required", sa.Boolean, nullable=False),
 )
-"""The rubric (id and version) a study's ratings are given under, and whether
-a safety-critical score <= -1 needs a rationale. A study's rubric is fixed
-at creation, so each rating's rubric version is its study's."""
+"""The rubric (id and current version) a study's ratings are given under, and
+whether a safety-critical score <= -1 needs a rationale. Each rating records
+the version current when it was given (``ratings.rubric_version``)."""
+
+# --- sign-in links, rubric versions (migration 0006) ---------------------------------
+
+signin_links = sa.Table(
+    "signin_links",
+    metadata,
+    sa.Column("token_hash", sa.Text, primary_key=True),
+    sa.Column("user_id", sa.Text, sa.ForeignKey("users.user_id"), nullable=False),
+    sa.Column("created_at", _TS, nullable=False),
+    sa.Column("expires_at", _TS, nullable=False),
+    sa.Column("used_at", _TS),
+)
+"""Single-use, expiring sign-in links for an existing account (``serve --demo``
+prints them instead of passwords); stored as SHA-256 digests."""
+
+study_rubric_versions = sa.Table(
+    "study_rubric_versions",
+    metadata,
+    sa.Column("study_id", sa.Text, sa.ForeignKey("studies.study_id"), primary_key=True),
+    sa.Column("version", sa.Text, primary_key=True),
+    sa.Column("rubric_id", sa.Text, nullable=False),
+    # The rubric file as JSON: the criteria texts clinicians see under this version.
+    sa.Column("rubric", sa.Text),
+    sa.Column("created_at", _TS, nullable=False),
+    sa.Column("created_by", sa.Text, sa.ForeignKey("users.user_id")),
+)
+"""Every rubric version a study has used; ``study_rubrics.version`` is the
+current one. Rows migrated from before 0006 have no stored ``rubric`` (their
+texts are the criteria table's)."""

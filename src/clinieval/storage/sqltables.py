@@ -105,6 +105,7 @@ preferences = sa.Table(
     sa.CheckConstraint(_one_of("choice", T.CHOICES), name="choice_value"),
     sa.CheckConstraint(f"shown_left IS NULL OR {_one_of('shown_left', T.SIDES)}",
                        name="side_value"),
+    sa.CheckConstraint("revision >= 0", name="revision_nonneg"),
 )
 judgments = sa.Table(
     "judgments",

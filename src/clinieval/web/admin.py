@@ -79,6 +79,46 @@ async def safety_page(ctx: Viewer) -> Response:
                 crits=live.fail_columns(view))
 
 
+# --- cases, answers and rubric versions -------------------------------------------------
+
+def _content(ctx: Ctx, status: int = 200, **extra) -> Response:
+    from clinieval.web.studies import rubric_versions
+
+    study = ctx.study.study_id
+    return page(ctx, "admin_content.html", status, content=manage.content_counts(ctx.engine,
+                study), versions=rubric_versions(ctx.engine, study),
+                **{"added": None, "version": None, "error": None, **extra})
+
+
+@router.get("/s/{study}/admin/content")
+async def content(ctx: Admin) -> Response:
+    return _content(ctx)
+
+
+@router.post("/s/{study}/admin/cases")
+async def add_cases(ctx: Admin) -> Response:
+    _, files = await _fields(ctx.request)
+    try:
+        if "source" not in files:
+            raise InputError("add cases", "upload the cases and answers", field="source")
+        added = manage.add_cases(ctx.engine, ctx.user.user_id, ctx.study.study_id,
+                                 files["source"])
+    except InputError as err:
+        return _content(ctx, 422, error=str(err))
+    return _content(ctx, added=added)
+
+
+@router.post("/s/{study}/admin/rubric")
+async def new_rubric_version(ctx: Admin) -> Response:
+    _, files = await _fields(ctx.request)
+    try:
+        made = manage.new_rubric_version(ctx.engine, ctx.user.user_id, ctx.study.study_id,
+                                         files.get("rubric") or manage.Upload("rubric", b""))
+    except InputError as err:
+        return _content(ctx, 422, error=str(err))
+    return _content(ctx, version=made["version"])
+
+
 # --- people: invitations, members, API tokens ------------------------------------------
 
 def _people(ctx: Ctx, status: int = 200, **extra) -> Response:

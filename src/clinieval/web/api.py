@@ -121,6 +121,41 @@ async def create_study(
     return Created(**made)
 
 
+class Added(BaseModel):
+    study_id: str
+    cases: int
+    answers: int
+    flagged: int
+
+
+@router.post("/api/studies/{study}/cases", status_code=201)
+async def add_cases(
+    ctx: Admin,
+    source: Annotated[UploadFile, File(description="Cases and answers, any format"
+                                                   " `clinieval import` reads.")],
+) -> Added:
+    """Add cases and answers to the study, all or nothing; new answers are
+    screened by the leak guard; ones already in the study are skipped."""
+    return Added(**manage.add_cases(ctx.engine, ctx.user_id, ctx.study.study_id,
+                                    await _upload(source)))
+
+
+class RubricVersion(BaseModel):
+    study_id: str
+    version: str
+
+
+@router.post("/api/studies/{study}/rubric", status_code=201)
+async def new_rubric_version(
+    ctx: Admin,
+    rubric: Annotated[UploadFile, File(description="Rubric JSON: the study's rubric id,"
+                                                   " a new version.")],
+) -> RubricVersion:
+    """A new rubric version for the study: ratings given from now on record it."""
+    return RubricVersion(**manage.new_rubric_version(ctx.engine, ctx.user_id,
+                                                     ctx.study.study_id, await _upload(rubric)))
+
+
 @router.get("/api/studies/{study}/progress")
 async def progress(ctx: Viewer) -> dict:
     """Coverage per model x specialty, open tasks, ratings still needed (and,

@@ -262,14 +262,16 @@ def _insert_lease(
 
 
 def _pair_load(conn: sa.Connection, a: str, b: str) -> int:
-    """Votes plus live leases on the unordered pair {a, b}."""
+    """Votes (each once, however often it was edited) plus live leases on the
+    unordered pair {a, b}."""
     p, tl = S.preferences, P.task_leases
 
     def both(x: sa.ColumnElement, y: sa.ColumnElement) -> sa.ColumnElement[bool]:
         return sa.or_(sa.and_(x == a, y == b), sa.and_(x == b, y == a))
 
     votes = conn.execute(
-        sa.select(sa.func.count()).where(both(p.c.answer_a_id, p.c.answer_b_id))
+        sa.select(sa.func.count()).where(both(p.c.answer_a_id, p.c.answer_b_id),
+                                         sa.func.coalesce(p.c.revision, 0) == 0)
     ).scalar_one()
     live = conn.execute(
         sa.select(sa.func.count()).where(both(tl.c.answer_id, tl.c.answer_b_id), _live())
@@ -288,7 +290,7 @@ def _model_pair_loads(conn: sa.Connection, cfg: StudyConfig) -> dict[tuple[str, 
         .join(a1, a1.c.answer_id == p.c.answer_a_id)
         .join(a2, a2.c.answer_id == p.c.answer_b_id)
         .join(S.cases, S.cases.c.case_id == p.c.case_id)
-        .where(S.cases.c.study_id == cfg.study_id)
+        .where(S.cases.c.study_id == cfg.study_id, sa.func.coalesce(p.c.revision, 0) == 0)
     )
     leases = (
         sa.select(a1.c.model_id, a2.c.model_id)

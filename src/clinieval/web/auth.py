@@ -1,6 +1,6 @@
 """Accounts, invitations, sessions, CSRF tokens and the login rate limit.
 
-Every token a browser holds (invitation, session) comes from ``secrets`` and
+Every token a browser holds (invitation, sign-in link, session) comes from ``secrets`` and
 is stored only as its SHA-256 digest. Cookies carry the token plus an HMAC
 under the platform key, so a forged or truncated cookie is refused before the
 database is asked. The key lives in the database, so sessions survive a
@@ -28,6 +28,7 @@ from clinieval.storage import sqltables as S
 
 SESSION_DAYS = 14
 INVITATION_DAYS = 14
+SIGNIN_LINK_MINUTES = 60
 LOGIN_WINDOW = timedelta(minutes=15)
 LOGIN_MAX_FAILURES = 5
 MIN_PASSWORD = 10
@@ -241,6 +242,47 @@ def _join(conn: sa.Connection, invitation: sa.Row, user_id: str) -> None:
                 study_id=invitation.study_id, user_id=user_id, role=invitation.role
             )
         )
+
+
+# --- one-time sign-in links ------------------------------------------------------
+
+
+def create_signin_link(engine: sa.Engine, user_id: str,
+                       minutes: int = SIGNIN_LINK_MINUTES) -> str:
+    """A single-use token that signs ``user_id`` in within ``minutes``."""
+    token = new_token()
+    with db.writing(engine) as conn:
+        conn.execute(P.signin_links.insert().values(
+            token_hash=digest(token), user_id=user_id, created_at=now(),
+            expires_at=now() + timedelta(minutes=minutes)))
+    return token
+
+
+def open_signin_link(conn: sa.Connection, token: str) -> sa.Row:
+    """The link's row, or AuthError when unknown, used or expired."""
+    row = conn.execute(sa.select(P.signin_links).where(
+        P.signin_links.c.token_hash == digest(token))).first()
+    if row is None:
+        raise AuthError("This sign-in link is not valid.")
+    if row.used_at is not None:
+        raise AuthError("This sign-in link has already been used.")
+    if aware(row.expires_at) < now():
+        raise AuthError("This sign-in link has expired; ask for a new one.")
+    return row
+
+
+def use_signin_link(engine: sa.Engine, token: str) -> str:
+    """Spend a sign-in link (once: a concurrent second use finds it used);
+    returns the user id to open a session for."""
+    with db.writing(engine) as conn:
+        row = open_signin_link(conn, token)
+        used = conn.execute(P.signin_links.update().where(
+            P.signin_links.c.token_hash == row.token_hash,
+            P.signin_links.c.used_at.is_(None)).values(used_at=now()))
+        if used.rowcount != 1:
+            raise AuthError("This sign-in link has already been used.")
+        record(conn, "signin_link_used", user_id=row.user_id)
+    return row.user_id
 
 
 # --- sessions ----------------------------------------------------------------

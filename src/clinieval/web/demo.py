@@ -1,5 +1,6 @@
 """``clinieval serve --demo``: a small study from the bundled demo snapshot,
-with a demo clinician, a demo admin and an invitation link.
+with a demo clinician, a demo admin (each reached by a one-time sign-in link;
+no password is printed) and an invitation link.
 
 The demo snapshot stores answer lengths but no answer text, so readable
 stand-in answers are written here, deterministically per answer id.
@@ -70,9 +71,10 @@ def demo_source() -> Snapshot:
     )
 
 
-def setup_demo(engine: sa.Engine) -> dict[str, str]:
-    """Create the demo study (once) and two accounts; returns their e-mail
-    addresses, fresh passwords and a clinician invitation token."""
+def setup_demo(engine: sa.Engine, link_minutes: int = auth.SIGNIN_LINK_MINUTES
+               ) -> dict[str, str]:
+    """Create the demo study and two accounts (once); returns a fresh one-time
+    sign-in token for each account and a clinician invitation token."""
     with engine.connect() as conn:
         exists = conn.execute(
             sa.select(S.studies.c.study_id).where(S.studies.c.study_id == DEMO_STUDY)
@@ -82,25 +84,21 @@ def setup_demo(engine: sa.Engine) -> dict[str, str]:
         create_study(engine, plan, demo_source())
     out = {"invitation": auth.create_invitation(engine, DEMO_STUDY, "clinician")}
     for role in ("clinician", "admin"):
-        email, password = f"demo-{role}@example.org", secrets.token_urlsafe(12)
-        _demo_account(engine, email, password, role)
-        out[role] = f"{email} / {password}"
+        user_id = _demo_account(engine, f"demo-{role}@example.org", role)
+        out[role] = auth.create_signin_link(engine, user_id, link_minutes)
     return out
 
 
-def _demo_account(engine: sa.Engine, email: str, password: str, role: str) -> None:
-    """Create a demo account with its profile and consent in place, or give an
-    existing one a fresh password."""
-    with db.writing(engine) as conn:
-        reset = conn.execute(
-            P.users.update()
-            .where(P.users.c.email == email)
-            .values(password_hash=auth.hash_password(password))
-        )
-    if reset.rowcount:
-        return
+def _demo_account(engine: sa.Engine, email: str, role: str) -> str:
+    """The demo account's user id, created with its profile and consent in
+    place. Its password is random and never shown: the sign-in links open it."""
+    with engine.connect() as conn:
+        existing = conn.execute(
+            sa.select(P.users.c.user_id).where(P.users.c.email == email)).scalar()
+    if existing is not None:
+        return existing
     token = auth.create_invitation(engine, DEMO_STUDY, role)
-    user_id = auth.register(engine, token, email, password)
+    user_id = auth.register(engine, token, email, secrets.token_urlsafe(24))
     with db.writing(engine) as conn:
         rater = conn.execute(sa.select(P.users.c.rater_id).where(P.users.c.user_id == user_id))
         conn.execute(
@@ -119,3 +117,4 @@ def _demo_account(engine: sa.Engine, email: str, password: str, role: str) -> No
             .where(P.memberships.c.user_id == user_id)
             .values(consented_at=datetime.now(UTC))
         )
+    return user_id

@@ -85,7 +85,8 @@ def _clinicians(conn: sa.Connection, cfg: StudyConfig) -> list[dict]:
         .group_by(per_answer.c.rater_id))}
     votes = dict(conn.execute(
         sa.select(p.c.rater_id, sa.func.count()).join(S.cases, S.cases.c.case_id == p.c.case_id)
-        .where(p.c.rater_id.in_(ids), S.cases.c.study_id == cfg.study_id)
+        .where(p.c.rater_id.in_(ids), S.cases.c.study_id == cfg.study_id,
+               sa.func.coalesce(p.c.revision, 0) == 0)  # an edited vote counts once
         .group_by(p.c.rater_id)).all())
     return [{"rater_id": x.rater_id, "specialty": x.specialty,
              "answers_rated": rated.get(x.rater_id, (0, 0))[0],

@@ -106,8 +106,8 @@ def plan_from_form(form: dict, rubric: Upload | None) -> StudyPlan:
             raise InputError("study form", "not a criterion of the rubric", field="criteria",
                              expected=", ".join(known), got=c)
     if shown:
-        rub = rub.model_copy(update={"criteria": [c for c in rub.criteria
-                                                  if c.criterion_id in shown]})
+        rub = rub.model_copy(update={"criteria": tuple(c for c in rub.criteria
+                                                  if c.criterion_id in shown)})
     specialties = tuple(s.strip() for s in str(form.get("specialties") or "").split(",")
                         if s.strip())
     return StudyPlan(
@@ -143,6 +143,72 @@ def new_study(engine: sa.Engine, user_id: str, form: dict, source: Upload,
         conn.execute(P.memberships.insert().values(study_id=plan.study_id, user_id=user_id,
                                                    role="admin", consented_at=auth.now()))
     return {"study_id": plan.study_id, **counts}
+
+
+def content_counts(engine: sa.Engine, study_id: str) -> dict[str, int]:
+    c, a = S.cases, S.answers
+    with engine.connect() as conn:
+        cases = conn.execute(sa.select(sa.func.count()).where(
+            c.c.study_id == study_id)).scalar_one()
+        answers = conn.execute(sa.select(sa.func.count()).select_from(a).join(
+            c, c.c.case_id == a.c.case_id).where(c.c.study_id == study_id)).scalar_one()
+    return {"cases": cases, "answers": answers}
+
+
+def add_cases(engine: sa.Engine, user_id: str, study_id: str, source: Upload) -> dict:
+    """Add an uploaded source's cases and answers to the study, all or nothing
+    (the importer's checks and messages), and log it."""
+    from clinieval.web.studies import add_cases as add
+
+    counts = add(engine, study_id, _read_upload(source, "source"))
+    with db.writing(engine) as conn:
+        auth.record(conn, "cases_added", user_id=user_id, study_id=study_id, detail=counts)
+    return {"study_id": study_id, **counts}
+
+
+def new_rubric_version(engine: sa.Engine, user_id: str | None, study_id: str,
+                       rubric) -> dict:
+    """Make ``rubric`` (a :class:`~clinieval.schema.domain.Rubric`, or an
+    :class:`Upload` of one) the study's current version: ratings given from
+    now on record it. It must be the same rubric (id) under a version not used
+    before, and keep every criterion the study shows."""
+    from clinieval.web.assignment import study_config
+    from clinieval.web.studies import store_rubric_version
+
+    if isinstance(rubric, Upload):
+        if not rubric.content:
+            raise InputError("rubric", "upload a rubric file", field="rubric")
+        rubric = _rubric(rubric)
+    sr = P.study_rubrics
+    with db.writing(engine) as conn:
+        current = conn.execute(sa.select(sr).where(sr.c.study_id == study_id)).first()
+        cfg = study_config(conn, study_id)
+        if current is None or cfg is None:
+            raise InputError("rubric", "no such study", field="study", got=study_id)
+        _check_new_version(conn, rubric, current, cfg.criteria)
+        conn.execute(sr.update().where(sr.c.study_id == study_id)
+                     .values(version=str(rubric.version)))
+        store_rubric_version(conn, study_id, rubric, user_id)
+        auth.record(conn, "rubric_version_added", user_id=user_id, study_id=study_id,
+                    subject=str(rubric.version), detail={"previous": current.version})
+    return {"study_id": study_id, "version": str(rubric.version)}
+
+
+def _check_new_version(conn: sa.Connection, rubric, current: sa.Row, shown: list[str]) -> None:
+    v = P.study_rubric_versions
+    if rubric.rubric_id != current.rubric_id:
+        raise InputError("rubric", "a new version must be of the study's rubric",
+                         field="rubric_id", expected=current.rubric_id, got=rubric.rubric_id)
+    used = conn.execute(sa.select(v.c.version).where(
+        v.c.study_id == current.study_id)).scalars().all()
+    if str(rubric.version) in {*used, current.version}:
+        raise InputError("rubric", "this version was already used in the study",
+                         field="version", expected=f"not one of {', '.join(sorted(used))}",
+                         got=rubric.version)
+    missing = [c for c in shown if c not in rubric.ids]
+    if missing:
+        raise InputError("rubric", "the new version drops criteria the study shows",
+                         field="criteria", got=", ".join(missing))
 
 
 def may_create_studies(conn: sa.Connection, user_id: str) -> bool:
@@ -262,7 +328,8 @@ def decide(engine: sa.Engine, user_id: str, study_id: str, answer_id: str,
 
 # --- audit log, API tokens, export -----------------------------------------------
 
-ADMIN_EVENTS = ("study_created", "invited", "invitation_created", "access_revoked",
+ADMIN_EVENTS = ("study_created", "cases_added", "rubric_version_added", "invited",
+                "invitation_created", "access_revoked",
                 *DECISION_EVENTS.values(), "token_created", "token_revoked",
                 "exported", "report_run", "signed_in", "joined", "registered")
 

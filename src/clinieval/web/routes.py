@@ -113,6 +113,30 @@ async def invite(token: str, ctx: Public) -> Response:
     return response
 
 
+@router.get("/signin/{token}")
+async def signin_link_page(token: str, ctx: Public) -> Response:
+    """Opening the link only shows a button: a link preview or a mail scanner
+    fetching it does not spend it."""
+    try:
+        with ctx.engine.connect() as conn:
+            auth.open_signin_link(conn, token)
+    except auth.AuthError as err:
+        return page(ctx, "message.html", 404, title="Sign in", message=str(err))
+    return page(ctx, "signin.html")
+
+
+@router.post("/signin/{token}")
+async def signin_link(token: str, ctx: Public) -> Response:
+    try:
+        user_id = auth.use_signin_link(ctx.engine, token)
+    except auth.AuthError as err:
+        return page(ctx, "message.html", 400, title="Sign in", message=str(err))
+    response = RedirectResponse("/studies", status_code=303)
+    set_cookie(ctx.request, response, SESSION_COOKIE, auth.open_session(ctx.engine, user_id))
+    response.delete_cookie(PRE_COOKIE, path="/")
+    return response
+
+
 @router.get("/studies")
 async def studies(ctx: User) -> Response:
     m, s = P.memberships, S.studies
@@ -266,10 +290,11 @@ async def history(ctx: Clinician, saved: int = 0) -> Response:
 
 
 def _history(ctx: Ctx) -> list[dict]:
-    tl, r, a, c = P.task_leases, S.ratings, S.answers, S.cases
+    tl, r, a, c, p = P.task_leases, S.ratings, S.answers, S.cases, S.preferences
     with ctx.engine.connect() as conn:
         leases = conn.execute(
-            sa.select(tl.c.token, tl.c.kind, tl.c.answer_id, tl.c.answer_b_id, c.c.prompt)
+            sa.select(tl.c.token, tl.c.kind, tl.c.answer_id, tl.c.answer_b_id, tl.c.preference_id,
+                      c.c.prompt)
             .join(a, a.c.answer_id == tl.c.answer_id).join(c, c.c.case_id == a.c.case_id)
             .where(tl.c.user_id == ctx.user.user_id, tl.c.study_id == ctx.study.study_id,
                    tl.c.status == "submitted").order_by(tl.c.created_at.desc())).all()
@@ -279,6 +304,11 @@ def _history(ctx: Ctx) -> list[dict]:
             revision, when = conn.execute(sa.select(sa.func.max(r.c.revision),
                                                     sa.func.max(r.c.created_at)).where(
                 r.c.answer_id.in_(ids), r.c.rater_id == ctx.user.rater_id)).one()
+            if lease.preference_id is not None:  # the vote's own revisions count too
+                vote = conn.execute(sa.select(p.c.revision, p.c.created_at).where(
+                    p.c.preference_id == lease.preference_id)).one()
+                revision, when = max(revision or 0, vote.revision or 0), max(
+                    auth.aware(when), auth.aware(vote.created_at))
             items.append({"token": lease.token, "kind": lease.kind, "revision": revision,
                           "when": auth.aware(when).strftime("%Y-%m-%d %H:%M UTC"),
                           "prompt": (lease.prompt or "")[:120]})

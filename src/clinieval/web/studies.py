@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from clinieval import tables as T
 from clinieval.errors import InputError
 from clinieval.io.importer import import_snapshot
-from clinieval.rubric import rubric_to_rows
+from clinieval.rubric import rubric_to_dict, rubric_to_rows
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot, conform
 from clinieval.storage import db
@@ -84,7 +84,7 @@ def create_study(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> dict[s
     db.upgrade(engine)
     snap = _study_snapshot(engine, plan, source)
     specialties = plan.specialties or tuple(sorted(set(snap["cases"]["specialty"].to_pylist())))
-    screens = _screen(plan, snap, source["models"])
+    screens = _screen(plan.study_id, snap, source["models"])
     import_snapshot(engine, snap)
     with db.writing(engine) as conn:
         conn.execute(
@@ -102,6 +102,7 @@ def create_study(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> dict[s
         conn.execute(P.study_rubrics.insert().values(
             study_id=plan.study_id, rubric_id=plan.rubric.rubric_id,
             version=str(plan.rubric.version), rationale_required=plan.rationale_required))
+        store_rubric_version(conn, plan.study_id, plan.rubric)
     flagged = sum(s["status"] == "flagged" for s in screens)
     return {"cases": snap["cases"].num_rows, "answers": len(screens), "flagged": flagged}
 
@@ -158,7 +159,64 @@ def _not_stored(engine: sa.Engine, models: pa.Table) -> pa.Table:
     return models.filter(pc.invert(pc.is_in(models["model_id"], pa.array(stored, pa.string()))))
 
 
-def _screen(plan: StudyPlan, snap: Snapshot, models: pa.Table) -> list[dict]:
+def add_cases(engine: sa.Engine, study_id: str, source: Snapshot) -> dict[str, int]:
+    """Add a source's cases and answers to an existing study, all or nothing.
+
+    The source goes through the importer's checks (the same messages as
+    ``clinieval import``); cases and answers already in the study are
+    skipped, so the same file can be sent again. Every new answer is
+    screened by the leak guard before a clinician can get it. Returns
+    counts of what was added.
+    """
+    offered, known = _study_scope(engine, study_id)
+    cases = source["cases"]
+    if cases.num_rows == 0:
+        raise InputError("add cases", "the source has no cases", field="cases")
+    outside = sorted(set(cases["specialty"].to_pylist()) - set(offered))
+    if outside:
+        raise InputError("add cases", "specialty not offered by the study", field="specialty",
+                         expected=", ".join(offered), got=", ".join(map(str, outside)))
+    cases = cases.set_column(cases.schema.get_field_index("study_id"), "study_id",
+                             pa.array([study_id] * cases.num_rows, pa.string()))
+    answers = source["answers"].filter(pc.is_in(source["answers"]["case_id"], cases["case_id"]))
+    new_answers = answers.filter(pc.invert(pc.is_in(answers["answer_id"],
+                                                    pa.array(known, pa.string()))))
+    models = source["models"].filter(pc.is_in(source["models"]["model_id"],
+                                              answers["model_id"]))
+    snap = Snapshot.from_tables({"cases": cases, "answers": answers,
+                                 "models": _not_stored(engine, models)}, {})
+    screens = _screen(study_id, Snapshot.from_tables({"answers": new_answers}, {}),
+                      source["models"])
+    stored = import_snapshot(engine, snap)
+    with db.writing(engine) as conn:
+        if screens:
+            conn.execute(P.answer_screens.insert(), screens)
+    return {"cases": stored["cases"], "answers": len(screens),
+            "flagged": sum(s["status"] == "flagged" for s in screens)}
+
+
+def _study_scope(engine: sa.Engine, study_id: str) -> tuple[list[str], list[str]]:
+    """The study's offered specialties and the answers it has screened."""
+    with engine.connect() as conn:
+        offered = conn.execute(sa.select(P.study_settings.c.specialties).where(
+            P.study_settings.c.study_id == study_id)).scalar()
+        if offered is None:
+            raise InputError("add cases", "no such study", field="study", got=study_id)
+        known = conn.execute(sa.select(P.answer_screens.c.answer_id).where(
+            P.answer_screens.c.study_id == study_id)).scalars().all()
+    return json.loads(offered), list(known)
+
+
+def store_rubric_version(conn: sa.Connection, study_id: str, rubric: Rubric,
+                         user_id: str | None = None) -> None:
+    """Keep a rubric version of the study with its texts (what clinicians see)."""
+    conn.execute(P.study_rubric_versions.insert().values(
+        study_id=study_id, version=str(rubric.version), rubric_id=rubric.rubric_id,
+        rubric=json.dumps(rubric_to_dict(rubric)), created_at=datetime.now(UTC),
+        created_by=user_id))
+
+
+def _screen(study_id: str, snap: Snapshot, models: pa.Table) -> list[dict]:
     used = models.filter(pc.is_in(models["model_id"], snap["answers"]["model_id"]))
     terms = [
         v
@@ -174,7 +232,7 @@ def _screen(plan: StudyPlan, snap: Snapshot, models: pa.Table) -> list[dict]:
         verdict = guard.screen(text)
         rows.append(
             {
-                "study_id": plan.study_id,
+                "study_id": study_id,
                 "answer_id": answer_id,
                 "screened_at": at,
                 "status": "flagged" if verdict.flagged else "clear",
@@ -232,7 +290,21 @@ def study_snapshot(engine: sa.Engine, study_id: str) -> Snapshot:
             pc.is_in(t["judgments"]["answer_id"], answers["answer_id"])
         ),
     }
-    return Snapshot.from_tables(tables, {**snap.meta, "study_id": study_id})
+    meta = {**snap.meta, "study_id": study_id, "rubric_versions": rubric_versions(engine, study_id)}
+    return Snapshot.from_tables(tables, meta)
+
+
+def rubric_versions(engine: sa.Engine, study_id: str) -> list[dict]:
+    """The study's rubric versions, oldest first, with their texts when stored
+    (``ratings.rubric_version`` names one of them)."""
+    v, sr = P.study_rubric_versions, P.study_rubrics
+    with engine.connect() as conn:
+        current = conn.execute(sa.select(sr.c.version).where(sr.c.study_id == study_id)).scalar()
+        rows = conn.execute(sa.select(v).where(v.c.study_id == study_id)
+                            .order_by(v.c.created_at, v.c.version)).all()
+    return [{"version": r.version, "rubric_id": r.rubric_id, "current": r.version == current,
+             "created_at": r.created_at.isoformat(timespec="seconds"),
+             "rubric": json.loads(r.rubric) if r.rubric else None} for r in rows]
 
 
 def export_study(engine: sa.Engine, study_id: str, out: Path, *, salt: str,

@@ -4,8 +4,9 @@ A submission is validated completely before anything is written, then
 stored in one transaction together with its idempotency key and the lease's
 new status; the transaction commits before the response says "saved". A
 retry with the same key returns the stored result and writes nothing. A
-second submission of a submitted task is an edit: changed criteria get a new
-row with the next revision, earlier rows stay.
+second submission of a submitted task is an edit: changed criteria, and a
+changed vote, get a new row with the next revision; earlier rows stay. Each
+rating records the study's rubric version current when it was given.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Submission:
     comments: dict[tuple[int, str], str | None]
     choice: str | None
     time_spent_s: float | None
+    rubric_version: str | None = None
 
 
 def parse(
@@ -164,6 +166,7 @@ def _store_once(
         if done is not None:
             return done
         lease = _locked_lease(conn, token, user.user_id)
+        sub = replace(sub, rubric_version=_rubric_version(conn, cfg.study_id))
         if lease.status == "submitted":
             result = _revise(conn, lease, user.rater_id, sub)
         else:
@@ -178,6 +181,12 @@ def _store_once(
             )
         )
     return result
+
+
+def _rubric_version(conn: sa.Connection, study_id: str) -> str | None:
+    """The study's current rubric version, read inside the write transaction."""
+    sr = P.study_rubrics
+    return conn.execute(sa.select(sr.c.version).where(sr.c.study_id == study_id)).scalar()
 
 
 def _stored_result(conn: sa.Connection, key: str, user_id: str) -> dict | None:
@@ -234,11 +243,11 @@ def _first(conn: sa.Connection, lease: sa.Row, rater_id: str, sub: Submission) -
 
 
 def _revise(conn: sa.Connection, lease: sa.Row, rater_id: str, sub: Submission) -> dict:
-    """Append a revision for each criterion whose score or comment changed."""
-    if lease.kind == "pair" and _vote_changed(conn, lease, sub.choice):
-        raise InputError(
-            SOURCE, "a submitted vote cannot be changed (its ratings can)", field="choice"
-        )
+    """Append a revision for each criterion whose score or comment changed,
+    and for the vote when it changed."""
+    preference_id, vote_revision = lease.preference_id, 0
+    if lease.kind == "pair":
+        preference_id, vote_revision = _revise_vote(conn, lease, sub.choice)
     answers = panel_answers(lease)
     latest = _latest(conn, answers, rater_id)
     rows = []
@@ -253,18 +262,29 @@ def _revise(conn: sa.Connection, lease: sa.Row, rater_id: str, sub: Submission) 
     return {
         "saved": True,
         "task": lease.token,
-        "revision": revision,
+        "revision": max(revision, vote_revision),
         "rating_ids": ids,
-        "preference_id": lease.preference_id,
+        "preference_id": preference_id,
     }
 
 
-def _vote_changed(conn: sa.Connection, lease: sa.Row, choice: str | None) -> bool:
+def _revise_vote(conn: sa.Connection, lease: sa.Row, choice: str | None) -> tuple[int, int]:
+    """A changed vote is a new preference row with the next revision (the
+    lease then points at it); an unchanged one writes nothing. Returns the
+    current preference id and its revision."""
     p = S.preferences
-    stored = conn.execute(
-        sa.select(p.c.choice).where(p.c.preference_id == lease.preference_id)
-    ).scalar_one()
-    return stored != stored_choice(choice or "", lease.shown_left)
+    stored = conn.execute(sa.select(p).where(p.c.preference_id == lease.preference_id)).one()
+    revision = stored.revision or 0
+    new_choice = stored_choice(choice or "", lease.shown_left)
+    if stored.choice == new_choice:
+        return stored.preference_id, 0
+    row = {**{k: v for k, v in stored._mapping.items() if k != "preference_id"},
+           "choice": new_choice, "revision": revision + 1, "created_at": now()}
+    statement = p.insert().returning(p.c.preference_id)
+    preference_id = _insert_one(conn, statement, "preferences", row, 0)
+    conn.execute(P.task_leases.update().where(P.task_leases.c.token == lease.token)
+                 .values(preference_id=preference_id))
+    return preference_id, revision + 1
 
 
 def _latest(conn: sa.Connection, answers: list[str], rater_id: str) -> dict:
@@ -297,6 +317,7 @@ def _rating(
         "comment": sub.comments[(panel, criterion_id)],
         "time_spent_s": sub.time_spent_s,
         "created_at": now(),
+        "rubric_version": sub.rubric_version,
     }
 
 
@@ -319,7 +340,7 @@ def _add_preference(conn: sa.Connection, lease: sa.Row, rater_id: str, choice: s
     ).scalar_one()
     row = {"case_id": case_id, "answer_a_id": lease.answer_id, "answer_b_id": lease.answer_b_id,
            "shown_left": lease.shown_left, "choice": stored_choice(choice or "", lease.shown_left),
-           "rater_id": rater_id, "created_at": now()}
+           "rater_id": rater_id, "created_at": now(), "revision": 0}
     statement = S.preferences.insert().returning(S.preferences.c.preference_id)
     return _insert_one(conn, statement, "preferences", row, 0)
 

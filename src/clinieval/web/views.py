@@ -10,6 +10,7 @@ addressed by their lease token.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict
@@ -69,24 +70,44 @@ def comment_field(panel: int, criterion_id: str) -> str:
 
 
 def criteria_views(conn: sa.Connection, cfg: StudyConfig) -> tuple[CriterionView, ...]:
-    c = S.criteria
-    rows = {
-        r.criterion_id: r
-        for r in conn.execute(sa.select(c).where(c.c.criterion_id.in_(cfg.criteria)))
-    }
+    """The shown criteria in the texts of the study's current rubric version
+    (the criteria table's, for a version stored without its texts)."""
+    rows = current_rubric_rows(conn, cfg.study_id)
+    if rows is None:
+        c = S.criteria
+        rows = {r.criterion_id: r._mapping
+                for r in conn.execute(sa.select(c).where(c.c.criterion_id.in_(cfg.criteria)))}
     return tuple(
         CriterionView(
             criterion_id=cid,
-            name=rows[cid].name,
-            definition=rows[cid].definition or "",
-            safety_critical=bool(rows[cid].safety_critical),
+            name=rows[cid]["name"],
+            definition=rows[cid]["definition"] or "",
+            safety_critical=bool(rows[cid]["safety_critical"]),
             anchors=tuple(
-                Anchor(score=s, text=getattr(rows[cid], col) or "")
+                Anchor(score=s, text=rows[cid][col] or "")
                 for s, col in zip(T.SCORES, ANCHOR_COLUMNS, strict=True)
             ),
         )
         for cid in cfg.criteria
     )
+
+
+def current_rubric_rows(conn: sa.Connection, study_id: str) -> dict[str, dict] | None:
+    v, sr = P.study_rubric_versions, P.study_rubrics
+    text = conn.execute(
+        sa.select(v.c.rubric)
+        .join(sr, sa.and_(sr.c.study_id == v.c.study_id, sr.c.version == v.c.version))
+        .where(sr.c.study_id == study_id)
+    ).scalar()
+    return _rubric_rows(text) if text else None
+
+
+@lru_cache(maxsize=64)
+def _rubric_rows(text: str) -> dict[str, dict]:
+    """Criteria rows of a stored rubric (parsed once per distinct text)."""
+    from clinieval.rubric import rubric_from_dict, rubric_to_rows
+
+    return {row["criterion_id"]: row for row in rubric_to_rows(rubric_from_dict(json.loads(text)))}
 
 
 def panel_answers(lease: sa.Row) -> list[str]:

@@ -1,10 +1,16 @@
 """The platform's commands through the CLI runner: study create, study
-flagged, invite, study export, and serve --demo's set-up."""
+flagged, invite, study export, study rubric, and serve --demo (its set-up,
+and the real server printing one-time sign-in links)."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import httpx
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
@@ -14,7 +20,7 @@ from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.web import auth
 from clinieval.web.demo import DEMO_STUDY, setup_demo
-from clinieval.web.testing import SELF_IDENTIFYING, blinding_source
+from clinieval.web.testing import SELF_IDENTIFYING, blinding_source, csrf_of, free_port
 
 runner = CliRunner()
 
@@ -58,9 +64,46 @@ def test_bad_study_settings_name_the_option(db_url, tmp_path):
 
 def test_demo_setup_is_repeatable(engine):
     first, second = setup_demo(engine), setup_demo(engine)
-    assert first["clinician"] != second["clinician"]  # a fresh password each time
+    assert first["clinician"] != second["clinician"]  # a fresh sign-in link each time
     with engine.connect() as conn:
         users = conn.execute(sa.select(sa.func.count()).select_from(P.users)).scalar_one()
         screens = conn.execute(sa.select(P.answer_screens.c.status).where(
             P.answer_screens.c.study_id == DEMO_STUDY)).scalars().all()
     assert users == 2 and screens and set(screens) == {"clear"}
+
+
+def test_serve_demo_prints_one_time_sign_in_links_not_passwords(tmp_path):
+    port, log = free_port(), tmp_path / "serve.log"
+    cli = Path(sys.executable).with_name("clinieval")
+    proc = subprocess.Popen([str(cli), "serve", "--demo", "--port", str(port), "--database-url",
+                             f"sqlite:///{tmp_path / 'demo.db'}"],
+                            stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    try:
+        links = _printed_links(log, port)
+        assert set(links) == {"demo clinician", "demo admin", "invitation for a new clinician"}
+        assert "password" not in log.read_text().lower() and "@" not in log.read_text()
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as browser:
+            page = browser.get(links["demo admin"])
+            r = browser.post(links["demo admin"], data={"csrf": csrf_of(page.text)})
+            assert r.status_code == 303 and browser.get("/s/demo/progress").status_code == 200
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as someone_else:
+            page = someone_else.get(links["demo admin"])
+            assert page.status_code == 404 and "already been used" in page.text
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _printed_links(log: Path, port: int) -> dict[str, str]:
+    deadline = time.monotonic() + 90  # a loaded 2-core machine imports slowly
+    while time.monotonic() < deadline:
+        found = dict(re.findall(r"^([a-z ]+): http://127\.0\.0\.1:\d+(/\S+)$", log.read_text(),
+                                re.MULTILINE))
+        if len(found) == 3:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/login", timeout=1)
+                return found
+            except httpx.TransportError:
+                pass
+        time.sleep(0.2)
+    raise AssertionError(f"serve --demo printed no links: {log.read_text()[-2000:]}")

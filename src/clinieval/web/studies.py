@@ -169,16 +169,16 @@ def add_cases(engine: sa.Engine, study_id: str, source: Snapshot) -> dict[str, i
     counts of what was added.
     """
     offered, known = _study_scope(engine, study_id)
-    cases = source["cases"]
-    if cases.num_rows == 0:
-        raise InputError("add cases", "the source has no cases", field="cases")
+    cases, answers = source["cases"], source["answers"]
+    if cases.num_rows + answers.num_rows == 0:
+        raise InputError("add cases", "the source has no cases or answers", field="cases")
     outside = sorted(set(cases["specialty"].to_pylist()) - set(offered))
     if outside:
         raise InputError("add cases", "specialty not offered by the study", field="specialty",
                          expected=", ".join(offered), got=", ".join(map(str, outside)))
     cases = cases.set_column(cases.schema.get_field_index("study_id"), "study_id",
                              pa.array([study_id] * cases.num_rows, pa.string()))
-    answers = source["answers"].filter(pc.is_in(source["answers"]["case_id"], cases["case_id"]))
+    _check_answer_cases(engine, study_id, answers, cases)
     new_answers = answers.filter(pc.invert(pc.is_in(answers["answer_id"],
                                                     pa.array(known, pa.string()))))
     models = source["models"].filter(pc.is_in(source["models"]["model_id"],
@@ -193,6 +193,24 @@ def add_cases(engine: sa.Engine, study_id: str, source: Snapshot) -> dict[str, i
             conn.execute(P.answer_screens.insert(), screens)
     return {"cases": stored["cases"], "answers": len(screens),
             "flagged": sum(s["status"] == "flagged" for s in screens)}
+
+
+def _check_answer_cases(engine: sa.Engine, study_id: str, answers: pa.Table,
+                        cases: pa.Table) -> None:
+    """Answers may be to the source's cases or the study's own; a case of
+    another study is refused here, an unknown one by the importer."""
+    elsewhere = pc.unique(answers["case_id"].filter(
+        pc.invert(pc.is_in(answers["case_id"], cases["case_id"])))).to_pylist()
+    if not elsewhere:
+        return
+    c = S.cases
+    with engine.connect() as conn:
+        foreign = conn.execute(sa.select(c.c.case_id).where(
+            c.c.case_id.in_(elsewhere), c.c.study_id != study_id)).scalars().first()
+    if foreign is not None:
+        row = answers["case_id"].to_pylist().index(foreign) + 1
+        raise InputError("answers", "the answer is to a case of another study", row=row,
+                         field="case_id", got=foreign)
 
 
 def _study_scope(engine: sa.Engine, study_id: str) -> tuple[list[str], list[str]]:

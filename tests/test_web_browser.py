@@ -2,8 +2,9 @@
 chromium) against a real ``clinieval serve`` process, on SQLite and
 PostgreSQL: invitation, registration, profile, three rating tasks with the
 keyboard only (one of them interrupted: its draft survives closing the
-page), a pairwise task, an edit, sign-out; then ``clinieval study export``
-and ``clinieval audit`` on the export. Every response the browser receives
+page), a pairwise task, an edited rating, an edited vote, sign-out; then
+``clinieval study export`` and ``clinieval audit`` on the export (which keep
+every revision and count only the latest). Every response the browser receives
 is scanned for the study's model ids, names, versions and providers."""
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from clinieval import tables as T
+from clinieval.audit.data import from_bundle
 from clinieval.storage import db
 from clinieval.storage import sqltables as S
 from clinieval.web import auth
@@ -93,6 +96,7 @@ def test_clinician_flow_in_a_browser(db_url, tmp_path):
             page = _three_rating_tasks(context, page, base, tmp_path)
             _pairwise_task(page, tmp_path)
             _edit_one_rating(page)
+            _edit_the_vote(page)
             page.get_by_role("button", name="Sign out").click()
             page.wait_for_url("**/login")
             cookies = json.dumps(context.cookies())
@@ -176,6 +180,18 @@ def _edit_one_rating(page) -> None:
     page.wait_for_url("**/history?saved=1")
 
 
+def _edit_the_vote(page) -> None:
+    """Reopen the comparison from the history and change A to a tie by keyboard."""
+    page.get_by_role("link", name="History").click()
+    page.locator("tr", has_text="Comparison").get_by_role("link", name="View or edit").click()
+    page.locator("fieldset.choice:focus").wait_for()
+    assert page.eval_on_selector("input[name=choice]:checked", "e => e.value") == "A"
+    page.keyboard.press("t")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/history?saved=1")
+    assert page.locator("tr", has_text="Comparison").locator("td").nth(2).inner_text() == "1"
+
+
 def _save_screenshot(path: Path) -> None:
     if os.environ.get("CLINIEVAL_UPDATE_SCREENSHOTS") == "1":
         shutil.copy(path, DOCS / path.name)
@@ -192,7 +208,14 @@ def _export_and_audit(engine, db_url: str, tmp_path: Path) -> None:
     with engine.connect() as conn:
         revisions = conn.execute(sa.select(sa.func.count()).where(
             S.ratings.c.revision > 0)).scalar_one()
+        votes = conn.execute(sa.select(S.preferences.c.revision, S.preferences.c.choice)
+                             .order_by(S.preferences.c.revision)).all()
     # 3 rating tasks + both answers of one pair, 9 criteria each, plus the edit
     assert revisions == 1
     assert counts["ratings"] == 5 * CRITERIA + 1
-    assert counts["preferences"] == 1 and counts["raters"] == 1
+    # The vote and its edit are both kept; the audit counts the edit only.
+    assert [v.revision for v in votes] == [0, 1] and votes[1].choice == "tie"
+    assert counts["preferences"] == 2 and counts["raters"] == 1
+    used = from_bundle(export)
+    assert used.pref_outcome.tolist() == [T.CHOICES.index("tie")]
+    assert len(used.rating_score) == 5 * CRITERIA  # the latest revision of each score

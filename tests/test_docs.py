@@ -13,8 +13,12 @@ README = (Path(__file__).parents[1] / "README.md").read_text()
 
 
 def _commands():
+    from clinieval.cli_web import study_app
+
     names = [c.name or c.callback.__name__ for c in app.registered_commands]
-    return names + [f"db {c.name or c.callback.__name__}" for c in db_app.registered_commands]
+    return names + [f"{group} {c.name or c.callback.__name__}"
+                    for group, sub in (("db", db_app), ("study", study_app))
+                    for c in sub.registered_commands]
 
 
 @pytest.mark.parametrize("command", _commands())

@@ -4,6 +4,7 @@ and the real server printing one-time sign-in links)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -107,3 +108,21 @@ def _printed_links(log: Path, port: int) -> dict[str, str]:
                 pass
         time.sleep(0.2)
     raise AssertionError(f"serve --demo printed no links: {log.read_text()[-2000:]}")
+
+
+def test_study_rubric_sets_a_new_version_once(db_url, engine, tmp_path):
+    from clinieval.rubric import load_rubric, rubric_to_dict
+    from clinieval.web.testing import make_studies
+
+    make_studies(engine)
+    path = tmp_path / "rubric-v2.json"
+    path.write_text(json.dumps({**rubric_to_dict(load_rubric()), "version": "2.0.0"}))
+    args = ["study", "rubric", "x", str(path), "--database-url", db_url]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0 and "2.0.0" in r.output, r.output
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and "already used" in r.output
+    with engine.connect() as conn:
+        versions = dict(conn.execute(sa.select(P.study_rubrics.c.study_id,
+                                               P.study_rubrics.c.version)).all())
+    assert versions == {"x": "2.0.0", "y": load_rubric().version}

@@ -109,7 +109,7 @@ def study_add_cases(
     guard screens every new answer. Cases and answers already in the study
     are skipped, so a grown file can be sent again.
 
-    Example: `clinieval study add-cases cardio more-cases.jsonl`
+    Example: `clinieval study add-cases cardio more-cases`
     """
     from clinieval.io.importer import read_source
     from clinieval.web.studies import add_cases

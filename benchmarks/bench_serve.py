@@ -197,7 +197,7 @@ def check(url: str, run: Run, target: int) -> dict[str, int]:
             .having(sa.func.count() > 1).subquery())).scalar_one()
         duplicated += conn.execute(sa.select(sa.func.count()).select_from(
             sa.select(p.c.rater_id).where(p.c.rater_id.like("r_bench%"))
-            .group_by(p.c.rater_id, p.c.answer_a_id, p.c.answer_b_id)
+            .group_by(p.c.rater_id, p.c.answer_a_id, p.c.answer_b_id, p.c.revision)
             .having(sa.func.count() > 1).subquery())).scalar_one()
         touched = sa.select(r.c.answer_id).where(r.c.rater_id.like("r_bench%"))
         over = conn.execute(sa.select(sa.func.count()).select_from(

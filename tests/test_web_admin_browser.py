@@ -1,22 +1,27 @@
 """The admin flow in a real browser (Playwright driving Debian's chromium)
 against a real ``clinieval serve`` process, on SQLite and PostgreSQL: create
-a study from an uploaded file, invite two clinicians, watch progress move as
-they rate (over real HTTP), release a flagged answer, export, open the
-report. Screenshots of the progress page and the live safety view go to
+a study from an uploaded file, add more cases later (a bad file adds
+nothing) and a new rubric version, invite two clinicians, watch progress
+move as they rate (over real HTTP), release a flagged answer, export, open
+the report. Screenshots of the progress page and the live safety view go to
 docs/ when CLINIEVAL_UPDATE_SCREENSHOTS=1."""
 
 from __future__ import annotations
 
 import io
+import json
 import re
 import zipfile
 from pathlib import Path
 
 import httpx
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from clinieval.io.bundle import write_bundle
+from clinieval.rubric import load_rubric, rubric_to_dict
 from clinieval.snapshot import Snapshot
 from clinieval.storage import db
 from clinieval.web import auth
@@ -48,6 +53,31 @@ def _source_zip(tmp_path: Path) -> Path:
     with zipfile.ZipFile(path, "w") as zf:
         for f in (tmp_path / "cases").rglob("*"):
             zf.write(f, f.relative_to(tmp_path).as_posix())
+    return path
+
+
+def _more_cases_zip(tmp_path: Path, prefix: str, broken: bool = False) -> Path:
+    """The same specialty's cases under new ids (``broken``: one answer names
+    a case that does not exist)."""
+    snap = new_source()
+
+    def renamed(table: pa.Table, column: str) -> pa.Table:
+        ids = pc.binary_join_element_wise(prefix, table[column], "")
+        return table.set_column(table.schema.get_field_index(column), column, ids)
+
+    answers = renamed(renamed(snap["answers"], "answer_id"), "case_id")
+    if broken:
+        case_ids = answers["case_id"].to_pylist()
+        case_ids[1] = "no-such-case"
+        answers = answers.set_column(answers.schema.get_field_index("case_id"), "case_id",
+                                     pa.array(case_ids))
+    folder = tmp_path / prefix
+    write_bundle(Snapshot.from_tables({**snap.tables, "cases": renamed(snap["cases"], "case_id"),
+                                       "answers": answers}, snap.meta), folder / "cases")
+    path = tmp_path / f"{prefix}.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        for f in (folder / "cases").rglob("*"):
+            zf.write(f, f.relative_to(folder).as_posix())
     return path
 
 
@@ -101,6 +131,7 @@ def test_admin_flow_in_a_browser(db_url, tmp_path):
             page = context.new_page()
             _register_admin(page, base, invitation)
             _create_study(page, source)
+            _add_cases_and_a_rubric_version(page, tmp_path)
             links = _invite_two(page)
             clinicians = [_clinician(base, link, f"c{i}@example.org")
                           for i, link in enumerate(links)]
@@ -129,6 +160,28 @@ def _create_study(page, source: Path) -> None:
     page.get_by_role("button", name="Create study").click()
     page.wait_for_url("**/s/ecg/progress?created=1")
     assert "Study created." in page.content()
+
+
+def _add_cases_and_a_rubric_version(page, tmp_path: Path) -> None:
+    page.get_by_role("link", name="Cases & rubric").click()
+    cases = _figure(page, "#n-cases")
+    page.get_by_label("Cases and answers").set_input_files(
+        str(_more_cases_zip(tmp_path, "bad", broken=True)))
+    page.get_by_role("button", name="Add to the study").click()
+    page.locator(".error", has_text="no-such-case").wait_for()
+    assert _figure(page, "#n-cases") == cases
+    page.get_by_label("Cases and answers").set_input_files(str(_more_cases_zip(tmp_path, "more")))
+    page.get_by_role("button", name="Add to the study").click()
+    page.locator("[role=status]", has_text="Added").wait_for()
+    assert _figure(page, "#n-cases") == 2 * cases
+    rubric = tmp_path / "rubric-v2.json"
+    rubric.write_text(json.dumps({**rubric_to_dict(load_rubric()), "version": "2.0.0"}))
+    page.get_by_label("New version of the rubric").set_input_files(str(rubric))
+    page.get_by_role("button", name="Use this version from now on").click()
+    page.locator("[role=status]", has_text="record rubric version 2.0.0").wait_for()
+    assert page.locator("tr", has_text="2.0.0").inner_text().strip().endswith("current")
+    page.get_by_role("link", name="Log").click()
+    assert "cases_added" in page.content() and "rubric_version_added" in page.content()
 
 
 def _invite_two(page) -> list[str]:
@@ -174,8 +227,12 @@ def _export_and_report(page, tmp_path: Path) -> None:
         page.get_by_role("link", name="Export").click()
     path = tmp_path / "export.zip"
     download.value.save_as(path)
-    names = zipfile.ZipFile(io.BytesIO(path.read_bytes())).namelist()
-    assert any(n.endswith("ratings.parquet") for n in names), names
+    archive = zipfile.ZipFile(io.BytesIO(path.read_bytes()))
+    ratings = [n for n in archive.namelist() if n.endswith("ratings.parquet")]
+    assert ratings, archive.namelist()
+    # Every rating was given after the upload of version 2.0.0, and records it.
+    versions = pq.read_table(io.BytesIO(archive.read(ratings[0])))["rubric_version"]
+    assert len(versions) and set(versions.to_pylist()) == {"2.0.0"}
     page.get_by_role("link", name="Report").click()
     page.wait_for_url("**/admin/report")
     assert page.locator("h1").first.inner_text().strip()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -231,3 +232,54 @@ def test_table_export_import_export_is_byte_identical(tmp_path_factory, rows, fm
     for table in T.ALL:
         name = f"{table.name}.{fmt}"
         assert (work / "two" / name).read_bytes() == (work / "one" / name).read_bytes(), name
+
+
+# Columns added to the contract after bundle files were already written.
+LATER_COLUMNS = {"ratings": ["rubric_version"], "preferences": ["revision"]}
+
+
+def _as_written_before_the_later_columns(folder) -> None:
+    """Rewrite a bundle as the writer did before LATER_COLUMNS existed: the
+    files lack them and every checksum covers only the columns written."""
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    from clinieval.io.bundle import content_sha256, snapshot_checksum
+
+    manifest = json.loads((folder / MANIFEST).read_text())
+    for name, dropped in LATER_COLUMNS.items():
+        path = folder / f"{name}.parquet"
+        data = pq.read_table(path).drop_columns(dropped)
+        pq.write_table(data, path)
+        manifest["tables"][name].update(sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+                                        content_sha256=content_sha256(data, T.BY_NAME[name].key))
+    manifest["snapshot_sha256"] = snapshot_checksum(
+        {k: v["content_sha256"] for k, v in manifest["tables"].items()})
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+
+
+def test_a_bundle_written_before_later_columns_still_verifies_and_audits(tmp_path):
+    from clinieval.audit.data import from_bundle
+
+    write_bundle(tiny_snapshot(), tmp_path / "old")
+    _as_written_before_the_later_columns(tmp_path / "old")
+    back = read_bundle(tmp_path / "old")
+    assert back["preferences"]["revision"].to_pylist() == [0] * back["preferences"].num_rows
+    assert back["ratings"]["rubric_version"].null_count == back["ratings"].num_rows
+    assert len(from_bundle(tmp_path / "old").pref_outcome) == back["preferences"].num_rows
+    # An edited value is still caught by the content checksum (the file's own
+    # SHA-256 is brought in step, as a careful forger would).
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    path, manifest_path = tmp_path / "old" / "preferences.parquet", tmp_path / "old" / MANIFEST
+    data = pq.read_table(path)
+    pq.write_table(data.set_column(data.column_names.index("choice"), "choice",
+                                   pa.array(["tie"] * data.num_rows)), path)
+    manifest = json.loads(manifest_path.read_text())
+    manifest["tables"]["preferences"]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="content_sha256"):
+        read_bundle(tmp_path / "old")

@@ -89,6 +89,7 @@ from clinieval.stats.scoring import (
     holm_adjust,
     independent_comparison,
     paired_comparisons,
+    paired_comparisons_many,
     rubric_example_scores,
     worst_at_k,
 )
@@ -154,6 +155,7 @@ __all__ = [
     "ordinal_distance",
     "outcome_table",
     "paired_comparisons",
+    "paired_comparisons_many",
     "pairwise_rater_icc",
     "pairwise_response",
     "pearson",

@@ -15,6 +15,12 @@ from clinieval.stats.agreement import (
     ordinal_distance,
     within_item_std,
 )
+from clinieval.stats.benchmarks import (
+    instance_replicates,
+    macro_average,
+    resample_benchmarks,
+    win_shares,
+)
 from clinieval.stats.bootstrap import (
     bootstrap_mean_counts,
     bootstrap_proportion_counts,
@@ -75,6 +81,7 @@ from clinieval.stats.judges import (
     leave_one_out_kappa,
     macro_f1,
     pairwise_rater_icc,
+    self_preference,
     zscore_columns,
 )
 from clinieval.stats.normal import group_mean_ci, normal_ci, normal_p_value, normal_quantile
@@ -141,11 +148,13 @@ __all__ = [
     "icc3k_z",
     "independent_comparison",
     "influence_variance",
+    "instance_replicates",
     "krippendorff_alpha",
     "krippendorff_alpha_weighted",
     "leave_one_out_kappa",
     "length_feature",
     "logistic_irls",
+    "macro_average",
     "macro_f1",
     "mean_within_item_std",
     "merge_identical_rows",
@@ -163,15 +172,18 @@ __all__ = [
     "pigeonhole_totals",
     "pigeonhole_weights",
     "rank_intervals",
+    "resample_benchmarks",
     "resample_counts",
     "rubric_example_scores",
     "selected_gap",
     "selection_adjusted_gap_ci",
+    "self_preference",
     "spearman",
     "t_over_z",
     "vote_credits",
     "wilson_ci",
     "wilson_design_ci",
+    "win_shares",
     "within_item_std",
     "worst_at_k",
     "zscore_columns",

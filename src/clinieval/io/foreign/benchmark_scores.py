@@ -145,9 +145,14 @@ def _flat(rec: Record) -> dict:
 
 def _number(rec: Record, key: str, what: str) -> float:
     value = rec.typed(key, (int, float), f"a finite number ({what})")
+    try:
+        value = float(value)
+    except OverflowError:  # an integer beyond float range
+        value = math.inf
     if not math.isfinite(value):
-        rec.fail("value is not finite", key, expected=f"a finite number ({what})", got=value)
-    return float(value)
+        rec.fail("value is not finite", key, expected=f"a finite number ({what})",
+                 got=rec.data[key])
+    return value
 
 
 def _optional(rec: Record, key: str, kind: type) -> int | float:

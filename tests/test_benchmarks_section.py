@@ -128,7 +128,10 @@ def test_cost_splits_answering_and_judging(tmp_path):
     path = tmp_path / "scores.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in lines))
     result = audit(snap, bootstrap=100, comparison_bootstrap=100, benchmark_scores=str(path))
-    cost = result["benchmarks"].tables["cost"].set_index("model")
+    names = dict(zip(snap["models"].column("model_id").to_pylist(),
+                     snap["models"].column("display_name").to_pylist(), strict=True))
+    cost = result["benchmarks"].tables["cost"].set_index("model").rename(
+        index={v: k for k, v in names.items()})
     prices = snap["models"].to_pandas().set_index("model_id")
     answers = snap["answers"].to_pandas()
     judgments = snap["judgments"].to_pandas().merge(answers[["answer_id", "model_id"]],
@@ -146,7 +149,7 @@ def test_cost_splits_answering_and_judging(tmp_path):
         assert cost.loc[m, "judging_usd"] == pytest.approx(judged)
         assert cost.loc[m, "total_usd"] == pytest.approx(bench + stored + judged)
     assert result["benchmarks"].values.get("shown", True)
-    assert any(line.startswith("Over 1 benchmarks") for line in result.headlines)
+    assert any(line.startswith("Over 1 benchmark, ") for line in result.headlines)
 
 
 def test_section_is_left_out_without_benchmark_scores(data):

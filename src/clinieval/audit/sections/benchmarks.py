@@ -126,10 +126,11 @@ def compute(ctx: Context) -> Benchmarks | Skipped:
     wide = resample_benchmarks(reps, ctx.rng(f"{KEY}:benchmarks"))
     reg = _registry_frame(benches, registry)
     data = judged(ctx.data.judge_tables)
-    return Benchmarks(models, reg, table, n, _scores(models, reg, table, n, reps, ctx),
-                      _overall(models, table, n, wide, ctx), _categories(models, reg, table,
-                                                                         reps, ctx),
-                      _cost(frame, data, models, ctx))
+    names = [data.name(m) for m in models] if data is not None else models
+    cost = _cost(frame, data, models, ctx).assign(model=names)
+    return Benchmarks(names, reg, table, n, _scores(names, reg, table, n, reps, ctx),
+                      _overall(names, table, n, wide, ctx),
+                      _categories(names, reg, table, reps, ctx), cost)
 
 
 def _scores(models, reg, table, n, reps, ctx: Context) -> pd.DataFrame:
@@ -295,7 +296,8 @@ def _cost_figure(overall: pd.DataFrame, cost: pd.DataFrame) -> Figure:
 
 def _summary(result: Benchmarks, ctx: Context) -> str:
     top = result.overall.iloc[0]
-    text = (f"Over {len(result.registry)} benchmarks, {top['model']} has the highest win rate,"
+    k = len(result.registry)
+    text = (f"Over {k} benchmark{'s' if k > 1 else ''}, {top['model']} has the highest win rate,"
             f" {fmt_ci(top['win_rate'], top['win_rate_lo'], top['win_rate_hi'])} (win SD"
             f" {top['win_sd']:.2f}; {TIE_RULES[ctx.settings.win_ties]}), and a macro-average of"
             f" {fmt_ci(top['macro_average'], top['macro_average_lo'], top['macro_average_hi'])}"
@@ -306,8 +308,9 @@ def _summary(result: Benchmarks, ctx: Context) -> str:
         near = cheapest[cheapest["win_rate_hi"] >= top["win_rate"]]
         pick = near.loc[near["total_usd"].idxmin()]
         if pick["model"] != top["model"]:
-            text += (f" {pick['model']} is within the leader's interval at"
-                     f" ${pick['total_usd']:,.2f} against ${cost[top['model']]:,.2f}.")
+            text += (f" The cheapest model whose interval reaches the leader's win rate is"
+                     f" {pick['model']}, at ${pick['total_usd']:,.2f} against"
+                     f" ${cost[top['model']]:,.2f} (answering + judging).")
     return text
 
 

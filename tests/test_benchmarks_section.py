@@ -168,3 +168,26 @@ def test_unregistered_benchmark_must_be_on_the_unit_scale(data, tmp_path):
     from clinieval.catalogs import load_benchmarks
 
     assert section.normalised(frame, load_benchmarks(), "x") == pytest.approx([0.4])
+
+
+def test_section_figures_draw(data):
+    from clinieval.report.figures import draw, heat_scale
+
+    result, ctx = _run(data)
+    for fig in section.present(result, ctx).figures:
+        assert draw(fig).axes, fig.key
+    cmap, norm = heat_scale(np.array([0.2, 0.4]), "score")
+    assert (norm.vmin, norm.vmax) == (0.0, 1.0)  # a score scale is always 0..1
+
+
+def test_a_model_without_a_benchmark_keeps_its_meetings_and_an_interval(data, tmp_path):
+    lines = [line for line in HAND.read_text().splitlines()
+             if not ('"m2"' in line and "note_summary" in line)]
+    path = tmp_path / "missing.jsonl"
+    path.write_text("\n".join(lines))
+    ctx = Context(data, AuditSettings(bootstrap=100, benchmark_scores=str(path)))
+    overall = section.compute(ctx).overall.set_index("model")
+    # m2 on exam_mcq only: a tie with m1 (0.5) and a loss to m0 -> 0.5 / 2
+    assert overall.loc["m2", "win_rate"] == pytest.approx(0.25)
+    assert overall.loc["m2", "benchmarks"] == 1 and np.isnan(overall.loc["m2", "macro_sd"])
+    assert overall.loc["m2", "win_rate_lo"] <= 0.25 <= overall.loc["m2", "win_rate_hi"]

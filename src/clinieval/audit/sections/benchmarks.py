@@ -118,9 +118,7 @@ def compute(ctx: Context) -> Benchmarks | Skipped:
     models = sorted(frame["model_id"].unique())
     benches = sorted(frame["benchmark_id"].unique())
     blocks = _blocks(frame, models, benches)
-    with np.errstate(invalid="ignore"):
-        table = np.column_stack([np.nanmean(b, axis=0) if len(b) else np.full(len(models), np.nan)
-                                 for b in blocks])
+    table = np.column_stack([macro_average(b.T) for b in blocks])  # mean over instances
     n = np.column_stack([(~np.isnan(b)).sum(axis=0) for b in blocks])
     reps = instance_replicates(blocks, s.bootstrap, ctx.rng(f"{KEY}:instances"))
     wide = resample_benchmarks(reps, ctx.rng(f"{KEY}:benchmarks"))
@@ -133,8 +131,19 @@ def compute(ctx: Context) -> Benchmarks | Skipped:
                       _categories(names, reg, table, reps, ctx), cost)
 
 
+def _ci(ctx: Context, replicates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile interval over the replicates where the quantity exists: a
+    replicate that drew none of a model's benchmarks (or instances) says
+    nothing about it. NaN when none does."""
+    tail = (1.0 - ctx.settings.level) / 2.0
+    finite = np.isfinite(replicates).any(axis=0)
+    safe = np.where(finite, replicates, 0.0)  # all-NaN columns: no warning, masked below
+    lo, hi = np.nanquantile(safe, [tail, 1.0 - tail], axis=0)
+    return np.where(finite, lo, np.nan), np.where(finite, hi, np.nan)
+
+
 def _scores(models, reg, table, n, reps, ctx: Context) -> pd.DataFrame:
-    lo, hi = ctx.ci(reps)
+    lo, hi = _ci(ctx, reps)
     out = []
     for m, model in enumerate(models):
         for k, row in reg.iterrows():
@@ -147,9 +156,9 @@ def _overall(models, table, n, wide, ctx: Context) -> pd.DataFrame:
     ties = ctx.settings.win_ties
     other = "geq" if ties == "half" else "half"
     win, per_bench = win_shares(table, ties)
-    win_lo, win_hi = ctx.ci(win_shares(wide, ties)[0])
+    win_lo, win_hi = _ci(ctx, win_shares(wide, ties)[0])
     macro = macro_average(table)
-    macro_lo, macro_hi = ctx.ci(macro_average(wide))
+    macro_lo, macro_hi = _ci(ctx, macro_average(wide))
     frame = pd.DataFrame({"model": models})
     frame = estimate(frame, "win_rate", win, win_lo, win_hi)
     frame["win_sd"] = _sd(per_bench)
@@ -164,7 +173,7 @@ def _overall(models, table, n, wide, ctx: Context) -> pd.DataFrame:
 def _sd(table: np.ndarray) -> np.ndarray:
     """SD (ddof 1) of each row over its scored benchmarks; NaN below two."""
     k = (~np.isnan(table)).sum(axis=1)
-    centred = table - np.nanmean(table, axis=1, keepdims=True) if table.size else table
+    centred = table - macro_average(table)[:, None]
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(k > 1, np.sqrt(np.nansum(centred**2, axis=1) / (k - 1)), np.nan)
 
@@ -172,9 +181,8 @@ def _sd(table: np.ndarray) -> np.ndarray:
 def _categories(models, reg, table, reps, ctx: Context) -> pd.DataFrame:
     out = []
     for category, idx in reg.groupby("category").indices.items():
-        with np.errstate(invalid="ignore"):
-            est = np.nanmean(table[:, idx], axis=1)
-            lo, hi = ctx.ci(np.nanmean(reps[:, :, idx], axis=2))
+        est = macro_average(table[:, idx])
+        lo, hi = _ci(ctx, macro_average(reps[:, :, idx]))
         out += [{"category": category, "model": model, "mean": est[m], "mean_lo": lo[m],
                  "mean_hi": hi[m], "benchmarks": len(idx)} for m, model in enumerate(models)]
     return pd.DataFrame(out)

@@ -191,3 +191,25 @@ def test_a_model_without_a_benchmark_keeps_its_meetings_and_an_interval(data, tm
     assert overall.loc["m2", "win_rate"] == pytest.approx(0.25)
     assert overall.loc["m2", "benchmarks"] == 1 and np.isnan(overall.loc["m2", "macro_sd"])
     assert overall.loc["m2", "win_rate_lo"] <= 0.25 <= overall.loc["m2", "win_rate_hi"]
+
+
+def test_cli_audit_renders_the_section_and_names_a_bad_score_file(tmp_path):
+    from typer.testing import CliRunner
+
+    from clinieval.cli import app
+
+    runner = CliRunner()
+    out = tmp_path / "report"
+    result = runner.invoke(app, ["audit", "demo", "--out", str(out), "--bootstrap", "60",
+                                 "--benchmark-scores", str(HAND), "--win-ties", "geq"])
+    assert result.exit_code == 0, result.output
+    html = (out / "report.html").read_text()
+    assert 'id="benchmarks"' in html and "a tie counts a win for both models" in html
+    assert (out / "figures" / "benchmarks_heatmap.svg").exists()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"model": "m", "benchmark": "b", "instance_id": 1}')
+    result = runner.invoke(app, ["audit", "demo", "--out", str(tmp_path / "r2"),
+                                 "--bootstrap", "60", "--benchmark-scores", str(bad)])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "bad.jsonl, row 1, field 'score': required field is missing" in " ".join(
+        result.output.split())

@@ -10,6 +10,7 @@ import math
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -138,3 +139,38 @@ def test_numbers_beyond_float_range_are_refused(tmp_path):
                     + "}")
     with pytest.raises(InputError, match=r"row 1, field 'score': value is not finite"):
         read_benchmark_scores(path)
+
+
+@pytest.mark.parametrize("name", ["hand_worked.jsonl", "scores.csv"])
+def test_columnar_path_gives_the_record_readers_table(tmp_path, name):
+    from clinieval.io.foreign import benchmark_scores as bs
+
+    path = DATA / name
+    if name.endswith(".csv"):
+        path = tmp_path / name
+        path.write_text("model,benchmark,instance_id,score,input_tokens,cost_usd\n"
+                        "m,b,007,0.5,10,\nm,b,8,1,,0.01\nm2,b,8,0,3,0\n")
+    fast = bs._columnar(path)
+    assert fast is not None  # a clean file takes the columnar path
+    slow = pa.Table.from_pylist([r for _, _, r in bs._read_file(path, None, None, None)],
+                                schema=COLUMNS)
+    assert fast.equals(slow)
+
+
+def test_fuzzed_flat_rows_are_read_alike_both_ways(tmp_path):
+    # a duplicate, a bad score type and a blank id fall back to the record
+    # reader, which names them
+    from clinieval.io.foreign import benchmark_scores as bs
+
+    for text, field in [('{"model": "m", "benchmark": "b", "instance_id": "x", "score": 1}\n'
+                         '{"model": "m", "benchmark": "b", "instance_id": "x", "score": 2}',
+                         "instance_id"),
+                        ('{"model": "m", "benchmark": "b", "instance_id": "x", "score": "1"}',
+                         "score"),
+                        ('{"model": " ", "benchmark": "b", "instance_id": "x", "score": 1}',
+                         "model")]:
+        path = tmp_path / "s.jsonl"
+        path.write_text(text)
+        with pytest.raises(InputError, match=f"field '{field}'"):
+            read_benchmark_scores(path)
+    assert bs._columnar(tmp_path / "s.jsonl") is None

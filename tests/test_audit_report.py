@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from clinieval.audit import SECTIONS, audit
-from clinieval.audit.run import JUDGE_SECTIONS
+from clinieval.audit.run import JUDGE_SECTIONS, OPTIONAL_SECTIONS
 from clinieval.cli import app
 from clinieval.demo import demo_snapshot
 from clinieval.report import render_report
@@ -39,8 +39,9 @@ def test_html_is_self_contained_and_has_every_section(demo_report):
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
     assert "<svg" in html
     for key, _ in SECTIONS:
-        # the demo has no automated judgments, so their sections are left out
-        shown = key not in JUDGE_SECTIONS
+        # the demo has no automated judgments nor benchmark scores, so their
+        # sections are left out
+        shown = key not in JUDGE_SECTIONS + OPTIONAL_SECTIONS
         assert (f'id="{key}"' in html or f"id='{key}'" in html) == shown, key
     assert "Settings used" in html and "20260301" in html
 

@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from clinieval.errors import InputError, from_validation
@@ -120,8 +121,12 @@ class Normalisation(BaseModel):
         return self
 
     def apply(self, raw: float) -> float:
+        return float(self.apply_many(np.asarray([raw], dtype=float))[0])
+
+    def apply_many(self, raw: np.ndarray) -> np.ndarray:
+        """:meth:`apply` on an array of raw scores at once."""
         value = raw if self.kind == "identity" else (raw - self.low) / (self.high - self.low)
-        value = min(max(value, 0.0), 1.0)
+        value = np.clip(value, 0.0, 1.0)
         return value if self.higher_is_better else 1.0 - value
 
 

@@ -27,7 +27,13 @@ judgments whose truths are known and written to ``meta["planted"]["judges"]``:
    outside the gates: rules worth +5 and +3 met with probability
    ``rule_met``, one worth -4 met with probability ``harm_met``; the
    expected clipped score is recorded.
-6. **Parse failures.** A share ``unparsed`` of judge calls keeps its raw
+6. **A self-preferring juror.** The first juror is the first candidate
+   model itself and adds ``self_boost`` Likert points (before rounding and
+   clipping) to its scores of that model's answers; the second juror is the
+   second candidate model, unbiased (a control). The realised boost, the
+   mean change of the first juror's composite on its own answers after
+   rounding and clipping, is recorded as ``self_preference``.
+7. **Parse failures.** A share ``unparsed`` of judge calls keeps its raw
    output with status ``unparsed`` and no score.
 """
 
@@ -69,6 +75,7 @@ class JudgePlan:
     rubric_rule_answers: int = 300
     rule_met: float = 0.7
     harm_met: float = 0.2
+    self_boost: float = 1.0
 
 
 def plant_judgments(snap: Snapshot, plan: JudgePlan | None = None) -> Snapshot:
@@ -77,7 +84,8 @@ def plant_judgments(snap: Snapshot, plan: JudgePlan | None = None) -> Snapshot:
     rng = np.random.default_rng([plan.seed, 11])
     clin = _clinician_means(snap)
     tables = dict(snap.tables)
-    rows = [_jury(rng, plan, clin), _pairwise(rng, plan, snap, clin), _rubric(rng, plan, snap)]
+    jury, self_truth = _jury(rng, plan, clin, snap)
+    rows = [jury, _pairwise(rng, plan, snap, clin), _rubric(rng, plan, snap)]
     cases, answers, gate_rows, gate_truth = _gates(rng, plan, snap)
     tables["cases"], tables["answers"] = cases, answers
     health, health_truth = _healthbench(rng, plan, snap["answers"], cases)
@@ -91,7 +99,7 @@ def plant_judgments(snap: Snapshot, plan: JudgePlan | None = None) -> Snapshot:
     planted = dict(meta.get("planted", {}))
     planted["judges"] = {"plan": asdict(plan), "jury_icc3k_z_continuous": 2 * plan.rho
                          / (1 + plan.rho), "first_shown_wins": (1 + plan.follow_first) / 2,
-                         **gate_truth, **health_truth}
+                         **self_truth, **gate_truth, **health_truth}
     meta["planted"] = planted
     return Snapshot.from_tables(tables, meta)
 
@@ -113,22 +121,40 @@ def _base(answer_ids, judge: str, kind: str, criterion) -> pd.DataFrame:
                          "output_tokens": np.full(n, 60), "cost_usd": np.full(n, 0.0012)})
 
 
-def _jury(rng, plan: JudgePlan, clin: pd.Series) -> pd.DataFrame:
+def _jury(rng, plan: JudgePlan, clin: pd.Series, snap: Snapshot):
     rated = clin.index.to_numpy()
     chosen = rng.choice(rated, min(plan.jury_answers, rated.size), replace=False)
     z = _z(clin.loc[chosen].to_numpy())
     # The noise is shared by every juror and axis of an answer: averaging the
     # jury must not wash it out, or the jury would agree more than planted.
     latent = plan.rho * z + np.sqrt(1 - plan.rho**2) * rng.standard_normal(z.size)
-    frames = []
+    names, own = _jurors(plan, snap, chosen)
+    frames, boosts = [], []
     for juror in range(plan.jurors):
         for axis in JURY_AXES:
-            frame = _base(chosen, f"jury-{juror + 1}", "jury", axis)
+            frame = _base(chosen, names[juror], "jury", axis)
             frame["juror"] = juror
             jitter = 0.3 * rng.standard_normal(z.size)
-            frame["score"] = np.clip(np.round(3 + 1.2 * latent + jitter), 1, 5)
+            plain = np.clip(np.round(3 + 1.2 * latent + jitter), 1, 5)
+            frame["score"] = plain
+            if juror == 0:
+                boosted = np.clip(np.round(3 + 1.2 * latent + jitter + plan.self_boost), 1, 5)
+                frame["score"] = np.where(own, boosted, plain)
+                boosts.append((boosted - plain)[own])
             frames.append(frame)
-    return pd.concat(frames, ignore_index=True)
+    truth = {"self_preference": float(np.mean(boosts)) if own.any() else 0.0,
+             "self_judges": {"biased": names[0], "control": names[1]}}
+    return pd.concat(frames, ignore_index=True), truth
+
+
+def _jurors(plan: JudgePlan, snap: Snapshot, chosen: np.ndarray):
+    """Juror names (the first two are candidate models) and which chosen
+    answers the first juror's own model wrote."""
+    models = snap["models"].column("model_id").to_pylist()
+    names = [*models[:2], *[f"jury-{j + 1}" for j in range(2, plan.jurors)]]
+    answers = snap["answers"].select(["answer_id", "model_id"]).to_pandas()
+    author = answers.set_index("answer_id")["model_id"].reindex(chosen).to_numpy()
+    return names, author == models[0]
 
 
 def _pairwise(rng, plan: JudgePlan, snap: Snapshot, clin: pd.Series) -> pd.DataFrame:

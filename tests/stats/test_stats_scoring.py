@@ -14,6 +14,7 @@ from clinieval.stats.scoring import (
     gate_case_scores,
     holm_adjust,
     paired_comparisons,
+    paired_comparisons_many,
     rubric_example_scores,
     worst_at_k,
 )
@@ -83,6 +84,43 @@ def test_paired_comparisons_find_a_planted_difference_only():
     assert out[(0, 1)].p_holm < 0.01 and out[(0, 1)].upper < 0
     assert out[(0, 2)].p_value == pytest.approx(1.0)
     assert out[(0, 2)].lower == out[(0, 2)].upper == 0.0
+
+
+def test_paired_comparisons_many_is_the_paired_bootstrap_of_each_block():
+    # Two blocks of the same size share one draw of counts, each on its own
+    # random order of cases; a third block of another size gets its own draw.
+    # The plain way: the same permutations and index draws, a loop per block.
+    rng = np.random.default_rng(2)
+    blocks = [rng.normal(size=(30, 3)), rng.normal(size=(30, 2)) + [0, 1],
+              rng.normal(size=(12, 2))]
+    B = 300
+    fast = paired_comparisons_many(blocks, B, np.random.default_rng(9), dtype=np.float64)
+    plain_rng = np.random.default_rng(9)
+    orders = [plain_rng.permutation(30), plain_rng.permutation(30)]
+    picks30 = plain_rng.integers(0, 30, size=(B, 30))
+    picks12 = (plain_rng.permutation(12), plain_rng.integers(0, 12, size=(B, 12)))
+    draws = [(orders[0], picks30), (orders[1], picks30), picks12]
+    for block, (order, picks), got in zip(blocks, draws, fast, strict=True):
+        reps = np.array([block[order][row].mean(axis=0) for row in picks])
+        for c in got:
+            rep_diff = reps[:, c.first] - reps[:, c.second]
+            assert c.difference == pytest.approx(block[:, c.first].mean()
+                                                 - block[:, c.second].mean(), abs=1e-12)
+            assert c.lower == pytest.approx(np.quantile(rep_diff, 0.025), abs=1e-12)
+            p = np.mean(np.abs(rep_diff - c.difference) >= abs(c.difference) - 1e-12)
+            assert c.p_value == pytest.approx(p, abs=1e-12)
+        assert [c.p_holm for c in got] == pytest.approx(holm_adjust([c.p_value for c in got]))
+
+
+def test_paired_comparisons_many_in_float32_agrees_with_float64():
+    rng = np.random.default_rng(4)
+    blocks = [rng.uniform(size=(500, 4)) + [0, 0.02, 0.05, 0] for _ in range(3)]
+    lo32 = paired_comparisons_many(blocks, 2000, np.random.default_rng(1))
+    lo64 = paired_comparisons_many(blocks, 2000, np.random.default_rng(1), dtype=np.float64)
+    for a, b in zip(sum(lo32, []), sum(lo64, []), strict=True):
+        assert a.lower == pytest.approx(b.lower, abs=1e-5)
+        assert a.upper == pytest.approx(b.upper, abs=1e-5)
+        assert a.p_value == pytest.approx(b.p_value, abs=2 / 2000)
 
 
 def test_benchmark_summary_hand_worked():

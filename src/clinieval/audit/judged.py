@@ -28,7 +28,8 @@ _COLUMNS = {
               "risk_level", "weight"],
     "answers": ["answer_id", "case_id", "model_id", "length_chars", "tokens", "cost_usd",
                 "sample_index"],
-    "models": ["model_id", "display_name"],
+    "models": ["model_id", "display_name", "provider", "price_input_per_m",
+               "price_output_per_m"],
 }
 HIGH_RISK = 4
 """Risk levels 4-5 are high risk, 1-3 ordinary (CSEDB)."""

@@ -10,15 +10,15 @@ import pandas as pd
 from clinieval.audit.settings import AuditSettings
 
 Number = float | None  # None: no value (drawn as empty)
-HeatScale = Literal["sequential", "percent", "diverging"]
+HeatScale = Literal["sequential", "percent", "diverging", "score"]
 
 
 @dataclass(frozen=True)
 class Heatmap:
     """A rows x cols grid of values. ``scale``: ``sequential`` (0 upwards,
-    higher is worse), ``percent`` (the same on 0..100) or ``diverging``
-    (signed, centred on 0). Cells whose count ``n`` is below ``mask_below``
-    are hatched as too few to call."""
+    higher is worse), ``percent`` (the same on 0..100), ``diverging``
+    (signed, centred on 0) or ``score`` (0..1, higher is better). Cells
+    whose count ``n`` is below ``mask_below`` are hatched as too few to call."""
 
     kind: ClassVar[str] = "heatmap"
     rows: list[str]

@@ -13,6 +13,7 @@ from clinieval.audit.result import AuditResult, Section
 from clinieval.audit.sections import (
     alignment,
     automated_judges,
+    benchmarks,
     bradley_terry,
     co_failure,
     consensus_drift,
@@ -26,6 +27,7 @@ from clinieval.audit.sections import (
     reliability,
     rubric_scores,
     safety_leaderboard,
+    self_preference,
     specialties,
 )
 from clinieval.audit.settings import AuditSettings
@@ -59,6 +61,11 @@ SECTIONS: tuple[tuple[str, str], ...] = (
      " outside the gates."),
     ("judges_vs_clinicians", "Jury ICC3k-z and rubric-judge Macro-F1 against clinicians beside"
      " the clinicians' own agreement; leave-one-out kappa."),
+    ("self_preference", "Whether a judge scores answers of its own model family higher than"
+     " the clinicians and the other judges do, with bootstrap CIs."),
+    ("benchmarks", "MedHELM-style win rate and macro-average over a registry of benchmarks,"
+     " per-category means, a models x benchmarks heatmap, and cost split into answering and"
+     " judging against the win rate."),
 )
 """Report sections in order, with a one-line description for readers (the
 documentation test keeps README in step with this registry)."""
@@ -83,6 +90,8 @@ def _builders(ctx: Context) -> dict[str, Callable[[], Section]]:
         "gates": lambda: gates.section(ctx),
         "rubric_scores": lambda: rubric_scores.section(ctx),
         "judges_vs_clinicians": lambda: judges_vs_clinicians.section(ctx),
+        "self_preference": lambda: self_preference.section(ctx),
+        "benchmarks": lambda: benchmarks.section(ctx),
     }
 
 
@@ -125,10 +134,10 @@ def audit(source: str | Path | Snapshot | AuditData, settings: AuditSettings | N
     ctx = Context(data, settings)
     builders = _builders(ctx)
     sections = [builders[key]() for key, _ in SECTIONS]
-    if not data.judge_tables:
-        for section in sections:
-            if section.key in JUDGE_SECTIONS:
-                section.values["shown"] = False  # no judgments: the report leaves them out
+    for section in sections:
+        if section.key in JUDGE_SECTIONS and not data.judge_tables or (
+                section.key in OPTIONAL_SECTIONS and section.skipped):
+            section.values["shown"] = False  # no such data: the report leaves them out
     return AuditResult(settings, sections, headlines(sections), _snapshot_info(data), __version__)
 
 
@@ -152,14 +161,21 @@ def headlines(sections: list[Section]) -> list[str]:
         if not section.skipped and section.summary:
             lines.append(section.summary)
     lines += judge_headlines(by_key)
-    skipped = [s.title for s in sections if s.skipped and s.key not in JUDGE_SECTIONS]
+    if not by_key["benchmarks"].skipped:
+        lines.append(by_key["benchmarks"].summary)
+    skipped = [s.title for s in sections
+               if s.skipped and s.key not in JUDGE_SECTIONS + OPTIONAL_SECTIONS]
     if skipped:
         lines.append("Not computable from this snapshot: " + ", ".join(skipped) + ".")
     return lines
 
 
-JUDGE_SECTIONS = ("automated_judges", "gates", "rubric_scores", "judges_vs_clinicians")
+JUDGE_SECTIONS = ("automated_judges", "gates", "rubric_scores", "judges_vs_clinicians",
+                  "self_preference")
 """Shown only when the snapshot holds judgments; not listed as missing otherwise."""
+OPTIONAL_SECTIONS = ("self_preference", "benchmarks")
+"""Shown only when computed (judges that are also candidates; benchmark scores
+given); not listed as missing otherwise."""
 
 
 def judge_headlines(by_key: dict[str, Section]) -> list[str]:

@@ -43,6 +43,19 @@ class AuditSettings(BaseModel):
     indicators: str | None = Field(
         None, description="Gate indicator file (JSON) for gate scores; default: the bundled"
         " CSEDB-style 17 safety + 13 effectiveness indicators.")
+    benchmark_scores: str | None = Field(
+        None, description="Per-instance benchmark scores (a JSONL/CSV/JSON export, HELM"
+        " per_instance_stats.json, or a folder of them) for the Benchmarks and cost section.")
+    benchmarks: str | None = Field(
+        None, description="Benchmark registry (JSON): taxonomy category, metric and 0-1"
+        " normalisation per benchmark; default: the bundled example registry.")
+    win_ties: Literal["half", "geq"] = Field(
+        "half", description="Ties in the benchmark win rate: half a win each, or a win for both"
+        " (MedHELM's wording: a model wins when its score is >= the rival's).")
+    self_preference_by: Literal["model", "provider"] = Field(
+        "model", description="Self-preference: a judge and a candidate are the same family when"
+        " their model ids are equal (model) or their providers in the models table are equal"
+        " (provider).")
 
     def describe(self) -> dict:
         return self.model_dump(mode="json")

@@ -213,12 +213,15 @@ def _fmt(x: float) -> str:
 def heat_scale(values: np.ndarray, scale: str) -> tuple[str, Normalize]:
     """The colour map the figure asks for: ``diverging`` (blue-red around 0,
     for signed quantities), ``sequential`` (white to red from 0: higher is
-    worse) or ``percent`` (sequential, up to 100 once values pass 50)."""
+    worse), ``percent`` (sequential, up to 100 once values pass 50) or
+    ``score`` (red to green on 0..1: higher is better)."""
     finite = values[np.isfinite(values)]
     low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     if scale == "diverging":
         bound = max(abs(low), abs(high), 1e-9)
         return "RdBu", TwoSlopeNorm(0.0, -bound, bound)
+    if scale == "score":
+        return "RdYlGn", Normalize(0.0, 1.0)
     if scale not in ("sequential", "percent"):
         raise ValueError(f"unknown heatmap scale {scale!r}")
     top = 100.0 if scale == "percent" and high > 50 else max(high, 1e-9)

@@ -9,6 +9,8 @@ from itertools import combinations
 
 import numpy as np
 
+from clinieval.stats.scoring import Comparison, independent_comparison
+
 
 def zscore_columns(matrix) -> np.ndarray:
     """Z-score each column (one rater) over its own items: removes a rater's
@@ -123,3 +125,32 @@ def _majority(labels) -> np.ndarray:
     codes = codes.reshape(labels.shape)
     counts = np.apply_along_axis(np.bincount, 1, codes, minlength=values.size)
     return values[counts.argmax(axis=1)]
+
+
+def self_preference(judge, reference, own, B: int, rng: np.random.Generator,
+                    level: float = 0.95) -> Comparison:
+    """How much higher a judge scores answers of its own model family than a
+    reference predicts: the mean residual on own answers minus the mean on
+    the rest, in the judge's units.
+
+    The judge's scores are regressed on the reference's (clinicians, or the
+    other judges) by least squares over the *other* answers only, so the
+    fit learns how the judge follows the reference without the bias being
+    measured. A plain difference judge - reference would confound a judge's
+    imperfect agreement (slope below one: regression to the mean) with the
+    quality of its own family's answers. Self-preference in this sense is
+    the judge favouring its own outputs beyond what an independent evaluator
+    sees (Panickssery et al., 2024, "LLM evaluators recognize and favor their
+    own generations").
+
+    ``judge``, ``reference`` (one per answer, finite) and ``own`` (bool).
+    The residual groups are resampled independently (the fit is held
+    fixed); returns a :class:`~clinieval.stats.scoring.Comparison`, own
+    minus rest.
+    """
+    y = np.asarray(judge, dtype=float)
+    x = np.asarray(reference, dtype=float)
+    own = np.asarray(own, dtype=bool)
+    slope, intercept = np.polyfit(x[~own], y[~own], 1)
+    residual = y - (intercept + slope * x)
+    return independent_comparison(residual[own], residual[~own], B, rng, level)

@@ -75,7 +75,7 @@ def worst_at_k(samples) -> np.ndarray:
 
 
 def bootstrap_case_means(scores, B: int, rng: np.random.Generator,
-                         weights=None) -> np.ndarray:
+                         weights=None, dtype=np.float64) -> np.ndarray:
     """``(B, M)`` bootstrap means of ``M`` columns resampling the same cases.
 
     ``scores`` is ``(cases, M)`` (e.g. one column per model, every model
@@ -83,25 +83,27 @@ def bootstrap_case_means(scores, B: int, rng: np.random.Generator,
     replacement, and applies that draw to every column, which is what makes
     differences between columns *paired*. With ``weights`` (one per case)
     the replicate means are weighted means. Draws are multinomial counts, so
-    each replicate costs one row of a matrix product.
+    each replicate costs one row of a matrix product; ``dtype=np.float32``
+    halves that product's cost (counts are exact in float32; the sums carry
+    about 1e-6 relative rounding).
     """
-    scores = np.asarray(scores, dtype=float)
+    scores = np.asarray(scores, dtype=dtype)
     n = scores.shape[0]
-    w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
+    w = np.ones(n, dtype=dtype) if weights is None else np.asarray(weights, dtype=dtype)
     out = np.empty((B, scores.shape[1]))
     step = max(1, _CHUNK_ELEMENTS // max(n, 1))
     for start in range(0, B, step):
-        counts = _case_counts(n, min(step, B - start), rng) * w
+        counts = _case_counts(n, min(step, B - start), rng, dtype) * w
         out[start:start + len(counts)] = (counts @ scores) / counts.sum(axis=1, keepdims=True)
     return out
 
 
-def _case_counts(n: int, B: int, rng: np.random.Generator) -> np.ndarray:
+def _case_counts(n: int, B: int, rng: np.random.Generator, dtype=np.float64) -> np.ndarray:
     """``(B, n)`` multiplicities of ``n`` cases drawn with replacement: uniform
     index draws counted by one offset ``bincount`` (a multinomial draw with
     the same distribution, several times faster than ``rng.multinomial``)."""
     picks = rng.integers(0, n, size=(B, n)) + (np.arange(B) * n)[:, None]
-    return np.bincount(picks.ravel(), minlength=B * n).reshape(B, n).astype(float)
+    return np.bincount(picks.ravel(), minlength=B * n).reshape(B, n).astype(dtype)
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,33 @@ def paired_comparisons(scores, B: int, rng: np.random.Generator, *, weights=None
     observed = (w @ scores) / w.sum()
     reps = bootstrap_case_means(scores, B, rng, weights=w)
     return _comparisons(observed, reps, level)
+
+
+def paired_comparisons_many(blocks, B: int, rng: np.random.Generator, *,
+                            level: float = 0.95, dtype=np.float32) -> list[list[Comparison]]:
+    """:func:`paired_comparisons` for many independent blocks at once (e.g.
+    benchmarks), each ``(cases, M_k)``, Holm's correction within each block.
+
+    Blocks with the same number of cases share one draw of case counts per
+    replicate: their columns are stacked into one matrix, so every block
+    costs a slice of a single matrix product instead of its own draw. Each
+    block's rows are first put in a random order of their own, so the shared
+    counts land on unrelated cases; within a block the resampling is exactly
+    the paired bootstrap (each block's replicates are a valid bootstrap of
+    it), and only the Monte Carlo noise is shared across blocks.
+    """
+    blocks = [np.asarray(b, dtype=float) for b in blocks]
+    out: list[list[Comparison] | None] = [None] * len(blocks)
+    by_size: dict[int, list[int]] = {}
+    for i, block in enumerate(blocks):
+        by_size.setdefault(block.shape[0], []).append(i)
+    for members in by_size.values():
+        shuffled = [blocks[i][rng.permutation(blocks[i].shape[0])] for i in members]
+        reps = bootstrap_case_means(np.hstack(shuffled), B, rng, dtype=dtype)
+        edges = np.cumsum([0] + [b.shape[1] for b in shuffled])
+        for i, lo, hi in zip(members, edges[:-1], edges[1:], strict=True):
+            out[i] = _comparisons(blocks[i].mean(axis=0), reps[:, lo:hi], level)
+    return out
 
 
 def independent_comparison(x, y, B: int, rng: np.random.Generator,

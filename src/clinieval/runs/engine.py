@@ -143,8 +143,12 @@ async def run_call(job: Job, provider: Provider, task: Task, index: int,
 
 async def run_task(job: Job, provider: Provider, task: Task, cache: Mapping[str, Completion],
                    parse_retries: int, run_id: str) -> TaskResult:
-    outcomes = list(await asyncio.gather(*[
-        run_call(job, provider, task, i, cache, parse_retries) for i in range(len(task.calls))]))
+    if len(task.calls) == 1:  # most tasks: no gather, whose task per call costs CPU
+        outcomes = [await run_call(job, provider, task, 0, cache, parse_retries)]
+    else:
+        outcomes = list(await asyncio.gather(*[
+            run_call(job, provider, task, i, cache, parse_retries)
+            for i in range(len(task.calls))]))
     return TaskResult(task, outcomes, job.rows(task, outcomes, run_id))
 
 

@@ -7,10 +7,9 @@ run's counters. A batch is either wholly there after a crash or not at all.
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import json
-import queue
-import threading
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -29,6 +28,10 @@ RUNS = sqltables.RUN_TABLES["llm_runs"]
 CACHE = sqltables.RUN_TABLES["llm_cache"]
 CALLS = sqltables.RUN_TABLES["llm_run_calls"]
 CHUNK = 500
+BATCH = 128
+"""Most finished tasks committed in one transaction."""
+UNFLUSHED = 2 * BATCH
+"""Most finished tasks waiting for (or in) a commit before workers wait."""
 COUNTERS = ("done", "cached", "failed", "unparsed", "parse_retries", "input_tokens",
             "output_tokens")
 
@@ -94,47 +97,65 @@ def lookup_cache(engine: sa.Engine, keys: Iterable[str]) -> dict[str, Completion
 
 
 class Writer:
-    """Commits finished tasks from a background thread, in groups: whatever
-    finished while the last commit ran goes into the next one, so commits
-    keep up with thousands of tasks per second without blocking the calls."""
+    """Commits finished tasks in small batches from one writer task, so the
+    database keeps up with thousands of tasks a second without blocking the
+    calls: whatever finished while the last commit ran goes into the next one
+    (at most ``batch`` tasks), committed in a worker thread.
+
+    ``open_slots`` bounds the tasks that are started but not yet committed:
+    a worker takes a slot before it starts a task, and the slot comes back
+    once that task's batch has committed. With ``slots = concurrency +
+    unflushed``, a run killed at any moment loses (and calls again when
+    started again) at most that many tasks, and never a committed one.
+    """
 
     def __init__(self, engine: sa.Engine, run_id: str, spec: ModelSpec,
-                 retried: dict[str, list[str]]) -> None:
+                 retried: dict[str, list[str]], concurrency: int,
+                 unflushed: int = UNFLUSHED, batch: int = BATCH) -> None:
         self.engine, self.run_id, self.spec = engine, run_id, spec
         self.retried = retried
+        self.batch = batch
+        self.open_slots = asyncio.Semaphore(concurrency + unflushed)
         self.error: BaseException | None = None
-        self._queue: queue.SimpleQueue[TaskResult | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name="clinieval-writer", daemon=True)
-        self._thread.start()
+        self._pending: list[TaskResult] = []
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._owner = asyncio.current_task()
+        self._task = asyncio.create_task(self._loop(), name="clinieval-writer")
 
     def put(self, result: TaskResult) -> None:
-        if self.error is not None:
-            raise self.error
-        self._queue.put(result)
+        """Queue a finished task (its slot stays taken until it commits)."""
+        self._pending.append(result)
+        self._wake.set()
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Commit everything queued, then stop; re-raise a failed commit."""
-        self._queue.put(None)
-        self._thread.join()
+        self._closing = True
+        self._wake.set()
+        await asyncio.shield(self._task)
         if self.error is not None:
             raise self.error
 
-    def _loop(self) -> None:
-        stop = False
-        while not stop:
-            batch = [self._queue.get()]
-            while True:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            stop = None in batch
-            results = [r for r in batch if r is not None]
-            if results and self.error is None:
-                try:
-                    write_results(self.engine, self.run_id, self.spec, results, self.retried)
-                except BaseException as err:  # surfaced to the runner by put/close
-                    self.error = err
+    async def _loop(self) -> None:
+        try:
+            while not (self._closing and not self._pending):
+                await self._wake.wait()
+                self._wake.clear()
+                while self._pending:
+                    await self._commit()
+        except Exception as err:
+            # Workers may be waiting for slots only a commit frees: stop the run.
+            self.error = err
+            if self._owner is not None and not self._closing:
+                self._owner.cancel()
+
+    async def _commit(self) -> None:
+        results = self._pending[:self.batch]
+        del self._pending[:self.batch]
+        await asyncio.to_thread(write_results, self.engine, self.run_id, self.spec, results,
+                                self.retried)
+        for _ in results:
+            self.open_slots.release()
 
 
 def write_results(engine: sa.Engine, run_id: str, spec: ModelSpec, results: list[TaskResult],

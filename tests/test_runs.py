@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ from clinieval.errors import InputError
 from clinieval.io.importer import import_snapshot
 from clinieval.providers import load_model_file
 from clinieval.providers.stub import Reply, StubServer, answering, completion_body
-from clinieval.runs import GenerateJob, execute, load_rules, resolve_pair
+from clinieval.runs import GenerateJob, execute, load_rules, resolve_pair, store
 from clinieval.runs.data import load_cases
 from clinieval.storage import db, sqltables
 from clinieval.testing import tiny_snapshot
@@ -238,6 +239,49 @@ def test_a_killed_run_resumes_without_repeating_committed_calls(tmp_path):
         _ok("generate", "--model", model, "--samples", "15", "--database-url", url)
     assert len(server.requests) - before == 30 - committed
     assert _rows(url, "SELECT status, done FROM llm_runs") == [("finished", 30)]
+
+
+def test_a_killed_run_loses_at_most_its_open_tasks_and_repeats_no_committed_one(tmp_path):
+    """The writer commits in small batches; while a commit cannot go through,
+    workers stop starting tasks once ``concurrency + UNFLUSHED`` are started
+    and uncommitted. A SIGKILL then loses exactly those, and the restart
+    calls them again and nothing else."""
+    path = tmp_path / "b.db"
+    url = f"sqlite:///{path}"
+    engine = db.make_engine(url)
+    db.upgrade(engine)
+    import_snapshot(engine, tiny_snapshot())
+    engine.dispose()
+    concurrency, tasks = 16, 2 * 600
+    bound = concurrency + store.UNFLUSHED
+    with StubServer(answering(0.002)) as server:
+        model = _model(tmp_path, server, concurrency=concurrency)
+        args = [sys.executable, "-c", "from clinieval.cli import main; main()", "generate",
+                "--model", str(model), "--samples", "600", "--database-url", url]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while _rows(url, "SELECT COUNT(*) FROM llm_run_calls") < [(100,)]:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.02)
+        lock = sqlite3.connect(path, isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")  # the run's next commit waits (busy timeout 5 s)
+        seen, stable_since = -1, time.monotonic()
+        while time.monotonic() - stable_since < 0.7:
+            if len(server.requests) != seen:
+                seen, stable_since = len(server.requests), time.monotonic()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        lock.rollback()
+        lock.close()
+        [(committed,)] = _rows(url, "SELECT COUNT(*) FROM llm_run_calls")
+        sent = len(server.requests)
+        assert committed < tasks and sent - committed == bound
+        _ok("generate", "--model", model, "--samples", "600", "--database-url", url)
+    assert len(server.requests) - sent == tasks - committed
+    assert _rows(url, "SELECT COUNT(*), COUNT(DISTINCT case_id || '/' || sample_index) FROM"
+                      " answers WHERE model_id = 'stub'") == [(tasks, tasks)]
+    assert _rows(url, "SELECT status, done FROM llm_runs") == [("finished", tasks)]
 
 
 def test_pair_resolution_by_hand():

@@ -5,6 +5,7 @@ parse statuses, costs, the cache, resuming after Ctrl-C and SIGKILL."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from clinieval import tables as T
@@ -26,6 +29,7 @@ from clinieval.providers import load_model_file
 from clinieval.providers.stub import Reply, StubServer, answering, completion_body
 from clinieval.runs import GenerateJob, execute, load_rules, resolve_pair, store
 from clinieval.runs.data import load_cases
+from clinieval.runs.keys import call_key, canonical
 from clinieval.storage import db, sqltables
 from clinieval.testing import tiny_snapshot
 
@@ -282,6 +286,24 @@ def test_a_killed_run_loses_at_most_its_open_tasks_and_repeats_no_committed_one(
     assert _rows(url, "SELECT COUNT(*), COUNT(DISTINCT case_id || '/' || sample_index) FROM"
                       " answers WHERE model_id = 'stub'") == [(tasks, tasks)]
     assert _rows(url, "SELECT status, done FROM llm_runs") == [("finished", tasks)]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)
+
+
+@given(version=st.text(max_size=8), sample=st.integers(0, 99),
+       messages=st.lists(st.fixed_dictionaries({"role": st.sampled_from(["system", "user"]),
+                                                "content": st.text(max_size=20)}), max_size=3),
+       settings=st.dictionaries(st.text(max_size=6), _JSON, max_size=4))
+def test_a_cache_key_is_the_hash_of_the_canonical_call_however_it_is_put_together(
+        version, sample, messages, settings):
+    whole = canonical({"model": version, "messages": messages, "settings": settings,
+                       "sample": sample})
+    expected = hashlib.sha256(whole.encode()).hexdigest()
+    assert call_key(version, messages, settings, sample) == expected
+    assert call_key(version, messages, settings, sample, canonical(settings)) == expected
 
 
 def test_pair_resolution_by_hand():

@@ -31,15 +31,17 @@ class Call:
     first_key: str = ""
     """The cache key of attempt 0, when the job computed it already (hashing
     long prompts is a real share of the runner's time at scale)."""
+    settings_text: str | None = None
+    """``canonical(settings)``, when the job has it (calls share settings)."""
 
     def key(self, model_version: str, number: int) -> str:
         if number == 0 and self.first_key:
             return self.first_key
-        return call_key(model_version, self.messages, self.attempt(number), self.sample)
+        return call_key(model_version, self.messages, self.attempt(number), self.sample,
+                        self.settings_text if number == 0 else None)
 
     def keyed(self, model_version: str) -> Call:
-        return replace(self, first_key=call_key(model_version, self.messages, self.settings,
-                                                self.sample))
+        return replace(self, first_key=self.key(model_version, 0))
 
     def attempt(self, number: int) -> Mapping[str, Any]:
         """Settings of parse attempt ``number``: a retry after unparseable

@@ -205,11 +205,15 @@ def _forget_failed(conn: sa.Connection, run_id: str, task_keys: list[str],
 def _cache_rows(spec: ModelSpec, results: list[TaskResult]) -> list[dict]:
     """Cache rows of the calls made fresh in these tasks."""
     rows = {}
+    texts: dict[int, str] = {}  # by id: calls share settings; the results keep them alive
     for result in results:
         for outcome in result.outcomes:
             for key, settings, c in outcome.fresh:
+                text = texts.get(id(settings))
+                if text is None:
+                    text = texts[id(settings)] = canonical(dict(settings))
                 rows[key] = {"call_key": key, "model_version": spec.version,
-                             "settings": canonical(dict(settings)), "text": c.text,
+                             "settings": text, "text": c.text,
                              "finish_reason": c.finish_reason, "input_tokens": c.input_tokens,
                              "output_tokens": c.output_tokens, "latency_s": c.latency_s,
                              "cost_usd": spec.prices.cost(c.input_tokens, c.output_tokens),

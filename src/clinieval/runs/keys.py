@@ -9,10 +9,13 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""One encoder for all: ``json.dumps`` with options builds a new one per call."""
+
 
 def canonical(value: Any) -> str:
     """JSON with sorted keys and no spaces: equal values give equal text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 def call_key(model_version: str, messages: Sequence[Mapping[str, str]],

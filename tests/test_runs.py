@@ -27,8 +27,8 @@ from clinieval.errors import InputError
 from clinieval.io.importer import import_snapshot
 from clinieval.providers import load_model_file
 from clinieval.providers.stub import Reply, StubServer, answering, completion_body
-from clinieval.runs import GenerateJob, execute, load_rules, resolve_pair, store
-from clinieval.runs.data import load_cases
+from clinieval.runs import GenerateJob, JuryJudge, execute, load_rules, resolve_pair, store
+from clinieval.runs.data import AnswerText, load_cases
 from clinieval.runs.keys import call_key, canonical
 from clinieval.storage import db, sqltables
 from clinieval.testing import tiny_snapshot
@@ -286,6 +286,27 @@ def test_a_killed_run_loses_at_most_its_open_tasks_and_repeats_no_committed_one(
     assert _rows(url, "SELECT COUNT(*), COUNT(DISTINCT case_id || '/' || sample_index) FROM"
                       " answers WHERE model_id = 'stub'") == [(tasks, tasks)]
     assert _rows(url, "SELECT status, done FROM llm_runs") == [("finished", tasks)]
+
+
+def test_a_refused_write_stops_the_run_with_its_error_instead_of_hanging(tmp_path):
+    """Workers wait for slots that only commits free: when a commit fails,
+    the run must end with that error (here: judgments of answers that are
+    not in the database break a foreign key) and be recorded as failed."""
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    engine = db.make_engine(url)
+    db.upgrade(engine)
+    import_snapshot(engine, tiny_snapshot())
+    [case_id] = [c.case_id for c in load_cases(engine)][:1]
+    ghosts = [AnswerText(f"ghost-{i}", case_id, "nobody", "text", 0, None, None)
+              for i in range(2 * store.UNFLUSHED)]
+    with StubServer(answering()) as server:
+        spec = load_model_file(_model(tmp_path, server, concurrency=2))
+        job = JuryJudge(spec, ghosts, {case_id: "question"})
+        start = time.monotonic()
+        with pytest.raises(sa.exc.IntegrityError):
+            asyncio.run(asyncio.wait_for(execute(engine, job), 90))
+    assert time.monotonic() - start < 45  # not stopped by the timeout
+    assert _rows(url, "SELECT status, done FROM llm_runs") == [("failed", 0)]
 
 
 _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),

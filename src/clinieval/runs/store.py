@@ -34,6 +34,8 @@ BATCH = 128
 """Most finished tasks committed in one transaction."""
 UNFLUSHED = 2 * BATCH
 """Most finished tasks waiting for (or in) a commit before workers wait."""
+GATHER_S = 0.05
+"""How long finished tasks may wait for others to share their commit."""
 COUNTERS = ("done", "cached", "failed", "unparsed", "parse_retries", "input_tokens",
             "output_tokens")
 
@@ -142,6 +144,11 @@ class Writer:
         try:
             while not (self._closing and not self._pending):
                 await self._wake.wait()
+                if not (self._closing or self.open_slots.locked()
+                        or len(self._pending) >= self.batch):
+                    # A commit costs about 1 ms of CPU however small: let a
+                    # batch gather while workers can still start tasks.
+                    await asyncio.sleep(GATHER_S)
                 self._wake.clear()
                 while self._pending:
                     await self._commit()
@@ -174,7 +181,8 @@ def write_results(engine: sa.Engine, run_id: str, spec: ModelSpec, results: list
         _add_counters(conn, run_id, spec, results)
 
 
-def _insert(conn: sa.Connection, table: sa.Table, rows: list[dict]) -> None:
+def _insert(conn: sa.Connection, table: sa.Table, rows: list[dict],
+            skip_existing: bool = False) -> None:
     """``executemany`` of one compiled INSERT straight to the driver, rows
     grouped by the columns they fill: SQLAlchemy's per-row parameter handling
     cost as much CPU as SQLite's own insert (about 20 us a row). Column types
@@ -183,7 +191,7 @@ def _insert(conn: sa.Connection, table: sa.Table, rows: list[dict]) -> None:
     for row in rows:
         groups.setdefault(tuple(row), []).append(row)
     for columns, group in groups.items():
-        sql, order, convert = _insert_statement(conn.dialect, table, columns)
+        sql, order, convert = _insert_statement(conn.dialect, table, columns, skip_existing)
         params = list(map(operator.itemgetter(*order), group)) if len(order) > 1 else [
             (row[order[0]],) for row in group]
         if convert:
@@ -201,12 +209,18 @@ def _converted(values: tuple, convert: list[tuple[int, Callable]]) -> tuple:
 
 
 @functools.lru_cache(maxsize=256)
-def _insert_statement(dialect: sa.Dialect, table: sa.Table, columns: tuple[str, ...]
-                      ) -> tuple[str, tuple[str, ...], list[tuple[int, Callable]]]:
-    """The INSERT's SQL for ``dialect``, its parameters' column order, and the
-    (position, bind processor) of the columns whose type has one."""
-    compiled = table.insert().values({c: sa.bindparam(c) for c in columns}).compile(
-        dialect=dialect)
+def _insert_statement(dialect: sa.Dialect, table: sa.Table, columns: tuple[str, ...],
+                      skip_existing: bool) -> tuple[str, tuple[str, ...],
+                                                    list[tuple[int, Callable]]]:
+    """The INSERT's SQL for ``dialect`` (``ON CONFLICT DO NOTHING`` when
+    ``skip_existing``), its parameters' column order, and the (position, bind
+    processor) of the columns whose type has one."""
+    if skip_existing:
+        insert = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}[dialect.name]
+        statement = insert(table).on_conflict_do_nothing()
+    else:
+        statement = table.insert()
+    compiled = statement.values({c: sa.bindparam(c) for c in columns}).compile(dialect=dialect)
     order = tuple(compiled.positiontup or ()) if compiled.positional else columns
     if set(order) != set(columns):
         raise AssertionError(f"{dialect.name}: parameters {order} for columns {columns}")
@@ -218,10 +232,7 @@ def _insert_statement(dialect: sa.Dialect, table: sa.Table, columns: tuple[str, 
 def _insert_new(conn: sa.Connection, table: sa.Table, rows: list[dict]) -> None:
     """Insert, skipping keys already stored: a ``--no-cache`` run calls again
     but the cache keeps the answer it first had for that key."""
-    if not rows:
-        return
-    dialect = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}[conn.dialect.name]
-    conn.execute(dialect(table).on_conflict_do_nothing(), rows)
+    _insert(conn, table, rows, skip_existing=True)
 
 
 def _forget_failed(conn: sa.Connection, run_id: str, task_keys: list[str],

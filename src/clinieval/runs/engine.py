@@ -1,6 +1,6 @@
 """The runner: many calls in flight, each answered from the cache when it can
-be, retried on unparseable output when asked, and written to the database as
-soon as it finishes.
+be, retried on unparseable output when asked, and written to the database in
+small batches (``store.Writer``).
 
 A job is a list of tasks. A task is one or two calls (a pairwise verdict
 needs both orders) whose outcomes become rows (answers or judgments). A task

@@ -3,8 +3,14 @@ OpenAI-compatible stub server (its own process) that answers in 20 ms, with
 64 calls in flight. Prints calls per second and the runner's own CPU time per
 call, beside two straightforward baselines on the same server (a sequential
 loop of blocking calls, as with the official client, and a pool of 64
-threads; both with httpx, and without caching or storing anything), then the
-time to resume the finished run and to redo it from the cache. With --llm,
+threads; both with httpx, on which the official client is built, and without
+caching or storing anything), then the time to resume the finished run and
+to redo it from the cache. Times start before the job is built (prompts and
+cache keys) and end with its run record; CPU is this process's (the runner's
+event loop and its writer thread), and the stub server's own CPU is printed
+apart to show it is not the limit. The machine's load average is printed
+before and after: wall-clock rates drop when other work shares the cores,
+CPU per call does not much. With --llm,
 also the local SmolLM2 model's tokens per second through llama-server.
 
     python benchmarks/bench_runner.py [--calls 20000] [--concurrency 64] [--llm]
@@ -15,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -63,12 +70,14 @@ def _database(path: Path, n_answers: int) -> tuple[sa.Engine, list[AnswerText], 
 
 
 def _runner(engine, answers, cases, base_url: str, concurrency: int, run_id: str | None = None):
+    """One run, timed from building the job (its prompts and cache keys) to
+    its run record."""
     spec = model_spec({"id": "judge", "version": "stub-1", "name": "stub",
                        "base_urls": [base_url], "concurrency": concurrency,
                        "prices": {"input_per_m": 1.0, "output_per_m": 2.0},
                        "generation": {"max_tokens": 100}}, "bench")
-    job = JuryJudge(spec, answers, cases)
-    return _measure(lambda: asyncio.run(execute(engine, job, RunOptions(run_id=run_id))))
+    return _measure(lambda: asyncio.run(execute(engine, JuryJudge(spec, answers, cases),
+                                                RunOptions(run_id=run_id))))
 
 
 def _measure(func):
@@ -101,7 +110,18 @@ def _threads(url: str, n: int, workers: int):
 
 def _row(label: str, calls: int, wall: float, cpu: float) -> None:
     print(f"{label:<46} {calls:>7,} calls {wall:8.2f} s {calls / wall:9,.0f} calls/s"
-          f" {cpu / calls * 1e3:7.3f} ms CPU/call")
+          f" {cpu / calls * 1e3:7.3f} ms CPU/call (at most {calls / cpu:,.0f} calls/s"
+          " on one idle core)")
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _local_model_speed() -> None:
@@ -150,22 +170,30 @@ def main() -> None:
             # A short run first, so that imports and connecting are not timed.
             _runner(*_database(Path(tmp) / "warm.db", 200), base_url, args.concurrency)
             print(f"{args.calls:,} jury calls, stub answering in {args.delay_ms:g} ms,"
-                  f" concurrency {args.concurrency}")
+                  f" concurrency {args.concurrency}, {os.cpu_count()} cores, {_load()}")
+            stub_cpu = _cpu_s(stub.pid)
             record, wall, cpu = _runner(engine, answers, cases, base_url, args.concurrency)
+            stub_cpu = _cpu_s(stub.pid) - stub_cpu
             assert record["done"] == args.calls and record["failed"] == 0, record
             _row("clinieval runner (cache + SQLite writes)", args.calls, wall, cpu)
+            label = "  the stub server meanwhile (its own process)"
+            print(f"{label:<46} {stub_cpu / args.calls * 1e3:7.3f} ms CPU/call (at most"
+                  f" {args.calls / stub_cpu:,.0f} calls/s on one idle core)")
             url = f"{base_url}/chat/completions"
             _row("baseline: sequential blocking loop", args.sequential_calls,
                  *_sequential(url, args.sequential_calls)[1:])
             _row(f"baseline: {args.concurrency} threads, blocking client", args.thread_calls,
                  *_threads(url, args.thread_calls, args.concurrency)[1:])
-            record, wall, _ = _runner(engine, answers, cases, base_url, args.concurrency)
+            record, wall, cpu = _runner(engine, answers, cases, base_url, args.concurrency)
             assert record["skipped"] == args.calls
-            print(f"{'resume the finished run (nothing left to call)':<46} {wall:8.2f} s")
-            record, wall, _ = _runner(engine, answers, cases, base_url, args.concurrency,
-                                      run_id="again")
+            print(f"{'resume the finished run (nothing left to call)':<46} {wall:8.2f} s"
+                  f" ({cpu:.2f} s CPU)")
+            record, wall, cpu = _runner(engine, answers, cases, base_url, args.concurrency,
+                                        run_id="again")
             assert record["cached"] == args.calls and record["done"] == 0
-            print(f"{'a new run of the same calls, all from cache':<46} {wall:8.2f} s")
+            print(f"{'a new run of the same calls, all from cache':<46} {wall:8.2f} s"
+                  f" ({cpu:.2f} s CPU)")
+            print(_load())
     finally:
         stub.terminate()
         stub.wait(10)

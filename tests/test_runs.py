@@ -5,9 +5,11 @@ parse statuses, costs, the cache, resuming after Ctrl-C and SIGKILL."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -15,6 +17,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from clinieval import tables as T
@@ -23,8 +27,9 @@ from clinieval.errors import InputError
 from clinieval.io.importer import import_snapshot
 from clinieval.providers import load_model_file
 from clinieval.providers.stub import Reply, StubServer, answering, completion_body
-from clinieval.runs import GenerateJob, execute, load_rules, resolve_pair
-from clinieval.runs.data import load_cases
+from clinieval.runs import GenerateJob, JuryJudge, execute, load_rules, resolve_pair, store
+from clinieval.runs.data import AnswerText, load_cases
+from clinieval.runs.keys import call_key, canonical
 from clinieval.storage import db, sqltables
 from clinieval.testing import tiny_snapshot
 
@@ -238,6 +243,88 @@ def test_a_killed_run_resumes_without_repeating_committed_calls(tmp_path):
         _ok("generate", "--model", model, "--samples", "15", "--database-url", url)
     assert len(server.requests) - before == 30 - committed
     assert _rows(url, "SELECT status, done FROM llm_runs") == [("finished", 30)]
+
+
+def test_a_killed_run_loses_at_most_its_open_tasks_and_repeats_no_committed_one(tmp_path):
+    """The writer commits in small batches; while a commit cannot go through,
+    workers stop starting tasks once ``concurrency + UNFLUSHED`` are started
+    and uncommitted. A SIGKILL then loses exactly those, and the restart
+    calls them again and nothing else."""
+    path = tmp_path / "b.db"
+    url = f"sqlite:///{path}"
+    engine = db.make_engine(url)
+    db.upgrade(engine)
+    import_snapshot(engine, tiny_snapshot())
+    engine.dispose()
+    concurrency, tasks = 16, 2 * 600
+    bound = concurrency + store.UNFLUSHED
+    with StubServer(answering(0.002)) as server:
+        model = _model(tmp_path, server, concurrency=concurrency)
+        args = [sys.executable, "-c", "from clinieval.cli import main; main()", "generate",
+                "--model", str(model), "--samples", "600", "--database-url", url]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while _rows(url, "SELECT COUNT(*) FROM llm_run_calls") < [(100,)]:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.02)
+        lock = sqlite3.connect(path, isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")  # the run's next commit waits (busy timeout 5 s)
+        seen, stable_since = -1, time.monotonic()
+        while time.monotonic() - stable_since < 0.7:
+            if len(server.requests) != seen:
+                seen, stable_since = len(server.requests), time.monotonic()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        lock.rollback()
+        lock.close()
+        [(committed,)] = _rows(url, "SELECT COUNT(*) FROM llm_run_calls")
+        sent = len(server.requests)
+        assert committed < tasks and sent - committed == bound
+        _ok("generate", "--model", model, "--samples", "600", "--database-url", url)
+    assert len(server.requests) - sent == tasks - committed
+    assert _rows(url, "SELECT COUNT(*), COUNT(DISTINCT case_id || '/' || sample_index) FROM"
+                      " answers WHERE model_id = 'stub'") == [(tasks, tasks)]
+    assert _rows(url, "SELECT status, done FROM llm_runs") == [("finished", tasks)]
+
+
+def test_a_refused_write_stops_the_run_with_its_error_instead_of_hanging(tmp_path):
+    """Workers wait for slots that only commits free: when a commit fails,
+    the run must end with that error (here: judgments of answers that are
+    not in the database break a foreign key) and be recorded as failed."""
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    engine = db.make_engine(url)
+    db.upgrade(engine)
+    import_snapshot(engine, tiny_snapshot())
+    [case_id] = [c.case_id for c in load_cases(engine)][:1]
+    ghosts = [AnswerText(f"ghost-{i}", case_id, "nobody", "text", 0, None, None)
+              for i in range(2 * store.UNFLUSHED)]
+    with StubServer(answering()) as server:
+        spec = load_model_file(_model(tmp_path, server, concurrency=2))
+        job = JuryJudge(spec, ghosts, {case_id: "question"})
+        start = time.monotonic()
+        with pytest.raises(sa.exc.IntegrityError):
+            asyncio.run(asyncio.wait_for(execute(engine, job), 90))
+    assert time.monotonic() - start < 45  # not stopped by the timeout
+    assert _rows(url, "SELECT status, done FROM llm_runs") == [("failed", 0)]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)
+
+
+@given(version=st.text(max_size=8), sample=st.integers(0, 99),
+       messages=st.lists(st.fixed_dictionaries({"role": st.sampled_from(["system", "user"]),
+                                                "content": st.text(max_size=20)}), max_size=3),
+       settings=st.dictionaries(st.text(max_size=6), _JSON, max_size=4))
+def test_a_cache_key_is_the_hash_of_the_canonical_call_however_it_is_put_together(
+        version, sample, messages, settings):
+    whole = canonical({"model": version, "messages": messages, "settings": settings,
+                       "sample": sample})
+    expected = hashlib.sha256(whole.encode()).hexdigest()
+    assert call_key(version, messages, settings, sample) == expected
+    assert call_key(version, messages, settings, sample, canonical(settings)) == expected
 
 
 def test_pair_resolution_by_hand():

@@ -1,6 +1,6 @@
 """The runner: many calls in flight, each answered from the cache when it can
-be, retried on unparseable output when asked, and written to the database as
-soon as it finishes.
+be, retried on unparseable output when asked, and written to the database in
+small batches (``store.Writer``).
 
 A job is a list of tasks. A task is one or two calls (a pairwise verdict
 needs both orders) whose outcomes become rows (answers or judgments). A task
@@ -31,15 +31,17 @@ class Call:
     first_key: str = ""
     """The cache key of attempt 0, when the job computed it already (hashing
     long prompts is a real share of the runner's time at scale)."""
+    settings_text: str | None = None
+    """``canonical(settings)``, when the job has it (calls share settings)."""
 
     def key(self, model_version: str, number: int) -> str:
         if number == 0 and self.first_key:
             return self.first_key
-        return call_key(model_version, self.messages, self.attempt(number), self.sample)
+        return call_key(model_version, self.messages, self.attempt(number), self.sample,
+                        self.settings_text if number == 0 else None)
 
     def keyed(self, model_version: str) -> Call:
-        return replace(self, first_key=call_key(model_version, self.messages, self.settings,
-                                                self.sample))
+        return replace(self, first_key=self.key(model_version, 0))
 
     def attempt(self, number: int) -> Mapping[str, Any]:
         """Settings of parse attempt ``number``: a retry after unparseable
@@ -143,8 +145,12 @@ async def run_call(job: Job, provider: Provider, task: Task, index: int,
 
 async def run_task(job: Job, provider: Provider, task: Task, cache: Mapping[str, Completion],
                    parse_retries: int, run_id: str) -> TaskResult:
-    outcomes = list(await asyncio.gather(*[
-        run_call(job, provider, task, i, cache, parse_retries) for i in range(len(task.calls))]))
+    if len(task.calls) == 1:  # most tasks: no gather, whose task per call costs CPU
+        outcomes = [await run_call(job, provider, task, 0, cache, parse_retries)]
+    else:
+        outcomes = list(await asyncio.gather(*[
+            run_call(job, provider, task, i, cache, parse_retries)
+            for i in range(len(task.calls))]))
     return TaskResult(task, outcomes, job.rows(task, outcomes, run_id))
 
 

@@ -89,6 +89,7 @@ class JudgeJob:
     def __post_init__(self) -> None:
         self.prompt = load_prompt(self.judge_kind)
         self.schema = self.build_schema()
+        self._juror_settings: dict[int, tuple[dict[str, Any], str]] = {}
         tasks = [task for juror in range(self.jurors) for repeat in range(self.repeats)
                  for task in self.units(juror, repeat)]
         self.tasks = list({t.key: t for t in tasks}.values())
@@ -108,12 +109,21 @@ class JudgeJob:
         raise NotImplementedError
 
     def call(self, user: str, juror: int, repeat: int) -> Call:
-        settings = self.spec.generation.request_fields()
-        settings["seed"] = int(settings.get("seed") or 0) + juror * JUROR_SEED_STEP
-        settings["response_format"] = response_format(f"clinieval_{self.judge_kind}", self.schema)
+        settings, text = self.juror_settings(juror)
         messages = ({"role": "system", "content": self.prompt["system"]},
                     {"role": "user", "content": user})
-        return Call(messages, settings, repeat)
+        return Call(messages, settings, repeat, settings_text=text)
+
+    def juror_settings(self, juror: int) -> tuple[dict[str, Any], str]:
+        """A juror's request settings and their canonical text, made once and
+        shared (read-only) by all its calls."""
+        if juror not in self._juror_settings:
+            settings = self.spec.generation.request_fields()
+            settings["seed"] = int(settings.get("seed") or 0) + juror * JUROR_SEED_STEP
+            settings["response_format"] = response_format(f"clinieval_{self.judge_kind}",
+                                                          self.schema)
+            self._juror_settings[juror] = settings, canonical(settings)
+        return self._juror_settings[juror]
 
     def task(self, calls: Sequence[Call], answer_id: str, **info: Any) -> Task:
         """A task per judged unit: two answers with the same text are still two

@@ -81,7 +81,7 @@ async def execute(engine: sa.Engine, job: Job, options: RunOptions = RunOptions(
              if options.use_cache and todo else {})
     own = provider is None
     provider = provider or make_provider(job.spec)
-    writer = store.Writer(engine, run_id, job.spec, retried)
+    writer = store.Writer(engine, run_id, job.spec, retried, provider.concurrency)
     status = "failed"
     try:
         if watch:
@@ -89,11 +89,14 @@ async def execute(engine: sa.Engine, job: Job, options: RunOptions = RunOptions(
         await _work(job, provider, todo, cache, options, run_id, writer, stats)
         status = "finished"
     except (asyncio.CancelledError, KeyboardInterrupt):
-        status = "interrupted"
-        raise
+        if writer.error is None:
+            status = "interrupted"
+            raise
+        # The writer stopped the workers: report its error, not the cancel.
+        asyncio.current_task().uncancel()
     finally:
         try:
-            writer.close()
+            await writer.close()
         finally:
             store.finish_run(engine, run_id, status)
             if own:
@@ -103,10 +106,14 @@ async def execute(engine: sa.Engine, job: Job, options: RunOptions = RunOptions(
 
 async def _work(job: Job, provider: Provider, todo: list[Task], cache: dict,
                 options: RunOptions, run_id: str, writer: store.Writer, stats: Stats) -> None:
+    """``provider.concurrency`` workers take tasks in turn; each first takes
+    one of the writer's open slots, so that tasks started and not yet
+    committed stay within the writer's bound."""
     pending = iter(todo)
 
     async def worker() -> None:
         for task in pending:
+            await writer.open_slots.acquire()
             result = await run_task(job, provider, task, cache, options.parse_retries, run_id)
             stats.add(result, job.spec)
             writer.put(result)

@@ -7,11 +7,12 @@ run's counters. A batch is either wholly there after a crash or not at all.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import getpass
 import json
-import queue
-import threading
-from collections.abc import Iterable, Iterator
+import operator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +30,12 @@ RUNS = sqltables.RUN_TABLES["llm_runs"]
 CACHE = sqltables.RUN_TABLES["llm_cache"]
 CALLS = sqltables.RUN_TABLES["llm_run_calls"]
 CHUNK = 500
+BATCH = 128
+"""Most finished tasks committed in one transaction."""
+UNFLUSHED = 2 * BATCH
+"""Most finished tasks waiting for (or in) a commit before workers wait."""
+GATHER_S = 0.05
+"""How long finished tasks may wait for others to share their commit."""
 COUNTERS = ("done", "cached", "failed", "unparsed", "parse_retries", "input_tokens",
             "output_tokens")
 
@@ -94,47 +101,70 @@ def lookup_cache(engine: sa.Engine, keys: Iterable[str]) -> dict[str, Completion
 
 
 class Writer:
-    """Commits finished tasks from a background thread, in groups: whatever
-    finished while the last commit ran goes into the next one, so commits
-    keep up with thousands of tasks per second without blocking the calls."""
+    """Commits finished tasks in small batches from one writer task, so the
+    database keeps up with thousands of tasks a second without blocking the
+    calls: whatever finished while the last commit ran goes into the next one
+    (at most ``batch`` tasks), committed in a worker thread.
+
+    ``open_slots`` bounds the tasks that are started but not yet committed:
+    a worker takes a slot before it starts a task, and the slot comes back
+    once that task's batch has committed. With ``slots = concurrency +
+    unflushed``, a run killed at any moment loses (and calls again when
+    started again) at most that many tasks, and never a committed one.
+    """
 
     def __init__(self, engine: sa.Engine, run_id: str, spec: ModelSpec,
-                 retried: dict[str, list[str]]) -> None:
+                 retried: dict[str, list[str]], concurrency: int,
+                 unflushed: int = UNFLUSHED, batch: int = BATCH) -> None:
         self.engine, self.run_id, self.spec = engine, run_id, spec
         self.retried = retried
+        self.batch = batch
+        self.open_slots = asyncio.Semaphore(concurrency + unflushed)
         self.error: BaseException | None = None
-        self._queue: queue.SimpleQueue[TaskResult | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name="clinieval-writer", daemon=True)
-        self._thread.start()
+        self._pending: list[TaskResult] = []
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._owner = asyncio.current_task()
+        self._task = asyncio.create_task(self._loop(), name="clinieval-writer")
 
     def put(self, result: TaskResult) -> None:
-        if self.error is not None:
-            raise self.error
-        self._queue.put(result)
+        """Queue a finished task (its slot stays taken until it commits)."""
+        self._pending.append(result)
+        self._wake.set()
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Commit everything queued, then stop; re-raise a failed commit."""
-        self._queue.put(None)
-        self._thread.join()
+        self._closing = True
+        self._wake.set()
+        await asyncio.shield(self._task)
         if self.error is not None:
             raise self.error
 
-    def _loop(self) -> None:
-        stop = False
-        while not stop:
-            batch = [self._queue.get()]
-            while True:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            stop = None in batch
-            results = [r for r in batch if r is not None]
-            if results and self.error is None:
-                try:
-                    write_results(self.engine, self.run_id, self.spec, results, self.retried)
-                except BaseException as err:  # surfaced to the runner by put/close
-                    self.error = err
+    async def _loop(self) -> None:
+        try:
+            while not (self._closing and not self._pending):
+                await self._wake.wait()
+                if not (self._closing or self.open_slots.locked()
+                        or len(self._pending) >= self.batch):
+                    # A commit costs about 1 ms of CPU however small: let a
+                    # batch gather while workers can still start tasks.
+                    await asyncio.sleep(GATHER_S)
+                self._wake.clear()
+                while self._pending:
+                    await self._commit()
+        except Exception as err:
+            # Workers may be waiting for slots only a commit frees: stop the run.
+            self.error = err
+            if self._owner is not None and not self._closing:
+                self._owner.cancel()
+
+    async def _commit(self) -> None:
+        results = self._pending[:self.batch]
+        del self._pending[:self.batch]
+        await asyncio.to_thread(write_results, self.engine, self.run_id, self.spec, results,
+                                self.retried)
+        for _ in results:
+            self.open_slots.release()
 
 
 def write_results(engine: sa.Engine, run_id: str, spec: ModelSpec, results: list[TaskResult],
@@ -151,18 +181,58 @@ def write_results(engine: sa.Engine, run_id: str, spec: ModelSpec, results: list
         _add_counters(conn, run_id, spec, results)
 
 
-def _insert(conn: sa.Connection, table: sa.Table, rows: list[dict]) -> None:
-    if rows:
-        conn.execute(table.insert(), rows)
+def _insert(conn: sa.Connection, table: sa.Table, rows: list[dict],
+            skip_existing: bool = False) -> None:
+    """``executemany`` of one compiled INSERT straight to the driver, rows
+    grouped by the columns they fill: SQLAlchemy's per-row parameter handling
+    cost as much CPU as SQLite's own insert (about 20 us a row). Column types
+    that convert values on the way in (SQLite's datetimes) still do."""
+    groups: dict[tuple[str, ...], list[dict]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row), []).append(row)
+    for columns, group in groups.items():
+        sql, order, convert = _insert_statement(conn.dialect, table, columns, skip_existing)
+        params = list(map(operator.itemgetter(*order), group)) if len(order) > 1 else [
+            (row[order[0]],) for row in group]
+        if convert:
+            params = [_converted(p, convert) for p in params]
+        if not conn.dialect.positional:
+            params = [dict(zip(order, p, strict=True)) for p in params]
+        conn.exec_driver_sql(sql, params)
+
+
+def _converted(values: tuple, convert: list[tuple[int, Callable]]) -> tuple:
+    out = list(values)
+    for i, process in convert:
+        out[i] = process(out[i])
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _insert_statement(dialect: sa.Dialect, table: sa.Table, columns: tuple[str, ...],
+                      skip_existing: bool) -> tuple[str, tuple[str, ...],
+                                                    list[tuple[int, Callable]]]:
+    """The INSERT's SQL for ``dialect`` (``ON CONFLICT DO NOTHING`` when
+    ``skip_existing``), its parameters' column order, and the (position, bind
+    processor) of the columns whose type has one."""
+    if skip_existing:
+        insert = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}[dialect.name]
+        statement = insert(table).on_conflict_do_nothing()
+    else:
+        statement = table.insert()
+    compiled = statement.values({c: sa.bindparam(c) for c in columns}).compile(dialect=dialect)
+    order = tuple(compiled.positiontup or ()) if compiled.positional else columns
+    if set(order) != set(columns):
+        raise AssertionError(f"{dialect.name}: parameters {order} for columns {columns}")
+    convert = [(i, process) for i, c in enumerate(order)
+               if (process := table.c[c].type._cached_bind_processor(dialect)) is not None]
+    return compiled.string, order, convert
 
 
 def _insert_new(conn: sa.Connection, table: sa.Table, rows: list[dict]) -> None:
     """Insert, skipping keys already stored: a ``--no-cache`` run calls again
     but the cache keeps the answer it first had for that key."""
-    if not rows:
-        return
-    dialect = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}[conn.dialect.name]
-    conn.execute(dialect(table).on_conflict_do_nothing(), rows)
+    _insert(conn, table, rows, skip_existing=True)
 
 
 def _forget_failed(conn: sa.Connection, run_id: str, task_keys: list[str],
@@ -184,11 +254,15 @@ def _forget_failed(conn: sa.Connection, run_id: str, task_keys: list[str],
 def _cache_rows(spec: ModelSpec, results: list[TaskResult]) -> list[dict]:
     """Cache rows of the calls made fresh in these tasks."""
     rows = {}
+    texts: dict[int, str] = {}  # by id: calls share settings; the results keep them alive
     for result in results:
         for outcome in result.outcomes:
             for key, settings, c in outcome.fresh:
+                text = texts.get(id(settings))
+                if text is None:
+                    text = texts[id(settings)] = canonical(dict(settings))
                 rows[key] = {"call_key": key, "model_version": spec.version,
-                             "settings": canonical(dict(settings)), "text": c.text,
+                             "settings": text, "text": c.text,
                              "finish_reason": c.finish_reason, "input_tokens": c.input_tokens,
                              "output_tokens": c.output_tokens, "latency_s": c.latency_s,
                              "cost_usd": spec.prices.cost(c.input_tokens, c.output_tokens),

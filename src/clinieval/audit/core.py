@@ -410,11 +410,21 @@ class Context:
 
     def _ratio_variance(self, slots: int) -> CrossedVariance:
         """Two-way variances of (mean | share of the lowest ``slots`` scores),
-        flattened over (model, criterion); cached per ``slots``."""
-        cached = self.__dict__.setdefault("_ratio_variances", {})
-        if slots not in cached:
-            cached[slots] = count_ratio_variance(*self.crossed_cells, *self._ratio_maps(slots))
-        return cached[slots]
+        flattened over (model, criterion)."""
+        half = self.data.n_models * self.data.n_criteria
+        share = 1 if slots == self.fail_slots else 2
+        pick = np.r_[0:half, share * half:(share + 1) * half]
+        return CrossedVariance(*(field[pick] for field in self._rating_variances))
+
+    @cached_property
+    def _rating_variances(self) -> CrossedVariance:
+        """Two-way variances of (mean | Fail% share | severe% share), from one
+        pass over the cells."""
+        num, den = self._ratio_maps()
+        severe_num, severe_den = self._ratio_maps(1)
+        half = self.data.n_models * self.data.n_criteria
+        return count_ratio_variance(*self.crossed_cells, sp.hstack([num, severe_num[:, half:]]),
+                                    sp.hstack([den, severe_den[:, half:]]))
 
     @cached_property
     def twoway_totals(self) -> np.ndarray:
@@ -442,9 +452,9 @@ class Context:
         rows, cols, stats = self.crossed_cells
         if stats.shape[0] == 0:
             return np.full(shape, np.nan), np.full(shape, np.nan)
-        reps, variance = crossed_ratio_replicates(self.twoway_totals, rows, cols, stats,
-                                                  *self._ratio_maps(), self.settings.level)
-        self.__dict__.setdefault("_ratio_variances", {})[self.fail_slots] = variance
+        reps, _ = crossed_ratio_replicates(self.twoway_totals, rows, cols, stats,
+                                           *self._ratio_maps(), self.settings.level,
+                                           variance=self._ratio_variance(self.fail_slots))
         half = d.n_models * d.n_criteria
         return reps[:, :half].reshape(shape), reps[:, half:].reshape(shape)
 

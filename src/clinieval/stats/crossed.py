@@ -248,15 +248,19 @@ def crossed_ratio_bootstrap(rows, cols, stats, num_map, den_map, B: int,
 
 
 def crossed_ratio_replicates(totals, rows, cols, stats, num_map, den_map, level: float = 0.95,
-                             contrasts=None) -> tuple[np.ndarray, CrossedVariance]:
+                             contrasts=None, variance: CrossedVariance | None = None
+                             ) -> tuple[np.ndarray, CrossedVariance]:
     """:func:`crossed_ratio_bootstrap` from its pigeonhole ``totals``
     ``(B, P)`` (:func:`pigeonhole_totals` of ``stats``): the same raw
-    replicates serve every set of ratio maps over those statistics."""
+    replicates serve every set of ratio maps over those statistics.
+    ``variance``, if given, is :func:`count_ratio_variance` of the same maps
+    computed by the caller (e.g. together with other statistics)."""
     stats = sp.csr_matrix(stats, dtype=float)
     num_map, den_map = sp.csr_matrix(num_map), sp.csr_matrix(den_map)
     top, bottom = totals @ num_map, totals @ den_map
     reps = np.divide(top, bottom, out=np.full(top.shape, np.nan), where=bottom > 0)
-    variance = count_ratio_variance(rows, cols, stats, num_map, den_map, contrasts)
+    if variance is None:
+        variance = count_ratio_variance(rows, cols, stats, num_map, den_map, contrasts)
     column_totals = np.asarray(stats.sum(axis=0)).ravel()
     with np.errstate(invalid="ignore", divide="ignore"):
         estimate = (num_map.T @ column_totals) / (den_map.T @ column_totals)
@@ -419,6 +423,10 @@ def _cluster_squares(code, z, present) -> tuple[np.ndarray, np.ndarray]:
     (rater, case) cells at 100x paper scale. Only sums over each column's
     entries are taken, so the product's entries need no sorting."""
     n_clusters, n_stats = (int(code.max()) + 1 if code.size else 0), z.shape[1]
+    if n_clusters == code.size and np.array_equal(code, np.arange(code.size)):
+        z, present = sp.csc_matrix(z), sp.csc_matrix(present)  # each row its own cluster
+        present.eliminate_zeros()
+        return np.asarray(z.multiply(z).sum(axis=0)).ravel(), np.diff(present.indptr)
     members = sp.csr_matrix((np.ones(code.size), (code, np.arange(code.size))),
                             shape=(n_clusters, code.size))
     totals = members @ sp.csr_matrix(z)

@@ -229,3 +229,21 @@ def test_count_ratio_variance_equals_the_num_den_form():
     fused = count_ratio_variance(rows, cols, stats, num_map, den_map)
     for a, b in zip(direct, fused, strict=True):
         assert np.allclose(a, b, rtol=1e-10)
+
+
+def test_pigeonhole_totals_in_cell_blocks_and_replicate_chunks(monkeypatch):
+    # A budget of 64 weights with chunks of 8 replicates splits the 300 cells
+    # into blocks of 8 and the 50 replicates into 7 chunks; the result is
+    # still the direct sum with the same draws, made chunk by chunk.
+    import clinieval.stats.crossed as crossed
+
+    monkeypatch.setattr(crossed, "_ELEMENT_BUDGET", 64)
+    monkeypatch.setattr(crossed, "_MIN_CHUNK", 8)
+    rng = np.random.default_rng(3)
+    rows, cols = rng.integers(0, 7, 300), rng.integers(0, 11, 300)
+    stats = rng.integers(0, 4, (300, 5)).astype(float)
+    got = pigeonhole_totals(rows, cols, stats, 50, np.random.default_rng(9))
+    draws = np.random.default_rng(9)
+    chunks = [pigeonhole_weights(7, 11, min(8, 50 - s), draws) for s in range(0, 50, 8)]
+    U, V = np.vstack([u for u, _ in chunks]), np.vstack([v for _, v in chunks])
+    assert np.array_equal(got, (U[:, rows] * V[:, cols]) @ stats)

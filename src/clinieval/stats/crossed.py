@@ -41,14 +41,14 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
-from scipy.stats import norm
-from scipy.stats import t as student_t
 
+from clinieval.stats._dist import norm_ppf, t_ppf
 from clinieval.stats.bootstrap import percentile_ci
 from clinieval.stats.bradley_terry import DEFAULT_ALPHA, bt_fit, bt_fit_many, vote_credits
 from clinieval.stats.proportions import wilson_ci
 
 _ELEMENT_BUDGET = 2**22  # weights per chunk of replicates (32 MB as float64)
+_MIN_CHUNK = 64  # replicates per pass over the cells, at least
 
 
 class CrossedVariance(NamedTuple):
@@ -102,25 +102,39 @@ def pigeonhole_totals(rows, cols, stats, B: int, rng: np.random.Generator) -> np
     # that halves the memory traffic of the product. Otherwise float64.
     exact = bool(np.all(by_stat.data >= 0) and np.all(by_stat.data * 2 == np.round(
         by_stat.data * 2)))
-    narrow = by_stat.astype(np.float32)
+    matrix = by_stat.astype(np.float32) if exact else by_stat
     out = np.empty((B, by_stat.shape[0]))
-    chunk = max(1, _ELEMENT_BUDGET // max(row_code.size, 1))
+    # Replicates in chunks and cells in blocks, so the weights in memory are
+    # at most _ELEMENT_BUDGET however many cells there are; a chunk keeps at
+    # least _MIN_CHUNK replicates so that each pass over the matrix does
+    # enough work per entry read.
+    chunk = min(B, max(_MIN_CHUNK, _ELEMENT_BUDGET // max(row_code.size, 1)))
+    width = max(1, _ELEMENT_BUDGET // chunk)
+    blocks = [(start, matrix[:, start:start + width])
+              for start in range(0, row_code.size, width)]
     for start in range(0, B, chunk):
         U, V = pigeonhole_weights(n_rows, n_cols, min(chunk, B - start), rng)
-        part = _weighted_totals(narrow, U, V, row_code, col_code) if exact else None
-        if part is None or part.max(initial=0) >= 2**23:
-            part = _weighted_totals(by_stat, U, V, row_code, col_code)
+        part = _weighted_totals(blocks, U, V, row_code, col_code, matrix.dtype)
+        if exact and part.max(initial=0) >= 2**23:  # float32 no longer exact
+            part = _weighted_totals([(0, by_stat)], U, V, row_code, col_code, by_stat.dtype)
         out[start : start + U.shape[0]] = part.T
     return out
 
 
-def _weighted_totals(by_stat, U, V, row_code, col_code) -> np.ndarray:
-    """(P, chunk) totals with cell weights U[row] * V[col], in by_stat's dtype.
-    The weights are gathered from row-major copies (a gather from the
-    transposed view strides through memory)."""
-    weights = np.ascontiguousarray(U.T, dtype=by_stat.dtype)[row_code]  # (K, chunk)
-    weights *= np.ascontiguousarray(V.T, dtype=by_stat.dtype)[col_code]
-    return by_stat @ weights
+def _weighted_totals(blocks, U, V, row_code, col_code, dtype) -> np.ndarray:
+    """(P, chunk) totals with cell weights U[row] * V[col], in ``dtype``,
+    summed over ``(first cell, stats x cells)`` blocks. The weights are
+    gathered from row-major copies (a gather from the transposed view
+    strides through memory)."""
+    rows_t = np.ascontiguousarray(U.T, dtype=dtype)
+    cols_t = np.ascontiguousarray(V.T, dtype=dtype)
+    total = np.zeros((blocks[0][1].shape[0], U.shape[0]), dtype=dtype)
+    for start, block in blocks:
+        cells = slice(start, start + block.shape[1])
+        weights = rows_t[row_code[cells]]  # (cells in the block, chunk)
+        weights *= cols_t[col_code[cells]]
+        total += block @ weights
+    return total
 
 
 def crossed_ratio_variance(rows, cols, num, den) -> CrossedVariance:
@@ -284,7 +298,7 @@ def t_over_z(clusters, level: float = 0.95) -> np.ndarray:
     normal one, at two-sided ``level`` (1 when fewer than 2 clusters)."""
     q = (1 + level) / 2
     df = np.maximum(np.asarray(clusters, dtype=float) - 1, 1)
-    return np.where(np.asarray(clusters) > 1, student_t.ppf(q, df) / norm.ppf(q), 1.0)
+    return np.where(np.asarray(clusters) > 1, t_ppf(q, df) / norm_ppf(q), 1.0)
 
 
 def design_effect(variance, share, n, fallback=1.0) -> np.ndarray:

@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 _ELEMENT_BUDGET = 2**22  # integers per chunk of draws (32 MB as int64)
+_DRAW_BUDGET = 2**18  # draws per chunk: small arrays are reused, not freshly paged in
 _INDEX_DRAW_RATIO = 4  # use index draws when n < 4 * distinct values
 
 
@@ -78,7 +79,7 @@ def shared_pattern_counts(pattern_codes, B: int, rng: np.random.Generator
     members = [sp.csc_matrix((np.ones(int((c >= 0).sum()), dtype=np.float32),
                               (c[c >= 0], np.flatnonzero(c >= 0))), shape=(o.shape[1], n))
                for c, o in zip(codes, out, strict=True)]
-    chunk = max(1, _ELEMENT_BUDGET // n)
+    chunk = max(1, _DRAW_BUDGET // n)
     for start in range(0, B, chunk):
         draws = resample_counts(np.ones(n, dtype=np.int64), min(chunk, B - start), rng)
         units = np.ascontiguousarray(draws.T, dtype=np.float32)  # exact below 2**24

@@ -49,6 +49,7 @@ from clinieval.stats.proportions import wilson_ci
 
 _ELEMENT_BUDGET = 2**22  # weights per chunk of replicates (32 MB as float64)
 _MIN_CHUNK = 64  # replicates per pass over the cells, at least
+_DRAW_BUDGET = 2**18  # draws per chunk: small arrays are reused instead of freshly paged in
 
 
 class CrossedVariance(NamedTuple):
@@ -74,7 +75,7 @@ def _uniform_counts(n: int, B: int, rng: np.random.Generator) -> np.ndarray:
     bincount per chunk of replicates (a multinomial with many equal cells,
     or one bincount per replicate, is several times slower)."""
     out = np.empty((B, n), dtype=np.int64)
-    chunk = max(1, _ELEMENT_BUDGET // max(n, 1))
+    chunk = max(1, _DRAW_BUDGET // max(n, 1))
     for start in range(0, B, chunk):
         size = min(chunk, B - start)
         picks = rng.integers(0, n, size=(size, n)) + (np.arange(size) * n)[:, None]

@@ -140,21 +140,3 @@ def test_cluster_ratio_edge_cases():
         np.zeros((0, 2)), np.zeros((0, 2)), 3, np.random.default_rng(0)
     ).shape == (3, 2)
 
-
-def test_shared_pattern_counts_are_one_unit_bootstrap_seen_per_statistic():
-    from clinieval.stats import resample_counts, shared_pattern_counts
-
-    # Six units; statistic 0 groups them into patterns 0, 0, 1, 2, 2, 2 and
-    # statistic 1 leaves units 1 and 4 out (-1). Each replicate's pattern
-    # counts are the drawn units' multiplicities added up per pattern, with
-    # the same draws for both statistics.
-    codes = [np.array([0, 0, 1, 2, 2, 2]), np.array([1, -1, 0, 0, -1, 1])]
-    got = shared_pattern_counts(codes, 300, np.random.default_rng(4))
-    draws = resample_counts(np.ones(6, dtype=np.int64), 300, np.random.default_rng(4))
-    for code, counts in zip(codes, got, strict=True):
-        keep = code >= 0
-        want = np.stack([np.bincount(code[keep], weights=row[keep], minlength=code.max() + 1)
-                         for row in draws])
-        assert np.array_equal(counts, want)
-    assert (got[0].sum(axis=1) == 6).all()
-    assert got[0].mean(axis=0) == pytest.approx([2, 1, 3], abs=0.2)

@@ -24,6 +24,8 @@ def test_ranks_equal_scipy_with_ties_and_nan(method):
     x = rng.integers(0, 4, size=(50, 7)).astype(float)
     assert rankdata(x, method, axis=1) == pytest.approx(sps.rankdata(x, method, axis=1))
     assert rankdata(x.T, method, axis=0) == pytest.approx(sps.rankdata(x.T, method, axis=0))
+    long = rng.integers(0, 50, size=5_000).astype(float)  # one long slice, many ties
+    assert rankdata(long, method) == pytest.approx(sps.rankdata(long, method))
     x[3, 2] = np.nan
     ours, ref = rankdata(x, method, axis=1), sps.rankdata(x, method, axis=1)
     assert np.array_equal(np.isnan(ours), np.isnan(ref))

@@ -22,7 +22,6 @@ from clinieval.stats.bootstrap import (
     merge_identical_rows,
     percentile_ci,
     resample_counts,
-    shared_pattern_counts,
 )
 from clinieval.stats.bradley_terry import (
     A_WINS,
@@ -168,7 +167,6 @@ __all__ = [
     "rubric_example_scores",
     "selected_gap",
     "selection_adjusted_gap_ci",
-    "shared_pattern_counts",
     "spearman",
     "t_over_z",
     "vote_credits",

@@ -36,19 +36,27 @@ def t_two_sided_p(t, df):
 
 def rankdata(values, method: str = "average", axis: int = -1) -> np.ndarray:
     """Ranks along ``axis`` (``scipy.stats.rankdata`` with ``method``
-    ``average`` or ``min``); a slice holding a NaN is all NaN. By pairwise
-    comparison, meant for short slices (models)."""
-    x = np.moveaxis(np.asarray(values, dtype=float), axis, -1)
-    below = (x[..., None, :] < x[..., :, None]).sum(axis=-1)
-    if method == "min":
-        ranks = below + 1.0
-    elif method == "average":
-        ties = (x[..., None, :] == x[..., :, None]).sum(axis=-1)
-        ranks = below + (ties + 1) / 2.0
-    else:
+    ``average`` or ``min``); a slice holding a NaN is all NaN. One stable
+    sort per slice; tied values share the first (``min``) or the mean
+    (``average``) of their positions."""
+    if method not in ("average", "min"):
         raise ValueError(f"method must be 'average' or 'min', got {method!r}")
-    ranks = np.where(np.isnan(x).any(axis=-1, keepdims=True), np.nan, ranks)
-    return np.moveaxis(ranks, -1, axis)
+    x = np.moveaxis(np.asarray(values, dtype=float), axis, -1)
+    flat = x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    order = np.argsort(flat, axis=1, kind="stable")
+    ordered = np.take_along_axis(flat, order, axis=1)
+    position = np.broadcast_to(np.arange(flat.shape[1]), flat.shape)
+    starts = np.ones(flat.shape, dtype=bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    ends = np.ones(flat.shape, dtype=bool)
+    ends[:, :-1] = starts[:, 1:]
+    first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
+    last = np.minimum.accumulate(np.where(ends, position, flat.shape[1])[:, ::-1], axis=1)[:, ::-1]
+    by_order = first + 1.0 if method == "min" else (first + last) / 2.0 + 1.0
+    ranks = np.empty(flat.shape)
+    np.put_along_axis(ranks, order, by_order, axis=1)
+    ranks[np.isnan(flat).any(axis=1)] = np.nan
+    return np.moveaxis(ranks.reshape(x.shape), -1, axis)
 
 
 def binom_two_sided_p(k: int, n: int, p: float) -> float:

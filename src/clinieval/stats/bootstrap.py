@@ -13,10 +13,8 @@ Replicates are always returned with the replicate axis first: ``(B, ...)``.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 _ELEMENT_BUDGET = 2**22  # integers per chunk of draws (32 MB as int64)
-_DRAW_BUDGET = 2**18  # draws per chunk: small arrays are reused, not freshly paged in
 _INDEX_DRAW_RATIO = 4  # use index draws when n < 4 * distinct values
 
 
@@ -53,38 +51,6 @@ def resample_counts(freq, B: int, rng: np.random.Generator) -> np.ndarray:
         # which beats one large offset bincount over B * n draws.
         picks = rng.integers(0, n, size=n)
         row[:] = np.bincount(picks if unit is None else unit[picks], minlength=freq.size)
-    return out
-
-
-def shared_pattern_counts(pattern_codes, B: int, rng: np.random.Generator
-                          ) -> list[np.ndarray]:
-    """One bootstrap of units shared by several statistics, as resampled
-    counts of each statistic's patterns.
-
-    ``pattern_codes`` holds one ``(n,)`` integer array per statistic over the
-    same ``n`` units: the pattern of unit ``u`` in that statistic (``-1``:
-    the unit does not enter it). Each replicate draws the ``n`` units with
-    replacement once; a statistic's pattern then counts the drawn units that
-    have it. Returns one ``(B, patterns)`` array per statistic. For units
-    that enter every statistic this is, per statistic, the distribution of
-    :func:`resample_counts` of the pattern frequencies, with one set of
-    draws for all (e.g. answers resampled once for every criterion).
-    Replicates are made in chunks, so memory does not grow with ``B * n``.
-    """
-    codes = [np.asarray(c, dtype=np.int64) for c in pattern_codes]
-    n = codes[0].size if codes else 0
-    out = [np.zeros((B, int(c.max(initial=-1)) + 1), dtype=np.int64) for c in codes]
-    if n == 0:
-        return out
-    members = [sp.csc_matrix((np.ones(int((c >= 0).sum()), dtype=np.float32),
-                              (c[c >= 0], np.flatnonzero(c >= 0))), shape=(o.shape[1], n))
-               for c, o in zip(codes, out, strict=True)]
-    chunk = max(1, _DRAW_BUDGET // n)
-    for start in range(0, B, chunk):
-        draws = resample_counts(np.ones(n, dtype=np.int64), min(chunk, B - start), rng)
-        units = np.ascontiguousarray(draws.T, dtype=np.float32)  # exact below 2**24
-        for member, o in zip(members, out, strict=True):
-            o[start : start + draws.shape[0]] = (member @ units).T
     return out
 
 
@@ -154,9 +120,8 @@ def cluster_bootstrap_ratio(sums, ns, B: int, rng: np.random.Generator) -> np.nd
     return out[:, 0] if flat else out
 
 
-def merge_identical_rows(matrix, return_inverse: bool = False):
-    """Distinct rows of ``matrix`` (in a fixed order) and how often each occurs;
-    with ``return_inverse`` also which distinct row each row is.
+def merge_identical_rows(matrix) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of ``matrix`` (in a fixed order) and how often each occurs.
 
     Merging identical units before a bootstrap is exact: their resampled
     multiplicities add up.
@@ -166,9 +131,8 @@ def merge_identical_rows(matrix, return_inverse: bool = False):
         base = int(matrix.max()) + 1
         if base ** matrix.shape[1] < 2**62:  # one mixed-radix code per row fits int64
             code = matrix.astype(np.int64) @ (base ** np.arange(matrix.shape[1], dtype=np.int64))
-            _, first, inverse, freq = np.unique(code, return_index=True, return_inverse=True,
-                                                return_counts=True)
-            return (matrix[first], freq, inverse) if return_inverse else (matrix[first], freq)
+            _, first, freq = np.unique(code, return_index=True, return_counts=True)
+            return matrix[first], freq
     # Coding each column with a 1-D np.unique and combining the codes is much
     # faster than np.unique(axis=0) on a million rows.
     key = np.zeros(matrix.shape[0], dtype=np.int64)
@@ -177,5 +141,4 @@ def merge_identical_rows(matrix, return_inverse: bool = False):
         _, key = np.unique(key * (code.max() + 1) + code, return_inverse=True)
     representative = np.empty(key.max() + 1, dtype=np.int64)
     representative[key] = np.arange(key.size)
-    merged = matrix[representative], np.bincount(key)
-    return (*merged, key) if return_inverse else merged
+    return matrix[representative], np.bincount(key)

@@ -17,7 +17,7 @@ from clinieval.stats import (
     fleiss_kappa_weighted,
     krippendorff_alpha_weighted,
     merge_identical_rows,
-    shared_pattern_counts,
+    resample_counts,
 )
 
 KEY, TITLE = "reliability", "Inter-rater reliability"
@@ -63,40 +63,26 @@ def compute(ctx: Context) -> Reliability | Skipped:
     if multi.sum() < MIN_ITEMS:
         return Skipped("needs answers rated by at least two clinicians on a criterion; found"
                        f" {int(multi.sum())} such ratings sets.")
-    analysed = [c for c in ctx.criteria if multi[:, c].sum() >= MIN_ITEMS]
-    if not analysed:
+    rows = [_agreement(ctx, c, counts[multi[:, c], c].astype(np.int64)) for c in ctx.criteria
+            if multi[:, c].sum() >= MIN_ITEMS]
+    if not rows:
         return Skipped(f"no analysed criterion has {MIN_ITEMS} answers rated by at least two"
                        " clinicians.")
-    return Reliability(_agreements(ctx, counts, multi, analysed), _dispersion(ctx))
+    return Reliability(rows, _dispersion(ctx))
 
 
-def _agreements(ctx: Context, counts: np.ndarray, multi: np.ndarray, analysed: list[int]
-                ) -> list[Agreement]:
-    """Point estimates plus answer-bootstrap CIs. Answers are resampled once
-    for every criterion; per criterion, answers with the same count pattern
-    are merged and weighted by how often the resample drew them, so the
-    statistics cost per distinct pattern, not per answer."""
-    units = np.flatnonzero(multi[:, analysed].any(axis=1))
-    merged, codes = [], []
-    for c in analysed:
-        patterns, freq, inverse = merge_identical_rows(counts[units[multi[units, c]], c]
-                                                       .astype(np.int64), return_inverse=True)
-        code = np.full(units.size, -1)
-        code[multi[units, c]] = inverse
-        merged.append((c, patterns, freq))
-        codes.append(code)
-    draws = shared_pattern_counts(codes, ctx.settings.bootstrap, ctx.rng("reliability"))
-    return [_agreement(ctx, c, patterns, freq, weights)
-            for (c, patterns, freq), weights in zip(merged, draws, strict=True)]
-
-
-def _agreement(ctx: Context, c: int, patterns: np.ndarray, freq: np.ndarray,
-               weights: np.ndarray) -> Agreement:
+def _agreement(ctx: Context, c: int, items: np.ndarray) -> Agreement:
+    """Point estimates plus item-bootstrap CIs. Items with the same count
+    pattern are merged and resampled as multinomial weights, so the cost is
+    per distinct pattern, not per answer."""
+    patterns, freq = merge_identical_rows(items)
+    weights = resample_counts(freq, ctx.settings.bootstrap,
+                              ctx.rng(f"reliability/{c}")).astype(float)
     # The point estimate is the statistic with every pattern weighted by its
     # frequency (exact), then the same statistic on each resample's weights.
-    both = np.vstack([freq[None], weights]).astype(float)
+    both = np.vstack([freq[None].astype(float), weights])
     binary = _fail_pass(ctx, patterns)
-    return Agreement(ctx.name(c), int(freq.sum()), int(patterns.sum(axis=1) @ freq),
+    return Agreement(ctx.name(c), len(items), int(items.sum()),
                      _with_ci(ctx, fleiss_kappa_weighted(patterns, both)),
                      _with_ci(ctx, krippendorff_alpha_weighted(patterns, both, "ordinal")),
                      _with_ci(ctx, fleiss_kappa_weighted(binary, both)))

@@ -247,3 +247,25 @@ def test_pigeonhole_totals_in_cell_blocks_and_replicate_chunks(monkeypatch):
     chunks = [pigeonhole_weights(7, 11, min(8, 50 - s), draws) for s in range(0, 50, 8)]
     U, V = np.vstack([u for u, _ in chunks]), np.vstack([v for _, v in chunks])
     assert np.array_equal(got, (U[:, rows] * V[:, cols]) @ stats)
+
+
+@pytest.mark.parametrize("budget", [2**25, 40])
+def test_grouped_ratio_variance_equals_the_sparse_product_form(monkeypatch, budget):
+    # Cells with counts over 4 groups x 5 values (columns sorted by group);
+    # the run-and-bincount form (in blocks of groups when the budget is
+    # small) gives the variances of count_ratio_variance's sparse products.
+    import clinieval.stats.crossed as crossed
+
+    monkeypatch.setattr(crossed, "_BIN_BUDGET", budget)
+    rng = np.random.default_rng(5)
+    rows, cols = np.repeat(np.arange(6), 9), np.tile(np.arange(9), 6)
+    counts = rng.integers(0, 3, (54, 20)) * (rng.random((54, 20)) < 0.3)
+    values = np.tile(np.arange(-2.0, 3.0), 4)
+    groups = np.repeat(np.arange(4), 5)
+    got = crossed.grouped_ratio_variance(rows, cols, counts, values, groups, 4)
+    num_map = np.zeros((20, 4))
+    num_map[np.arange(20), groups] = values
+    den_map = (num_map != 0) | (np.arange(20)[:, None] // 5 == np.arange(4))
+    want = count_ratio_variance(rows, cols, counts, num_map, den_map.astype(float))
+    for field in want._fields:
+        assert getattr(got, field) == pytest.approx(getattr(want, field), rel=1e-10), field

@@ -21,11 +21,11 @@ from clinieval.stats import (
     CrossedVariance,
     bootstrap_mean_counts,
     cluster_bootstrap_ratio,
-    count_ratio_variance,
     crossed_ratio_replicates,
     crossed_share_variance,
     design_effect,
     group_mean_ci,
+    grouped_ratio_variance,
     normal_ci,
     percentile_ci,
     pigeonhole_totals,
@@ -418,13 +418,17 @@ class Context:
 
     @cached_property
     def _rating_variances(self) -> CrossedVariance:
-        """Two-way variances of (mean | Fail% share | severe% share), from one
-        pass over the cells."""
-        num, den = self._ratio_maps()
-        severe_num, severe_den = self._ratio_maps(1)
-        half = self.data.n_models * self.data.n_criteria
-        return count_ratio_variance(*self.crossed_cells, sp.hstack([num, severe_num[:, half:]]),
-                                    sp.hstack([den, severe_den[:, half:]]))
+        """Two-way variances of (mean | Fail% share | severe% share) per
+        (model, criterion), in passes over the entries of the cells' counts
+        (a cells x statistics influence matrix would not fit at 100x)."""
+        d = self.data
+        rows, cols, stats = self.crossed_cells
+        score = np.tile(np.arange(N_SCORES), stats.shape[1] // N_SCORES)
+        groups = np.arange(stats.shape[1]) // (2 * N_SCORES)  # both Accuracy splits
+        parts = [grouped_ratio_variance(rows, cols, stats, values, groups,
+                                        d.n_models * d.n_criteria)
+                 for values in (SCORES[score], score < self.fail_slots, score < 1)]
+        return CrossedVariance(*(np.concatenate(field) for field in zip(*parts, strict=True)))
 
     @cached_property
     def twoway_totals(self) -> np.ndarray:

@@ -49,6 +49,7 @@ from clinieval.stats.proportions import wilson_ci
 
 _ELEMENT_BUDGET = 2**22  # weights per chunk of replicates (32 MB as float64)
 _MIN_CHUNK = 64  # replicates per pass over the cells, at least
+_BIN_BUDGET = 2**25  # cluster x group bins per pass of a grouped variance
 _DRAW_BUDGET = 2**18  # draws per chunk: small arrays are reused instead of freshly paged in
 
 
@@ -176,6 +177,68 @@ def count_ratio_variance(rows, cols, stats, num_map, den_map, contrasts=None) ->
         influence = sp.hstack([influence, influence @ contrasts]).tocsr()
         present = sp.hstack([den_map, den_map @ abs(contrasts)]).tocsr()
     return influence_variance(rows, cols, stats @ influence, stats @ present)
+
+
+def grouped_ratio_variance(rows, cols, counts, values, groups, n_groups: int
+                           ) -> CrossedVariance:
+    """:func:`crossed_ratio_variance` of per-group ratio means of counts,
+    in one pass over the entries of a sparse cells x columns count matrix.
+
+    ``counts`` ``(K, P)`` holds how many observations of column ``p`` cell
+    ``k`` has (cell ``k`` in row ``rows[k]`` and column ``cols[k]``); column
+    ``p`` belongs to group ``groups[p]`` (non-decreasing in ``p``) and each of
+    its observations has value ``values[p]``. Group ``g``'s ratio is the mean
+    value of its observations. An entry's influence is
+    ``count * (value - ratio) / n``; runs of entries of one cell and one
+    group are summed with ``reduceat`` and the cluster totals are
+    bincounts, so no (cells x groups) matrix is built (it would not fit at
+    100x paper scale).
+    """
+    counts = sp.csr_matrix(counts, dtype=float)
+    counts.sum_duplicates()  # canonical: sorted columns within each row
+    values, groups = np.asarray(values, dtype=float), np.asarray(groups, dtype=np.int64)
+    entry_group = groups[counts.indices]
+    n = np.bincount(entry_group, weights=counts.data, minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.nan_to_num(np.bincount(entry_group, weights=counts.data * values[
+            counts.indices], minlength=n_groups) / n)
+        scale = np.where(n > 0, 1.0 / n, 0.0)
+    z = counts.data * (values[counts.indices] - ratio[entry_group]) * scale[entry_group]
+    cell = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+    starts = np.flatnonzero(np.r_[True, (cell[1:] != cell[:-1])
+                                  | (entry_group[1:] != entry_group[:-1])])
+    run_z, run_cell, run_group = np.add.reduceat(z, starts), cell[starts], entry_group[starts]
+    row_code, n_rows = _dense(rows)
+    col_code, n_cols = _dense(cols)
+    s_cells = np.bincount(run_group, weights=run_z**2, minlength=n_groups)
+    g_cells = np.bincount(run_group, minlength=n_groups)
+    s_rows, g_rows = _run_squares(row_code[run_cell], run_group, run_z, n_groups)
+    s_cols, g_cols = _run_squares(col_code[run_cell], run_group, run_z, n_groups)
+    c_rows, c_cols, c_cells = (_small_sample(g) for g in (g_rows, g_cols, g_cells))
+    v_rows, v_cols = c_rows * s_rows, c_cols * s_cols
+    twoway = np.maximum(v_rows + v_cols - c_cells * s_cells, np.maximum(v_rows, v_cols))
+    pigeon = (1 - 1 / n_cols) * s_rows + (1 - 1 / n_rows) * s_cols + s_cells
+    return CrossedVariance(v_rows, v_cols, c_cells * s_cells, twoway, pigeon,
+                           np.minimum(g_rows, g_cols))
+
+
+def _run_squares(code, group, z, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per group: the sum over clusters of squared cluster totals of the runs'
+    ``z``, and how many clusters have a run; bincounts over blocks of groups
+    so that clusters x groups bins stay within ``_BIN_BUDGET``."""
+    n_clusters = int(code.max()) + 1 if code.size else 0
+    squares, clusters = np.zeros(n_groups), np.zeros(n_groups, dtype=np.int64)
+    width = max(1, min(n_groups, _BIN_BUDGET // max(n_clusters, 1)))
+    for first in range(0, n_groups, width):
+        last = min(first + width, n_groups)
+        inside = (group >= first) & (group < last)
+        key = code[inside].astype(np.int64) * (last - first) + (group[inside] - first)
+        size = n_clusters * (last - first)
+        totals = np.bincount(key, weights=z[inside], minlength=size)
+        seen = np.bincount(key, minlength=size) > 0
+        squares[first:last] = (totals**2).reshape(n_clusters, -1).sum(axis=0)
+        clusters[first:last] = seen.reshape(n_clusters, -1).sum(axis=0)
+    return squares, clusters
 
 
 def influence_variance(rows, cols, z, present) -> CrossedVariance:

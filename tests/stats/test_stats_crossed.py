@@ -269,3 +269,20 @@ def test_grouped_ratio_variance_equals_the_sparse_product_form(monkeypatch, budg
     want = count_ratio_variance(rows, cols, counts, num_map, den_map.astype(float))
     for field in want._fields:
         assert getattr(got, field) == pytest.approx(getattr(want, field), rel=1e-10), field
+
+
+def test_unit_variance_equals_the_share_variance_on_the_same_pieces():
+    # 30 answers in 10 cases, 2 groups, each judged by 3 of 8 raters; values
+    # continuous (no influence exactly 0), some answers without a value.
+    from clinieval.stats import crossed_unit_variance
+
+    rng = np.random.default_rng(6)
+    values = rng.normal(size=30)
+    values[[4, 17]] = np.nan
+    groups, cases = np.arange(30) % 2, np.arange(30) // 3
+    unit = np.repeat(np.arange(30), 3)
+    rater = np.concatenate([rng.choice(8, 3, replace=False) for _ in range(30)])
+    got = crossed_unit_variance(values, groups, 2, cases, unit, rater, rater * 10 + cases[unit])
+    want = crossed_share_variance(values, groups, 2, cases, unit, rater)
+    for field in want._fields:
+        assert getattr(got, field) == pytest.approx(getattr(want, field), rel=1e-10), field

@@ -23,6 +23,7 @@ from clinieval.stats import (
     cluster_bootstrap_ratio,
     crossed_ratio_replicates,
     crossed_share_variance,
+    crossed_unit_variance,
     design_effect,
     group_mean_ci,
     grouped_ratio_variance,
@@ -313,8 +314,8 @@ class Context:
         n = np.bincount(groups[ok], minlength=d.n_models * width)
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.bincount(groups[ok], weights=values[ok], minlength=n.size) / n
-        var = crossed_share_variance(values, groups, n.size, np.repeat(d.answer_case, width),
-                                     *self._unit_raters(criteria))
+        var = crossed_unit_variance(values, groups, n.size, np.repeat(d.answer_case, width),
+                                    *self._unit_pieces(criteria))
         se = np.where(n >= 2, np.sqrt(var.twoway), np.nan) * t_over_z(var.clusters, level)
         return tuple(x.reshape(shape) for x in (n, mean, *normal_ci(mean, se, level)))
 
@@ -326,18 +327,18 @@ class Context:
                     " carried by its case and its raters, t-adjusted")
         return "normal over answers as independent units"
 
-    def _unit_raters(self, criteria: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Distinct (unit, rater) pairs, a unit being (answer, position of
-        the rating's criterion in ``criteria``) numbered answer * len + position."""
+    def _unit_pieces(self, criteria: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per rating of an analysed criterion: its unit (answer * len +
+        position of the criterion in ``criteria``), rater and (rater, case)
+        cell. A rater rates a criterion of an answer once, so each rating is
+        one (unit, rater) piece."""
         d, width = self.data, len(criteria)
         position = np.full(d.n_criteria, -1)
         position[criteria] = np.arange(width)
         where = position[d.rating_criterion]
         on = where >= 0
         unit = d.rating_answer[on].astype(np.int64) * width + where[on]
-        raters = max(d.n_raters, 1)
-        pairs = _distinct(unit * raters + d.rating_rater[on])
-        return pairs // raters, pairs % raters
+        return unit, d.rating_rater[on], self.rating_cells[0][on]
 
     @cached_property
     def answer_raters(self) -> tuple[np.ndarray, np.ndarray]:

@@ -222,6 +222,41 @@ def grouped_ratio_variance(rows, cols, counts, values, groups, n_groups: int
                            np.minimum(g_rows, g_cols))
 
 
+def crossed_unit_variance(values, groups, n_groups: int, unit_case, piece_unit, piece_rater,
+                          piece_cell) -> CrossedVariance:
+    """Two-way variances of per-group means of per-unit ``values`` (NaN: the
+    unit has none), as :func:`crossed_share_variance` but from bincounts.
+
+    A unit (e.g. an answer on one criterion) lies in case ``unit_case`` and
+    was judged by the raters of its pieces: piece ``i`` is unit
+    ``piece_unit[i]`` seen by rater ``piece_rater[i]`` in (rater, case) cell
+    ``piece_cell[i]`` (one piece per rater and unit, e.g. one per rating).
+    Every piece carries its unit's whole influence ``(value - mean) / n``;
+    cases sum over units, raters and cells over pieces, and the cell term
+    removes each unit's own square from the rater term.
+    """
+    values, groups = np.asarray(values, dtype=float), np.asarray(groups, dtype=np.int64)
+    rated = np.isfinite(values)
+    n = np.bincount(groups[rated], minlength=n_groups).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.bincount(groups[rated], weights=values[rated], minlength=n_groups) / n
+        z = np.where(rated, (values - mean[groups]) / n[groups], 0.0)
+    units = np.flatnonzero(rated)
+    piece_unit = np.asarray(piece_unit, dtype=np.int64)
+    pieces = rated[piece_unit]
+    unit = piece_unit[pieces]
+    s_cols, g_cols = _run_squares(_dense(np.asarray(unit_case)[units])[0], groups[units],
+                                  z[units], n_groups)
+    s_rows, g_rows = _run_squares(_dense(np.asarray(piece_rater)[pieces])[0], groups[unit],
+                                  z[unit], n_groups)
+    s_cells, g_cells = _run_squares(_dense(np.asarray(piece_cell)[pieces])[0], groups[unit],
+                                    z[unit], n_groups)
+    v_rows, v_cols = _small_sample(g_rows) * s_rows, _small_sample(g_cols) * s_cols
+    v_cells = _small_sample(g_cells) * s_cells
+    twoway = np.maximum(v_rows + v_cols - v_cells, v_cols)
+    return CrossedVariance(v_rows, v_cols, v_cells, twoway, twoway, np.minimum(g_rows, g_cols))
+
+
 def _run_squares(code, group, z, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
     """Per group: the sum over clusters of squared cluster totals of the runs'
     ``z``, and how many clusters have a run; bincounts over blocks of groups

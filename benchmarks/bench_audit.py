@@ -14,8 +14,10 @@ resamples and scales the time linearly to B (printed as such).
 ``--command`` also times the whole ``clinieval audit`` command (a fresh
 process: imports, reading, computation, report and figures) on the paper-scale
 snapshot read from its bundle and from SQLite, ``--repeat`` times each;
-``--scale-100`` times it on the 100x snapshot with peak memory. The machine's
-load average is printed beside the timings: they mean little on a busy machine.
+``--scale-100`` times it on the 100x snapshot with peak memory. Every timing
+is printed as wall time and CPU time (CPU of the command includes its figure
+worker processes); the machine's load average is printed beside the command
+timings: wall times mean little on a busy machine, CPU times less so.
 """
 
 from __future__ import annotations

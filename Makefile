@@ -19,7 +19,7 @@ $(UV):
 
 # --locked: refuse to run when pyproject.toml and uv.lock disagree.
 $(STAMP): pyproject.toml uv.lock | $(UV)
-	$(UV) sync --quiet --locked --all-extras --python $(PYTHON)
+	$(UV) sync --quiet --locked --all-extras --compile-bytecode --python $(PYTHON)
 	touch $@
 
 demo: $(STAMP)  ## set up, build the demo snapshot, audit it, print where the report is

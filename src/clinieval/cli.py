@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
+# The audit's matrix products are small (replicates x a few hundred): OpenBLAS
+# threads spin up and wait for more CPU than they save, which on two cores
+# also starves the processes that draw the figures. An explicit setting wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import functools
 import inspect
 from pathlib import Path

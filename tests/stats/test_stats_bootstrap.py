@@ -139,3 +139,4 @@ def test_cluster_ratio_edge_cases():
     assert stats.cluster_bootstrap_ratio(
         np.zeros((0, 2)), np.zeros((0, 2)), 3, np.random.default_rng(0)
     ).shape == (3, 2)
+

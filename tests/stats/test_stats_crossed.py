@@ -229,3 +229,60 @@ def test_count_ratio_variance_equals_the_num_den_form():
     fused = count_ratio_variance(rows, cols, stats, num_map, den_map)
     for a, b in zip(direct, fused, strict=True):
         assert np.allclose(a, b, rtol=1e-10)
+
+
+def test_pigeonhole_totals_in_cell_blocks_and_replicate_chunks(monkeypatch):
+    # A budget of 64 weights with chunks of 8 replicates splits the 300 cells
+    # into blocks of 8 and the 50 replicates into 7 chunks; the result is
+    # still the direct sum with the same draws, made chunk by chunk.
+    import clinieval.stats.crossed as crossed
+
+    monkeypatch.setattr(crossed, "_ELEMENT_BUDGET", 64)
+    monkeypatch.setattr(crossed, "_MIN_CHUNK", 8)
+    rng = np.random.default_rng(3)
+    rows, cols = rng.integers(0, 7, 300), rng.integers(0, 11, 300)
+    stats = rng.integers(0, 4, (300, 5)).astype(float)
+    got = pigeonhole_totals(rows, cols, stats, 50, np.random.default_rng(9))
+    draws = np.random.default_rng(9)
+    chunks = [pigeonhole_weights(7, 11, min(8, 50 - s), draws) for s in range(0, 50, 8)]
+    U, V = np.vstack([u for u, _ in chunks]), np.vstack([v for _, v in chunks])
+    assert np.array_equal(got, (U[:, rows] * V[:, cols]) @ stats)
+
+
+@pytest.mark.parametrize("budget", [2**25, 40])
+def test_grouped_ratio_variance_equals_the_sparse_product_form(monkeypatch, budget):
+    # Cells with counts over 4 groups x 5 values (columns sorted by group);
+    # the run-and-bincount form (in blocks of groups when the budget is
+    # small) gives the variances of count_ratio_variance's sparse products.
+    import clinieval.stats.crossed as crossed
+
+    monkeypatch.setattr(crossed, "_BIN_BUDGET", budget)
+    rng = np.random.default_rng(5)
+    rows, cols = np.repeat(np.arange(6), 9), np.tile(np.arange(9), 6)
+    counts = rng.integers(0, 3, (54, 20)) * (rng.random((54, 20)) < 0.3)
+    values = np.tile(np.arange(-2.0, 3.0), 4)
+    groups = np.repeat(np.arange(4), 5)
+    got = crossed.grouped_ratio_variance(rows, cols, counts, values, groups, 4)
+    num_map = np.zeros((20, 4))
+    num_map[np.arange(20), groups] = values
+    den_map = (num_map != 0) | (np.arange(20)[:, None] // 5 == np.arange(4))
+    want = count_ratio_variance(rows, cols, counts, num_map, den_map.astype(float))
+    for field in want._fields:
+        assert getattr(got, field) == pytest.approx(getattr(want, field), rel=1e-10), field
+
+
+def test_unit_variance_equals_the_share_variance_on_the_same_pieces():
+    # 30 answers in 10 cases, 2 groups, each judged by 3 of 8 raters; values
+    # continuous (no influence exactly 0), some answers without a value.
+    from clinieval.stats import crossed_unit_variance
+
+    rng = np.random.default_rng(6)
+    values = rng.normal(size=30)
+    values[[4, 17]] = np.nan
+    groups, cases = np.arange(30) % 2, np.arange(30) // 3
+    unit = np.repeat(np.arange(30), 3)
+    rater = np.concatenate([rng.choice(8, 3, replace=False) for _ in range(30)])
+    got = crossed_unit_variance(values, groups, 2, cases, unit, rater, rater * 10 + cases[unit])
+    want = crossed_share_variance(values, groups, 2, cases, unit, rater)
+    for field in want._fields:
+        assert getattr(got, field) == pytest.approx(getattr(want, field), rel=1e-10), field

@@ -21,11 +21,15 @@ from clinieval.stats import (
     CrossedVariance,
     bootstrap_mean_counts,
     cluster_bootstrap_ratio,
-    count_ratio_variance,
-    crossed_ratio_bootstrap,
+    crossed_ratio_replicates,
     crossed_share_variance,
+    crossed_unit_variance,
     design_effect,
+    group_mean_ci,
+    grouped_ratio_variance,
+    normal_ci,
     percentile_ci,
+    pigeonhole_totals,
     t_over_z,
     wilson_ci,
     wilson_design_ci,
@@ -39,6 +43,15 @@ DESIGNS = {"none": "rating-level, as in the MOOVE paper",
            "rater": "whole raters resampled",
            "twoway": "two-way: raters and cases resampled together; Fail%, severe% and"
                      " Dangerous% by Wilson on the two-way design-effect-adjusted n"}
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values. numpy 2.4's ``np.unique`` without
+    ``return_*`` takes a hashing path that is about 100x slower than sorting
+    on a few hundred thousand wide integers."""
+    ordered = np.sort(values, axis=None)
+    return ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if ordered.size \
+        else ordered
 
 
 @dataclass
@@ -198,7 +211,7 @@ class Context:
         if unit == "twoway":
             return self._too_few_crossed()
         ids = self.data.rating_rater if unit == "rater" else self.data.rating_answer
-        found = np.unique(ids).size
+        found = _distinct(ids).size
         if found >= 2:
             return None
         return (f"a cluster bootstrap needs at least two {unit}s to resample and the ratings"
@@ -208,8 +221,8 @@ class Context:
         # Either dimension alone still varies between replicates; one rater
         # on one case does not.
         d = self.data
-        raters = np.unique(d.rating_rater).size
-        cases = np.unique(d.answer_case[d.rating_answer]).size
+        raters = _distinct(d.rating_rater).size
+        cases = _distinct(d.answer_case[d.rating_answer]).size
         if max(raters, cases) >= 2:
             return None
         return (f"the two-way bootstrap needs at least two raters or two cases to resample and"
@@ -232,7 +245,7 @@ class Context:
             fails = bootstrap_mean_counts(counts, fail_values, B, rng)
             return means, fails
         if self.settings.cluster == "twoway":
-            return self._twoway_replicates(B, rng)
+            return self._twoway_replicates()
         return self._cluster_replicates(B, rng)
 
     def fail_ci(self, purpose: str) -> tuple[np.ndarray, np.ndarray]:
@@ -283,30 +296,105 @@ class Context:
             deff = design_effect(var.twoway, k / n, n) * t_over_z(var.clusters, level) ** 2
         return (k, n, *wilson_design_ci(k, n, deff, level))
 
+    def answer_mean_ci(self, values: np.ndarray, criteria: list[int]):
+        """Per model and criterion: answers with a value ``n``, the mean of
+        the per-answer ``values`` ``(answers, len(criteria))`` (NaN: no
+        value) and its interval, each ``(models, len(criteria))``. Two-way:
+        the two-way variance with each answer carried by its case and by each
+        of its raters on that criterion, t-adjusted; otherwise answers are
+        independent units (normal interval over answers)."""
+        d, level = self.data, self.settings.level
+        width = len(criteria)
+        groups = (d.answer_model.astype(np.int64)[:, None] * width + np.arange(width)).ravel()
+        values, shape = values.ravel(), (d.n_models, width)
+        ok = np.isfinite(values)
+        if self.settings.cluster != "twoway":
+            found = group_mean_ci(groups[ok], values[ok], d.n_models * width, level)
+            return tuple(x.reshape(shape) for x in found)
+        n = np.bincount(groups[ok], minlength=d.n_models * width)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.bincount(groups[ok], weights=values[ok], minlength=n.size) / n
+        var = crossed_unit_variance(values, groups, n.size, np.repeat(d.answer_case, width),
+                                    *self._unit_pieces(criteria))
+        se = np.where(n >= 2, np.sqrt(var.twoway), np.nan) * t_over_z(var.clusters, level)
+        return tuple(x.reshape(shape) for x in (n, mean, *normal_ci(mean, se, level)))
+
+    @property
+    def answer_mean_design(self) -> str:
+        """How :meth:`answer_mean_ci` builds its intervals, in words."""
+        if self.settings.cluster == "twoway":
+            return ("two-way (raters x cases) cluster-robust variance over answers, each answer"
+                    " carried by its case and its raters, t-adjusted")
+        return "normal over answers as independent units"
+
+    def _unit_pieces(self, criteria: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per rating of an analysed criterion: its unit (answer * len +
+        position of the criterion in ``criteria``), rater and (rater, case)
+        cell. A rater rates a criterion of an answer once, so each rating is
+        one (unit, rater) piece."""
+        d, width = self.data, len(criteria)
+        position = np.full(d.n_criteria, -1)
+        position[criteria] = np.arange(width)
+        where = position[d.rating_criterion]
+        on = where >= 0
+        unit = d.rating_answer[on].astype(np.int64) * width + where[on]
+        return unit, d.rating_rater[on], self.rating_cells[0][on]
+
     @cached_property
     def answer_raters(self) -> tuple[np.ndarray, np.ndarray]:
         """Distinct (answer, rater) pairs among the ratings."""
         d = self.data
-        pairs = np.unique(d.rating_answer.astype(np.int64) * max(d.n_raters, 1) + d.rating_rater)
+        pairs = _distinct(d.rating_answer.astype(np.int64) * max(d.n_raters, 1)
+                          + d.rating_rater)
         return pairs // max(d.n_raters, 1), pairs % max(d.n_raters, 1)
 
     # --- the two-way (raters x cases) design --------------------------------
 
     @cached_property
-    def crossed_cells(self) -> tuple[np.ndarray, np.ndarray, sp.csr_matrix]:
-        """The ratings' (rater, case) cells: rater and case codes per cell, and
-        ``(cells, models * criteria * 5)`` score counts, the sufficient
-        statistics of the two-way bootstrap. A rater who scores two answers
-        to one case (a pairwise review) puts both in the same cell."""
+    def rating_cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per rating its (rater, case) cell, and per cell its rater and case
+        codes. A rater who scores two answers to one case (a pairwise
+        review) puts both in the same cell."""
         d = self.data
         n_cases = int(d.answer_case.max()) + 1 if d.n_answers else 1
         key = d.rating_rater.astype(np.int64) * n_cases + d.answer_case[d.rating_answer]
         cells, cell = np.unique(key, return_inverse=True)
+        return cell.ravel(), cells // n_cases, cells % n_cases
+
+    def crossed_counts(self, group: np.ndarray, n_groups: int
+                       ) -> tuple[np.ndarray, np.ndarray, sp.csr_matrix]:
+        """The two-way bootstrap's sufficient statistics for ratings split
+        into ``n_groups`` groups (``group`` per rating, negative: left out):
+        rater and case codes per (rater, case) cell and ``(cells, n_groups
+        * 5)`` score counts."""
+        cell, rows, cols = self.rating_cells
+        keep = group >= 0
+        stats = sp.csr_matrix((np.ones(int(keep.sum())), (cell[keep], group[keep] * N_SCORES
+                                                          + self.score_index[keep])),
+                              shape=(rows.size, n_groups * N_SCORES))
+        return rows, cols, stats
+
+    @cached_property
+    def accuracy_failed(self) -> np.ndarray:
+        """Per answer: whether it fails Accuracy by the response rule (all
+        False when Accuracy is not analysed). Co-failure conditions on it."""
+        acc = self.data.criterion_index("accuracy")
+        if acc is None or acc not in self.criteria:
+            return np.zeros(self.data.n_answers, dtype=bool)
+        return self.answer_fail[:, acc] == 1
+
+    @cached_property
+    def crossed_cells(self) -> tuple[np.ndarray, np.ndarray, sp.csr_matrix]:
+        """The ratings' (rater, case) cells: rater and case codes per cell, and
+        ``(cells, models * criteria * 2 * 5)`` score counts, the sufficient
+        statistics of the two-way bootstrap, split by whether the rating's
+        answer fails Accuracy. The split costs nothing (each rating is still
+        one entry) and lets co-failure read its means from the same
+        replicates as the model summary instead of a second pass."""
+        d = self.data
         group = d.rating_model().astype(np.int64) * d.n_criteria + d.rating_criterion
-        stats = sp.csr_matrix((np.ones(cell.size), (cell.ravel(), group * N_SCORES
-                                                    + self.score_index)),
-                              shape=(cells.size, d.n_models * d.n_criteria * N_SCORES))
-        return cells // n_cases, cells % n_cases, stats
+        split = self.accuracy_failed[d.rating_answer]
+        return self.crossed_counts(2 * group + split, d.n_models * d.n_criteria * 2)
 
     def _ratio_maps(self, slots: int | None = None) -> tuple[sp.csr_matrix, sp.csr_matrix]:
         """Score counts to (score sums | counts in the lowest ``slots`` scores,
@@ -315,26 +403,63 @@ class Context:
         slots = self.fail_slots if slots is None else slots
         fail_values = (np.arange(N_SCORES) < slots).astype(float)
         ones = sp.kron(eye, np.ones((N_SCORES, 1)))
-        return (sp.hstack([sp.kron(eye, SCORES[:, None]), sp.kron(eye, fail_values[:, None])]
-                          ).tocsr(), sp.hstack([ones, ones]).tocsr())
+        num = sp.hstack([sp.kron(eye, SCORES[:, None]), sp.kron(eye, fail_values[:, None])])
+        den = sp.hstack([ones, ones])
+        # Both halves of the Accuracy split count for the model's means.
+        merge = sp.kron(eye, sp.kron(np.ones((2, 1)), sp.identity(N_SCORES))).tocsr()
+        return (merge @ num).tocsr(), (merge @ den).tocsr()
 
     def _ratio_variance(self, slots: int) -> CrossedVariance:
         """Two-way variances of (mean | share of the lowest ``slots`` scores),
-        flattened over (model, criterion); cached per ``slots``."""
-        cached = self.__dict__.setdefault("_ratio_variances", {})
-        if slots not in cached:
-            cached[slots] = count_ratio_variance(*self.crossed_cells, *self._ratio_maps(slots))
-        return cached[slots]
+        flattened over (model, criterion)."""
+        half = self.data.n_models * self.data.n_criteria
+        share = 1 if slots == self.fail_slots else 2
+        pick = np.r_[0:half, share * half:(share + 1) * half]
+        return CrossedVariance(*(field[pick] for field in self._rating_variances))
 
-    def _twoway_replicates(self, B: int, rng: np.random.Generator):
+    @cached_property
+    def _rating_variances(self) -> CrossedVariance:
+        """Two-way variances of (mean | Fail% share | severe% share) per
+        (model, criterion), in passes over the entries of the cells' counts
+        (a cells x statistics influence matrix would not fit at 100x)."""
         d = self.data
-        shape = (B, d.n_models, d.n_criteria)
+        rows, cols, stats = self.crossed_cells
+        score = np.tile(np.arange(N_SCORES), stats.shape[1] // N_SCORES)
+        groups = np.arange(stats.shape[1]) // (2 * N_SCORES)  # both Accuracy splits
+        parts = [grouped_ratio_variance(rows, cols, stats, values, groups,
+                                        d.n_models * d.n_criteria)
+                 for values in (SCORES[score], score < self.fail_slots, score < 1)]
+        return CrossedVariance(*(np.concatenate(field) for field in zip(*parts, strict=True)))
+
+    @cached_property
+    def twoway_totals(self) -> np.ndarray:
+        """``(B, P)`` pigeonhole replicates of the totals of
+        :attr:`crossed_cells`, drawn once (purpose ``ratings``) for every
+        ratio mean read from them."""
+        rows, cols, stats = self.crossed_cells
+        return pigeonhole_totals(rows, cols, stats, self.settings.bootstrap,
+                                 self.rng("ratings"))
+
+    def twoway_ratio_replicates(self, num_map, den_map, contrasts=None) -> np.ndarray:
+        """Two-way replicates ``(B, G [+ H])`` of ratio means of
+        :attr:`crossed_cells` columns (see
+        :func:`clinieval.stats.crossed_ratio_replicates`); NaN when there are
+        too few clusters to resample."""
+        rows, cols, stats = self.crossed_cells
+        reps, _ = crossed_ratio_replicates(self.twoway_totals, rows, cols, stats, num_map,
+                                           den_map, self.settings.level, contrasts)
+        return self._unless_too_few_clusters((reps,))[0]
+
+    def _twoway_replicates(self):
+        """From :attr:`twoway_totals` (always the ``ratings`` stream)."""
+        d = self.data
+        shape = (self.settings.bootstrap, d.n_models, d.n_criteria)
         rows, cols, stats = self.crossed_cells
         if stats.shape[0] == 0:
             return np.full(shape, np.nan), np.full(shape, np.nan)
-        reps, variance = crossed_ratio_bootstrap(rows, cols, stats, *self._ratio_maps(), B, rng,
-                                                 self.settings.level)
-        self.__dict__.setdefault("_ratio_variances", {})[self.fail_slots] = variance
+        reps, _ = crossed_ratio_replicates(self.twoway_totals, rows, cols, stats,
+                                           *self._ratio_maps(), self.settings.level,
+                                           variance=self._ratio_variance(self.fail_slots))
         half = d.n_models * d.n_criteria
         return reps[:, :half].reshape(shape), reps[:, half:].reshape(shape)
 

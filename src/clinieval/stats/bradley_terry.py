@@ -26,8 +26,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
-from scipy.stats import rankdata
 
+from clinieval.stats._dist import rankdata
 from clinieval.stats._errors import ConvergenceError
 from clinieval.stats.bootstrap import resample_counts
 from clinieval.stats.regression import LogisticFit, logistic_irls

@@ -41,14 +41,16 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
-from scipy.stats import norm
-from scipy.stats import t as student_t
 
+from clinieval.stats._dist import norm_ppf, t_ppf
 from clinieval.stats.bootstrap import percentile_ci
 from clinieval.stats.bradley_terry import DEFAULT_ALPHA, bt_fit, bt_fit_many, vote_credits
 from clinieval.stats.proportions import wilson_ci
 
 _ELEMENT_BUDGET = 2**22  # weights per chunk of replicates (32 MB as float64)
+_MIN_CHUNK = 64  # replicates per pass over the cells, at least
+_BIN_BUDGET = 2**25  # cluster x group bins per pass of a grouped variance
+_DRAW_BUDGET = 2**18  # draws per chunk: small arrays are reused instead of freshly paged in
 
 
 class CrossedVariance(NamedTuple):
@@ -74,7 +76,7 @@ def _uniform_counts(n: int, B: int, rng: np.random.Generator) -> np.ndarray:
     bincount per chunk of replicates (a multinomial with many equal cells,
     or one bincount per replicate, is several times slower)."""
     out = np.empty((B, n), dtype=np.int64)
-    chunk = max(1, _ELEMENT_BUDGET // max(n, 1))
+    chunk = max(1, _DRAW_BUDGET // max(n, 1))
     for start in range(0, B, chunk):
         size = min(chunk, B - start)
         picks = rng.integers(0, n, size=(size, n)) + (np.arange(size) * n)[:, None]
@@ -93,29 +95,47 @@ def pigeonhole_totals(rows, cols, stats, B: int, rng: np.random.Generator) -> np
     """
     row_code, n_rows = _dense(rows)
     col_code, n_cols = _dense(cols)
-    by_stat = sp.csr_matrix(stats, dtype=float).T.tocsr()
+    # Column-compressed (stats x cells): the product then reads each cell's
+    # weights once and adds them into a (stats x replicates) block that
+    # stays in cache, several times faster than the row-compressed form.
+    by_stat = sp.csr_matrix(stats, dtype=float).T.tocsc()
     # Counts and vote credits are non-negative multiples of 1/2 and the weights
     # are integers, so float32 sums are exact while totals stay below 2**23;
     # that halves the memory traffic of the product. Otherwise float64.
-    exact = bool(np.all(by_stat.data >= 0) and np.all(by_stat.data * 2 == np.round(
-        by_stat.data * 2)))
-    narrow = by_stat.astype(np.float32)
+    exact = bool(np.all(by_stat.data >= 0)) and not np.any(np.modf(by_stat.data * 2)[0])
+    matrix = by_stat.astype(np.float32) if exact else by_stat
     out = np.empty((B, by_stat.shape[0]))
-    chunk = max(1, _ELEMENT_BUDGET // max(row_code.size, 1))
+    # Replicates in chunks and cells in blocks, so the weights in memory are
+    # at most _ELEMENT_BUDGET however many cells there are; a chunk keeps at
+    # least _MIN_CHUNK replicates so that each pass over the matrix does
+    # enough work per entry read.
+    chunk = min(B, max(_MIN_CHUNK, _ELEMENT_BUDGET // max(row_code.size, 1)))
+    width = max(1, _ELEMENT_BUDGET // chunk)
+    blocks = [(start, matrix[:, start:start + width])
+              for start in range(0, row_code.size, width)]
     for start in range(0, B, chunk):
         U, V = pigeonhole_weights(n_rows, n_cols, min(chunk, B - start), rng)
-        part = _weighted_totals(narrow, U, V, row_code, col_code) if exact else None
-        if part is None or part.max(initial=0) >= 2**23:
-            part = _weighted_totals(by_stat, U, V, row_code, col_code)
+        part = _weighted_totals(blocks, U, V, row_code, col_code, matrix.dtype)
+        if exact and part.max(initial=0) >= 2**23:  # float32 no longer exact
+            part = _weighted_totals([(0, by_stat)], U, V, row_code, col_code, by_stat.dtype)
         out[start : start + U.shape[0]] = part.T
     return out
 
 
-def _weighted_totals(by_stat, U, V, row_code, col_code) -> np.ndarray:
-    """(P, chunk) totals with cell weights U[row] * V[col], in by_stat's dtype."""
-    weights = U.T.astype(by_stat.dtype)[row_code]  # (K, chunk)
-    weights *= V.T[col_code]
-    return by_stat @ weights
+def _weighted_totals(blocks, U, V, row_code, col_code, dtype) -> np.ndarray:
+    """(P, chunk) totals with cell weights U[row] * V[col], in ``dtype``,
+    summed over ``(first cell, stats x cells)`` blocks. The weights are
+    gathered from row-major copies (a gather from the transposed view
+    strides through memory)."""
+    rows_t = np.ascontiguousarray(U.T, dtype=dtype)
+    cols_t = np.ascontiguousarray(V.T, dtype=dtype)
+    total = np.zeros((blocks[0][1].shape[0], U.shape[0]), dtype=dtype)
+    for start, block in blocks:
+        cells = slice(start, start + block.shape[1])
+        weights = rows_t[row_code[cells]]  # (cells in the block, chunk)
+        weights *= cols_t[col_code[cells]]
+        total += block @ weights
+    return total
 
 
 def crossed_ratio_variance(rows, cols, num, den) -> CrossedVariance:
@@ -135,11 +155,13 @@ def crossed_ratio_variance(rows, cols, num, den) -> CrossedVariance:
     return influence_variance(rows, cols, z, den)
 
 
-def count_ratio_variance(rows, cols, stats, num_map, den_map) -> CrossedVariance:
+def count_ratio_variance(rows, cols, stats, num_map, den_map, contrasts=None) -> CrossedVariance:
     """:func:`crossed_ratio_variance` of ``stats @ num_map`` over
     ``stats @ den_map``, with the influences from one sparse product
     ``stats @ ((num_map - den_map * ratio) / n)`` (less memory on millions of
-    cells)."""
+    cells). ``contrasts`` ``(G, H)``, if given, adds ``H`` linear
+    combinations of the ``G`` ratios (e.g. a difference of two means) after
+    them: their influences are the same combinations of the ratios' ones."""
     stats = sp.csr_matrix(stats, dtype=float)
     num_map, den_map = sp.csr_matrix(num_map, dtype=float), sp.csr_matrix(den_map, dtype=float)
     totals = np.asarray(stats.sum(axis=0)).ravel()
@@ -148,7 +170,109 @@ def count_ratio_variance(rows, cols, stats, num_map, den_map) -> CrossedVariance
         ratio = np.nan_to_num((num_map.T @ totals) / n)
         scale = sp.diags(np.where(n > 0, 1.0 / n, 0.0))
     influence = (num_map - den_map @ sp.diags(ratio)) @ scale
-    return influence_variance(rows, cols, stats @ influence, stats @ den_map)
+    present = den_map
+    if contrasts is not None:
+        contrasts = sp.csr_matrix(contrasts, dtype=float)
+        influence = sp.hstack([influence, influence @ contrasts]).tocsr()
+        present = sp.hstack([den_map, den_map @ abs(contrasts)]).tocsr()
+    return influence_variance(rows, cols, stats @ influence, stats @ present)
+
+
+def grouped_ratio_variance(rows, cols, counts, values, groups, n_groups: int
+                           ) -> CrossedVariance:
+    """:func:`crossed_ratio_variance` of per-group ratio means of counts,
+    in one pass over the entries of a sparse cells x columns count matrix.
+
+    ``counts`` ``(K, P)`` holds how many observations of column ``p`` cell
+    ``k`` has (cell ``k`` in row ``rows[k]`` and column ``cols[k]``); column
+    ``p`` belongs to group ``groups[p]`` (non-decreasing in ``p``) and each of
+    its observations has value ``values[p]``. Group ``g``'s ratio is the mean
+    value of its observations. An entry's influence is
+    ``count * (value - ratio) / n``; runs of entries of one cell and one
+    group are summed with ``reduceat`` and the cluster totals are
+    bincounts, so no (cells x groups) matrix is built (it would not fit at
+    100x paper scale).
+    """
+    counts = sp.csr_matrix(counts, dtype=float)
+    counts.sum_duplicates()  # canonical: sorted columns within each row
+    values, groups = np.asarray(values, dtype=float), np.asarray(groups, dtype=np.int32)
+    entry_group = groups[counts.indices]  # int32 per entry: 37.5 M of them at 100x
+    n = np.bincount(entry_group, weights=counts.data, minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.nan_to_num(np.bincount(entry_group, weights=counts.data * values[
+            counts.indices], minlength=n_groups) / n)
+        scale = np.where(n > 0, 1.0 / n, 0.0)
+    z = counts.data * (values[counts.indices] - ratio[entry_group]) * scale[entry_group]
+    cell = np.repeat(np.arange(counts.shape[0], dtype=np.int32), np.diff(counts.indptr))
+    starts = np.flatnonzero(np.r_[True, (cell[1:] != cell[:-1])
+                                  | (entry_group[1:] != entry_group[:-1])])
+    run_z, run_cell, run_group = np.add.reduceat(z, starts), cell[starts], entry_group[starts]
+    row_code, n_rows = _dense(rows)
+    col_code, n_cols = _dense(cols)
+    s_cells = np.bincount(run_group, weights=run_z**2, minlength=n_groups)
+    g_cells = np.bincount(run_group, minlength=n_groups)
+    s_rows, g_rows = _run_squares(row_code[run_cell], run_group, run_z, n_groups)
+    s_cols, g_cols = _run_squares(col_code[run_cell], run_group, run_z, n_groups)
+    c_rows, c_cols, c_cells = (_small_sample(g) for g in (g_rows, g_cols, g_cells))
+    v_rows, v_cols = c_rows * s_rows, c_cols * s_cols
+    twoway = np.maximum(v_rows + v_cols - c_cells * s_cells, np.maximum(v_rows, v_cols))
+    pigeon = (1 - 1 / n_cols) * s_rows + (1 - 1 / n_rows) * s_cols + s_cells
+    return CrossedVariance(v_rows, v_cols, c_cells * s_cells, twoway, pigeon,
+                           np.minimum(g_rows, g_cols))
+
+
+def crossed_unit_variance(values, groups, n_groups: int, unit_case, piece_unit, piece_rater,
+                          piece_cell) -> CrossedVariance:
+    """Two-way variances of per-group means of per-unit ``values`` (NaN: the
+    unit has none), as :func:`crossed_share_variance` but from bincounts.
+
+    A unit (e.g. an answer on one criterion) lies in case ``unit_case`` and
+    was judged by the raters of its pieces: piece ``i`` is unit
+    ``piece_unit[i]`` seen by rater ``piece_rater[i]`` in (rater, case) cell
+    ``piece_cell[i]`` (one piece per rater and unit, e.g. one per rating).
+    Every piece carries its unit's whole influence ``(value - mean) / n``;
+    cases sum over units, raters and cells over pieces, and the cell term
+    removes each unit's own square from the rater term.
+    """
+    values, groups = np.asarray(values, dtype=float), np.asarray(groups, dtype=np.int64)
+    rated = np.isfinite(values)
+    n = np.bincount(groups[rated], minlength=n_groups).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.bincount(groups[rated], weights=values[rated], minlength=n_groups) / n
+        z = np.where(rated, (values - mean[groups]) / n[groups], 0.0)
+    units = np.flatnonzero(rated)
+    piece_unit = np.asarray(piece_unit, dtype=np.int64)
+    pieces = rated[piece_unit]
+    unit = piece_unit[pieces]
+    s_cols, g_cols = _run_squares(_dense(np.asarray(unit_case)[units])[0], groups[units],
+                                  z[units], n_groups)
+    s_rows, g_rows = _run_squares(_dense(np.asarray(piece_rater)[pieces])[0], groups[unit],
+                                  z[unit], n_groups)
+    s_cells, g_cells = _run_squares(_dense(np.asarray(piece_cell)[pieces])[0], groups[unit],
+                                    z[unit], n_groups)
+    v_rows, v_cols = _small_sample(g_rows) * s_rows, _small_sample(g_cols) * s_cols
+    v_cells = _small_sample(g_cells) * s_cells
+    twoway = np.maximum(v_rows + v_cols - v_cells, v_cols)
+    return CrossedVariance(v_rows, v_cols, v_cells, twoway, twoway, np.minimum(g_rows, g_cols))
+
+
+def _run_squares(code, group, z, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per group: the sum over clusters of squared cluster totals of the runs'
+    ``z``, and how many clusters have a run; bincounts over blocks of groups
+    so that clusters x groups bins stay within ``_BIN_BUDGET``."""
+    n_clusters = int(code.max()) + 1 if code.size else 0
+    squares, clusters = np.zeros(n_groups), np.zeros(n_groups, dtype=np.int64)
+    width = max(1, min(n_groups, _BIN_BUDGET // max(n_clusters, 1)))
+    for first in range(0, n_groups, width):
+        last = min(first + width, n_groups)
+        inside = (group >= first) & (group < last)
+        key = code[inside].astype(np.int64) * (last - first) + (group[inside] - first)
+        size = n_clusters * (last - first)
+        totals = np.bincount(key, weights=z[inside], minlength=size)
+        seen = np.bincount(key, minlength=size) > 0
+        squares[first:last] = (totals**2).reshape(n_clusters, -1).sum(axis=0)
+        clusters[first:last] = seen.reshape(n_clusters, -1).sum(axis=0)
+    return squares, clusters
 
 
 def influence_variance(rows, cols, z, present) -> CrossedVariance:
@@ -216,7 +340,7 @@ def crossed_share_variance(flags, groups, n_groups: int, cases, piece_answer, pi
 
 
 def crossed_ratio_bootstrap(rows, cols, stats, num_map, den_map, B: int,
-                            rng: np.random.Generator, level: float = 0.95
+                            rng: np.random.Generator, level: float = 0.95, contrasts=None
                             ) -> tuple[np.ndarray, CrossedVariance]:
     """Two-way replicates ``(B, G)`` of ratio means of linear statistics.
 
@@ -225,17 +349,37 @@ def crossed_ratio_bootstrap(rows, cols, stats, num_map, den_map, B: int,
     pigeonhole bootstrap (:func:`pigeonhole_totals`) and its deviation from the
     estimate is scaled by ``sqrt(twoway / pigeonhole)`` (see the module
     docstring), so the replicates have the two-way cluster-robust variance.
-    Also returns the :class:`CrossedVariance`. NaN where ``den`` sums to 0.
+    ``contrasts`` ``(G, H)`` adds ``H`` linear combinations of the ratios
+    (e.g. differences of means), each scaled to its own two-way variance,
+    so the result is ``(B, G + H)``. Also returns the
+    :class:`CrossedVariance`. NaN where ``den`` sums to 0.
     """
+    totals = pigeonhole_totals(rows, cols, stats, B, rng)
+    return crossed_ratio_replicates(totals, rows, cols, stats, num_map, den_map, level,
+                                    contrasts)
+
+
+def crossed_ratio_replicates(totals, rows, cols, stats, num_map, den_map, level: float = 0.95,
+                             contrasts=None, variance: CrossedVariance | None = None
+                             ) -> tuple[np.ndarray, CrossedVariance]:
+    """:func:`crossed_ratio_bootstrap` from its pigeonhole ``totals``
+    ``(B, P)`` (:func:`pigeonhole_totals` of ``stats``): the same raw
+    replicates serve every set of ratio maps over those statistics.
+    ``variance``, if given, is :func:`count_ratio_variance` of the same maps
+    computed by the caller (e.g. together with other statistics)."""
     stats = sp.csr_matrix(stats, dtype=float)
     num_map, den_map = sp.csr_matrix(num_map), sp.csr_matrix(den_map)
-    totals = pigeonhole_totals(rows, cols, stats, B, rng)
     top, bottom = totals @ num_map, totals @ den_map
     reps = np.divide(top, bottom, out=np.full(top.shape, np.nan), where=bottom > 0)
-    variance = count_ratio_variance(rows, cols, stats, num_map, den_map)
+    if variance is None:
+        variance = count_ratio_variance(rows, cols, stats, num_map, den_map, contrasts)
     column_totals = np.asarray(stats.sum(axis=0)).ravel()
     with np.errstate(invalid="ignore", divide="ignore"):
         estimate = (num_map.T @ column_totals) / (den_map.T @ column_totals)
+    if contrasts is not None:
+        contrasts = sp.csr_matrix(contrasts, dtype=float)
+        reps = np.hstack([reps, np.asarray(contrasts.T @ reps.T).T])
+        estimate = np.concatenate([estimate, contrasts.T @ estimate])
     return _calibrate(reps, estimate, variance, level), variance
 
 
@@ -252,7 +396,7 @@ def t_over_z(clusters, level: float = 0.95) -> np.ndarray:
     normal one, at two-sided ``level`` (1 when fewer than 2 clusters)."""
     q = (1 + level) / 2
     df = np.maximum(np.asarray(clusters, dtype=float) - 1, 1)
-    return np.where(np.asarray(clusters) > 1, student_t.ppf(q, df) / norm.ppf(q), 1.0)
+    return np.where(np.asarray(clusters) > 1, t_ppf(q, df) / norm_ppf(q), 1.0)
 
 
 def design_effect(variance, share, n, fallback=1.0) -> np.ndarray:
@@ -386,14 +530,19 @@ def _dense(codes) -> tuple[np.ndarray, int]:
 def _cluster_squares(code, z, present) -> tuple[np.ndarray, np.ndarray]:
     """Per statistic: the sum over clusters of the squared cluster totals of
     ``z`` (sparse), and the number of clusters where ``present`` is nonzero.
-    Cluster totals stay sparse: a dense clusters x statistics array would
-    not fit for (rater, case) cells at 100x paper scale."""
+    Cluster totals come from one sparse product with the cluster indicator
+    and stay sparse: a dense clusters x statistics array would not fit for
+    (rater, case) cells at 100x paper scale. Only sums over each column's
+    entries are taken, so the product's entries need no sorting."""
     n_clusters, n_stats = (int(code.max()) + 1 if code.size else 0), z.shape[1]
-    z, present = z.tocoo(), present.tocoo()
-    totals = sp.csr_matrix((z.data, (code[z.row], z.col)), shape=(n_clusters, n_stats))
-    seen = sp.csr_matrix(((present.data != 0).astype(float), (code[present.row], present.col)),
-                         shape=(n_clusters, n_stats))
-    seen.eliminate_zeros()
+    if n_clusters == code.size and np.array_equal(code, np.arange(code.size)):
+        z, present = sp.csc_matrix(z), sp.csc_matrix(present)  # each row its own cluster
+        present.eliminate_zeros()
+        return np.asarray(z.multiply(z).sum(axis=0)).ravel(), np.diff(present.indptr)
+    members = sp.csr_matrix((np.ones(code.size), (code, np.arange(code.size))),
+                            shape=(n_clusters, code.size))
+    totals = members @ sp.csr_matrix(z)
+    seen = members @ (sp.csr_matrix(present) != 0).astype(float)
     return (np.bincount(totals.indices, weights=totals.data**2, minlength=n_stats),
             np.bincount(seen.indices, minlength=n_stats))
 

@@ -4,12 +4,13 @@ error, and per-group means with their normal intervals."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import norm
+
+from clinieval.stats._dist import norm_ppf, norm_sf
 
 
 def normal_quantile(level: float) -> float:
     """Two-sided standard normal quantile ``z`` for a ``level`` interval (1.96 at 0.95)."""
-    return float(norm.isf((1.0 - level) / 2.0))
+    return float(-norm_ppf((1.0 - level) / 2.0))
 
 
 def normal_ci(est, se, level: float = 0.95):
@@ -20,7 +21,7 @@ def normal_ci(est, se, level: float = 0.95):
 
 def normal_p_value(z):
     """Two-sided p-value of a standard normal statistic, ``2 P(Z > |z|)``."""
-    return 2.0 * norm.sf(np.abs(np.asarray(z, dtype=float)))
+    return 2.0 * norm_sf(np.abs(np.asarray(z, dtype=float)))
 
 
 def group_mean_ci(groups, values, n_groups: int, level: float = 0.95):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import binomtest, norm
+
+from clinieval.stats._dist import binom_two_sided_p, norm_ppf
 
 
 def wilson_ci(k, n, level: float = 0.95):
@@ -21,7 +22,7 @@ def wilson_ci(k, n, level: float = 0.95):
     n = np.asarray(n, dtype=float)
     if np.any((k < 0) | (k > n)):
         raise ValueError("need 0 <= k <= n")
-    z2 = norm.isf((1.0 - level) / 2.0) ** 2
+    z2 = norm_ppf((1.0 - level) / 2.0) ** 2
     with np.errstate(divide="ignore", invalid="ignore"):
         p = k / n
         denom = 1.0 + z2 / n
@@ -37,4 +38,4 @@ def binomial_p_value(k: int, n: int, p: float = 0.5) -> float:
     extreme). NaN when ``n = 0``."""
     if n == 0:
         return float("nan")
-    return float(binomtest(int(k), int(n), p).pvalue)
+    return binom_two_sided_p(int(k), int(n), p)

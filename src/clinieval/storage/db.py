@@ -13,18 +13,20 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 
 from clinieval import tables as T
 from clinieval.errors import ClinievalError
 from clinieval.snapshot import Snapshot
 from clinieval.storage import sqltables
+
+if TYPE_CHECKING:  # Alembic is imported only to migrate, not to read or write rows
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 BATCH_ROWS = 50_000
@@ -74,6 +76,8 @@ def _sqlite_begin(conn: sa.Connection) -> None:
 
 
 def alembic_config(engine: sa.Engine) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     url = engine.url.render_as_string(hide_password=False)
@@ -83,6 +87,8 @@ def alembic_config(engine: sa.Engine) -> Config:
 
 def upgrade(engine: sa.Engine, revision: str = "head") -> None:
     """Bring the schema to ``revision`` with the packaged Alembic migrations."""
+    from alembic import command
+
     config = alembic_config(engine)
     with engine.begin() as conn:
         config.attributes["connection"] = conn

@@ -41,10 +41,13 @@ class Agreement:
 @dataclass(frozen=True)
 class Dispersion:
     """(models, criteria) mean within-answer SD over answers with two ratings
-    or more (NaN without any), and how many answers that mean covers."""
+    or more (NaN without any), its interval (lo, hi) and how many answers
+    that mean covers."""
 
     criteria: list[str]
     mean_sd: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
     n: np.ndarray
 
 
@@ -98,16 +101,8 @@ def _with_ci(ctx: Context, values: np.ndarray) -> Estimate:
 
 
 def _dispersion(ctx: Context) -> Dispersion:
-    d = ctx.data
-    std = ctx.answer_std[:, ctx.criteria]
-    ok = np.isfinite(std)
-    n = np.stack([ok[d.answer_model == m].sum(0) for m in range(d.n_models)]) if d.n_models \
-        else np.zeros((0, len(ctx.criteria)), dtype=int)
-    total = np.stack([np.where(ok, std, 0)[d.answer_model == m].sum(0)
-                      for m in range(d.n_models)]) if d.n_models else n.astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_sd = np.where(n > 0, total / n, np.nan)
-    return Dispersion([ctx.name(c) for c in ctx.criteria], mean_sd, n)
+    n, mean_sd, lo, hi = ctx.answer_mean_ci(ctx.answer_std[:, ctx.criteria], ctx.criteria)
+    return Dispersion([ctx.name(c) for c in ctx.criteria], mean_sd, lo, hi, n.astype(int))
 
 
 def present(result: Reliability, ctx: Context) -> Section:
@@ -119,7 +114,8 @@ def present(result: Reliability, ctx: Context) -> Section:
         caption="Bootstrap CIs resample answers. 0 = chance agreement, 1 = perfect.")
     kappa = {a.criterion: a.fleiss_kappa.value for a in result.agreement
              if np.isfinite(a.fleiss_kappa.value)}
-    return Section(KEY, TITLE, _summary(frame), {"agreement": frame},
+    return Section(KEY, TITLE, _summary(frame), {"agreement": frame,
+                                                  "dispersion": _dispersion_table(result, ctx)},
                    [fig, _dispersion_figure(result.dispersion, ctx)], {"kappa": kappa})
 
 
@@ -132,6 +128,16 @@ def _agreement_table(rows: list[Agreement]) -> pd.DataFrame:
         frame = estimate(frame, name, [v.value for v in values], [v.lo for v in values],
                          [v.hi for v in values])
     return frame
+
+
+def _dispersion_table(result: Reliability, ctx: Context) -> pd.DataFrame:
+    """Long form: one row per model and criterion with the mean SD and its CI."""
+    disp = result.dispersion
+    models, criteria = np.meshgrid(ctx.data.model_names, disp.criteria, indexing="ij")
+    frame = pd.DataFrame({"model": models.ravel(), "criterion": criteria.ravel(),
+                          "n_answers": disp.n.ravel()})
+    frame = estimate(frame, "mean_sd", disp.mean_sd.ravel(), disp.lo.ravel(), disp.hi.ravel())
+    return frame[frame["n_answers"] > 0].reset_index(drop=True)
 
 
 def _summary(frame: pd.DataFrame) -> str:
@@ -157,7 +163,8 @@ def _dispersion_figure(dispersion: Dispersion, ctx: Context) -> Figure:
     return Figure("dispersion", "Mean within-answer SD by model and criterion", Heatmap(
         rows=ctx.data.model_names, cols=dispersion.criteria, values=values,
         n=dispersion.n.tolist(), value_label="mean SD (score points)", scale="sequential"),
-        caption="Answers with at least two ratings; higher = clinicians disagree more.")
+        caption="Answers with at least two ratings; higher = clinicians disagree more. CIs"
+        f" (in the table): {ctx.answer_mean_design}.")
 
 
 def section(ctx: Context) -> Section:

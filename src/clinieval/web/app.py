@@ -9,6 +9,7 @@ truth: each registered route must say its level.
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -65,10 +66,17 @@ class Ctx:
 def create_app(engine: sa.Engine) -> FastAPI:
     """The platform on ``engine``: pages, the JSON API (schema at /api/openapi.json)
     and static files, behind the security headers."""
+    from clinieval.web.live import warm
     from clinieval.web.routes import OPENAPI_URL, api_router, router
 
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        warm(engine)  # large studies' live views start computing in the background
+        yield
+
     # Only the JSON API is in the schema; the HTML pages are not an interface.
-    app = FastAPI(title="clinieval", docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL)
+    app = FastAPI(title="clinieval", docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,
+                  lifespan=lifespan)
     app.state.engine = engine
     app.state.signer = auth.Signer(auth.platform_key(engine))
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")

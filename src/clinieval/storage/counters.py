@@ -63,9 +63,17 @@ SQLITE_NAMES = ("answer_load_screened", "answer_load_unscreened", "answer_load_r
                 "answer_load_unrated", "pair_load_voted", "pair_load_unvoted")
 
 
-def _pg_function(name: str, body: str) -> str:
+def _pg_function(name: str, body: str, returns: str = "NULL") -> str:
     return (f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {body}"
-            " RETURN NULL; END $$")
+            f" RETURN {returns}; END $$")
+
+
+# PostgreSQL runs AFTER ROW triggers once the whole statement is done, when
+# every row of a multi-row INSERT (or COPY) is visible; BEFORE ROW triggers
+# see the rows the statement processed so far, so "first row of this rater
+# on this answer" is asked there.
+_FIRST_BEFORE_INSERT = """NOT EXISTS (SELECT 1 FROM ratings o WHERE o.answer_id = NEW.answer_id
+    AND o.rater_id = NEW.rater_id)"""
 
 
 POSTGRES = [
@@ -75,11 +83,11 @@ POSTGRES = [
                  "DELETE FROM answer_load WHERE answer_id = OLD.answer_id"
                  " AND study_id = OLD.study_id;"),
     _pg_function("answer_load_rated",
-                 f"IF {_FIRST_OF_RATER.format(row='NEW')} THEN UPDATE answer_load SET"
-                 " submitted = submitted + 1 WHERE answer_id = NEW.answer_id; END IF;"),
+                 f"IF {_FIRST_BEFORE_INSERT} THEN UPDATE answer_load SET"
+                 " submitted = submitted + 1 WHERE answer_id = NEW.answer_id; END IF;", "NEW"),
     _pg_function("answer_load_unrated",
                  f"IF {_FIRST_OF_RATER.format(row='OLD')} THEN UPDATE answer_load SET"
-                 " submitted = submitted - 1 WHERE answer_id = OLD.answer_id; END IF;"),
+                 " submitted = submitted - 1 WHERE answer_id = OLD.answer_id; END IF;", "OLD"),
     _pg_function("pair_load_voted",
                  "INSERT INTO pair_load (study_id, model_lo, model_hi, votes)"
                  f" {_PAIR.format(lo='LEAST', hi='GREATEST', row='NEW', votes=', 1')}"
@@ -92,9 +100,9 @@ POSTGRES = [
     " EXECUTE FUNCTION answer_load_screened()",
     "CREATE TRIGGER answer_load_unscreened AFTER DELETE ON answer_screens FOR EACH ROW"
     " EXECUTE FUNCTION answer_load_unscreened()",
-    "CREATE TRIGGER answer_load_rated AFTER INSERT ON ratings FOR EACH ROW"
+    "CREATE TRIGGER answer_load_rated BEFORE INSERT ON ratings FOR EACH ROW"
     " EXECUTE FUNCTION answer_load_rated()",
-    "CREATE TRIGGER answer_load_unrated AFTER DELETE ON ratings FOR EACH ROW"
+    "CREATE TRIGGER answer_load_unrated BEFORE DELETE ON ratings FOR EACH ROW"
     " EXECUTE FUNCTION answer_load_unrated()",
     "CREATE TRIGGER pair_load_voted AFTER INSERT ON preferences FOR EACH ROW"
     " EXECUTE FUNCTION pair_load_voted()",

@@ -4,8 +4,9 @@ Rating tasks: among clear (leak-guard passed) answers of the clinician's
 specialty that they have neither rated nor been given, the one with the
 fewest raters so far (then fewest live leases among the next few, then the
 id) whose raters plus live leases are still below the study's overlap
-target. Pairs: two clear answers to one case from different models, the
-model pair with the fewest votes and live pair leases first; the stored A/B
+target. Pairs: two clear answers to one case from different models, each
+still below the target, the model pair with the fewest votes and live pair
+leases first; the stored A/B
 order and the side A is shown on are both random.
 
 Raters per answer and votes per model pair come from the trigger-kept
@@ -263,9 +264,10 @@ def _take(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, answer_ids: list[
     """Lock the answers and re-count: still below the target, still not theirs."""
     if not _lock(conn, answer_ids) or not _free_for(conn, user, answer_ids):
         return False
-    if len(answer_ids) == 2:
-        return _pair_load(conn, *answer_ids) < cfg.overlap_target
-    return _answer_load(conn, answer_ids[0]) < cfg.overlap_target
+    if len(answer_ids) == 2 and _pair_load(conn, *answer_ids) >= cfg.overlap_target:
+        return False
+    # A pair task rates both answers: neither may go past its target either.
+    return all(_answer_load(conn, a) < cfg.overlap_target for a in answer_ids)
 
 
 def _insert_lease(
@@ -338,7 +340,8 @@ def _model_pair_loads(conn: sa.Connection, cfg: StudyConfig) -> dict[tuple[str, 
 
 def _lease_pair(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: str) -> str | None:
     by_case: dict[str, list[tuple[str, str]]] = {}
-    pool = _pool(cfg, specialty, user).order_by(P.answer_load.c.answer_id)
+    pool = _pool(cfg, specialty, user).where(
+        P.answer_load.c.submitted < cfg.overlap_target).order_by(P.answer_load.c.answer_id)
     for answer_id, case_id, model_id, _ in conn.execute(pool):
         by_case.setdefault(case_id, []).append((answer_id, model_id))
     loads = _model_pair_loads(conn, cfg)

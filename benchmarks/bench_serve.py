@@ -214,8 +214,10 @@ def check(url: str, run: Run, target: int) -> dict[str, int]:
             "over_assigned": over}
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its live descendants (Linux /proc)."""
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User + system CPU seconds of a process and its live descendants (Linux
+    /proc), split into those serving requests and the low-priority (niced)
+    background process computing the live safety view."""
     stats = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -224,12 +226,15 @@ def cpu_seconds(pid: int) -> float:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        stats[int(entry.name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
-    tree, total = {pid}, 0
+        stats[int(entry.name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]),
+                                  int(fields[16]))
+    tree = {pid}
     for _ in range(4):  # server -> workers -> live-view process
-        tree |= {p for p, (parent, _) in stats.items() if parent in tree}
-    total = sum(stats[p][1] for p in tree if p in stats)
-    return total / os.sysconf("SC_CLK_TCK")
+        tree |= {p for p, (parent, _, _) in stats.items() if parent in tree}
+    tick = os.sysconf("SC_CLK_TCK")
+    serving = sum(stats[p][1] for p in tree if p in stats and stats[p][2] <= 0)
+    background = sum(stats[p][1] for p in tree if p in stats and stats[p][2] > 0)
+    return serving / tick, background / tick
 
 
 def start_uvicorn(url: str, port: int, workers: int, log: Path) -> subprocess.Popen:
@@ -263,21 +268,21 @@ def bench(url: str, args) -> None:
     server = (start_server(url, port, log) if args.workers == 1
               else start_uvicorn(url, port, args.workers, log))
     try:
-        server_cpu, client_cpu = cpu_seconds(server.pid), time.process_time()
+        before, client_cpu = cpu_seconds(server.pid), time.process_time()
         run, times, elapsed = asyncio.run(drive(f"http://127.0.0.1:{port}", cookies,
                                                 args.clinicians, args.seconds,
                                                 args.max_submissions, args.think))
-        server_cpu, client_cpu = (cpu_seconds(server.pid) - server_cpu,
-                                  time.process_time() - client_cpu)
+        after, client_cpu = cpu_seconds(server.pid), time.process_time() - client_cpu
+        server_cpu, live_cpu = after[0] - before[0], after[1] - before[1]
     finally:
         server.kill()
         server.wait()
     name = url.split(":", 1)[0]
     requests = len(run.next_ms) + 2 * len(run.submit_ms)  # next, task page, submit
-    print(f"{name}: CPU seconds while driving: server {server_cpu:.1f} (with its children),"
-          f" clients {client_cpu:.1f}; per request (next, page, submit) server"
-          f" {1000 * server_cpu / max(requests, 1):.2f} ms; load average"
-          f" {os.getloadavg()[0]:.1f}")
+    print(f"{name}: CPU seconds while driving: server {server_cpu:.1f}, live-view process"
+          f" {live_cpu:.1f} (niced; what finished of it), clients {client_cpu:.1f};"
+          f" server CPU per request (next, page, submit) {1000 * server_cpu / max(requests, 1):.2f}"
+          f" ms; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{name}: {len(run.acked):,} acknowledged submissions in {elapsed:.1f} s ="
           f" {len(run.acked) / elapsed:.0f} submissions/s with {args.clinicians} clinicians"
           f" (think time {args.think:g} s, {args.workers} server process(es))")

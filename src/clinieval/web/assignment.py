@@ -14,9 +14,10 @@ counters of :mod:`clinieval.storage.counters`, so a pick is an index scan,
 not a count over all ratings. Counting and leasing happen in one
 transaction, and the chosen answer is re-counted from the ratings and leases
 themselves before it is leased: on PostgreSQL under a row lock (``FOR NO KEY
-UPDATE SKIP LOCKED``), so two clinicians asking at once cannot over-fill an
-answer; on SQLite :func:`clinieval.storage.db.writing` holds the write lock
-for the whole transaction.
+UPDATE SKIP LOCKED``, waiting for a skipped lock only when nothing else is
+left), so two clinicians asking at once cannot over-fill an answer; on
+SQLite :func:`clinieval.storage.db.writing` holds the write lock for the
+whole transaction.
 """
 
 from __future__ import annotations
@@ -205,10 +206,11 @@ def _free_for(conn: sa.Connection, user: sa.Row, answer_ids: list[str]) -> bool:
     return conn.execute(probe).first() is not None
 
 
-def _lock(conn: sa.Connection, answer_ids: list[str]) -> bool:
-    """Lock the answer rows, or report that another transaction holds one.
-    ``NO KEY UPDATE`` does not wait for submissions, whose rating rows only
-    take a key-share lock on the answer through their foreign key."""
+def _lock(conn: sa.Connection, answer_ids: list[str], wait: bool = False) -> bool:
+    """Lock the answer rows, or report that another transaction holds one
+    (``wait``: wait for it instead). ``NO KEY UPDATE`` does not wait for
+    submissions, whose rating rows only take a key-share lock on the answer
+    through their foreign key."""
     if conn.dialect.name != "postgresql":
         return True
     a = S.answers
@@ -216,7 +218,8 @@ def _lock(conn: sa.Connection, answer_ids: list[str]) -> bool:
         conn.execute(
             sa.select(a.c.answer_id)
             .where(a.c.answer_id.in_(answer_ids))
-            .with_for_update(skip_locked=True, key_share=True)
+            .order_by(a.c.answer_id)
+            .with_for_update(skip_locked=not wait, key_share=True)
         )
         .scalars()
         .all()
@@ -246,28 +249,63 @@ def _lease_rating(
     pool = _pool(cfg, specialty, user).where(
         P.answer_load.c.submitted < cfg.overlap_target)
     order = sa.tuple_(P.answer_load.c.submitted, P.answer_load.c.answer_id)
-    after = None
+    after, busy = None, []
     while True:
         page = pool if after is None else pool.where(order > sa.tuple_(*after))
         rows = conn.execute(page.order_by(*order.clauses).limit(CANDIDATES)).all()
         if not rows:
-            return None
+            break
         leased = _live_leases(conn, [r.answer_id for r in rows])
         for done, held, answer_id in sorted((r.submitted, leased.get(r.answer_id, 0),
                                              r.answer_id) for r in rows):
-            if done + held < cfg.overlap_target and _take(conn, cfg, user, [answer_id]):
+            if done + held >= cfg.overlap_target:
+                continue
+            taken = _take(conn, cfg, user, [answer_id])
+            if taken == TAKEN:
                 return _insert_lease(conn, cfg, user, "rating", answer_id)
+            if taken == BUSY:
+                busy.append([answer_id])
         after = (rows[-1].submitted, rows[-1].answer_id)
+    return _wait_for(conn, cfg, user, busy, "rating")
 
 
-def _take(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, answer_ids: list[str]) -> bool:
-    """Lock the answers and re-count: still below the target, still not theirs."""
-    if not _lock(conn, answer_ids) or not _free_for(conn, user, answer_ids):
-        return False
-    if len(answer_ids) == 2 and _pair_load(conn, *answer_ids) >= cfg.overlap_target:
-        return False
-    # A pair task rates both answers: neither may go past its target either.
-    return all(_answer_load(conn, a) < cfg.overlap_target for a in answer_ids)
+TAKEN, FULL, BUSY = "taken", "full", "busy"
+
+
+def _take(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, answer_ids: list[str],
+          wait: bool = False) -> str:
+    """Lock the answers and re-count: still below the target, still not theirs
+    (TAKEN, the lock kept), no longer (FULL) or locked by another request
+    (BUSY). On PostgreSQL each try is a savepoint, so a refused answer's lock
+    is let go at once and a later wait cannot deadlock on it."""
+    savepoint = conn.begin_nested() if conn.dialect.name == "postgresql" else None
+    if not _lock(conn, answer_ids, wait):
+        state = BUSY
+    elif not _free_for(conn, user, answer_ids):
+        state = FULL
+    elif len(answer_ids) == 2 and _pair_load(conn, *answer_ids) >= cfg.overlap_target:
+        state = FULL
+    else:
+        # A pair task rates both answers: neither may go past its target either.
+        full = any(_answer_load(conn, a) >= cfg.overlap_target for a in answer_ids)
+        state = FULL if full else TAKEN
+    if savepoint is not None:
+        (savepoint.commit if state == TAKEN else savepoint.rollback)()
+    return state
+
+
+def _wait_for(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, busy: list[list[str]],
+              kind: str) -> str | None:
+    """Nothing free was left but answers another request had locked: wait for
+    those locks (holding none) and re-count, so a clinician is not told
+    "nothing left" while the last answer with room is being leased."""
+    for answer_ids in busy:
+        if _take(conn, cfg, user, answer_ids, wait=True) == TAKEN:
+            if kind == "rating":
+                return _insert_lease(conn, cfg, user, "rating", answer_ids[0])
+            a, b = _rng.sample(answer_ids, 2)
+            return _insert_lease(conn, cfg, user, "pair", a, b, _rng.choice(("A", "B")))
+    return None
 
 
 def _insert_lease(
@@ -351,11 +389,15 @@ def _lease_pair(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: 
         for (x, m1), (y, m2) in combinations(answers, 2)
         if m1 != m2
     )
+    busy = []
     for _, _, x, y in options[:CANDIDATES]:
-        if _take(conn, cfg, user, [x, y]):
+        taken = _take(conn, cfg, user, [x, y])
+        if taken == TAKEN:
             a, b = _rng.sample([x, y], 2)
             return _insert_lease(conn, cfg, user, "pair", a, b, _rng.choice(("A", "B")))
-    return None
+        if taken == BUSY:
+            busy.append([x, y])
+    return _wait_for(conn, cfg, user, busy, "pair")
 
 
 def skip(engine: sa.Engine, lease: sa.Row) -> None:

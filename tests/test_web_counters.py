@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import secrets
 import threading
+import time
 
 import httpx
 import pyarrow as pa
@@ -138,3 +139,28 @@ def _rate(engine: sa.Engine, pairs: list[tuple[str, str]], criteria: list[str],
                                               if r not in known]) if set(raters) - known
               else None, "ratings": pa.Table.from_pylist(rows)}
     import_snapshot(engine, Snapshot.from_tables(tables, {}))
+
+
+def test_a_large_studys_live_view_is_computed_in_the_background(engine, monkeypatch):
+    """Above the inline limit the page does not wait: it says the view is being
+    computed, a background process computes it with the audit's own code, and
+    later loads show that result with its as-of time and n."""
+    from clinieval.web import live
+
+    make_studies(engine, overlap=3)
+    with engine.connect() as conn:
+        answers = conn.execute(sa.select(S.answers.c.answer_id).join(
+            S.cases, S.cases.c.case_id == S.answers.c.case_id).where(
+            S.cases.c.study_id == "x")).scalars().all()
+        criteria = conn.execute(sa.select(S.criteria.c.criterion_id)).scalars().all()
+    _rate(engine, [(f"r{i}", a) for i in range(2) for a in answers], criteria)
+    monkeypatch.setattr(live, "LIVE_INLINE_RATED", 1)
+    first = live.safety_view(engine, "x")
+    assert first["pending"] and first["rated"] == 2 * len(answers)
+    deadline = time.monotonic() + 120
+    while live._running and time.monotonic() < deadline:
+        time.sleep(0.2)
+    view = live.safety_view(engine, "x")
+    assert not view.get("pending") and view["n_ratings"] == 2 * len(answers) * len(criteria)
+    inline = live.compute_view(engine, "x")
+    assert view["sections"] == inline["sections"]  # the audit's numbers, same seed

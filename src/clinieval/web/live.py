@@ -15,6 +15,7 @@ import math
 import os
 import threading
 import time
+from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
@@ -35,6 +36,7 @@ LIVE_REFRESH_SECONDS = 30.0
 
 _cache: dict[tuple[str, str], tuple] = {}  # (version, view, finished at)
 _running: set[tuple[str, str]] = set()
+_started: dict[tuple[str, str], float] = {}
 _lock = threading.Lock()
 
 
@@ -140,13 +142,21 @@ def safety_view(engine: sa.Engine, study_id: str) -> dict:
 
 def _refresh(engine: sa.Engine, key: tuple[str, str], version: tuple, cached) -> None:
     """Start one background computation per study, not sooner than the
-    refresh interval after the last one finished."""
+    refresh interval after the last one started (a failed one is retried
+    after the interval too)."""
     with _lock:
-        if key in _running or (cached and time.monotonic() - cached[2] < LIVE_REFRESH_SECONDS):
+        if key in _running or time.monotonic() - _started.get(key, -math.inf) < \
+                LIVE_REFRESH_SECONDS:
             return
         _running.add(key)
+        _started[key] = time.monotonic()
     url = engine.url.render_as_string(hide_password=False)
-    future = _pool().submit(_compute_in_child, url, key[1])
+    try:
+        future = _pool().submit(_compute_in_child, url, key[1])
+    except BrokenProcessPool:  # a child died (killed, out of memory): start afresh
+        global _executor
+        _executor = None
+        future = _pool().submit(_compute_in_child, url, key[1])
 
     def done(f) -> None:
         with _lock:

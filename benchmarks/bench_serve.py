@@ -120,7 +120,10 @@ async def _clinician(base: str, user: str, cookie: tuple[str, str], run: Run) ->
                                  headers=headers, timeout=60) as c:
         while run.going():
             if run.think:  # reading and rating take a clinician a while
-                await asyncio.sleep(_random.expovariate(1 / run.think))
+                await asyncio.sleep(min(_random.expovariate(1 / run.think),
+                                        max(run.deadline - time.monotonic(), 0)))
+                if not run.going():
+                    break
             t0 = time.perf_counter()
             kind = "pair" if secrets.randbelow(100) < PAIR_SHARE * 100 else "rating"
             r = await c.post(f"/s/{STUDY_ID}/next", data={"csrf": csrf, "kind": kind})

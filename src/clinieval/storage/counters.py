@@ -27,8 +27,13 @@ _NEW_ANSWER = """
     FROM answers a JOIN cases c ON c.case_id = a.case_id
     WHERE a.answer_id = {row}.answer_id"""
 
-_FIRST_OF_RATER = """NOT EXISTS (SELECT 1 FROM ratings o WHERE o.answer_id = {row}.answer_id
-    AND o.rater_id = {row}.rater_id AND o.rating_id <> {row}.rating_id)"""
+# Asked first, so that rows of answers in no platform study (a plain
+# ``clinieval import``) cost one probe of a small index and nothing more.
+_COUNTED = "EXISTS (SELECT 1 FROM answer_load l WHERE l.answer_id = {row}.answer_id)"
+
+_FIRST_OF_RATER = _COUNTED + """ AND NOT EXISTS (SELECT 1 FROM ratings o
+    WHERE o.answer_id = {row}.answer_id AND o.rater_id = {row}.rater_id
+    AND o.rating_id <> {row}.rating_id)"""
 
 _PAIR = """
     SELECT c.study_id, {lo}(a1.model_id, a2.model_id), {hi}(a1.model_id, a2.model_id){votes}
@@ -72,8 +77,8 @@ def _pg_function(name: str, body: str, returns: str = "NULL") -> str:
 # every row of a multi-row INSERT (or COPY) is visible; BEFORE ROW triggers
 # see the rows the statement processed so far, so "first row of this rater
 # on this answer" is asked there.
-_FIRST_BEFORE_INSERT = """NOT EXISTS (SELECT 1 FROM ratings o WHERE o.answer_id = NEW.answer_id
-    AND o.rater_id = NEW.rater_id)"""
+_FIRST_BEFORE_INSERT = _COUNTED.format(row="NEW") + """ AND NOT EXISTS (SELECT 1 FROM ratings o
+    WHERE o.answer_id = NEW.answer_id AND o.rater_id = NEW.rater_id)"""
 
 
 POSTGRES = [

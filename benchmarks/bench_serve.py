@@ -20,6 +20,8 @@ import os
 import re
 import secrets
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,6 +37,7 @@ from clinieval.synth import STUDY_ID, generate
 from clinieval.web import auth
 from clinieval.web.testing import free_port, start_server
 
+_random = secrets.SystemRandom()
 EDIT_SHARE = 0.05
 PAIR_SHARE = 0.05
 
@@ -87,8 +90,8 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
 
 
 class Run:
-    def __init__(self, deadline: float, max_submissions: int) -> None:
-        self.deadline, self.left = deadline, max_submissions
+    def __init__(self, deadline: float, max_submissions: int, think: float = 0.0) -> None:
+        self.deadline, self.left, self.think = deadline, max_submissions, think
         self.next_ms: list[float] = []
         self.submit_ms: list[float] = []
         self.acked: list[tuple[str, str, str]] = []  # (user, token, kind)
@@ -116,6 +119,11 @@ async def _clinician(base: str, user: str, cookie: tuple[str, str], run: Run) ->
     async with httpx.AsyncClient(base_url=base, cookies={"ce_session": signed},
                                  headers=headers, timeout=60) as c:
         while run.going():
+            if run.think:  # reading and rating take a clinician a while
+                await asyncio.sleep(min(_random.expovariate(1 / run.think),
+                                        max(run.deadline - time.monotonic(), 0)))
+                if not run.going():
+                    break
             t0 = time.perf_counter()
             kind = "pair" if secrets.randbelow(100) < PAIR_SHARE * 100 else "rating"
             r = await c.post(f"/s/{STUDY_ID}/next", data={"csrf": csrf, "kind": kind})
@@ -165,8 +173,8 @@ async def admin(base: str, cookie: tuple[str, str], run: Run, times: dict) -> No
 
 
 async def drive(base: str, cookies: dict, clinicians: int, seconds: float,
-                max_submissions: int) -> tuple[Run, dict, float]:
-    run = Run(time.monotonic() + seconds, max_submissions)
+                max_submissions: int, think: float) -> tuple[Run, dict, float]:
+    run = Run(time.monotonic() + seconds, max_submissions, think)
     times: dict[str, list[float]] = {"progress": [], "safety": []}
     users = [u for u in cookies if u != "admin"][:clinicians]
     started = time.perf_counter()
@@ -209,6 +217,46 @@ def check(url: str, run: Run, target: int) -> dict[str, int]:
             "over_assigned": over}
 
 
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User + system CPU seconds of a process and its live descendants (Linux
+    /proc), split into those serving requests and the low-priority (niced)
+    background process computing the live safety view."""
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        stats[int(entry.name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]),
+                                  int(fields[16]))
+    tree = {pid}
+    for _ in range(4):  # server -> workers -> live-view process
+        tree |= {p for p, (parent, _, _) in stats.items() if parent in tree}
+    tick = os.sysconf("SC_CLK_TCK")
+    serving = sum(stats[p][1] for p in tree if p in stats and stats[p][2] <= 0)
+    background = sum(stats[p][1] for p in tree if p in stats and stats[p][2] > 0)
+    return serving / tick, background / tick
+
+
+def start_uvicorn(url: str, port: int, workers: int, log: Path) -> subprocess.Popen:
+    """uvicorn with ``workers`` processes on the app factory, once it answers."""
+    command = [sys.executable, "-m", "uvicorn", "--factory", "clinieval.web.app:from_environment",
+               "--port", str(port), "--workers", str(workers), "--log-level", "warning"]
+    proc = subprocess.Popen(command, env={**os.environ, "DATABASE_URL": url},
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/login", timeout=1).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"server did not start: {log.read_text()[-2000:]}")
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -220,17 +268,27 @@ def bench(url: str, args) -> None:
     cookies, target = seed(url, args.scale, args.clinicians)
     port = free_port()
     log = Path(tempfile.mkdtemp()) / "server.log"
-    server = start_server(url, port, log)
+    server = (start_server(url, port, log) if args.workers == 1
+              else start_uvicorn(url, port, args.workers, log))
     try:
+        before, client_cpu = cpu_seconds(server.pid), time.process_time()
         run, times, elapsed = asyncio.run(drive(f"http://127.0.0.1:{port}", cookies,
                                                 args.clinicians, args.seconds,
-                                                args.max_submissions))
+                                                args.max_submissions, args.think))
+        after, client_cpu = cpu_seconds(server.pid), time.process_time() - client_cpu
+        server_cpu, live_cpu = after[0] - before[0], after[1] - before[1]
     finally:
         server.kill()
         server.wait()
     name = url.split(":", 1)[0]
+    requests = len(run.next_ms) + 2 * len(run.submit_ms)  # next, task page, submit
+    print(f"{name}: CPU seconds while driving: server {server_cpu:.1f}, live-view process"
+          f" {live_cpu:.1f} (niced; what finished of it), clients {client_cpu:.1f};"
+          f" server CPU per request (next, page, submit) {1000 * server_cpu / max(requests, 1):.2f}"
+          f" ms; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{name}: {len(run.acked):,} acknowledged submissions in {elapsed:.1f} s ="
-          f" {len(run.acked) / elapsed:.0f} submissions/s with {args.clinicians} clinicians")
+          f" {len(run.acked) / elapsed:.0f} submissions/s with {args.clinicians} clinicians"
+          f" (think time {args.think:g} s, {args.workers} server process(es))")
     print(f"{name}: next task p50 {pct(run.next_ms, 50):.0f} ms, p99 {pct(run.next_ms, 99):.0f}"
           f" ms; submit p50 {pct(run.submit_ms, 50):.0f} ms, p99 {pct(run.submit_ms, 99):.0f} ms")
     for page, values in times.items():
@@ -247,6 +305,10 @@ def main() -> None:
     parser.add_argument("--max-submissions", type=int, default=20_000)
     parser.add_argument("--postgres", default=os.environ.get("CLINIEVAL_TEST_POSTGRES_URL"))
     parser.add_argument("--skip-sqlite", action="store_true")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="uvicorn worker processes (1: `clinieval serve` itself)")
+    parser.add_argument("--think", type=float, default=0.0,
+                        help="mean seconds a clinician spends between two tasks (0: none)")
     args = parser.parse_args()
     if not args.skip_sqlite:
         with tempfile.TemporaryDirectory() as tmp:

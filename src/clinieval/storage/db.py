@@ -1,7 +1,12 @@
 """Engines, migrations, and set-based loading and reading of snapshots.
 
-SQLite connections run in WAL mode with foreign keys on, and SQLAlchemy (not
-the sqlite3 module) starts their transactions, so a writer can take the write
+SQLite connections run in WAL mode with foreign keys on and
+``synchronous=NORMAL``: a commit reaches the WAL file (the operating system's
+cache) before it returns, so an acknowledged write survives the server
+process being killed (``tests/test_web_durability.py`` SIGKILLs it), but the
+last commits before a power loss or kernel crash may be lost (WAL is synced
+at checkpoints only); use ``FULL`` where that matters. SQLAlchemy (not the
+sqlite3 module) starts their transactions, so a writer can take the write
 lock up front (``BEGIN IMMEDIATE``) instead of failing when it upgrades a read.
 Every multi-row write is one transaction: a snapshot is loaded completely or
 not at all.

@@ -250,3 +250,37 @@ study_rubric_versions = sa.Table(
 """Every rubric version a study has used; ``study_rubrics.version`` is the
 current one. Rows migrated from before 0006 have no stored ``rubric`` (their
 texts are the criteria table's)."""
+
+# --- load counters and lookup indexes (migration 0006_webperf) ----------------------
+
+answer_load = sa.Table(
+    "answer_load",
+    metadata,
+    sa.Column("answer_id", sa.Text, primary_key=True),
+    sa.Column("study_id", sa.Text, primary_key=True),
+    sa.Column("case_id", sa.Text, nullable=False),
+    sa.Column("model_id", sa.Text, nullable=False),
+    sa.Column("specialty", sa.Text, nullable=False),
+    sa.Column("submitted", sa.Integer, nullable=False),
+)
+"""Per screened answer of a study: how many distinct raters have rated it.
+A derived table kept by database triggers (see :mod:`clinieval.storage.counters`)
+in the transaction of every write to ``answer_screens`` and ``ratings``,
+whoever writes, so picking the least-covered answer is an index scan."""
+
+pair_load = sa.Table(
+    "pair_load",
+    metadata,
+    sa.Column("study_id", sa.Text, primary_key=True),
+    sa.Column("model_lo", sa.Text, primary_key=True),
+    sa.Column("model_hi", sa.Text, primary_key=True),
+    sa.Column("votes", sa.Integer, nullable=False),
+)
+"""Votes per unordered model pair of a study (``model_lo`` < ``model_hi``),
+kept by a trigger on ``preferences`` like :data:`answer_load`."""
+
+sa.Index("ix_answer_load_pick", answer_load.c.study_id, answer_load.c.specialty,
+         answer_load.c.submitted, answer_load.c.answer_id)
+sa.Index("ix_task_leases_answer_b", task_leases.c.answer_b_id, task_leases.c.status)
+sa.Index("ix_task_leases_study", task_leases.c.study_id, task_leases.c.status,
+         task_leases.c.expires_at)

@@ -9,6 +9,8 @@ truth: each registered route must say its level.
 
 from __future__ import annotations
 
+import gc
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -18,6 +20,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from starlette.datastructures import MutableHeaders
 
 from clinieval.errors import InputError
 from clinieval.storage import platform_tables as P
@@ -65,32 +68,60 @@ class Ctx:
 def create_app(engine: sa.Engine) -> FastAPI:
     """The platform on ``engine``: pages, the JSON API (schema at /api/openapi.json)
     and static files, behind the security headers."""
+    from clinieval.web.live import warm
     from clinieval.web.routes import OPENAPI_URL, api_router, router
 
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        warm(engine)  # large studies' live views start computing in the background
+        # The imported libraries are long-lived: keep them out of the cyclic
+        # collector, whose full passes over them cost milliseconds per request.
+        gc.collect()
+        gc.freeze()
+        yield
+
     # Only the JSON API is in the schema; the HTML pages are not an interface.
-    app = FastAPI(title="clinieval", docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL)
+    app = FastAPI(title="clinieval", docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,
+                  lifespan=lifespan)
     app.state.engine = engine
     app.state.signer = auth.Signer(auth.platform_key(engine))
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     app.include_router(router)
     app.include_router(api_router)
-    app.middleware("http")(_security_headers)
+    app.add_middleware(SecurityHeaders)
     app.add_exception_handler(Redirect, _redirect)
     app.add_exception_handler(InputError, _input_error)
     app.add_exception_handler(HTTPException, _http_error)
     return app
 
 
-async def _security_headers(request: Request, call_next) -> Response:
-    response = await call_next(request)
-    # A route may tighten or adapt the policy (the sandboxed audit report does).
-    response.headers.setdefault("Content-Security-Policy", CSP)
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Referrer-Policy"] = "no-referrer"  # task tokens stay out of Referer
-    response.headers["X-Frame-Options"] = "DENY"
-    if not request.url.path.startswith("/static/"):
-        response.headers["Cache-Control"] = "no-store"
-    return response
+class SecurityHeaders:
+    """Security headers on every response, as plain ASGI middleware (the
+    ``@app.middleware`` kind runs each request through an extra task and
+    memory streams, a measurable cost per request)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        static = scope["path"].startswith("/static/")
+
+        async def with_headers(message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                # A route may tighten or adapt the policy (the sandboxed audit report does).
+                headers.setdefault("Content-Security-Policy", CSP)
+                headers["X-Content-Type-Options"] = "nosniff"
+                headers["Referrer-Policy"] = "no-referrer"  # task tokens stay out of Referer
+                headers["X-Frame-Options"] = "DENY"
+                if not static:
+                    headers["Cache-Control"] = "no-store"
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
 
 
 async def _redirect(_request: Request, exc: Redirect) -> Response:
@@ -159,6 +190,8 @@ def gate(level: str):
         token = session_token(request)
         with engine.connect() as conn:
             user = auth.session_user(conn, token) if token else None
+            if user is not None and level in STUDY_LEVELS:
+                found = _membership(conn, request.path_params["study"], user)
         if level == "public":
             pre, new = pre_token(request)
             if request.method == "POST":
@@ -181,20 +214,29 @@ def gate(level: str):
                 if not may_create_studies(conn, user.user_id):
                     raise HTTPException(403, "Only study admins create studies.")
             return ctx
-        return _study_ctx(ctx, request.path_params["study"], level)
+        return _study_ctx(ctx, request.path_params["study"], level, found)
 
     dependency.level = level
     return dependency
 
 
-def _study_ctx(ctx: Ctx, study_id: str, level: str) -> Ctx:
-    with ctx.engine.connect() as conn:
-        role = conn.execute(sa.select(P.memberships.c.role, P.memberships.c.consented_at).where(
-            P.memberships.c.study_id == study_id,
-            P.memberships.c.user_id == ctx.user.user_id)).first()
-        cfg = study_config(conn, study_id) if role else None
-        rater = conn.execute(sa.select(S.raters).where(
-            S.raters.c.rater_id == ctx.user.rater_id)).first()
+STUDY_LEVELS = ("member", "viewer", "admin", "clinician")
+
+
+def _membership(conn: sa.Connection, study_id: str, user: sa.Row) -> tuple:
+    """The user's role in the study, the study's settings and the user's rater
+    row (read on the connection that found the session: one checkout)."""
+    role = conn.execute(sa.select(P.memberships.c.role, P.memberships.c.consented_at).where(
+        P.memberships.c.study_id == study_id,
+        P.memberships.c.user_id == user.user_id)).first()
+    cfg = study_config(conn, study_id) if role else None
+    rater = conn.execute(sa.select(S.raters).where(
+        S.raters.c.rater_id == user.rater_id)).first()
+    return role, cfg, rater
+
+
+def _study_ctx(ctx: Ctx, study_id: str, level: str, found: tuple) -> Ctx:
+    role, cfg, rater = found
     if role is None or cfg is None:
         raise HTTPException(403, "You are not a member of this study.")
     if level in STUDY_ROLES and role.role not in STUDY_ROLES[level]:
@@ -214,3 +256,14 @@ def page(ctx: Ctx, name: str, status: int = 200, **values) -> HTMLResponse:
     if ctx.new_pre:
         set_cookie(ctx.request, response, PRE_COOKIE, ctx.new_pre)
     return response
+
+
+def from_environment() -> FastAPI:
+    """The platform on ``DATABASE_URL`` (migrated), for running several worker
+    processes: ``uvicorn --factory --workers 2 clinieval.web.app:from_environment``."""
+    from clinieval.settings import get_settings
+    from clinieval.storage import db
+
+    engine = db.make_engine(get_settings().database_url)
+    db.upgrade(engine)
+    return create_app(engine)

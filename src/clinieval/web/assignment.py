@@ -2,17 +2,22 @@
 
 Rating tasks: among clear (leak-guard passed) answers of the clinician's
 specialty that they have neither rated nor been given, the one with the
-fewest submitted ratings (then fewest live leases, then the id) whose
-submitted ratings plus live leases are still below the study's overlap
-target. Pairs: two clear answers to one case from different models, the
-model pair with the fewest votes and live pair leases first; the stored A/B
+fewest raters so far (then fewest live leases among the next few, then the
+id) whose raters plus live leases are still below the study's overlap
+target. Pairs: two clear answers to one case from different models, each
+still below the target, the model pair with the fewest votes and live pair
+leases first; the stored A/B
 order and the side A is shown on are both random.
 
-Counting and leasing happen in one transaction. On PostgreSQL the chosen
-answer rows are locked with ``FOR UPDATE SKIP LOCKED`` and the count is
-repeated under the lock, so two clinicians asking at once cannot over-fill
-an answer; on SQLite :func:`clinieval.storage.db.writing` holds the write
-lock for the whole transaction.
+Raters per answer and votes per model pair come from the trigger-kept
+counters of :mod:`clinieval.storage.counters`, so a pick is an index scan,
+not a count over all ratings. Counting and leasing happen in one
+transaction, and the chosen answer is re-counted from the ratings and leases
+themselves before it is leased: on PostgreSQL under a row lock (``FOR NO KEY
+UPDATE SKIP LOCKED``, waiting for a skipped lock only when nothing else is
+left), so two clinicians asking at once cannot over-fill an answer; on
+SQLite :func:`clinieval.storage.db.writing` holds the write lock for the
+whole transaction.
 """
 
 from __future__ import annotations
@@ -145,25 +150,26 @@ def touch(conn: sa.Connection, cfg: StudyConfig, token: str) -> None:
     )
 
 
-def _mine(user: sa.Row) -> tuple[sa.Select, sa.Select, sa.Select]:
-    """Answers this clinician rated, or holds or held in any task."""
-    tl = P.task_leases
-    return (
-        sa.select(S.ratings.c.answer_id).where(S.ratings.c.rater_id == user.rater_id),
-        sa.select(tl.c.answer_id).where(tl.c.user_id == user.user_id),
-        sa.select(tl.c.answer_b_id).where(
-            tl.c.user_id == user.user_id, tl.c.answer_b_id.is_not(None)
-        ),
+def _not_mine(user: sa.Row, answer: sa.ColumnElement) -> sa.ColumnElement[bool]:
+    """``answer`` is neither rated by this clinician nor held (now or before) in
+    one of their tasks; each test is a probe of an index on the answer."""
+    r, tl = S.ratings, P.task_leases
+    return sa.and_(
+        ~sa.exists().where(r.c.answer_id == answer, r.c.rater_id == user.rater_id),
+        ~sa.exists().where(tl.c.answer_id == answer, tl.c.user_id == user.user_id),
+        ~sa.exists().where(tl.c.answer_b_id == answer, tl.c.user_id == user.user_id),
     )
 
 
-def _pool(cfg: StudyConfig, specialty: str) -> sa.Select:
-    a, c, s = S.answers, S.cases, P.answer_screens
+def _pool(cfg: StudyConfig, specialty: str, user: sa.Row) -> sa.Select:
+    """Clear answers of the specialty that this clinician may be given, with
+    their raters so far (from the trigger-kept ``answer_load``)."""
+    al, s = P.answer_load, P.answer_screens
     return (
-        sa.select(a.c.answer_id, a.c.case_id, a.c.model_id)
-        .join(c, c.c.case_id == a.c.case_id)
-        .join(s, sa.and_(s.c.answer_id == a.c.answer_id, s.c.study_id == cfg.study_id))
-        .where(c.c.study_id == cfg.study_id, c.c.specialty == specialty, s.c.status == "clear")
+        sa.select(al.c.answer_id, al.c.case_id, al.c.model_id, al.c.submitted)
+        .join(s, sa.and_(s.c.answer_id == al.c.answer_id, s.c.study_id == al.c.study_id))
+        .where(al.c.study_id == cfg.study_id, al.c.specialty == specialty,
+               s.c.status == "clear", _not_mine(user, al.c.answer_id))
     )
 
 
@@ -186,13 +192,25 @@ def _leased(answer: sa.ColumnElement) -> sa.ScalarSelect:
 
 
 def _answer_load(conn: sa.Connection, answer_id: str) -> int:
+    """Raters plus live leases of one answer, counted from the source tables."""
     return conn.execute(
         sa.select(_submitted(sa.literal(answer_id)) + _leased(sa.literal(answer_id)))
     ).scalar_one()
 
 
-def _lock(conn: sa.Connection, answer_ids: list[str]) -> bool:
-    """Lock the answer rows, or report that another transaction holds one."""
+def _free_for(conn: sa.Connection, user: sa.Row, answer_ids: list[str]) -> bool:
+    """Under the lock: none of the answers is this clinician's already (a
+    request of theirs running at the same time may have just taken it)."""
+    probe = sa.select(sa.literal(1)).where(sa.and_(*(_not_mine(user, sa.literal(a))
+                                                     for a in answer_ids)))
+    return conn.execute(probe).first() is not None
+
+
+def _lock(conn: sa.Connection, answer_ids: list[str], wait: bool = False) -> bool:
+    """Lock the answer rows, or report that another transaction holds one
+    (``wait``: wait for it instead). ``NO KEY UPDATE`` does not wait for
+    submissions, whose rating rows only take a key-share lock on the answer
+    through their foreign key."""
     if conn.dialect.name != "postgresql":
         return True
     a = S.answers
@@ -200,7 +218,8 @@ def _lock(conn: sa.Connection, answer_ids: list[str]) -> bool:
         conn.execute(
             sa.select(a.c.answer_id)
             .where(a.c.answer_id.in_(answer_ids))
-            .with_for_update(skip_locked=True)
+            .order_by(a.c.answer_id)
+            .with_for_update(skip_locked=not wait, key_share=True)
         )
         .scalars()
         .all()
@@ -208,26 +227,84 @@ def _lock(conn: sa.Connection, answer_ids: list[str]) -> bool:
     return len(got) == len(set(answer_ids))
 
 
+def _live_leases(conn: sa.Connection, answer_ids: list[str]) -> dict[str, int]:
+    tl = P.task_leases
+    counts: dict[str, int] = {}
+    for column in (tl.c.answer_id, tl.c.answer_b_id):
+        for answer_id, n in conn.execute(
+            sa.select(column, sa.func.count()).where(column.in_(answer_ids), _live())
+            .group_by(column)
+        ):
+            counts[answer_id] = counts.get(answer_id, 0) + n
+    return counts
+
+
 def _lease_rating(
     conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: str
 ) -> str | None:
-    pool = _pool(cfg, specialty).subquery()
-    rated, held, held_b = _mine(user)
-    submitted, leased = _submitted(pool.c.answer_id), _leased(pool.c.answer_id)
-    query = (
-        sa.select(pool.c.answer_id)
-        .where(
-            pool.c.answer_id.not_in(rated),
-            pool.c.answer_id.not_in(held),
-            pool.c.answer_id.not_in(held_b),
-            submitted + leased < cfg.overlap_target,
-        )
-        .order_by(submitted, leased, pool.c.answer_id)
-        .limit(CANDIDATES)
-    )
-    for answer_id in conn.execute(query).scalars():
-        if _lock(conn, [answer_id]) and _answer_load(conn, answer_id) < cfg.overlap_target:
-            return _insert_lease(conn, cfg, user, "rating", answer_id)
+    """Walk the specialty's answers below the target in order of raters so far
+    (an index scan of ``answer_load``), a page at a time; within a page the
+    fewest live leases first. The pick is re-counted from the source tables
+    under the lock before it is leased."""
+    pool = _pool(cfg, specialty, user).where(
+        P.answer_load.c.submitted < cfg.overlap_target)
+    order = sa.tuple_(P.answer_load.c.submitted, P.answer_load.c.answer_id)
+    after, busy = None, []
+    while True:
+        page = pool if after is None else pool.where(order > sa.tuple_(*after))
+        rows = conn.execute(page.order_by(*order.clauses).limit(CANDIDATES)).all()
+        if not rows:
+            break
+        leased = _live_leases(conn, [r.answer_id for r in rows])
+        for done, held, answer_id in sorted((r.submitted, leased.get(r.answer_id, 0),
+                                             r.answer_id) for r in rows):
+            if done + held >= cfg.overlap_target:
+                continue
+            taken = _take(conn, cfg, user, [answer_id])
+            if taken == TAKEN:
+                return _insert_lease(conn, cfg, user, "rating", answer_id)
+            if taken == BUSY:
+                busy.append([answer_id])
+        after = (rows[-1].submitted, rows[-1].answer_id)
+    return _wait_for(conn, cfg, user, busy, "rating")
+
+
+TAKEN, FULL, BUSY = "taken", "full", "busy"
+
+
+def _take(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, answer_ids: list[str],
+          wait: bool = False) -> str:
+    """Lock the answers and re-count: still below the target, still not theirs
+    (TAKEN, the lock kept), no longer (FULL) or locked by another request
+    (BUSY). On PostgreSQL each try is a savepoint, so a refused answer's lock
+    is let go at once and a later wait cannot deadlock on it."""
+    savepoint = conn.begin_nested() if conn.dialect.name == "postgresql" else None
+    if not _lock(conn, answer_ids, wait):
+        state = BUSY
+    elif not _free_for(conn, user, answer_ids):
+        state = FULL
+    elif len(answer_ids) == 2 and _pair_load(conn, *answer_ids) >= cfg.overlap_target:
+        state = FULL
+    else:
+        # A pair task rates both answers: neither may go past its target either.
+        full = any(_answer_load(conn, a) >= cfg.overlap_target for a in answer_ids)
+        state = FULL if full else TAKEN
+    if savepoint is not None:
+        (savepoint.commit if state == TAKEN else savepoint.rollback)()
+    return state
+
+
+def _wait_for(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, busy: list[list[str]],
+              kind: str) -> str | None:
+    """Nothing free was left but answers another request had locked: wait for
+    those locks (holding none) and re-count, so a clinician is not told
+    "nothing left" while the last answer with room is being leased."""
+    for answer_ids in busy:
+        if _take(conn, cfg, user, answer_ids, wait=True) == TAKEN:
+            if kind == "rating":
+                return _insert_lease(conn, cfg, user, "rating", answer_ids[0])
+            a, b = _rng.sample(answer_ids, 2)
+            return _insert_lease(conn, cfg, user, "pair", a, b, _rng.choice(("A", "B")))
     return None
 
 
@@ -269,8 +346,10 @@ def _pair_load(conn: sa.Connection, a: str, b: str) -> int:
     def both(x: sa.ColumnElement, y: sa.ColumnElement) -> sa.ColumnElement[bool]:
         return sa.or_(sa.and_(x == a, y == b), sa.and_(x == b, y == a))
 
+    case = sa.select(S.answers.c.case_id).where(S.answers.c.answer_id == a).scalar_subquery()
     votes = conn.execute(
-        sa.select(sa.func.count()).where(both(p.c.answer_a_id, p.c.answer_b_id),
+        sa.select(sa.func.count()).where(p.c.case_id == case,
+                                         both(p.c.answer_a_id, p.c.answer_b_id),
                                          sa.func.coalesce(p.c.revision, 0) == 0)
     ).scalar_one()
     live = conn.execute(
@@ -280,18 +359,12 @@ def _pair_load(conn: sa.Connection, a: str, b: str) -> int:
 
 
 def _model_pair_loads(conn: sa.Connection, cfg: StudyConfig) -> dict[tuple[str, str], int]:
-    """Votes plus live pair leases per unordered model pair in the study."""
+    """Votes (trigger-kept ``pair_load``) plus live pair leases per unordered
+    model pair in the study."""
+    pl, tl = P.pair_load, P.task_leases
     a1, a2 = S.answers.alias("a1"), S.answers.alias("a2")
-    p, tl = S.preferences, P.task_leases
-    loads: dict[tuple[str, str], int] = {}
-    votes = (
-        sa.select(a1.c.model_id, a2.c.model_id)
-        .select_from(p)
-        .join(a1, a1.c.answer_id == p.c.answer_a_id)
-        .join(a2, a2.c.answer_id == p.c.answer_b_id)
-        .join(S.cases, S.cases.c.case_id == p.c.case_id)
-        .where(S.cases.c.study_id == cfg.study_id, sa.func.coalesce(p.c.revision, 0) == 0)
-    )
+    loads = {(lo, hi): n for lo, hi, n in conn.execute(
+        sa.select(pl.c.model_lo, pl.c.model_hi, pl.c.votes).where(pl.c.study_id == cfg.study_id))}
     leases = (
         sa.select(a1.c.model_id, a2.c.model_id)
         .select_from(tl)
@@ -299,22 +372,17 @@ def _model_pair_loads(conn: sa.Connection, cfg: StudyConfig) -> dict[tuple[str, 
         .join(a2, a2.c.answer_id == tl.c.answer_b_id)
         .where(tl.c.study_id == cfg.study_id, tl.c.kind == "pair", _live())
     )
-    for query in (votes, leases):
-        for m1, m2 in conn.execute(query):
-            key = tuple(sorted((m1, m2)))
-            loads[key] = loads.get(key, 0) + 1
+    for m1, m2 in conn.execute(leases):
+        key = tuple(sorted((m1, m2)))
+        loads[key] = loads.get(key, 0) + 1
     return loads
 
 
 def _lease_pair(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: str) -> str | None:
-    rated, held, held_b = _mine(user)
-    pool = _pool(cfg, specialty).where(
-        S.answers.c.answer_id.not_in(rated),
-        S.answers.c.answer_id.not_in(held),
-        S.answers.c.answer_id.not_in(held_b),
-    )
     by_case: dict[str, list[tuple[str, str]]] = {}
-    for answer_id, case_id, model_id in conn.execute(pool.order_by(S.answers.c.answer_id)):
+    pool = _pool(cfg, specialty, user).where(
+        P.answer_load.c.submitted < cfg.overlap_target).order_by(P.answer_load.c.answer_id)
+    for answer_id, case_id, model_id, _ in conn.execute(pool):
         by_case.setdefault(case_id, []).append((answer_id, model_id))
     loads = _model_pair_loads(conn, cfg)
     options = sorted(
@@ -323,11 +391,15 @@ def _lease_pair(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: 
         for (x, m1), (y, m2) in combinations(answers, 2)
         if m1 != m2
     )
+    busy = []
     for _, _, x, y in options[:CANDIDATES]:
-        if _lock(conn, [x, y]) and _pair_load(conn, x, y) < cfg.overlap_target:
+        taken = _take(conn, cfg, user, [x, y])
+        if taken == TAKEN:
             a, b = _rng.sample([x, y], 2)
             return _insert_lease(conn, cfg, user, "pair", a, b, _rng.choice(("A", "B")))
-    return None
+        if taken == BUSY:
+            busy.append([x, y])
+    return _wait_for(conn, cfg, user, busy, "pair")
 
 
 def skip(engine: sa.Engine, lease: sa.Row) -> None:

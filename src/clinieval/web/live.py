@@ -2,20 +2,25 @@
 live safety view, which is the audit itself (:mod:`clinieval.audit.run`'s
 section builders) run on the study's current data.
 
-The safety view is cached per study under a data version (counts and
-largest ids of the study's ratings and votes, and how many answers are
-clear), so a page load recomputes only after something was submitted or
-released. Nothing here re-implements a statistic.
+The safety view is cached per study under a data version (largest rating
+and vote ids, raters per answer and clear answers), so a page load
+recomputes only after something was submitted or released; a large study's
+view is recomputed in a background process and shown with its as-of time.
+Nothing here re-implements a statistic.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
-from collections import defaultdict
+import time
+from concurrent.futures.process import BrokenProcessPool
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
+from clinieval.audit.settings import AuditSettings
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.web.assignment import StudyConfig, _live
@@ -24,8 +29,14 @@ LIVE_SECTIONS = ("model_summary", "safety_leaderboard", "alignment", "specialtie
                  "reliability")
 LIVE_BOOTSTRAP = 200
 """Resamples for the live view (the full report uses the audit's default)."""
+LIVE_INLINE_RATED = 2_000
+"""Rated answers (answer x rater) up to which the view is computed on request."""
+LIVE_REFRESH_SECONDS = 30.0
+"""Least time between two background computations of a large study's view."""
 
-_cache: dict[tuple[int, str], tuple[tuple, dict]] = {}
+_cache: dict[tuple[str, str], tuple] = {}  # (version, view, finished at)
+_running: set[tuple[str, str]] = set()
+_started: dict[tuple[str, str], float] = {}
 _lock = threading.Lock()
 
 
@@ -33,33 +44,27 @@ _lock = threading.Lock()
 
 def progress(engine: sa.Engine, cfg: StudyConfig, per_clinician: bool) -> dict:
     """Coverage per model x specialty, open leases, answers still needed and,
-    for admins, counts and time per clinician (pseudonymous ids)."""
-    a, c, s, r = S.answers, S.cases, P.answer_screens, S.ratings
-    raters = (sa.select(r.c.answer_id, sa.func.count(sa.distinct(r.c.rater_id)).label("k"))
-              .group_by(r.c.answer_id).subquery())
-    query = (sa.select(a.c.model_id, c.c.specialty, sa.func.coalesce(raters.c.k, 0))
-             .select_from(a).join(c, c.c.case_id == a.c.case_id)
-             .join(s, sa.and_(s.c.answer_id == a.c.answer_id, s.c.study_id == cfg.study_id))
-             .outerjoin(raters, raters.c.answer_id == a.c.answer_id)
-             .where(c.c.study_id == cfg.study_id, s.c.status == "clear"))
+    for admins, counts and time per clinician (pseudonymous ids). Raters per
+    answer come from the trigger-kept ``answer_load`` (one row per answer)."""
+    al, s, target = P.answer_load, P.answer_screens, cfg.overlap_target
+    query = (sa.select(al.c.model_id, al.c.specialty, sa.func.count(),
+                       sa.func.sum(sa.case((al.c.submitted >= target, 1), else_=0)),
+                       sa.func.sum(sa.case((al.c.submitted < target, target - al.c.submitted),
+                                           else_=0)))
+             .join(s, sa.and_(s.c.answer_id == al.c.answer_id, s.c.study_id == al.c.study_id))
+             .where(al.c.study_id == cfg.study_id, s.c.status == "clear")
+             .group_by(al.c.model_id, al.c.specialty).order_by(al.c.model_id, al.c.specialty))
     tl = P.task_leases
     with engine.connect() as conn:
-        rows = conn.execute(query).all()
+        cells = conn.execute(query).all()
         open_leases = conn.execute(sa.select(sa.func.count()).select_from(tl).where(
             tl.c.study_id == cfg.study_id, _live(tl))).scalar_one()
         clinicians = _clinicians(conn, cfg) if per_clinician else None
-    cells: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-    needed = 0
-    for model, specialty, k in rows:
-        cell = cells[(model, specialty)]
-        cell[0] += 1
-        cell[1] += k >= cfg.overlap_target
-        needed += max(0, cfg.overlap_target - k)
     coverage = [{"model": m, "specialty": sp, "answers": n, "complete": done,
-                 "complete_pct": round(100 * done / n, 1)}
-                for (m, sp), (n, done) in sorted(cells.items())]
-    return {"overlap_target": cfg.overlap_target, "answers": len(rows),
-            "complete": sum(c["complete"] for c in coverage), "ratings_needed": needed,
+                 "complete_pct": round(100 * done / n, 1)} for m, sp, n, done, _ in cells]
+    return {"overlap_target": target, "answers": sum(c["answers"] for c in coverage),
+            "complete": sum(c["complete"] for c in coverage),
+            "ratings_needed": sum(row[4] for row in cells),
             "open_leases": open_leases, "coverage": coverage, "clinicians": clinicians}
 
 
@@ -97,52 +102,130 @@ def _clinicians(conn: sa.Connection, cfg: StudyConfig) -> list[dict]:
 # --- the live safety view ----------------------------------------------------------
 
 def data_version(engine: sa.Engine, study_id: str) -> tuple:
-    """Changes whenever the study's ratings, votes or clear answers change."""
-    r, p, c, a, s = S.ratings, S.preferences, S.cases, S.answers, P.answer_screens
-    answers = sa.select(a.c.answer_id).join(c, c.c.case_id == a.c.case_id).where(
-        c.c.study_id == study_id)
+    """Changes whenever ratings or votes are added (largest ids: index reads)
+    or the study's clear answers or raters per answer change."""
+    r, p, al, s = S.ratings, S.preferences, P.answer_load, P.answer_screens
     with engine.connect() as conn:
-        ratings = conn.execute(sa.select(sa.func.count(), sa.func.max(r.c.rating_id)).where(
-            r.c.answer_id.in_(answers))).one()
-        votes = conn.execute(sa.select(sa.func.count(), sa.func.max(p.c.preference_id)).join(
-            c, c.c.case_id == p.c.case_id).where(c.c.study_id == study_id)).one()
+        rating, vote = conn.execute(sa.select(
+            sa.select(sa.func.max(r.c.rating_id)).scalar_subquery(),
+            sa.select(sa.func.max(p.c.preference_id)).scalar_subquery())).one()
+        rated = conn.execute(sa.select(sa.func.coalesce(sa.func.sum(al.c.submitted), 0)).where(
+            al.c.study_id == study_id)).scalar_one()
         clear = conn.execute(sa.select(sa.func.count()).select_from(s).where(
             s.c.study_id == study_id, s.c.status == "clear")).scalar_one()
-    return (*ratings, *votes, clear)
+    return (rating, vote, rated, clear)
 
 
 def safety_view(engine: sa.Engine, study_id: str) -> dict:
-    """The live safety view of the study (cached by :func:`data_version`)."""
-    key, version = (id(engine), study_id), data_version(engine, study_id)
+    """The live safety view of the study, with the time it was computed at.
+
+    A small study (under :data:`LIVE_INLINE_RATED` rated answers) is computed
+    on request whenever its data changed. A larger one takes seconds of CPU:
+    it is computed by a background process at low priority, at most every
+    :data:`LIVE_REFRESH_SECONDS`, and the page shows the latest result with
+    its as-of time and n (or says it is being computed) without waiting."""
+    key, version = (str(engine.url), study_id), data_version(engine, study_id)
     with _lock:
         cached = _cache.get(key)
-        if cached and cached[0] == version:
-            return cached[1]
-        view = _compute(engine, study_id)
-        _cache[key] = (version, view)
+    if cached and cached[0] == version:
+        return cached[1]
+    if version[2] < LIVE_INLINE_RATED:
+        with _lock:
+            view = compute_view(engine, study_id)
+            _cache[key] = (version, view, time.monotonic())
         return view
+    _refresh(engine, key, version, cached)
+    if cached:
+        return {**cached[1], "stale": True}
+    return {"empty": True, "pending": True, "rated": version[2], "min_n": AuditSettings().min_n,
+            "sections": {}}
 
 
-def _compute(engine: sa.Engine, study_id: str) -> dict:
+def _refresh(engine: sa.Engine, key: tuple[str, str], version: tuple, cached) -> None:
+    """Start one background computation per study, not sooner than the
+    refresh interval after the last one started (a failed one is retried
+    after the interval too)."""
+    with _lock:
+        if key in _running or time.monotonic() - _started.get(key, -math.inf) < \
+                LIVE_REFRESH_SECONDS:
+            return
+        _running.add(key)
+        _started[key] = time.monotonic()
+    url = engine.url.render_as_string(hide_password=False)
+    try:
+        future = _pool().submit(_compute_in_child, url, key[1])
+    except BrokenProcessPool:  # a child died (killed, out of memory): start afresh
+        global _executor
+        _executor = None
+        future = _pool().submit(_compute_in_child, url, key[1])
+
+    def done(f) -> None:
+        with _lock:
+            _running.discard(key)
+            if f.exception() is None:
+                _cache[key] = (version, f.result(), time.monotonic())
+
+    future.add_done_callback(done)
+
+
+def warm(engine: sa.Engine) -> None:
+    """Start computing the view of every large study (at server start), so
+    the first admin to open it finds a recent result."""
+    with engine.connect() as conn:
+        studies = conn.execute(sa.select(P.study_settings.c.study_id)).scalars().all()
+    for study_id in studies:
+        version = data_version(engine, study_id)
+        if version[2] >= LIVE_INLINE_RATED:
+            _refresh(engine, (str(engine.url), study_id), version, None)
+
+
+_executor = None
+
+
+def _pool():
+    global _executor
+    if _executor is None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        _executor = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=os.nice, initargs=(10,))
+    return _executor
+
+
+def _compute_in_child(url: str, study_id: str) -> dict:
+    from clinieval.storage import db
+
+    engine = db.make_engine(url)
+    try:
+        return compute_view(engine, study_id)
+    finally:
+        engine.dispose()
+
+
+def compute_view(engine: sa.Engine, study_id: str) -> dict:
+    """The view from the audit's own section builders on the study's data now."""
     from clinieval.audit.core import Context
     from clinieval.audit.data import from_snapshot
     from clinieval.audit.run import _builders
-    from clinieval.audit.settings import AuditSettings
     from clinieval.errors import ClinievalError
     from clinieval.web.studies import study_snapshot
 
+    as_of = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     snap = study_snapshot(engine, study_id)
+    n = {"as_of": as_of, "n_ratings": snap["ratings"].num_rows,
+         "n_votes": snap["preferences"].num_rows}
     if snap["ratings"].num_rows == 0:
-        return {"empty": True, "min_n": AuditSettings().min_n, "sections": {}}
+        return {"empty": True, "min_n": AuditSettings().min_n, "sections": {}, **n}
     try:
         ctx = Context(from_snapshot(snap), AuditSettings(bootstrap=LIVE_BOOTSTRAP))
         builders = _builders(ctx)
         sections = {k: builders[k]() for k in LIVE_SECTIONS}
     except ClinievalError as err:  # e.g. a snapshot the audit cannot read yet
         return {"empty": True, "min_n": AuditSettings().min_n, "error": str(err),
-                "sections": {}}
+                "sections": {}, **n}
     return {"empty": False, "min_n": ctx.settings.min_n, "level": ctx.settings.level,
-            "sections": {k: _section_json(s) for k, s in sections.items()}}
+            "sections": {k: _section_json(s) for k, s in sections.items()}, **n}
 
 
 def _section_json(section) -> dict:

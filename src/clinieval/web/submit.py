@@ -322,9 +322,17 @@ def _rating(
 
 
 def _add_ratings(conn: sa.Connection, rows: list[dict]) -> list[int]:
-    """Insert ratings; the database assigns their ids."""
-    statement = S.ratings.insert().returning(S.ratings.c.rating_id)
-    return [_insert_one(conn, statement, "ratings", row, i) for i, row in enumerate(rows)]
+    """Insert ratings in one statement; the database assigns their ids (returned
+    in the order of ``rows``). A refusal names the submission's first row: all
+    rows of one submission share answer, rater and revision."""
+    if not rows:
+        return []
+    statement = S.ratings.insert().returning(S.ratings.c.rating_id,
+                                             sort_by_parameter_order=True)
+    try:
+        return list(conn.execute(statement, rows).scalars())
+    except sa.exc.IntegrityError as err:
+        raise refusal(err, "ratings", rows[0], 0) from None
 
 
 def _insert_one(conn: sa.Connection, statement, table: str, row: dict, index: int) -> int:

@@ -1,0 +1,169 @@
+"""The trigger-kept load counters (``answer_load``, ``pair_load``) equal a
+recount from the ratings and votes themselves: after a concurrent run of
+clinicians against a real server, after bulk imports, edits and deletions,
+and after the migration fills them for rows stored before it (SQLite and
+PostgreSQL)."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+import time
+
+import httpx
+import pyarrow as pa
+import sqlalchemy as sa
+from alembic import command
+
+from clinieval.io.importer import import_snapshot
+from clinieval.storage import counters, db
+from clinieval.storage import sqltables as S
+from clinieval.web.testing import csrf_of, free_port, make_studies, register_via_http, start_server
+
+CLINICIANS = 6
+TASKS_EACH = 6
+
+
+def _same(engine: sa.Engine) -> tuple[dict, dict]:
+    with engine.connect() as conn:
+        derived, kept = counters.recount(conn), counters.stored(conn)
+    assert kept[0] == derived[0]
+    assert kept[1] == derived[1]
+    return kept
+
+
+def _work(c: httpx.Client, acked: list[str], errors: list[str]) -> None:
+    """Rating and pair tasks, and now and then an edit (a new revision)."""
+    token = csrf_of(c.get("/s/x").text)
+    for i in range(TASKS_EACH):
+        r = c.post("/s/x/next", data={"csrf": token, "kind": "pair" if i % 3 == 2 else "rating"})
+        url = r.headers.get("location", "")
+        if "/t/" not in url:
+            errors.append(f"next gave {r.status_code} {url}")
+            return
+        names = sorted(set(re.findall(r'name="(s[12]\.[a-z_]+)"', c.get(url).text)))
+        body = {n: str(secrets.choice((0, 1, 2))) for n in names}  # no rationale needed
+        if any(n.startswith("s2.") for n in names):
+            body["choice"] = secrets.choice(("A", "B", "tie"))
+        for _ in range(1 + (i % 2)):  # every other task is edited once
+            body["idempotency_key"] = secrets.token_hex(12)
+            r = c.post(url, json=body, headers={"X-CSRF-Token": token})
+            if r.status_code != 200:
+                errors.append(f"submit gave {r.status_code}: {r.text[:200]}")
+                return
+        acked.append(url)
+
+
+def test_counters_match_a_recount_after_a_concurrent_run(db_url, tmp_path):
+    engine = db.make_engine(db_url)
+    db.upgrade(engine)
+    make_studies(engine, overlap=3, pairwise_share=0.3)
+    port, log = free_port(), tmp_path / "server.log"
+    server = start_server(db_url, port, log)
+    clients = [httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
+               for _ in range(CLINICIANS)]
+    try:
+        for c in clients:
+            register_via_http(c, engine, "x", "clinician")
+        acked: list[str] = []
+        errors: list[str] = []
+        threads = [threading.Thread(target=_work, args=(c, acked, errors)) for c in clients]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=240)
+    finally:
+        server.kill()
+        server.wait()
+        for c in clients:
+            c.close()
+    assert not errors, (errors, log.read_text()[-2000:])
+    assert len(acked) == CLINICIANS * TASKS_EACH
+    answers, pairs = _same(engine)
+    assert sum(row[-1] for row in answers.values()) > 0 and sum(pairs.values()) > 0
+    assert max(row[-1] for row in answers.values()) <= 3  # never over the target
+    engine.dispose()
+
+
+def test_counters_follow_imports_deletions_and_the_migration(db_url):
+    engine = db.make_engine(db_url)
+    db.upgrade(engine, "0005")  # rows stored before the counters existed
+    make_studies(engine, overlap=2)
+    with engine.connect() as conn:
+        answers = conn.execute(sa.select(S.answers.c.answer_id, S.answers.c.case_id)
+                               .join(S.cases, S.cases.c.case_id == S.answers.c.case_id)
+                               .where(S.cases.c.study_id == "x")
+                               .order_by(S.answers.c.answer_id)).all()
+        criteria = conn.execute(sa.select(S.criteria.c.criterion_id)).scalars().all()[:2]
+    (a1, case), (a2, case2) = answers[0], answers[1]
+    assert case == case2, "the first two answers of study x answer one case"
+    _rate(engine, [("r1", a1), ("r2", a1)], criteria)
+    db.upgrade(engine)  # 0006_webperf fills the counters from the stored rows
+    kept, _ = _same(engine)
+    assert kept[("x", a1)][-1] == 2
+    _rate(engine, [("r3", a1), ("r3", a2)], criteria, revision=0)
+    _rate(engine, [("r3", a1)], criteria, revision=1)  # an edit adds no rater
+    with db.writing(engine) as conn:
+        conn.execute(S.preferences.insert().values(
+            case_id=case, answer_a_id=a1, answer_b_id=a2, shown_left="A", choice="A",
+            rater_id="r3", created_at=sa.func.now()))
+        conn.execute(S.preferences.insert().values(  # an edited vote adds no vote
+            case_id=case, answer_a_id=a1, answer_b_id=a2, shown_left="A", choice="tie",
+            rater_id="r3", revision=1, created_at=sa.func.now()))
+    kept, pairs = _same(engine)
+    assert kept[("x", a1)][-1] == 3 and kept[("x", a2)][-1] == 1 and sum(pairs.values()) == 1
+    with db.writing(engine) as conn:  # deleting every row of one rater takes them off
+        conn.execute(S.preferences.delete())
+        conn.execute(S.ratings.delete().where(S.ratings.c.rater_id == "r3"))
+    kept, pairs = _same(engine)
+    assert kept[("x", a1)][-1] == 2 and kept[("x", a2)][-1] == 0 and not pairs
+    config = db.alembic_config(engine)
+    with engine.begin() as conn:  # the downgrade removes triggers and tables
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0006_webfeat")
+    _rate(engine, [("r4", a2)], criteria)  # and imports work without them
+    with engine.connect() as conn:
+        assert not sa.inspect(conn).has_table("answer_load")
+    engine.dispose()
+
+
+def _rate(engine: sa.Engine, pairs: list[tuple[str, str]], criteria: list[str],
+          revision: int = 0) -> None:
+    """Ratings through the bulk importer (the path ``clinieval import`` takes)."""
+    from clinieval.snapshot import Snapshot
+
+    raters = sorted({r for r, _ in pairs})
+    with engine.connect() as conn:
+        known = set(conn.execute(sa.select(S.raters.c.rater_id)).scalars())
+    rows = [{"answer_id": a, "rater_id": r, "criterion_id": c, "score": 1, "revision": revision}
+            for r, a in pairs for c in criteria]
+    tables = {"raters": pa.Table.from_pylist([{"rater_id": r} for r in raters
+                                              if r not in known]) if set(raters) - known
+              else None, "ratings": pa.Table.from_pylist(rows)}
+    import_snapshot(engine, Snapshot.from_tables(tables, {}))
+
+
+def test_a_large_studys_live_view_is_computed_in_the_background(engine, monkeypatch):
+    """Above the inline limit the page does not wait: it says the view is being
+    computed, a background process computes it with the audit's own code, and
+    later loads show that result with its as-of time and n."""
+    from clinieval.web import live
+
+    make_studies(engine, overlap=3)
+    with engine.connect() as conn:
+        answers = conn.execute(sa.select(S.answers.c.answer_id).join(
+            S.cases, S.cases.c.case_id == S.answers.c.case_id).where(
+            S.cases.c.study_id == "x")).scalars().all()
+        criteria = conn.execute(sa.select(S.criteria.c.criterion_id)).scalars().all()
+    _rate(engine, [(f"r{i}", a) for i in range(2) for a in answers], criteria)
+    monkeypatch.setattr(live, "LIVE_INLINE_RATED", 1)
+    first = live.safety_view(engine, "x")
+    assert first["pending"] and first["rated"] == 2 * len(answers)
+    deadline = time.monotonic() + 120
+    while live._running and time.monotonic() < deadline:
+        time.sleep(0.2)
+    view = live.safety_view(engine, "x")
+    assert not view.get("pending") and view["n_ratings"] == 2 * len(answers) * len(criteria)
+    inline = live.compute_view(engine, "x")
+    assert view["sections"] == inline["sections"]  # the audit's numbers, same seed

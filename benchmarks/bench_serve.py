@@ -35,7 +35,7 @@ from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.synth import STUDY_ID, generate
 from clinieval.web import auth
-from clinieval.web.testing import free_port, start_server
+from clinieval.web.testing import free_port, start_server, wait_until_serving
 
 _random = secrets.SystemRandom()
 EDIT_SHARE = 0.05
@@ -246,15 +246,7 @@ def start_uvicorn(url: str, port: int, workers: int, log: Path) -> subprocess.Po
                "--port", str(port), "--workers", str(workers), "--log-level", "warning"]
     proc = subprocess.Popen(command, env={**os.environ, "DATABASE_URL": url},
                             stdout=log.open("ab"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/login", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError(f"server did not start: {log.read_text()[-2000:]}")
+    return wait_until_serving(proc, port, log)
 
 
 def pct(values: list[float], q: float) -> float:

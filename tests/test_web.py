@@ -29,7 +29,9 @@ from clinieval.web.testing import (
     MODELS,
     SELF_IDENTIFYING,
     csrf_of,
+    http_client,
     make_studies,
+    member_client,
     model_strings,
     register_via_http,
 )
@@ -44,14 +46,8 @@ def app(engine):
     return create_app(engine)
 
 
-def client(app) -> TestClient:
-    return TestClient(app, follow_redirects=False)
-
-
-def member(app, engine, study: str, role: str) -> TestClient:
-    c = client(app)
-    register_via_http(c, engine, study, role)
-    return c
+client = http_client
+member = member_client
 
 
 def csrf(c: TestClient) -> str:

@@ -30,7 +30,13 @@ from clinieval.web import auth, manage
 from clinieval.web.app import create_app
 from clinieval.web.demo import DEMO_STUDY, setup_demo
 from clinieval.web.studies import export_study, study_snapshot
-from clinieval.web.testing import blinding_source, csrf_of, make_studies, register_via_http
+from clinieval.web.testing import (
+    blinding_source,
+    csrf_of,
+    http_client,
+    make_studies,
+    member_client,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -41,14 +47,8 @@ def app(engine):
     return create_app(engine)
 
 
-def client(app) -> TestClient:
-    return TestClient(app, follow_redirects=False)
-
-
-def member(app, engine, study: str, role: str) -> TestClient:
-    c = client(app)
-    register_via_http(c, engine, study, role)
-    return c
+client = http_client
+member = member_client
 
 
 def csrf(c: TestClient) -> str:

@@ -213,12 +213,7 @@ def grouped_ratio_variance(rows, cols, counts, values, groups, n_groups: int
     g_cells = np.bincount(run_group, minlength=n_groups)
     s_rows, g_rows = _run_squares(row_code[run_cell], run_group, run_z, n_groups)
     s_cols, g_cols = _run_squares(col_code[run_cell], run_group, run_z, n_groups)
-    c_rows, c_cols, c_cells = (_small_sample(g) for g in (g_rows, g_cols, g_cells))
-    v_rows, v_cols = c_rows * s_rows, c_cols * s_cols
-    twoway = np.maximum(v_rows + v_cols - c_cells * s_cells, np.maximum(v_rows, v_cols))
-    pigeon = (1 - 1 / n_cols) * s_rows + (1 - 1 / n_rows) * s_cols + s_cells
-    return CrossedVariance(v_rows, v_cols, c_cells * s_cells, twoway, pigeon,
-                           np.minimum(g_rows, g_cols))
+    return _combine(s_rows, g_rows, s_cols, g_cols, s_cells, g_cells, n_rows, n_cols)
 
 
 def crossed_unit_variance(values, groups, n_groups: int, unit_case, piece_unit, piece_rater,
@@ -287,12 +282,7 @@ def influence_variance(rows, cols, z, present) -> CrossedVariance:
     s_rows, g_rows = _cluster_squares(row_code, z, present)
     s_cols, g_cols = _cluster_squares(col_code, z, present)
     s_cells, g_cells = _cluster_squares(cell_code, z, present)
-    c_rows, c_cols, c_cells = (_small_sample(g) for g in (g_rows, g_cols, g_cells))
-    v_rows, v_cols = c_rows * s_rows, c_cols * s_cols
-    twoway = np.maximum(v_rows + v_cols - c_cells * s_cells, np.maximum(v_rows, v_cols))
-    pigeon = (1 - 1 / n_cols) * s_rows + (1 - 1 / n_rows) * s_cols + s_cells
-    return CrossedVariance(v_rows, v_cols, c_cells * s_cells, twoway, pigeon,
-                           np.minimum(g_rows, g_cols))
+    return _combine(s_rows, g_rows, s_cols, g_cols, s_cells, g_cells, n_rows, n_cols)
 
 
 def crossed_share_variance(flags, groups, n_groups: int, cases, piece_answer, piece_rater
@@ -550,3 +540,16 @@ def _cluster_squares(code, z, present) -> tuple[np.ndarray, np.ndarray]:
 def _small_sample(clusters) -> np.ndarray:
     """G / (G - 1), the usual cluster-robust small-sample factor (1 if G < 2)."""
     return np.where(clusters > 1, clusters / np.maximum(clusters - 1, 1), 1.0)
+
+
+def _combine(s_rows, g_rows, s_cols, g_cols, s_cells, g_cells, n_rows: int,
+             n_cols: int) -> CrossedVariance:
+    """The variances of a crossed design from its cluster sums of squares:
+    one-way by rows and by columns, the two-way (rows + columns - cells,
+    never below either one-way term) and the pigeonhole bootstrap's."""
+    c_rows, c_cols, c_cells = (_small_sample(g) for g in (g_rows, g_cols, g_cells))
+    v_rows, v_cols = c_rows * s_rows, c_cols * s_cols
+    twoway = np.maximum(v_rows + v_cols - c_cells * s_cells, np.maximum(v_rows, v_cols))
+    pigeon = (1 - 1 / n_cols) * s_rows + (1 - 1 / n_rows) * s_cols + s_cells
+    return CrossedVariance(v_rows, v_cols, c_cells * s_cells, twoway, pigeon,
+                           np.minimum(g_rows, g_cols))

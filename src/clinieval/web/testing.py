@@ -162,7 +162,14 @@ def start_server(db_url: str, port: int, log: Path) -> subprocess.Popen:
     cli = Path(sys.executable).with_name("clinieval")
     proc = subprocess.Popen([str(cli), "serve", "--database-url", db_url, "--port", str(port)],
                             stdout=log.open("ab"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 90  # a loaded 2-core machine imports slowly
+    return wait_until_serving(proc, port, log)
+
+
+def wait_until_serving(proc: subprocess.Popen, port: int, log: Path) -> subprocess.Popen:
+    """Return ``proc`` once its server answers on ``port``; kill it and fail
+    with the end of its log if it does not within 90 s (a loaded 2-core
+    machine imports slowly)."""
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/login", timeout=1).status_code == 200:
@@ -171,3 +178,17 @@ def start_server(db_url: str, port: int, log: Path) -> subprocess.Popen:
             time.sleep(0.1)
     proc.kill()
     raise AssertionError(f"server did not start: {log.read_text()[-2000:]}")
+
+
+def http_client(app):
+    """An in-process HTTP client of ``app`` that shows redirects as they are."""
+    from fastapi.testclient import TestClient
+
+    return TestClient(app, follow_redirects=False)
+
+
+def member_client(app, engine: sa.Engine, study: str, role: str):
+    """A client signed in as a newly registered member of ``study``."""
+    c = http_client(app)
+    register_via_http(c, engine, study, role)
+    return c

@@ -64,3 +64,14 @@ def engine(db_url):
     db.upgrade(eng)
     yield eng
     eng.dispose()
+
+
+@pytest.fixture
+def app(engine):
+    """The clinician platform on a database holding the test studies x and y
+    (:func:`clinieval.web.testing.make_studies`)."""
+    from clinieval.web.app import create_app
+    from clinieval.web.testing import make_studies
+
+    make_studies(engine)
+    return create_app(engine)

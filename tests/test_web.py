@@ -30,7 +30,6 @@ from clinieval.web.testing import (
     SELF_IDENTIFYING,
     csrf_of,
     http_client,
-    make_studies,
     member_client,
     model_strings,
     register_via_http,
@@ -38,12 +37,6 @@ from clinieval.web.testing import (
 from clinieval.web.views import TaskView
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-@pytest.fixture
-def app(engine):
-    make_studies(engine)
-    return create_app(engine)
 
 
 client = http_client

@@ -20,11 +20,10 @@ from clinieval.snapshot import Snapshot
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.web import live, manage
-from clinieval.web.app import create_app
 from clinieval.web.assignment import study_config
 from clinieval.web.demo import demo_source
 from clinieval.web.routes import ROUTE_LEVELS
-from clinieval.web.testing import csrf_of, make_studies, register_via_http
+from clinieval.web.testing import csrf_of, register_via_http
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -46,12 +45,6 @@ ALLOWED = {
     "api_admin": {"admin"},
 }
 """Access level -> roles let through; every other role must be refused."""
-
-
-@pytest.fixture
-def app(engine):
-    make_studies(engine)
-    return create_app(engine)
 
 
 def client(app, token: str | None = None) -> TestClient:

@@ -41,12 +41,6 @@ from clinieval.web.testing import (
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-@pytest.fixture
-def app(engine):
-    make_studies(engine)
-    return create_app(engine)
-
-
 client = http_client
 member = member_client
 

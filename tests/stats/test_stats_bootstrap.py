@@ -71,17 +71,24 @@ def test_proportion_bootstrap():
     np.testing.assert_array_equal(reps[:, 2], 1.0)
 
 
-@pytest.mark.parametrize("freq", [[5, 1, 30, 2], [1, 1, 2, 1, 1, 1, 1]])
+@pytest.mark.parametrize("freq", [[5, 1, 30, 2], [1, 1, 2, 1, 1, 1, 1],
+                                  [40, 3, 1, 0, 2, 1, 25, 1]])
 def test_resample_counts_moments(freq):
-    # Either sampler (multinomial for repeated units, index draws otherwise)
-    # must have multinomial moments: mean n p, variance n p (1 - p).
+    # Whichever way the units are drawn (a binomial each for frequent ones,
+    # index draws for a pool of rare ones: 30 alone and the rest pooled in
+    # the first case, all pooled in the second, 40 alone in the third), the
+    # counts must have the multinomial's moments: mean n p, variance
+    # n p (1 - p), covariance -n p_i p_j; a unit that never occurs is never drawn.
     freq = np.array(freq)
     n = freq.sum()
-    draws = stats.resample_counts(freq, 20000, np.random.default_rng(4))
+    draws = stats.resample_counts(freq, 40000, np.random.default_rng(4))
     assert (draws.sum(axis=1) == n).all()
     p = freq / n
     np.testing.assert_allclose(draws.mean(axis=0), n * p, rtol=0.05)
-    np.testing.assert_allclose(draws.var(axis=0), n * p * (1 - p), rtol=0.06)
+    cov = np.cov(draws, rowvar=False)
+    want = n * (np.diag(p) - np.outer(p, p))
+    np.testing.assert_allclose(np.diag(cov), np.diag(want), rtol=0.05)
+    np.testing.assert_allclose(cov, want, atol=0.05 * np.abs(want).max())
 
 
 def ratio_se(sums, ns):

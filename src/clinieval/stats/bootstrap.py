@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 _ELEMENT_BUDGET = 2**22  # integers per chunk of draws (32 MB as int64)
-_INDEX_DRAW_RATIO = 4  # use index draws when n < 4 * distinct values
+_DRAW_BUDGET = 2**18  # index draws per chunk: small arrays are reused instead of freshly paged in
+_BINOMIAL_DRAWS = 30  # a binomial of a multinomial draw costs about this many index draws
 
 
 def percentile_ci(samples, level: float = 0.95, axis: int = 0):
@@ -34,23 +35,57 @@ def resample_counts(freq, B: int, rng: np.random.Generator) -> np.ndarray:
     """``(B, P)`` counts of each of ``P`` distinct units in ``B`` resamples.
 
     Unit ``p`` occurs ``freq[p]`` times among ``n = sum(freq)``; each row
-    resamples ``n`` units with replacement. Uses a multinomial draw when the
-    units repeat a lot, otherwise uniform index draws plus ``bincount``
-    (cheaper per unit); both have exactly the resampling distribution.
+    resamples ``n`` units with replacement, a multinomial draw. A binomial
+    of that draw costs as much as :data:`_BINOMIAL_DRAWS` index draws, so
+    the frequent units get one each, while the rare ones are pooled: one
+    multinomial draw over the frequent units and the pool, then the pool's
+    total spread over its units by uniform index draws. Given its total, the
+    pool's counts are multinomial with the units' shares within it, so the
+    result has exactly the resampling distribution.
     """
     freq = np.asarray(freq, dtype=np.int64)
     n = int(freq.sum())
     if n == 0:
         return np.zeros((B, freq.size), dtype=np.int64)
-    if freq.size * _INDEX_DRAW_RATIO <= n:
-        return rng.multinomial(n, freq / n, size=B)
+    alone, pooled = _split_frequent(freq)
+    if alone.size == 0:
+        return _spread(freq, np.full(B, n), rng)
+    totals = rng.multinomial(n, np.append(freq[alone], freq[pooled].sum()) / n, size=B)
+    out = np.zeros((B, freq.size), dtype=np.int64)
+    out[:, alone] = totals[:, :-1]
+    if pooled.size:
+        out[:, pooled] = _spread(freq[pooled], totals[:, -1], rng)
+    return out
+
+
+def _split_frequent(freq) -> tuple[np.ndarray, np.ndarray]:
+    """Units drawn alone (the most frequent ones, as many as minimise
+    binomials times their cost plus pooled index draws) and pooled units."""
+    order = np.argsort(-freq, kind="stable")
+    order = order[freq[order] > 0]
+    pooled_draws = freq[order].sum() - np.concatenate([[0], np.cumsum(freq[order])])
+    k = int(np.argmin(_BINOMIAL_DRAWS * np.arange(order.size + 1) + pooled_draws))
+    return order[:k], order[k:]
+
+
+def _spread(freq, totals, rng: np.random.Generator) -> np.ndarray:
+    """``(B, P)`` counts: row ``b`` draws ``totals[b]`` of the ``sum(freq)``
+    units uniformly with replacement, unit ``p`` standing for ``freq[p]``
+    of them. One offset bincount per chunk of replicates of about
+    :data:`_DRAW_BUDGET` draws (one large bincount over all draws, or one
+    per replicate, is slower)."""
     unit = None if np.all(freq == 1) else np.repeat(np.arange(freq.size), freq)
-    out = np.empty((B, freq.size), dtype=np.int64)
-    for row in out:
-        # One replicate at a time: a bincount over n draws stays in cache,
-        # which beats one large offset bincount over B * n draws.
-        picks = rng.integers(0, n, size=n)
-        row[:] = np.bincount(picks if unit is None else unit[picks], minlength=freq.size)
+    size = freq.size if unit is None else unit.size
+    out = np.empty((totals.size, freq.size), dtype=np.int64)
+    chunk = max(1, _DRAW_BUDGET // size)
+    for start in range(0, totals.size, chunk):
+        part = totals[start : start + chunk]
+        picks = rng.integers(0, size, size=int(part.sum()))
+        if unit is not None:
+            picks = unit[picks]
+        picks += np.repeat(np.arange(part.size) * freq.size, part)
+        out[start : start + part.size] = np.bincount(
+            picks, minlength=part.size * freq.size).reshape(part.size, freq.size)
     return out
 
 

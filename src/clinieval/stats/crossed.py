@@ -43,14 +43,13 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from clinieval.stats._dist import norm_ppf, t_ppf
-from clinieval.stats.bootstrap import percentile_ci
+from clinieval.stats.bootstrap import percentile_ci, resample_counts
 from clinieval.stats.bradley_terry import DEFAULT_ALPHA, bt_fit, bt_fit_many, vote_credits
 from clinieval.stats.proportions import wilson_ci
 
 _ELEMENT_BUDGET = 2**22  # weights per chunk of replicates (32 MB as float64)
 _MIN_CHUNK = 64  # replicates per pass over the cells, at least
 _BIN_BUDGET = 2**25  # cluster x group bins per pass of a grouped variance
-_DRAW_BUDGET = 2**18  # draws per chunk: small arrays are reused instead of freshly paged in
 
 
 class CrossedVariance(NamedTuple):
@@ -68,21 +67,8 @@ def pigeonhole_weights(n_rows: int, n_cols: int, B: int, rng: np.random.Generato
                        ) -> tuple[np.ndarray, np.ndarray]:
     """Multiplicities ``(B, n_rows)`` and ``(B, n_cols)``: each replicate
     draws ``n_rows`` rows and ``n_cols`` columns with replacement."""
-    return _uniform_counts(n_rows, B, rng), _uniform_counts(n_cols, B, rng)
-
-
-def _uniform_counts(n: int, B: int, rng: np.random.Generator) -> np.ndarray:
-    """(B, n) counts of n draws with replacement from n units: one offset
-    bincount per chunk of replicates (a multinomial with many equal cells,
-    or one bincount per replicate, is several times slower)."""
-    out = np.empty((B, n), dtype=np.int64)
-    chunk = max(1, _DRAW_BUDGET // max(n, 1))
-    for start in range(0, B, chunk):
-        size = min(chunk, B - start)
-        picks = rng.integers(0, n, size=(size, n)) + (np.arange(size) * n)[:, None]
-        out[start : start + size] = np.bincount(picks.ravel(), minlength=size * n).reshape(
-            size, n)
-    return out
+    return (resample_counts(np.ones(n_rows, dtype=np.int64), B, rng),
+            resample_counts(np.ones(n_cols, dtype=np.int64), B, rng))
 
 
 def pigeonhole_totals(rows, cols, stats, B: int, rng: np.random.Generator) -> np.ndarray:

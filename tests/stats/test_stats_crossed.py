@@ -22,6 +22,7 @@ from clinieval.stats import (
     selected_gap,
     selection_adjusted_gap_ci,
     t_over_z,
+    unique_codes,
     wilson_ci,
     wilson_design_ci,
 )
@@ -286,3 +287,15 @@ def test_unit_variance_equals_the_share_variance_on_the_same_pieces():
     want = crossed_share_variance(values, groups, 2, cases, unit, rater)
     for field in want._fields:
         assert getattr(got, field) == pytest.approx(getattr(want, field), rel=1e-10), field
+
+
+@pytest.mark.parametrize(("low", "high"), [(0, 40), (0, 10**9), (-5, 35)])
+def test_unique_codes_are_numpys(low, high):
+    # Non-negative codes in a narrow range go through a table, wide or
+    # negative ones are sorted; both must give np.unique's values and inverse.
+    codes = np.random.default_rng(8).integers(low, high, 500)
+    values, inverse = unique_codes(codes, return_inverse=True)
+    want, want_inverse = np.unique(codes, return_inverse=True)
+    assert np.array_equal(values, want) and np.array_equal(inverse, want_inverse)
+    assert np.array_equal(unique_codes(codes), want)
+    assert unique_codes(np.array([], dtype=int)).size == 0

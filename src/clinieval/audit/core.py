@@ -31,6 +31,7 @@ from clinieval.stats import (
     percentile_ci,
     pigeonhole_totals,
     t_over_z,
+    unique_codes,
     wilson_ci,
     wilson_design_ci,
     within_item_std,
@@ -43,15 +44,6 @@ DESIGNS = {"none": "rating-level, as in the MOOVE paper",
            "rater": "whole raters resampled",
            "twoway": "two-way: raters and cases resampled together; Fail%, severe% and"
                      " Dangerous% by Wilson on the two-way design-effect-adjusted n"}
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """Sorted distinct values. numpy 2.4's ``np.unique`` without
-    ``return_*`` takes a hashing path that is about 100x slower than sorting
-    on a few hundred thousand wide integers."""
-    ordered = np.sort(values, axis=None)
-    return ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if ordered.size \
-        else ordered
 
 
 @dataclass
@@ -211,7 +203,7 @@ class Context:
         if unit == "twoway":
             return self._too_few_crossed()
         ids = self.data.rating_rater if unit == "rater" else self.data.rating_answer
-        found = _distinct(ids).size
+        found = unique_codes(ids).size
         if found >= 2:
             return None
         return (f"a cluster bootstrap needs at least two {unit}s to resample and the ratings"
@@ -221,8 +213,8 @@ class Context:
         # Either dimension alone still varies between replicates; one rater
         # on one case does not.
         d = self.data
-        raters = _distinct(d.rating_rater).size
-        cases = _distinct(d.answer_case[d.rating_answer]).size
+        raters = unique_codes(d.rating_rater).size
+        cases = unique_codes(d.answer_case[d.rating_answer]).size
         if max(raters, cases) >= 2:
             return None
         return (f"the two-way bootstrap needs at least two raters or two cases to resample and"
@@ -344,8 +336,8 @@ class Context:
     def answer_raters(self) -> tuple[np.ndarray, np.ndarray]:
         """Distinct (answer, rater) pairs among the ratings."""
         d = self.data
-        pairs = _distinct(d.rating_answer.astype(np.int64) * max(d.n_raters, 1)
-                          + d.rating_rater)
+        pairs = unique_codes(d.rating_answer.astype(np.int64) * max(d.n_raters, 1)
+                             + d.rating_rater)
         return pairs // max(d.n_raters, 1), pairs % max(d.n_raters, 1)
 
     # --- the two-way (raters x cases) design --------------------------------
@@ -358,8 +350,8 @@ class Context:
         d = self.data
         n_cases = int(d.answer_case.max()) + 1 if d.n_answers else 1
         key = d.rating_rater.astype(np.int64) * n_cases + d.answer_case[d.rating_answer]
-        cells, cell = np.unique(key, return_inverse=True)
-        return cell.ravel(), cells // n_cases, cells % n_cases
+        cells, cell = unique_codes(key, return_inverse=True)
+        return cell, cells // n_cases, cells % n_cases
 
     def crossed_counts(self, group: np.ndarray, n_groups: int
                        ) -> tuple[np.ndarray, np.ndarray, sp.csr_matrix]:

@@ -75,6 +75,7 @@ from clinieval.stats.crossed import (
     selected_gap,
     selection_adjusted_gap_ci,
     t_over_z,
+    unique_codes,
     wilson_design_ci,
 )
 from clinieval.stats.judges import (
@@ -186,6 +187,7 @@ __all__ = [
     "self_preference",
     "spearman",
     "t_over_z",
+    "unique_codes",
     "vote_credits",
     "wilson_ci",
     "wilson_design_ci",

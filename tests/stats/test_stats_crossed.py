@@ -16,6 +16,7 @@ from clinieval.stats import (
     crossed_ratio_variance,
     crossed_share_variance,
     design_effect,
+    grouped_ratio_variance,
     outcome_table,
     pigeonhole_totals,
     pigeonhole_weights,
@@ -270,6 +271,21 @@ def test_grouped_ratio_variance_equals_the_sparse_product_form(monkeypatch, budg
     want = count_ratio_variance(rows, cols, counts, num_map, den_map.astype(float))
     for field in want._fields:
         assert getattr(got, field) == pytest.approx(getattr(want, field), rel=1e-10), field
+
+
+def test_grouped_ratio_variance_of_several_value_sets_is_each_one_alone():
+    # A mean and a share over the same counts in one call: the fields hold
+    # the first set's groups, then the second's, as two separate calls give.
+    rng = np.random.default_rng(7)
+    rows, cols = rng.integers(0, 5, 40), rng.integers(0, 8, 40)
+    counts = rng.integers(0, 3, (40, 15)) * (rng.random((40, 15)) < 0.4)
+    groups = np.repeat(np.arange(3), 5)
+    values = np.vstack([np.tile(np.arange(-2.0, 3.0), 3), np.tile([1.0, 1, 0, 0, 0], 3)])
+    both = grouped_ratio_variance(rows, cols, counts, values, groups, 3)
+    alone = [grouped_ratio_variance(rows, cols, counts, v, groups, 3) for v in values]
+    for field in both._fields:
+        want = np.concatenate([getattr(a, field) for a in alone])
+        assert getattr(both, field) == pytest.approx(want, rel=1e-12), field
 
 
 def test_unit_variance_equals_the_share_variance_on_the_same_pieces():

@@ -418,10 +418,9 @@ class Context:
         rows, cols, stats = self.crossed_cells
         score = np.tile(np.arange(N_SCORES), stats.shape[1] // N_SCORES)
         groups = np.arange(stats.shape[1]) // (2 * N_SCORES)  # both Accuracy splits
-        parts = [grouped_ratio_variance(rows, cols, stats, values, groups,
-                                        d.n_models * d.n_criteria)
-                 for values in (SCORES[score], score < self.fail_slots, score < 1)]
-        return CrossedVariance(*(np.concatenate(field) for field in zip(*parts, strict=True)))
+        values = np.vstack([SCORES[score], score < self.fail_slots, score < 1])
+        return grouped_ratio_variance(rows, cols, stats, values, groups,
+                                      d.n_models * d.n_criteria)
 
     @cached_property
     def twoway_totals(self) -> np.ndarray:

@@ -178,29 +178,39 @@ def grouped_ratio_variance(rows, cols, counts, values, groups, n_groups: int
     ``count * (value - ratio) / n``; runs of entries of one cell and one
     group are summed with ``reduceat`` and the cluster totals are
     bincounts, so no (cells x groups) matrix is built (it would not fit at
-    100x paper scale).
+    100x paper scale). ``values`` ``(V, P)`` gives ``V`` sets of ratios over
+    the same counts (e.g. a mean and a share), sharing the runs and cluster
+    codes; the fields then hold ``V * n_groups`` values, set after set.
     """
     counts = sp.csr_matrix(counts, dtype=float)
     counts.sum_duplicates()  # canonical: sorted columns within each row
-    values, groups = np.asarray(values, dtype=float), np.asarray(groups, dtype=np.int32)
-    entry_group = groups[counts.indices]  # int32 per entry: 37.5 M of them at 100x
-    n = np.bincount(entry_group, weights=counts.data, minlength=n_groups)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.nan_to_num(np.bincount(entry_group, weights=counts.data * values[
-            counts.indices], minlength=n_groups) / n)
-        scale = np.where(n > 0, 1.0 / n, 0.0)
-    z = counts.data * (values[counts.indices] - ratio[entry_group]) * scale[entry_group]
+    groups = np.asarray(groups, dtype=np.int64)
+    entry_group = groups.astype(np.int32)[counts.indices]  # int32: 37.5 M entries at 100x
     cell = np.repeat(np.arange(counts.shape[0], dtype=np.int32), np.diff(counts.indptr))
     starts = np.flatnonzero(np.r_[True, (cell[1:] != cell[:-1])
                                   | (entry_group[1:] != entry_group[:-1])])
-    run_z, run_cell, run_group = np.add.reduceat(z, starts), cell[starts], entry_group[starts]
+    # int64 for bincount, which converts other integers much more slowly
+    run_cell, run_group = cell[starts], entry_group[starts].astype(np.int64)
     row_code, n_rows = _dense(rows)
     col_code, n_cols = _dense(cols)
-    s_cells = np.bincount(run_group, weights=run_z**2, minlength=n_groups)
+    run_row, run_col = row_code[run_cell], col_code[run_cell]
     g_cells = np.bincount(run_group, minlength=n_groups)
-    s_rows, g_rows = _run_squares(row_code[run_cell], run_group, run_z, n_groups)
-    s_cols, g_cols = _run_squares(col_code[run_cell], run_group, run_z, n_groups)
-    return _combine(s_rows, g_rows, s_cols, g_cols, s_cells, g_cells, n_rows, n_cols)
+    column_n = np.asarray(counts.sum(axis=0)).ravel()
+    n = np.bincount(groups, weights=column_n, minlength=n_groups)
+    parts = []
+    for value in np.atleast_2d(np.asarray(values, dtype=float)):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.nan_to_num(np.bincount(groups, weights=column_n * value,
+                                              minlength=n_groups) / n)
+            scale = np.where(n > 0, 1.0 / n, 0.0)
+        # An entry's influence is its count times its column's (value - ratio) / n.
+        z = counts.data * ((value - ratio[groups]) * scale[groups])[counts.indices]
+        run_z = np.add.reduceat(z, starts)
+        s_cells = np.bincount(run_group, weights=run_z**2, minlength=n_groups)
+        parts.append(_combine(*_run_squares(run_row, run_group, run_z, n_groups),
+                              *_run_squares(run_col, run_group, run_z, n_groups),
+                              s_cells, g_cells, n_rows, n_cols))
+    return CrossedVariance(*(np.concatenate(field) for field in zip(*parts, strict=True)))
 
 
 def crossed_unit_variance(values, groups, n_groups: int, unit_case, piece_unit, piece_rater,
@@ -247,7 +257,8 @@ def _run_squares(code, group, z, n_groups: int) -> tuple[np.ndarray, np.ndarray]
     width = max(1, min(n_groups, _BIN_BUDGET // max(n_clusters, 1)))
     for first in range(0, n_groups, width):
         last = min(first + width, n_groups)
-        inside = (group >= first) & (group < last)
+        # one block (the usual case) takes every run: no masked copies
+        inside = slice(None) if width == n_groups else (group >= first) & (group < last)
         key = code[inside].astype(np.int64) * (last - first) + (group[inside] - first)
         size = n_clusters * (last - first)
         totals = np.bincount(key, weights=z[inside], minlength=size)

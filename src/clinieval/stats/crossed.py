@@ -82,10 +82,14 @@ def pigeonhole_totals(rows, cols, stats, B: int, rng: np.random.Generator) -> np
     """
     row_code, n_rows = _dense(rows)
     col_code, n_cols = _dense(cols)
+    stats = sp.csr_matrix(stats, dtype=float)
+    if np.any(row_code[1:] < row_code[:-1]):  # cells in row order (the totals do not care)
+        order = np.argsort(row_code, kind="stable")
+        row_code, col_code, stats = row_code[order], col_code[order], stats[order]
     # Column-compressed (stats x cells): the product then reads each cell's
     # weights once and adds them into a (stats x replicates) block that
     # stays in cache, several times faster than the row-compressed form.
-    by_stat = sp.csr_matrix(stats, dtype=float).T.tocsc()
+    by_stat = stats.T.tocsc()
     # Counts and vote credits are non-negative multiples of 1/2 and the weights
     # are integers, so float32 sums are exact while totals stay below 2**23;
     # that halves the memory traffic of the product. Otherwise float64.
@@ -97,29 +101,36 @@ def pigeonhole_totals(rows, cols, stats, B: int, rng: np.random.Generator) -> np
     # least _MIN_CHUNK replicates so that each pass over the matrix does
     # enough work per entry read.
     chunk = min(B, max(_MIN_CHUNK, _ELEMENT_BUDGET // max(row_code.size, 1)))
-    width = max(1, _ELEMENT_BUDGET // chunk)
-    blocks = [(start, matrix[:, start:start + width])
-              for start in range(0, row_code.size, width)]
+    blocks = _cell_blocks(matrix, row_code, n_rows, max(1, _ELEMENT_BUDGET // chunk))
     for start in range(0, B, chunk):
         U, V = pigeonhole_weights(n_rows, n_cols, min(chunk, B - start), rng)
-        part = _weighted_totals(blocks, U, V, row_code, col_code, matrix.dtype)
+        part = _weighted_totals(blocks, U, V, col_code, matrix.dtype)
         if exact and part.max(initial=0) >= 2**23:  # float32 no longer exact
-            part = _weighted_totals([(0, by_stat)], U, V, row_code, col_code, by_stat.dtype)
+            whole = _cell_blocks(by_stat, row_code, n_rows, row_code.size)
+            part = _weighted_totals(whole, U, V, col_code, by_stat.dtype)
         out[start : start + U.shape[0]] = part.T
     return out
 
 
-def _weighted_totals(blocks, U, V, row_code, col_code, dtype) -> np.ndarray:
+def _cell_blocks(matrix, row_code, n_rows: int, width: int) -> list:
+    """``(cells, stats x cells block, cells per row)`` for blocks of
+    ``width`` cells (in row order)."""
+    return [(slice(start, start + width), matrix[:, start:start + width],
+             np.bincount(row_code[start:start + width], minlength=n_rows))
+            for start in range(0, row_code.size, width)]
+
+
+def _weighted_totals(blocks, U, V, col_code, dtype) -> np.ndarray:
     """(P, chunk) totals with cell weights U[row] * V[col], in ``dtype``,
-    summed over ``(first cell, stats x cells)`` blocks. The weights are
-    gathered from row-major copies (a gather from the transposed view
-    strides through memory)."""
+    summed over :func:`_cell_blocks`. The cells are in row order, so each
+    row's weights are repeated over its cells (cheaper than a gather);
+    the column weights are gathered from a row-major copy (a gather from
+    the transposed view strides through memory)."""
     rows_t = np.ascontiguousarray(U.T, dtype=dtype)
     cols_t = np.ascontiguousarray(V.T, dtype=dtype)
     total = np.zeros((blocks[0][1].shape[0], U.shape[0]), dtype=dtype)
-    for start, block in blocks:
-        cells = slice(start, start + block.shape[1])
-        weights = rows_t[row_code[cells]]  # (cells in the block, chunk)
+    for cells, block, per_row in blocks:
+        weights = np.repeat(rows_t, per_row, axis=0)  # (cells in the block, chunk)
         weights *= cols_t[col_code[cells]]
         total += block @ weights
     return total

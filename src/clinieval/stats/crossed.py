@@ -227,7 +227,7 @@ def grouped_ratio_variance(rows, cols, counts, values, groups, n_groups: int
 def crossed_unit_variance(values, groups, n_groups: int, unit_case, piece_unit, piece_rater,
                           piece_cell) -> CrossedVariance:
     """Two-way variances of per-group means of per-unit ``values`` (NaN: the
-    unit has none), as :func:`crossed_share_variance` but from bincounts.
+    unit has none), from bincounts.
 
     A unit (e.g. an answer on one criterion) lies in case ``unit_case`` and
     was judged by the raters of its pieces: piece ``i`` is unit
@@ -235,17 +235,33 @@ def crossed_unit_variance(values, groups, n_groups: int, unit_case, piece_unit, 
     ``piece_cell[i]`` (one piece per rater and unit, e.g. one per rating).
     Every piece carries its unit's whole influence ``(value - mean) / n``;
     cases sum over units, raters and cells over pieces, and the cell term
-    removes each unit's own square from the rater term.
+    removes each unit's own square from the rater term (see
+    :func:`crossed_share_variance`).
     """
+    z, rated = _unit_influence(values, groups, n_groups)
+    return _unit_variance(z, rated, groups, n_groups, unit_case, piece_unit, piece_rater,
+                          piece_cell)
+
+
+def _unit_influence(values, groups, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per unit ``(value - mean of its group) / n of its group`` (0 without
+    a value) and whether it has a value."""
     values, groups = np.asarray(values, dtype=float), np.asarray(groups, dtype=np.int64)
     rated = np.isfinite(values)
     n = np.bincount(groups[rated], minlength=n_groups).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.bincount(groups[rated], weights=values[rated], minlength=n_groups) / n
-        z = np.where(rated, (values - mean[groups]) / n[groups], 0.0)
-    units = np.flatnonzero(rated)
+        return np.where(rated, (values - mean[groups]) / n[groups], 0.0), rated
+
+
+def _unit_variance(z, counted, groups, n_groups: int, unit_case, piece_unit, piece_rater,
+                   piece_cell) -> CrossedVariance:
+    """The two-way variance from per-unit influences ``z``; clusters are
+    counted over the units where ``counted`` holds."""
+    groups = np.asarray(groups, dtype=np.int64)
+    units = np.flatnonzero(counted)
     piece_unit = np.asarray(piece_unit, dtype=np.int64)
-    pieces = rated[piece_unit]
+    pieces = counted[piece_unit]
     unit = piece_unit[pieces]
     s_cols, g_cols = _run_squares(_dense(np.asarray(unit_case)[units])[0], groups[units],
                                   z[units], n_groups)
@@ -310,32 +326,14 @@ def crossed_share_variance(flags, groups, n_groups: int, cases, piece_answer, pi
     same subtraction as Cameron, Gelbach & Miller, 2011). Never below the
     one-way case variance. ``pigeonhole`` repeats ``twoway`` (no bootstrap).
     """
-    flags, groups = np.asarray(flags, dtype=float), np.asarray(groups, dtype=np.int64)
+    z, _ = _unit_influence(flags, groups, n_groups)
     cases = np.asarray(cases, dtype=np.int64)
-    rated = ~np.isnan(flags)
-    n = np.bincount(groups[rated], minlength=n_groups).astype(float)
-    k = np.bincount(groups[rated], weights=flags[rated], minlength=n_groups)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        z = np.where(rated, (flags - (k / n)[groups]) / n[groups], 0.0)
-    answer = np.flatnonzero(rated)
-    by_answer = sp.csr_matrix((z[answer], (np.arange(answer.size), groups[answer])),
-                              shape=(answer.size, n_groups))
     piece_answer = np.asarray(piece_answer, dtype=np.int64)
-    keep = rated[piece_answer]
-    piece, rater = piece_answer[keep], np.asarray(piece_rater, dtype=np.int64)[keep]
-    by_piece = sp.csr_matrix((z[piece], (np.arange(piece.size), groups[piece])),
-                             shape=(piece.size, n_groups))
-    case_code, _ = _dense(cases[answer])
-    rater_code, _ = _dense(rater)
-    cell_code, _ = _dense(rater * (cases.max() + 1) + cases[piece])
-    s_cols, g_cols = _cluster_squares(case_code, by_answer, by_answer != 0)
-    s_rows, g_rows = _cluster_squares(rater_code, by_piece, by_piece != 0)
-    s_cells, g_cells = _cluster_squares(cell_code, by_piece, by_piece != 0)
-    v_rows, v_cols = _small_sample(g_rows) * s_rows, _small_sample(g_cols) * s_cols
-    v_cells = _small_sample(g_cells) * s_cells
-    twoway = np.maximum(v_rows + v_cols - v_cells, v_cols)
-    return CrossedVariance(v_rows, v_cols, v_cells, twoway, twoway,
-                           np.minimum(g_rows, g_cols))
+    piece_rater = np.asarray(piece_rater, dtype=np.int64)
+    # Clusters count where an answer's influence is not 0 (all of a group's
+    # answers when its share lies strictly between 0 and 1).
+    return _unit_variance(z, z != 0, groups, n_groups, cases, piece_answer, piece_rater,
+                          piece_rater * (cases.max() + 1) + cases[piece_answer])
 
 
 def crossed_ratio_bootstrap(rows, cols, stats, num_map, den_map, B: int,

@@ -221,6 +221,15 @@ def test_share_variance_counts_a_rater_shared_by_answers():
     assert var.cols == pytest.approx([1 / 12])
 
 
+def test_share_variance_of_a_group_without_spread_is_zero():
+    # Every answer flagged: share 1, every influence 0, so no cluster
+    # carries any and every variance is 0 (an empty set of clusters must not
+    # break the sums).
+    var = crossed_share_variance(np.ones(4), np.zeros(4, int), 1, np.arange(4), np.arange(4),
+                                 np.array([0, 0, 1, 1]))
+    assert var.twoway == pytest.approx([0.0]) and var.clusters.tolist() == [0]
+
+
 def test_count_ratio_variance_equals_the_num_den_form():
     rng = np.random.default_rng(6)
     rows, cols = rng.integers(0, 9, 200), rng.integers(0, 25, 200)

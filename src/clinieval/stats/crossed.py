@@ -282,7 +282,7 @@ def _run_squares(code, group, z, n_groups: int) -> tuple[np.ndarray, np.ndarray]
     n_clusters = int(code.max()) + 1 if code.size else 0
     squares, clusters = np.zeros(n_groups), np.zeros(n_groups, dtype=np.int64)
     width = max(1, min(n_groups, _BIN_BUDGET // max(n_clusters, 1)))
-    for first in range(0, n_groups, width):
+    for first in range(0, n_groups if n_clusters else 0, width):
         last = min(first + width, n_groups)
         # one block (the usual case) takes every run: no masked copies
         inside = slice(None) if width == n_groups else (group >= first) & (group < last)

@@ -140,6 +140,14 @@ def test_fit_many_equals_one_at_a_time():
         np.testing.assert_allclose(row, stats.bt_fit(table), atol=1e-9)
 
 
+def test_fit_many_from_a_start_reaches_the_same_fit():
+    # Started anywhere (here far off and not centred), Newton ends at the
+    # same optimum as from 0.
+    tables = np.stack([stats.outcome_table(*random_votes(seed, 5, 200), 5) for seed in range(4)])
+    started = stats.bt_fit_many(tables, start=np.array([3.0, -1.0, 0.5, 2.0, 4.0]))
+    np.testing.assert_allclose(started, stats.bt_fit_many(tables), atol=1e-9)
+
+
 # --- bootstrap -------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@ against statsmodels and hand-worked cases, intervals against references."""
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import statsmodels.api as sm
 from statsmodels.stats.proportion import proportion_confint
 
@@ -17,6 +18,7 @@ from clinieval.stats import (
     crossed_share_variance,
     design_effect,
     grouped_ratio_variance,
+    influence_variance,
     outcome_table,
     pigeonhole_totals,
     pigeonhole_weights,
@@ -228,6 +230,18 @@ def test_share_variance_of_a_group_without_spread_is_zero():
     var = crossed_share_variance(np.ones(4), np.zeros(4, int), 1, np.arange(4), np.arange(4),
                                  np.array([0, 0, 1, 1]))
     assert var.twoway == pytest.approx([0.0]) and var.clusters.tolist() == [0]
+
+
+def test_influence_variance_is_the_same_from_dense_and_sparse_influences():
+    # Dense influences (bincounts over cluster x statistic bins) and sparse
+    # ones (indicator products) must agree, clusters counted where z != 0.
+    rng = np.random.default_rng(12)
+    rows, cols = rng.integers(0, 6, 80), rng.integers(0, 15, 80)
+    z = rng.normal(size=(80, 4)) * (rng.random((80, 4)) < 0.5)
+    dense = influence_variance(rows, cols, z, z != 0)
+    sparse = influence_variance(rows, cols, sp.csr_matrix(z), sp.csr_matrix(z != 0))
+    for field in dense._fields:
+        assert getattr(dense, field) == pytest.approx(getattr(sparse, field), rel=1e-12), field
 
 
 def test_count_ratio_variance_equals_the_num_den_form():

@@ -169,17 +169,22 @@ def bt_fit(
 
 
 def bt_fit_many(
-    tables, *, alpha: float = DEFAULT_ALPHA, tol: float = 1e-9, max_iter: int = 200
+    tables, *, alpha: float = DEFAULT_ALPHA, tol: float = 1e-9, max_iter: int = 200,
+    start=None,
 ) -> np.ndarray:
     """Centred log-strengths for a stack of ``(R, m, m)`` tables, ``(R, m)``.
 
     All tables are fitted at once by batched Newton steps; each stops moving
     once its full Newton step is below ``tol``. ``alpha=0`` is allowed when
     every table's comparison graph is connected and no model is unbeaten or
-    winless; otherwise the fit raises :class:`ConvergenceError`.
+    winless; otherwise the fit raises :class:`ConvergenceError`. ``start``
+    ``(m,)`` or ``(R, m)`` (default 0) is where the steps begin: bootstrap
+    tables started from the fit to all the data need a step fewer.
     """
     W = _check_tables(tables, alpha)
-    theta = np.zeros(W.shape[:2])
+    theta = np.zeros(W.shape[:2]) if start is None else np.broadcast_to(
+        np.asarray(start, dtype=float), W.shape[:2]).copy()
+    theta -= theta.mean(axis=1, keepdims=True)  # the Newton step assumes centred iterates
     active = np.arange(W.shape[0])
     for _ in range(max_iter):
         grad, hess = _derivatives(W[active], theta[active], alpha)

@@ -300,7 +300,10 @@ def influence_variance(rows, cols, z, present) -> CrossedVariance:
     ``(K, G)`` (dense or sparse) under each design; ``present`` ``(K, G)`` is
     nonzero where a cell holds data of a statistic (to count its clusters).
     See the module docstring for the formulas."""
-    z, present = sp.csr_matrix(z, dtype=float), sp.csr_matrix(present, dtype=float)
+    if sp.issparse(z):
+        z, present = sp.csr_matrix(z, dtype=float), sp.csr_matrix(present, dtype=float)
+    else:
+        z, present = np.asarray(z, dtype=float), np.asarray(present) != 0
     row_code, n_rows = _dense(rows)
     col_code, n_cols = _dense(cols)
     cell_code, _ = _dense(row_code.astype(np.int64) * n_cols + col_code)
@@ -495,15 +498,15 @@ def bt_twoway_bootstrap(a_idx, b_idx, outcome, rows, cols, n_models: int, B: int
                           shape=(cell.max() + 1, n_models * n_models)).tocsr()
     first = np.unique(cell, return_index=True)[1]
     totals = pigeonhole_totals(row_code[first], col_code[first], table, B, rng)
-    reps = bt_fit_many(totals.reshape(B, n_models, n_models), alpha=alpha)
     fit = bt_fit(np.asarray(table.sum(axis=0)).reshape(n_models, n_models), alpha=alpha)
+    reps = bt_fit_many(totals.reshape(B, n_models, n_models), alpha=alpha, start=fit)
     z = _bt_influence(fit, a, b, credit_a, credit_b, alpha)
     variance = influence_variance(row_code, col_code, z, z != 0)
     scaled = _calibrate(reps, fit, variance, level)
     return scaled - scaled.mean(axis=1, keepdims=True)  # per-model factors moved the centre
 
 
-def _bt_influence(theta, a, b, credit_a, credit_b, alpha) -> sp.csr_matrix:
+def _bt_influence(theta, a, b, credit_a, credit_b, alpha) -> np.ndarray:
     """Per vote ``H^+ g``: ``g`` is the gradient of its log-likelihood term
     ``(credit_a - games * p) (e_a - e_b)``, ``H`` the penalised information."""
     m = theta.size
@@ -515,7 +518,7 @@ def _bt_influence(theta, a, b, credit_a, credit_b, alpha) -> sp.csr_matrix:
                          shape=(a.size, m))
     info = (diff.T @ diff.multiply((games * p * (1 - p))[:, None])).toarray()
     info += 2 * alpha * np.eye(m)
-    return sp.csr_matrix(diff.multiply((credit_a - games * p)[:, None]) @ np.linalg.pinv(info))
+    return np.asarray(diff.multiply((credit_a - games * p)[:, None]) @ np.linalg.pinv(info))
 
 
 def unique_codes(codes, return_inverse: bool = False):
@@ -552,12 +555,20 @@ def _dense(codes) -> tuple[np.ndarray, int]:
 
 def _cluster_squares(code, z, present) -> tuple[np.ndarray, np.ndarray]:
     """Per statistic: the sum over clusters of the squared cluster totals of
-    ``z`` (sparse), and the number of clusters where ``present`` is nonzero.
-    Cluster totals come from one sparse product with the cluster indicator
-    and stay sparse: a dense clusters x statistics array would not fit for
-    (rater, case) cells at 100x paper scale. Only sums over each column's
-    entries are taken, so the product's entries need no sorting."""
+    ``z``, and the number of clusters where ``present`` is nonzero.
+    Sparse ``z``: cluster totals come from one sparse product with the
+    cluster indicator and stay sparse, as a dense clusters x statistics
+    array would not fit for (rater, case) cells at 100x paper scale (only
+    sums over each column's entries are taken, so the product's entries
+    need no sorting). Dense ``z`` (few statistics, e.g. the Bradley-Terry
+    strengths): one bincount over (cluster, statistic) bins."""
     n_clusters, n_stats = (int(code.max()) + 1 if code.size else 0), z.shape[1]
+    if not sp.issparse(z):
+        key = (code.astype(np.int64) * n_stats)[:, None] + np.arange(n_stats)
+        totals = np.bincount(key.ravel(), weights=z.ravel(), minlength=n_clusters * n_stats)
+        seen = np.bincount(key.ravel(), weights=present.ravel(), minlength=totals.size) > 0
+        return ((totals**2).reshape(n_clusters, n_stats).sum(axis=0),
+                seen.reshape(n_clusters, n_stats).sum(axis=0))
     if n_clusters == code.size and np.array_equal(code, np.arange(code.size)):
         z, present = sp.csc_matrix(z), sp.csc_matrix(present)  # each row its own cluster
         present.eliminate_zeros()

@@ -328,10 +328,11 @@ def test_unit_variance_equals_the_share_variance_on_the_same_pieces():
         assert getattr(got, field) == pytest.approx(getattr(want, field), rel=1e-10), field
 
 
-@pytest.mark.parametrize(("low", "high"), [(0, 40), (0, 10**9), (-5, 35)])
+@pytest.mark.parametrize(("low", "high"), [(0, 40), (0, 10_000), (0, 10**9), (-5, 35)])
 def test_unique_codes_are_numpys(low, high):
-    # Non-negative codes in a narrow range go through a table, wide or
-    # negative ones are sorted; both must give np.unique's values and inverse.
+    # Non-negative codes in a narrow range go through a table (0..10,000 over
+    # 500 codes: for the values, not for the positions), wide or negative
+    # ones are sorted; all must give np.unique's values and inverse.
     codes = np.random.default_rng(8).integers(low, high, 500)
     values, inverse = unique_codes(codes, return_inverse=True)
     want, want_inverse = np.unique(codes, return_inverse=True)

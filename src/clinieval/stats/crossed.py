@@ -50,7 +50,7 @@ from clinieval.stats.proportions import wilson_ci
 _ELEMENT_BUDGET = 2**22  # weights per chunk of replicates (32 MB as float64)
 _MIN_CHUNK = 64  # replicates per pass over the cells, at least
 _BIN_BUDGET = 2**25  # cluster x group bins per pass of a grouped variance
-_TABLE_SPAN = 8  # slots per code: a table of 1 + 4 bytes a slot takes about the memory of a sort
+_TABLE_BYTES = 40  # bytes per code that a table over the codes' range may take
 
 
 class CrossedVariance(NamedTuple):
@@ -524,14 +524,16 @@ def _bt_influence(theta, a, b, credit_a, credit_b, alpha) -> np.ndarray:
 def unique_codes(codes, return_inverse: bool = False):
     """The sorted distinct values of integer ``codes`` and, with
     ``return_inverse``, each code's position among them: what ``np.unique``
-    returns. Non-negative codes whose range is at most :data:`_TABLE_SPAN`
-    times their number (rater, case and cell codes) are marked in a table
-    over that range instead of sorted: linear time, several times faster on
-    hundreds of thousands of codes, and no more memory than the sort. Other
-    codes are sorted (numpy 2.4's ``np.unique`` without ``return_*`` takes a
+    returns. Non-negative codes in a narrow range (rater, case and cell
+    codes) are marked in a table over that range instead of sorted: linear
+    time, several times faster on hundreds of thousands of codes. The table
+    takes a byte per slot, and four more for the positions, within
+    :data:`_TABLE_BYTES` per code (about what sorting takes). Other codes
+    are sorted (numpy 2.4's ``np.unique`` without ``return_*`` takes a
     hashing path about 100x slower than sorting wide integers, so not that)."""
     codes = np.asarray(codes, dtype=np.int64).ravel()
-    if codes.size and codes.min() >= 0 and codes.max() < _TABLE_SPAN * codes.size:
+    slot_bytes = 5 if return_inverse else 1
+    if codes.size and codes.min() >= 0 and codes.max() * slot_bytes < _TABLE_BYTES * codes.size:
         seen = np.zeros(int(codes.max()) + 1, dtype=bool)
         seen[codes] = True
         values = np.flatnonzero(seen)

@@ -232,13 +232,17 @@ def test_share_variance_of_a_group_without_spread_is_zero():
     assert var.twoway == pytest.approx([0.0]) and var.clusters.tolist() == [0]
 
 
-def test_influence_variance_is_the_same_from_dense_and_sparse_influences():
+def test_influence_variance_is_the_same_from_dense_and_sparse_influences(monkeypatch):
     # Dense influences (bincounts over cluster x statistic bins) and sparse
-    # ones (indicator products) must agree, clusters counted where z != 0.
+    # ones (indicator products, used beyond the element budget) must agree,
+    # clusters counted where z != 0.
+    import clinieval.stats.crossed as crossed
+
     rng = np.random.default_rng(12)
     rows, cols = rng.integers(0, 6, 80), rng.integers(0, 15, 80)
     z = rng.normal(size=(80, 4)) * (rng.random((80, 4)) < 0.5)
     dense = influence_variance(rows, cols, z, z != 0)
+    monkeypatch.setattr(crossed, "_ELEMENT_BUDGET", 0)
     sparse = influence_variance(rows, cols, sp.csr_matrix(z), sp.csr_matrix(z != 0))
     for field in dense._fields:
         assert getattr(dense, field) == pytest.approx(getattr(sparse, field), rel=1e-12), field

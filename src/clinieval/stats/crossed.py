@@ -300,6 +300,8 @@ def influence_variance(rows, cols, z, present) -> CrossedVariance:
     ``(K, G)`` (dense or sparse) under each design; ``present`` ``(K, G)`` is
     nonzero where a cell holds data of a statistic (to count its clusters).
     See the module docstring for the formulas."""
+    if sp.issparse(z) and z.shape[0] * z.shape[1] <= _ELEMENT_BUDGET:  # dense sums are faster
+        z, present = z.toarray(), present.toarray()
     if sp.issparse(z):
         z, present = sp.csr_matrix(z, dtype=float), sp.csr_matrix(present, dtype=float)
     else:

@@ -185,16 +185,19 @@ def bt_fit_many(
     theta = np.zeros(W.shape[:2]) if start is None else np.broadcast_to(
         np.asarray(start, dtype=float), W.shape[:2]).copy()
     theta -= theta.mean(axis=1, keepdims=True)  # the Newton step assumes centred iterates
+    value = _neg_objective(W, theta, alpha)
     active = np.arange(W.shape[0])
     for _ in range(max_iter):
-        grad, hess = _derivatives(W[active], theta[active], alpha)
+        tables = W[active]
+        grad, hess = _derivatives(tables, theta[active], alpha)
         step = _solve(hess, grad)
         moving = np.max(np.abs(step), axis=1) >= tol
-        active, grad, step = active[moving], grad[moving], step[moving]
+        active, tables, grad, step = active[moving], tables[moving], grad[moving], step[moving]
         if active.size == 0:
             return theta - theta.mean(axis=1, keepdims=True)
         slope = np.sum(grad * step, axis=1)
-        t = _armijo_steps(W[active], theta[active], step, slope, alpha)
+        t, value[active] = _armijo_steps(tables, theta[active], value[active], step, slope,
+                                         alpha)
         theta[active] -= t[:, None] * step
     raise ConvergenceError(
         f"Bradley-Terry Newton fit: {active.size} of {W.shape[0]} tables did not "
@@ -268,21 +271,21 @@ def _solve(hess, grad):
         ) from exc
 
 
-def _armijo_steps(W, theta, step, slope, alpha):
+def _armijo_steps(W, theta, start, step, slope, alpha):
     # Backtracking (Armijo) line search, batched: halve the step only for the
-    # tables whose objective did not fall enough.
-    start = _neg_objective(W, theta, alpha)
+    # tables whose objective did not fall enough. ``start`` is the objective
+    # at ``theta``; returns the steps and the objective where they lead.
     slack = 1e-12 * (1.0 + np.abs(start))
-    t = np.ones(theta.shape[0])
+    t, value = np.ones(theta.shape[0]), np.empty(theta.shape[0])
     todo = np.arange(theta.shape[0])
     for _ in range(_MAX_HALVINGS):
-        trial = theta[todo] - t[todo, None] * step[todo]
-        bound = start[todo] - _ARMIJO * t[todo] * slope[todo] + slack[todo]
-        todo = todo[_neg_objective(W[todo], trial, alpha) > bound]
+        value[todo] = _neg_objective(W[todo], theta[todo] - t[todo, None] * step[todo], alpha)
+        todo = todo[value[todo] > start[todo] - _ARMIJO * t[todo] * slope[todo] + slack[todo]]
         if todo.size == 0:
-            break
+            return t, value
         t[todo] /= 2
-    return t
+    value[todo] = _neg_objective(W[todo], theta[todo] - t[todo, None] * step[todo], alpha)
+    return t, value
 
 
 # --- bootstrap -------------------------------------------------------------

@@ -289,7 +289,8 @@ def _run_squares(code, group, z, n_groups: int) -> tuple[np.ndarray, np.ndarray]
         key = code[inside].astype(np.int64) * (last - first) + (group[inside] - first)
         size = n_clusters * (last - first)
         totals = np.bincount(key, weights=z[inside], minlength=size)
-        seen = np.bincount(key, minlength=size) > 0
+        seen = np.zeros(size, dtype=bool)
+        seen[key] = True
         squares[first:last] = (totals**2).reshape(n_clusters, -1).sum(axis=0)
         clusters[first:last] = seen.reshape(n_clusters, -1).sum(axis=0)
     return squares, clusters

@@ -51,13 +51,15 @@ def logistic_irls(
     """
     X, y, w = _check_design(X, y, weights)
     coef = np.zeros(X.shape[1])
+    value = _neg_loglik(X, y, w, coef)
     n_iter, converged = 0, False
     while n_iter < max_iter and not converged:
         n_iter += 1
         step = _newton_step(X, y, w, coef)
         if step is None:
             break
-        coef = coef + _halve_until_better(X, y, w, coef, step) * step
+        t, value = _halve_until_better(X, y, w, coef, value, step)
+        coef = coef + t * step
         converged = bool(np.max(np.abs(step), initial=0.0) < tol)
     if strict and not converged:
         raise ConvergenceError(
@@ -80,17 +82,17 @@ def _check_design(X, y, weights):
     return X, y, w
 
 
-def _information(X, w, coef):
-    p = expit(X @ coef)
+def _information(X, w, p):
+    """``X' diag(w p (1 - p)) X`` at fitted probabilities ``p``."""
     return (X * (w * p * (1 - p))[:, None]).T @ X
 
 
 def _newton_step(X, y, w, coef):
     # None when the information matrix is singular (rank-deficient design, or
     # fitted probabilities driven to 0/1 by separation).
-    score = X.T @ (w * (y - expit(X @ coef)))
+    p = expit(X @ coef)
     try:
-        return np.linalg.solve(_information(X, w, coef), score)
+        return np.linalg.solve(_information(X, w, p), X.T @ (w * (y - p)))
     except np.linalg.LinAlgError:
         return None
 
@@ -100,22 +102,24 @@ def _neg_loglik(X, y, w, coef):
     return -np.sum(w * (y * log_expit(eta) + (1 - y) * log_expit(-eta)))
 
 
-def _halve_until_better(X, y, w, coef, step):
+def _halve_until_better(X, y, w, coef, start, step):
     # Plain Newton can overshoot far from the optimum; halving keeps every
     # iteration a descent step (the usual step-halving safeguard for IRLS).
-    start = _neg_loglik(X, y, w, coef)
+    # ``start`` is the objective at ``coef``; returns the step length and
+    # the objective where it leads.
     slack = 1e-12 * (1.0 + abs(start))
     t = 1.0
     for _ in range(_MAX_HALVINGS):
-        if _neg_loglik(X, y, w, coef + t * step) <= start + slack:
-            return t
+        value = _neg_loglik(X, y, w, coef + t * step)
+        if value <= start + slack:
+            return t, value
         t /= 2
-    return t
+    return t, _neg_loglik(X, y, w, coef + t * step)
 
 
 def _finish(X, w, coef, converged, n_iter):
     try:
-        cov = np.linalg.inv(_information(X, w, coef))
+        cov = np.linalg.inv(_information(X, w, expit(X @ coef)))
     except np.linalg.LinAlgError:
         cov = np.full((coef.size, coef.size), np.nan)
     return LogisticFit(coef, np.sqrt(np.diag(cov)), cov, converged, n_iter)

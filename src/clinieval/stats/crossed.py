@@ -200,8 +200,7 @@ def grouped_ratio_variance(rows, cols, counts, values, groups, n_groups: int
     cell = np.repeat(np.arange(counts.shape[0], dtype=np.int32), np.diff(counts.indptr))
     starts = np.flatnonzero(np.r_[True, (cell[1:] != cell[:-1])
                                   | (entry_group[1:] != entry_group[:-1])])
-    # int64 for bincount, which converts other integers much more slowly
-    run_cell, run_group = cell[starts], entry_group[starts].astype(np.int64)
+    run_cell, run_group = cell[starts], entry_group[starts]
     row_code, n_rows = _dense(rows)
     col_code, n_cols = _dense(cols)
     run_row, run_col = row_code[run_cell], col_code[run_cell]

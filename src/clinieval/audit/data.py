@@ -217,6 +217,10 @@ def from_bundle(folder: Path) -> AuditData:
 
     data = _build(raw, manifest["snapshot_sha256"], counts, where, ratings)
     data.judge_tables = judged.from_bundle(Path(folder), manifest)
+    del raw
+    # Arrow's allocator keeps freed pages for reuse; the audit allocates with
+    # numpy from here on (0.3 GB handed back at 100x).
+    pa.default_memory_pool().release_unused()
     return data
 
 

@@ -348,10 +348,15 @@ class Context:
         cell. A rater rates a criterion of an answer once, so each rating is
         one (unit, rater) piece."""
         d, width = self.data, len(criteria)
-        position = np.full(d.n_criteria, -1)
+        position = np.full(d.n_criteria, -1, dtype=np.int16)
         position[criteria] = np.arange(width)
         where = position[d.rating_criterion]
         on = where >= 0
+        if on.all():  # every rating counts: no masked copies of the per-rating codes
+            unit = d.rating_answer.astype(np.int64)
+            unit *= width
+            unit += where
+            return unit, d.rating_rater, self.rating_cells[0]
         unit = d.rating_answer[on].astype(np.int64) * width + where[on]
         return unit, d.rating_rater[on], self.rating_cells[0][on]
 

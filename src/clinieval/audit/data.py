@@ -7,6 +7,7 @@ built with ``np.bincount``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,6 +80,11 @@ class AuditData:
 def codes(values: pa.ChunkedArray | pa.Array, vocabulary: pa.Array, where: str,
           field: str) -> np.ndarray:
     """Positions of ``values`` in ``vocabulary`` (int32); unknown values are an input error."""
+    if isinstance(values, pa.ChunkedArray) and pa.types.is_dictionary(values.type):
+        coder = Coder(len(values))
+        for chunk in values.chunks:
+            coder.add(chunk)
+        return coder.codes(vocabulary, where, field)
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     if pa.types.is_dictionary(values.type):
@@ -92,9 +98,88 @@ def codes(values: pa.ChunkedArray | pa.Array, vocabulary: pa.Array, where: str,
     return index.to_numpy(zero_copy_only=False).astype(np.int32)
 
 
+class Coder:
+    """Codes of a dictionary-encoded string column gathered chunk by chunk.
+
+    Each chunk keeps its indices, shifted to positions in the chunks'
+    dictionaries laid end to end; :meth:`codes` then looks all dictionaries up
+    in the vocabulary at once (one hash table of it) and rewrites the
+    positions in place. Concatenating dictionary chunks instead (unifying
+    their dictionaries) costs seconds at 37.5M ratings, and looking each
+    chunk's dictionary up alone rebuilds the vocabulary's hash table per chunk.
+    """
+
+    def __init__(self, n_rows: int) -> None:
+        self.raw = np.empty(n_rows, dtype=np.int32)  # -1: null
+        self.dictionaries: list[pa.Array] = []
+        self.size = 0  # entries of the dictionaries so far
+        self.filled = 0  # rows so far
+        self.last: tuple[pa.Array, int] | None = None  # the last dictionary and its position
+
+    def add(self, chunk: pa.Array) -> None:
+        if not pa.types.is_dictionary(chunk.type):
+            chunk = chunk.dictionary_encode()
+        rows = slice(self.filled, self.filled + len(chunk))
+        base = self._place(chunk.dictionary)
+        indices = chunk.indices
+        if indices.null_count:  # nulls end as -1 after the shift
+            indices = pc.fill_null(indices, pa.scalar(-1 - base, indices.type))
+        np.add(indices.to_numpy(zero_copy_only=False), base, out=self.raw[rows],
+               casting="unsafe")
+        self.filled = rows.stop
+
+    def _place(self, dictionary: pa.Array) -> int:
+        """Where ``dictionary`` starts among the entries. The chunks of one
+        column chunk of a Parquet file share one growing dictionary, so a
+        dictionary that extends the previous one only adds its new tail
+        (otherwise a 1.9M-vote table would look up ten million entries)."""
+        if self.last is not None:
+            previous, base = self.last
+            if len(dictionary) >= len(previous) and dictionary.slice(0, len(previous)).equals(
+                    previous):
+                tail = dictionary.slice(len(previous))
+                if len(tail):
+                    self.dictionaries.append(tail)
+                    self.size += len(tail)
+                self.last = dictionary, base
+                return base
+        base = self.size
+        self.dictionaries.append(dictionary)
+        self.size += len(dictionary)
+        self.last = dictionary, base
+        return base
+
+    def codes(self, vocabulary: pa.Array, where: str, field: str, required: bool = True
+              ) -> np.ndarray:
+        """Positions in ``vocabulary`` (int32), -1 for null when not ``required``;
+        a value not in it (or a null when ``required``) is an input error."""
+        raw = self.raw[: self.filled]
+        entries = (pa.concat_arrays([d.cast(pa.string()) for d in self.dictionaries])
+                   if self.dictionaries else pa.array([], pa.string()))
+        found = pc.fill_null(pc.index_in(entries, value_set=vocabulary), -1)
+        # The extra last entry is what a null (-1) reads.
+        lookup = np.append(found.to_numpy(zero_copy_only=False).astype(np.int32), -1)
+        unknown = lookup[:-1] < 0
+        nulls = required and bool((raw < 0).any())
+        if unknown.any() or nulls:
+            bad = np.flatnonzero(np.isin(raw, np.flatnonzero(unknown)) | (required & (raw < 0)))
+            if bad.size:
+                row = int(bad[0])
+                got = entries[int(raw[row])].as_py() if raw[row] >= 0 else None
+                raise InputError(where, "refers to an unknown id", row=row + 1, field=field,
+                                 got=got)
+        step = 1 << 22  # in place, a slice at a time: no second array of the full length
+        for start in range(0, raw.size, step):
+            part = raw[start : start + step]
+            part[:] = lookup[part]
+        self.dictionaries, self.last = [], None
+        return raw
+
+
 def from_bundle(folder: Path) -> AuditData:
     """Read only the columns the audit needs, string keys as dictionaries, from
-    files confined to the bundle and matching the manifest's checksums."""
+    files confined to the bundle and matching the manifest's checksums. The
+    ratings are read a row group at a time into their final arrays."""
     manifest = bundle.read_manifest(folder)
     bundle.verify_snapshot(Path(folder), manifest)
     needed = {
@@ -102,26 +187,106 @@ def from_bundle(folder: Path) -> AuditData:
         "criteria": ["criterion_id", "position", "name", "safety_critical"],
         "cases": ["case_id", "specialty", "prompt_words", "prompt"],
         "answers": ["answer_id", "case_id", "model_id", "length_chars", "text"],
-        "ratings": ["answer_id", "rater_id", "criterion_id", "score", "revision"],
         "preferences": ["answer_a_id", "answer_b_id", "choice", "shown_left", "rater_id",
                         "case_id", "revision"],
         "raters": ["rater_id"],
     }
-    dictionary = {"ratings": ["answer_id", "rater_id", "criterion_id"],
-                  "preferences": ["answer_a_id", "answer_b_id", "choice", "shown_left", "rater_id"]}
-    raw = {}
-    for name, columns in needed.items():
-        entry = manifest["tables"][name]
-        data = bundle.verified_bytes(bundle.table_path(Path(folder), entry), entry)
-        # Bundles written before votes had revisions lack that column.
-        present = pq.read_schema(pa.BufferReader(data)).names
-        raw[name] = pq.read_table(pa.BufferReader(data),
-                                  columns=[c for c in columns if c in present],
-                                  read_dictionary=dictionary.get(name))
+    dictionary = {"preferences": ["answer_a_id", "answer_b_id", "choice", "shown_left",
+                                  "rater_id"]}
+    # Texts are read only to fill a missing length or word count.
+    texts = {"answers": ("length_chars", "text"), "cases": ("prompt_words", "prompt")}
+    raw = {name: _read_columns(folder, manifest, name, columns, dictionary.get(name),
+                               texts.get(name)) for name, columns in needed.items()}
     counts = {k: v["rows"] for k, v in manifest["tables"].items()}
-    data = _build(raw, manifest["snapshot_sha256"], counts, str(folder))
+    where = str(folder)
+
+    def ratings(answer_ids: pa.Array, rater_ids: pa.Array, criterion_ids: pa.Array
+                ) -> dict[str, np.ndarray]:
+        entry = manifest["tables"]["ratings"]
+        data = bundle.verified_bytes(bundle.table_path(Path(folder), entry), entry)
+        found = _stream_ratings(data, answer_ids, rater_ids, criterion_ids,
+                                f"{where}:ratings")
+        if found is None:  # edited ratings: the latest revisions need the whole table
+            present = pq.read_schema(pa.BufferReader(data)).names
+            table = _current(pq.read_table(pa.BufferReader(data), columns=[
+                c for c in [*RATING_COLUMNS, "rating_id"] if c in present],
+                read_dictionary=RATING_COLUMNS[:3]))
+            found = _rating_arrays(table, answer_ids, rater_ids, criterion_ids,
+                                   f"{where}:ratings")
+        return found
+
+    data = _build(raw, manifest["snapshot_sha256"], counts, where, ratings)
     data.judge_tables = judged.from_bundle(Path(folder), manifest)
+    del raw
+    # Arrow's allocator keeps freed pages for reuse; the audit allocates with
+    # numpy from here on (0.3 GB handed back at 100x).
+    pa.default_memory_pool().release_unused()
     return data
+
+
+RATING_COLUMNS = ["answer_id", "rater_id", "criterion_id", "score", "revision"]
+
+
+def _read_columns(folder: Path, manifest: dict, name: str, columns: list[str],
+                  dictionary: list[str] | None, text: tuple[str, str] | None = None
+                  ) -> pa.Table:
+    """``columns`` of a table (those present); with ``text`` = (number, text
+    column), the text column only when the number column has nulls."""
+    entry = manifest["tables"][name]
+    data = bundle.verified_bytes(bundle.table_path(Path(folder), entry), entry)
+    # Bundles written before votes had revisions lack that column.
+    present = pq.read_schema(pa.BufferReader(data)).names
+    wanted = [c for c in columns if c in present and (text is None or c != text[1])]
+    table = pq.read_table(pa.BufferReader(data), columns=wanted, read_dictionary=dictionary)
+    if text is not None and text[1] in present and (
+            text[0] not in wanted or table.column(text[0]).null_count):
+        table = table.append_column(text[1], pq.read_table(pa.BufferReader(data),
+                                                           columns=[text[1]]).column(0))
+    return table
+
+
+def _stream_ratings(data: bytes, answer_ids: pa.Array, rater_ids: pa.Array,
+                    criterion_ids: pa.Array, where: str) -> dict[str, np.ndarray] | None:
+    """The ratings' code arrays, read one row group at a time (string keys as
+    dictionaries): the whole Arrow table never exists, only the arrays.
+    None when some rating has a later revision (edits)."""
+    source = pq.ParquetFile(pa.BufferReader(data), read_dictionary=RATING_COLUMNS[:3])
+    columns = [c for c in RATING_COLUMNS if c in source.schema_arrow.names]
+    n = source.metadata.num_rows
+    keys = {name: Coder(n) for name in RATING_COLUMNS[:3]}
+    score = np.empty(n, dtype=np.int8)
+    start = 0
+    for group in range(source.num_row_groups):
+        part = source.read_row_group(group, columns=columns)
+        if "revision" in columns and _edited(part.column("revision")):
+            return None
+        for name, coder in keys.items():
+            for chunk in part.column(name).chunks:
+                coder.add(chunk)
+        values = part.column("score")
+        if values.null_count:
+            row = start + pc.index(pc.is_null(values), True).as_py()
+            raise InputError(where, "score is missing", row=row + 1, field="score")
+        score[start : start + part.num_rows] = values.to_numpy()
+        start += part.num_rows
+    return {"answer": keys["answer_id"].codes(answer_ids, where, "answer_id"),
+            "rater": keys["rater_id"].codes(rater_ids, where, "rater_id"),
+            "criterion": keys["criterion_id"].codes(criterion_ids, where, "criterion_id"
+                                                    ).astype(np.int16),
+            "score": score}
+
+
+def _edited(revision: pa.ChunkedArray) -> bool:
+    return (pc.max(pc.fill_null(revision, 0)).as_py() or 0) > 0
+
+
+def _rating_arrays(ratings: pa.Table, answer_ids: pa.Array, rater_ids: pa.Array,
+                   criterion_ids: pa.Array, where: str) -> dict[str, np.ndarray]:
+    return {"answer": codes(ratings.column("answer_id"), answer_ids, where, "answer_id"),
+            "rater": codes(ratings.column("rater_id"), rater_ids, where, "rater_id"),
+            "criterion": codes(ratings.column("criterion_id"), criterion_ids, where,
+                               "criterion_id").astype(np.int16),
+            "score": ratings.column("score").to_numpy().astype(np.int8)}
 
 
 def from_snapshot(snap: Snapshot) -> AuditData:
@@ -133,8 +298,11 @@ def from_snapshot(snap: Snapshot) -> AuditData:
     return data
 
 
-def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], where: str
-           ) -> AuditData:
+def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], where: str,
+           read_ratings: Callable[[pa.Array, pa.Array, pa.Array], dict[str, np.ndarray]]
+           | None = None) -> AuditData:
+    """``read_ratings`` gives the ratings' arrays from the answer, rater and
+    criterion vocabularies; by default they come from ``raw["ratings"]``."""
     models = raw["models"]
     criteria = _ordered_criteria(raw["criteria"])
     cases, answers = raw["cases"], raw["answers"]
@@ -143,16 +311,21 @@ def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], wher
     answer_ids = answers.column("answer_id").combine_chunks()
     specialty = cases.column("specialty").combine_chunks().dictionary_encode()
     case_code = codes(answers.column("case_id"), case_ids, f"{where}:answers", "case_id")
-    ratings = _current(raw["ratings"])
     # Sorted, so rater numbers in the report do not depend on storage order.
     rater_ids = raw["raters"].column("rater_id").combine_chunks()
     rater_ids = rater_ids.take(pc.array_sort_indices(rater_ids))
+    criterion_ids = criteria.column("criterion_id").combine_chunks()
+    if read_ratings is None:
+        rated = _rating_arrays(_current(raw["ratings"]), answer_ids, rater_ids, criterion_ids,
+                               f"{where}:ratings")
+    else:
+        rated = read_ratings(answer_ids, rater_ids, criterion_ids)
     prefs = _current_votes(raw["preferences"])
     return AuditData(
         models=model_ids.to_pylist(),
         model_names=[n or m for n, m in zip(models.column("display_name").to_pylist(),
                                             model_ids.to_pylist(), strict=True)],
-        criteria=criteria.column("criterion_id").to_pylist(),
+        criteria=criterion_ids.to_pylist(),
         criterion_names=criteria.column("name").to_pylist(),
         safety_critical=[bool(x) for x in criteria.column("safety_critical").to_pylist()],
         specialties=specialty.dictionary.to_pylist(),
@@ -161,13 +334,10 @@ def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], wher
         answer_specialty=specialty.indices.to_numpy(zero_copy_only=False)[case_code],
         answer_length=_answer_lengths(answers),
         answer_prompt_words=_prompt_words(cases)[case_code],
-        rating_answer=codes(ratings.column("answer_id"), answer_ids, f"{where}:ratings",
-                            "answer_id"),
-        rating_rater=codes(ratings.column("rater_id"), rater_ids, f"{where}:ratings", "rater_id"),
-        rating_criterion=codes(ratings.column("criterion_id"),
-                               criteria.column("criterion_id").combine_chunks(),
-                               f"{where}:ratings", "criterion_id").astype(np.int16),
-        rating_score=ratings.column("score").to_numpy().astype(np.int8),
+        rating_answer=rated["answer"],
+        rating_rater=rated["rater"],
+        rating_criterion=rated["criterion"],
+        rating_score=rated["score"],
         n_raters=len(rater_ids),
         pref_a=codes(prefs.column("answer_a_id"), answer_ids, f"{where}:preferences",
                      "answer_a_id"),
@@ -199,8 +369,10 @@ def _current(ratings: pa.Table) -> pa.Table:
     plain = ratings.cast(pa.schema([pa.field(f.name, f.type.value_type)
                                     if pa.types.is_dictionary(f.type) else f
                                     for f in ratings.schema]))
-    return current_ratings(plain.append_column("rating_id", pa.array(
-        np.arange(plain.num_rows, dtype=np.int64))))
+    if "rating_id" not in plain.column_names:  # the bundle's row order is the id order
+        plain = plain.append_column("rating_id", pa.array(
+            np.arange(plain.num_rows, dtype=np.int64)))
+    return current_ratings(plain)
 
 
 def _current_votes(prefs: pa.Table) -> pa.Table:
@@ -221,15 +393,25 @@ def _current_votes(prefs: pa.Table) -> pa.Table:
 
 
 def _answer_lengths(answers: pa.Table) -> np.ndarray:
-    length = pc.cast(answers.column("length_chars"), pa.float64())
-    text_length = pc.cast(pc.utf8_length(answers.column("text")), pa.float64())
-    return pc.coalesce(length, text_length).to_numpy(zero_copy_only=False).astype(float)
+    length = _numbers(answers, "length_chars")
+    if length.null_count and "text" in answers.column_names:
+        length = pc.coalesce(length, pc.cast(pc.utf8_length(answers.column("text")),
+                                             pa.float64()))
+    return length.to_numpy(zero_copy_only=False).astype(float)
 
 
 def _prompt_words(cases: pa.Table) -> np.ndarray:
-    words = pc.cast(cases.column("prompt_words"), pa.float64())
-    return pc.coalesce(words, word_count(cases.column("prompt"))).to_numpy(
-        zero_copy_only=False).astype(float)
+    words = _numbers(cases, "prompt_words")
+    if words.null_count and "prompt" in cases.column_names:
+        words = pc.coalesce(words, word_count(cases.column("prompt")))
+    return words.to_numpy(zero_copy_only=False).astype(float)
+
+
+def _numbers(table: pa.Table, name: str) -> pa.ChunkedArray:
+    """A numeric column as float64 (all null when the table lacks it)."""
+    if name not in table.column_names:
+        return pa.chunked_array([pa.nulls(table.num_rows, pa.float64())])
+    return pc.cast(table.column(name), pa.float64())
 
 
 def word_count(text: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:

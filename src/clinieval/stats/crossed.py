@@ -173,7 +173,43 @@ def count_ratio_variance(rows, cols, stats, num_map, den_map, contrasts=None) ->
         contrasts = sp.csr_matrix(contrasts, dtype=float)
         influence = sp.hstack([influence, influence @ contrasts]).tocsr()
         present = sp.hstack([den_map, den_map @ abs(contrasts)]).tocsr()
-    return influence_variance(rows, cols, stats @ influence, stats @ present)
+    row_code, n_rows = _dense(rows)
+    col_code, n_cols = _dense(cols)
+    if _dense(row_code.astype(np.int64) * n_cols + col_code)[1] < stats.shape[0]:
+        return influence_variance(rows, cols, stats @ influence, stats @ present)
+    return _distinct_cell_variance(row_code, n_rows, col_code, n_cols, stats, influence,
+                                   present)
+
+
+def _distinct_cell_variance(row_code, n_rows: int, col_code, n_cols: int, stats, influence,
+                            present) -> CrossedVariance:
+    """:func:`influence_variance` of ``stats @ influence`` when every row of
+    ``stats`` is a cell of its own (distinct (row, column) pairs), a block of
+    cells at a time: the rows' and columns' totals are dense accumulators
+    and each cell's square is summed as it comes, so the cells x statistics
+    influences (3.5 GB for co-failure at 100x) never exist at once."""
+    width = influence.shape[1]
+    row_totals, col_totals = np.zeros((n_rows, width)), np.zeros((n_cols, width))
+    row_seen = np.zeros((n_rows, width), dtype=bool)
+    col_seen = np.zeros((n_cols, width), dtype=bool)
+    s_cells, g_cells = np.zeros(width), np.zeros(width, dtype=np.int64)
+    step = max(1, _ELEMENT_BUDGET // max(width, 1))
+    for start in range(0, stats.shape[0], step):
+        block = stats[start:start + step]
+        z = (block @ influence).toarray()
+        here = (block @ present).toarray() != 0
+        for code, n_codes, totals, seen in ((row_code, n_rows, row_totals, row_seen),
+                                            (col_code, n_cols, col_totals, col_seen)):
+            members = sp.csr_matrix((np.ones(block.shape[0]), (
+                code[start:start + block.shape[0]], np.arange(block.shape[0]))),
+                shape=(n_codes, block.shape[0]))
+            totals += members @ z
+            seen |= (members @ here.astype(float)) > 0
+        s_cells += (z**2).sum(axis=0)
+        g_cells += here.sum(axis=0)
+    return _combine((row_totals**2).sum(axis=0), row_seen.sum(axis=0),
+                    (col_totals**2).sum(axis=0), col_seen.sum(axis=0), s_cells, g_cells,
+                    n_rows, n_cols)
 
 
 def grouped_ratio_variance(rows, cols, counts, values, groups, n_groups: int

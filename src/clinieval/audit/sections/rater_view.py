@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.core import SCORES, Context
 from clinieval.audit.result import Figure, Histogram, Section
 from clinieval.audit.sections._common import Skipped, run_section
 from clinieval.audit.tables import estimate
@@ -36,15 +36,20 @@ class RaterView:
 
 def compute(ctx: Context) -> RaterView | Skipped:
     d = ctx.data
+    # Ratings and score sums per (answer, criterion) from the context's
+    # counts; per rating only what the residuals need, for the shared
+    # ratings (int64 per-rating temporaries were 2 GB at 100x).
+    counts = ctx.answer_counts
+    n_cell = counts.sum(axis=2).ravel().astype(np.int32)
+    total_cell = (counts @ SCORES).ravel()
     cell = d.rating_answer.astype(np.int64) * d.n_criteria + d.rating_criterion
-    size = d.n_answers * d.n_criteria
-    n = np.bincount(cell, minlength=size)[cell]
-    total = np.bincount(cell, weights=d.rating_score, minlength=size)[cell]
-    shared = n >= 2
+    shared = n_cell[cell] >= 2
     if shared.sum() < MIN_SHARED:
         return Skipped("needs answers rated by several clinicians.")
-    score = d.rating_score[shared]
-    resid = score - (total[shared] - score) / (n[shared] - 1)
+    cell = cell[shared]
+    score = d.rating_score[shared].astype(float)
+    resid = score - (total_cell[cell] - score) / (n_cell[cell] - 1)
+    del cell, score
     k, mean, lo, hi = group_mean_ci(d.rating_rater[shared], resid, d.n_raters,
                                     ctx.settings.level)
     return RaterView(np.bincount(d.rating_rater, minlength=d.n_raters), k, mean, lo, hi)

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import lru_cache
 from itertools import combinations
 
 import sqlalchemy as sa
@@ -49,6 +50,9 @@ class StudyConfig:
     criteria: list[str]
     consent_text: str
     rationale_required: bool = True
+    rubric: str | None = field(default=None, repr=False, compare=False)
+    """The current rubric version's stored text when it was read with the
+    settings (the page gate does); None: ask the database."""
 
 
 def study_config(conn: sa.Connection, study_id: str) -> StudyConfig | None:
@@ -57,12 +61,31 @@ def study_config(conn: sa.Connection, study_id: str) -> StudyConfig | None:
     ).first()
     if row is None:
         return None
-    m = dict(row._mapping)
-    m["specialties"], m["criteria"] = json.loads(m["specialties"]), json.loads(m["criteria"])
     rule = conn.execute(sa.select(P.study_rubrics.c.rationale_required).where(
         P.study_rubrics.c.study_id == study_id)).scalar()
-    m["rationale_required"] = True if rule is None else bool(rule)
-    return StudyConfig(**m)
+    return config_from(row._mapping, rule)
+
+
+SETTINGS = tuple(c.name for c in P.study_settings.columns)
+
+
+def config_from(settings, rationale_required: bool | None, rubric: str | None = None
+                ) -> StudyConfig:
+    """A StudyConfig from a ``study_settings`` row (any mapping with its columns)."""
+    m = {name: settings[name] for name in SETTINGS}
+    m["specialties"], m["criteria"] = _names(m["specialties"]), _names(m["criteria"])
+    m["rationale_required"] = True if rationale_required is None else bool(rationale_required)
+    return StudyConfig(**m, rubric=rubric)
+
+
+def _names(text: str) -> list[str]:
+    return list(_parsed_names(text))
+
+
+@lru_cache(maxsize=256)
+def _parsed_names(text: str) -> tuple[str, ...]:
+    """A stored JSON list of names, parsed once per distinct text."""
+    return tuple(json.loads(text))
 
 
 def is_live(lease: sa.Row) -> bool:

@@ -151,7 +151,7 @@ async def studies(ctx: User) -> Response:
 
 @router.get("/s/{study}/profile")
 async def profile_page(ctx: Member) -> Response:
-    return page(ctx, "profile.html", values=dict(ctx.rater._mapping), professions=PROFESSIONS,
+    return page(ctx, "profile.html", values=ctx.rater._asdict(), professions=PROFESSIONS,
                 error=None)
 
 

@@ -72,11 +72,22 @@ def comment_field(panel: int, criterion_id: str) -> str:
 def criteria_views(conn: sa.Connection, cfg: StudyConfig) -> tuple[CriterionView, ...]:
     """The shown criteria in the texts of the study's current rubric version
     (the criteria table's, for a version stored without its texts)."""
-    rows = current_rubric_rows(conn, cfg.study_id)
-    if rows is None:
-        c = S.criteria
-        rows = {r.criterion_id: r._mapping
-                for r in conn.execute(sa.select(c).where(c.c.criterion_id.in_(cfg.criteria)))}
+    text = cfg.rubric if cfg.rubric is not None else current_rubric_text(conn, cfg.study_id)
+    if text:
+        return _criteria_of_text(text, tuple(cfg.criteria))
+    c = S.criteria
+    rows = {r.criterion_id: r._mapping
+            for r in conn.execute(sa.select(c).where(c.c.criterion_id.in_(cfg.criteria)))}
+    return _criteria(rows, cfg.criteria)
+
+
+@lru_cache(maxsize=64)
+def _criteria_of_text(text: str, criteria: tuple[str, ...]) -> tuple[CriterionView, ...]:
+    """A stored rubric version never changes: its views are built once."""
+    return _criteria(_rubric_rows(text), criteria)
+
+
+def _criteria(rows, criteria) -> tuple[CriterionView, ...]:
     return tuple(
         CriterionView(
             criterion_id=cid,
@@ -88,18 +99,17 @@ def criteria_views(conn: sa.Connection, cfg: StudyConfig) -> tuple[CriterionView
                 for s, col in zip(T.SCORES, ANCHOR_COLUMNS, strict=True)
             ),
         )
-        for cid in cfg.criteria
+        for cid in criteria
     )
 
 
-def current_rubric_rows(conn: sa.Connection, study_id: str) -> dict[str, dict] | None:
+def current_rubric_text(conn: sa.Connection, study_id: str) -> str | None:
     v, sr = P.study_rubric_versions, P.study_rubrics
-    text = conn.execute(
+    return conn.execute(
         sa.select(v.c.rubric)
         .join(sr, sa.and_(sr.c.study_id == v.c.study_id, sr.c.version == v.c.version))
         .where(sr.c.study_id == study_id)
     ).scalar()
-    return _rubric_rows(text) if text else None
 
 
 @lru_cache(maxsize=64)

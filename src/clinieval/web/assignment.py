@@ -136,15 +136,20 @@ def _kinds(conn: sa.Connection, cfg: StudyConfig, user_id: str, kind: str) -> tu
     return ("pair", "rating") if wants_pair else ("rating", "pair")
 
 
+_OPEN_LEASES = (
+    sa.select(P.task_leases)
+    .where(P.task_leases.c.user_id == sa.bindparam("user"),
+           P.task_leases.c.study_id == sa.bindparam("study"),
+           P.task_leases.c.status == "open")
+    .order_by(P.task_leases.c.created_at)
+)
+
+
 def _resume(conn: sa.Connection, cfg: StudyConfig, user_id: str) -> str | None:
     """An open lease of this clinician: kept while live, renewed after expiry
     if the answer still has room, otherwise marked expired."""
     tl = P.task_leases
-    rows = conn.execute(
-        sa.select(tl)
-        .where(tl.c.user_id == user_id, tl.c.study_id == cfg.study_id, tl.c.status == "open")
-        .order_by(tl.c.created_at)
-    ).all()
+    rows = conn.execute(_OPEN_LEASES, {"user": user_id, "study": cfg.study_id}).all()
     for lease in rows:
         if is_live(lease):
             return lease.token
@@ -173,14 +178,17 @@ def touch(conn: sa.Connection, cfg: StudyConfig, token: str) -> None:
     )
 
 
-def _not_mine(user: sa.Row, answer: sa.ColumnElement) -> sa.ColumnElement[bool]:
+def _not_mine(user: sa.Row | None, answer: sa.ColumnElement) -> sa.ColumnElement[bool]:
     """``answer`` is neither rated by this clinician nor held (now or before) in
-    one of their tasks; each test is a probe of an index on the answer."""
+    one of their tasks; each test is a probe of an index on the answer. With
+    ``user`` None the clinician is left to the parameters ``rater`` and ``user``."""
     r, tl = S.ratings, P.task_leases
+    rater_id = sa.bindparam("rater") if user is None else user.rater_id
+    user_id = sa.bindparam("user") if user is None else user.user_id
     return sa.and_(
-        ~sa.exists().where(r.c.answer_id == answer, r.c.rater_id == user.rater_id),
-        ~sa.exists().where(tl.c.answer_id == answer, tl.c.user_id == user.user_id),
-        ~sa.exists().where(tl.c.answer_b_id == answer, tl.c.user_id == user.user_id),
+        ~sa.exists().where(r.c.answer_id == answer, r.c.rater_id == rater_id),
+        ~sa.exists().where(tl.c.answer_id == answer, tl.c.user_id == user_id),
+        ~sa.exists().where(tl.c.answer_b_id == answer, tl.c.user_id == user_id),
     )
 
 
@@ -205,13 +213,20 @@ def _submitted(answer: sa.ColumnElement) -> sa.ScalarSelect:
     )
 
 
-def _leased(answer: sa.ColumnElement) -> sa.ScalarSelect:
+def _leased(answer: sa.ColumnElement, live: sa.ColumnElement[bool] | None = None
+            ) -> sa.ScalarSelect:
     tl = P.task_leases
     return (
         sa.select(sa.func.count())
-        .where(sa.or_(tl.c.answer_id == answer, tl.c.answer_b_id == answer), _live())
+        .where(sa.or_(tl.c.answer_id == answer, tl.c.answer_b_id == answer),
+               _live() if live is None else live)
         .scalar_subquery()
     )
+
+
+def _live_at(tl: sa.Table = P.task_leases) -> sa.ColumnElement[bool]:
+    """:func:`_live` with the time left to the parameter ``now`` (prebuilt statements)."""
+    return sa.and_(tl.c.status == "open", tl.c.expires_at > sa.bindparam("now"))
 
 
 def _answer_load(conn: sa.Connection, answer_id: str) -> int:
@@ -250,16 +265,29 @@ def _lock(conn: sa.Connection, answer_ids: list[str], wait: bool = False) -> boo
     return len(got) == len(set(answer_ids))
 
 
-def _live_leases(conn: sa.Connection, answer_ids: list[str]) -> dict[str, int]:
-    tl = P.task_leases
-    counts: dict[str, int] = {}
-    for column in (tl.c.answer_id, tl.c.answer_b_id):
-        for answer_id, n in conn.execute(
-            sa.select(column, sa.func.count()).where(column.in_(answer_ids), _live())
-            .group_by(column)
-        ):
-            counts[answer_id] = counts.get(answer_id, 0) + n
-    return counts
+def _rating_pages() -> tuple[sa.Select, sa.Select]:
+    """The first and the following pages of :func:`_lease_rating`'s walk, built
+    once: up to ``limit`` answers of the specialty below the target, in order
+    of raters so far, each with its live leases (counted for the page only)."""
+    al, s = P.answer_load, P.answer_screens
+    order = sa.tuple_(al.c.submitted, al.c.answer_id)
+    pool = (
+        sa.select(al.c.answer_id, al.c.submitted)
+        .join(s, sa.and_(s.c.answer_id == al.c.answer_id, s.c.study_id == al.c.study_id))
+        .where(al.c.study_id == sa.bindparam("study"), al.c.specialty == sa.bindparam("specialty"),
+               s.c.status == "clear", al.c.submitted < sa.bindparam("target"),
+               _not_mine(None, al.c.answer_id))
+    )
+    pages = []
+    for page in (pool, pool.where(order > sa.tuple_(sa.bindparam("after_submitted"),
+                                                   sa.bindparam("after_answer")))):
+        page = page.order_by(*order.clauses).limit(sa.bindparam("limit")).subquery()
+        pages.append(sa.select(page.c.answer_id, page.c.submitted,
+                               _leased(page.c.answer_id, _live_at()).label("held")))
+    return pages[0], pages[1]
+
+
+_RATING_PAGES = _rating_pages()
 
 
 def _lease_rating(
@@ -269,18 +297,14 @@ def _lease_rating(
     (an index scan of ``answer_load``), a page at a time; within a page the
     fewest live leases first. The pick is re-counted from the source tables
     under the lock before it is leased."""
-    pool = _pool(cfg, specialty, user).where(
-        P.answer_load.c.submitted < cfg.overlap_target)
-    order = sa.tuple_(P.answer_load.c.submitted, P.answer_load.c.answer_id)
-    after, busy = None, []
+    params = {"study": cfg.study_id, "specialty": specialty, "target": cfg.overlap_target,
+              "rater": user.rater_id, "user": user.user_id, "now": now(), "limit": CANDIDATES}
+    busy = []
     while True:
-        page = pool if after is None else pool.where(order > sa.tuple_(*after))
-        rows = conn.execute(page.order_by(*order.clauses).limit(CANDIDATES)).all()
+        rows = conn.execute(_RATING_PAGES[1 if "after_answer" in params else 0], params).all()
         if not rows:
             break
-        leased = _live_leases(conn, [r.answer_id for r in rows])
-        for done, held, answer_id in sorted((r.submitted, leased.get(r.answer_id, 0),
-                                             r.answer_id) for r in rows):
+        for done, held, answer_id in sorted((r.submitted, r.held, r.answer_id) for r in rows):
             if done + held >= cfg.overlap_target:
                 continue
             taken = _take(conn, cfg, user, [answer_id])
@@ -288,7 +312,8 @@ def _lease_rating(
                 return _insert_lease(conn, cfg, user, "rating", answer_id)
             if taken == BUSY:
                 busy.append([answer_id])
-        after = (rows[-1].submitted, rows[-1].answer_id)
+        last = max(rows, key=lambda r: (r.submitted, r.answer_id))
+        params |= {"after_submitted": last.submitted, "after_answer": last.answer_id}
     return _wait_for(conn, cfg, user, busy, "rating")
 
 
@@ -304,6 +329,10 @@ def _take(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, answer_ids: list[
     savepoint = conn.begin_nested() if conn.dialect.name == "postgresql" else None
     if not _lock(conn, answer_ids, wait):
         state = BUSY
+    elif len(answer_ids) == 1:
+        free, load = conn.execute(_ONE_ANSWER, {"answer": answer_ids[0], "rater": user.rater_id,
+                                                "user": user.user_id, "now": now()}).one()
+        state = TAKEN if free and load < cfg.overlap_target else FULL
     elif not _free_for(conn, user, answer_ids):
         state = FULL
     elif len(answer_ids) == 2 and _pair_load(conn, *answer_ids) >= cfg.overlap_target:
@@ -315,6 +344,14 @@ def _take(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, answer_ids: list[
     if savepoint is not None:
         (savepoint.commit if state == TAKEN else savepoint.rollback)()
     return state
+
+
+_ONE_ANSWER = sa.select(
+    sa.case((_not_mine(None, sa.bindparam("answer")), 1), else_=0),
+    _submitted(sa.bindparam("answer")) + _leased(sa.bindparam("answer"), _live_at()),
+)
+"""Under the lock, for one answer: still not this clinician's, and its raters
+plus live leases (one statement for :func:`_free_for` and :func:`_answer_load`)."""
 
 
 def _wait_for(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, busy: list[list[str]],
@@ -340,22 +377,16 @@ def _insert_lease(
     answer_b_id: str | None = None,
     shown_left: str | None = None,
 ) -> str:
-    token = new_token()
-    conn.execute(
-        P.task_leases.insert().values(
-            token=token,
-            study_id=cfg.study_id,
-            user_id=user.user_id,
-            kind=kind,
-            answer_id=answer_id,
-            answer_b_id=answer_b_id,
-            shown_left=shown_left,
-            status="open",
-            created_at=now(),
-            expires_at=now() + timedelta(minutes=cfg.lease_minutes),
-        )
-    )
+    token, at = new_token(), now()
+    conn.execute(_NEW_LEASE, {
+        "token": token, "study_id": cfg.study_id, "user_id": user.user_id, "kind": kind,
+        "answer_id": answer_id, "answer_b_id": answer_b_id, "shown_left": shown_left,
+        "status": "open", "created_at": at,
+        "expires_at": at + timedelta(minutes=cfg.lease_minutes)})
     return token
+
+
+_NEW_LEASE = P.task_leases.insert()
 
 
 # --- pairs -------------------------------------------------------------------

@@ -217,12 +217,15 @@ async def take_next(ctx: Clinician) -> Response:
     return RedirectResponse(f"/s/{ctx.study.study_id}/t/{token}", status_code=303)
 
 
+_LEASE = sa.select(P.task_leases).where(P.task_leases.c.token == sa.bindparam("token"),
+                                        P.task_leases.c.user_id == sa.bindparam("user"),
+                                        P.task_leases.c.study_id == sa.bindparam("study"))
+
+
 def _lease(ctx: Ctx, token: str) -> sa.Row:
-    tl = P.task_leases
     with ctx.engine.connect() as conn:
-        lease = conn.execute(sa.select(tl).where(
-            tl.c.token == token, tl.c.user_id == ctx.user.user_id,
-            tl.c.study_id == ctx.study.study_id)).first()
+        lease = conn.execute(_LEASE, {"token": token, "user": ctx.user.user_id,
+                                      "study": ctx.study.study_id}).first()
     if lease is None:
         raise HTTPException(404, "No such task.")
     return lease

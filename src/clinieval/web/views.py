@@ -140,17 +140,16 @@ def screen_choice(stored: str, shown_left: str) -> str:
     return stored_choice(stored, shown_left)  # swapping is its own inverse
 
 
+_TEXTS = (sa.select(S.answers.c.answer_id, S.answers.c.text, S.cases.c.prompt,
+                     S.cases.c.specialty)
+          .join(S.cases, S.cases.c.case_id == S.answers.c.case_id)
+          .where(S.answers.c.answer_id.in_(sa.bindparam("answers", expanding=True))))
+_DRAFT = sa.select(P.drafts.c.data).where(P.drafts.c.token == sa.bindparam("token"))
+
+
 def task_view(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, rater_id: str) -> TaskView:
     answer_ids = panel_answers(lease)
-    a, c = S.answers, S.cases
-    rows = {
-        r.answer_id: r
-        for r in conn.execute(
-            sa.select(a.c.answer_id, a.c.text, c.c.prompt, c.c.specialty)
-            .join(c, c.c.case_id == a.c.case_id)
-            .where(a.c.answer_id.in_(answer_ids))
-        )
-    }
+    rows = {r.answer_id: r for r in conn.execute(_TEXTS, {"answers": answer_ids})}
     first = rows[answer_ids[0]]
     labels = ("Answer",) if lease.kind == "rating" else T.SIDES
     panels = tuple(
@@ -178,7 +177,7 @@ def _values(
     """Latest submitted values for a submitted task, else the saved draft."""
     if lease.status == "submitted":
         return latest_values(conn, answer_ids, rater_id), _vote(conn, lease)
-    draft = conn.execute(sa.select(P.drafts.c.data).where(P.drafts.c.token == lease.token)).scalar()
+    draft = conn.execute(_DRAFT, {"token": lease.token}).scalar()
     data = json.loads(draft) if draft else {}
     return dict(data.get("fields", {})), data.get("choice")
 

@@ -77,7 +77,12 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
 
 def _sqlite_begin(conn: sa.Connection) -> None:
     mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
-    conn.exec_driver_sql(f"BEGIN {mode}")
+    # Straight to the driver: this runs for every transaction, and SQLAlchemy's
+    # statement machinery would cost more than the BEGIN itself.
+    conn.connection.driver_connection.execute(_BEGIN[mode])
+
+
+_BEGIN = {mode: f"BEGIN {mode}" for mode in ("DEFERRED", "IMMEDIATE", "EXCLUSIVE")}
 
 
 def alembic_config(engine: sa.Engine) -> Config:

@@ -192,18 +192,6 @@ def _not_mine(user: sa.Row | None, answer: sa.ColumnElement) -> sa.ColumnElement
     )
 
 
-def _pool(cfg: StudyConfig, specialty: str, user: sa.Row) -> sa.Select:
-    """Clear answers of the specialty that this clinician may be given, with
-    their raters so far (from the trigger-kept ``answer_load``)."""
-    al, s = P.answer_load, P.answer_screens
-    return (
-        sa.select(al.c.answer_id, al.c.case_id, al.c.model_id, al.c.submitted)
-        .join(s, sa.and_(s.c.answer_id == al.c.answer_id, s.c.study_id == al.c.study_id))
-        .where(al.c.study_id == cfg.study_id, al.c.specialty == specialty,
-               s.c.status == "clear", _not_mine(user, al.c.answer_id))
-    )
-
-
 def _submitted(answer: sa.ColumnElement) -> sa.ScalarSelect:
     r = S.ratings
     return (
@@ -234,14 +222,6 @@ def _answer_load(conn: sa.Connection, answer_id: str) -> int:
     return conn.execute(
         sa.select(_submitted(sa.literal(answer_id)) + _leased(sa.literal(answer_id)))
     ).scalar_one()
-
-
-def _free_for(conn: sa.Connection, user: sa.Row, answer_ids: list[str]) -> bool:
-    """Under the lock: none of the answers is this clinician's already (a
-    request of theirs running at the same time may have just taken it)."""
-    probe = sa.select(sa.literal(1)).where(sa.and_(*(_not_mine(user, sa.literal(a))
-                                                     for a in answer_ids)))
-    return conn.execute(probe).first() is not None
 
 
 def _lock(conn: sa.Connection, answer_ids: list[str], wait: bool = False) -> bool:
@@ -333,14 +313,12 @@ def _take(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, answer_ids: list[
         free, load = conn.execute(_ONE_ANSWER, {"answer": answer_ids[0], "rater": user.rater_id,
                                                 "user": user.user_id, "now": now()}).one()
         state = TAKEN if free and load < cfg.overlap_target else FULL
-    elif not _free_for(conn, user, answer_ids):
-        state = FULL
-    elif len(answer_ids) == 2 and _pair_load(conn, *answer_ids) >= cfg.overlap_target:
-        state = FULL
     else:
+        free, *loads = conn.execute(_TWO_ANSWERS, {
+            "a": answer_ids[0], "b": answer_ids[1], "rater": user.rater_id,
+            "user": user.user_id, "now": now()}).one()
         # A pair task rates both answers: neither may go past its target either.
-        full = any(_answer_load(conn, a) >= cfg.overlap_target for a in answer_ids)
-        state = FULL if full else TAKEN
+        state = TAKEN if free and max(loads) < cfg.overlap_target else FULL
     if savepoint is not None:
         (savepoint.commit if state == TAKEN else savepoint.rollback)()
     return state
@@ -392,61 +370,98 @@ _NEW_LEASE = P.task_leases.insert()
 # --- pairs -------------------------------------------------------------------
 
 
-def _pair_load(conn: sa.Connection, a: str, b: str) -> int:
+def _pair_votes(a: sa.ColumnElement, b: sa.ColumnElement, live: sa.ColumnElement[bool]
+                ) -> sa.ColumnElement[int]:
     """Votes (each once, however often it was edited) plus live leases on the
-    unordered pair {a, b}."""
+    unordered pair {a, b}, as one SQL expression."""
     p, tl = S.preferences, P.task_leases
 
     def both(x: sa.ColumnElement, y: sa.ColumnElement) -> sa.ColumnElement[bool]:
         return sa.or_(sa.and_(x == a, y == b), sa.and_(x == b, y == a))
 
     case = sa.select(S.answers.c.case_id).where(S.answers.c.answer_id == a).scalar_subquery()
-    votes = conn.execute(
-        sa.select(sa.func.count()).where(p.c.case_id == case,
-                                         both(p.c.answer_a_id, p.c.answer_b_id),
-                                         sa.func.coalesce(p.c.revision, 0) == 0)
-    ).scalar_one()
-    live = conn.execute(
-        sa.select(sa.func.count()).where(both(tl.c.answer_id, tl.c.answer_b_id), _live())
-    ).scalar_one()
-    return votes + live
+    votes = sa.select(sa.func.count()).where(p.c.case_id == case,
+                                             both(p.c.answer_a_id, p.c.answer_b_id),
+                                             sa.func.coalesce(p.c.revision, 0) == 0)
+    leases = sa.select(sa.func.count()).where(both(tl.c.answer_id, tl.c.answer_b_id), live)
+    return votes.scalar_subquery() + leases.scalar_subquery()
+
+
+def _pair_load(conn: sa.Connection, a: str, b: str) -> int:
+    """Votes (each once, however often it was edited) plus live leases on the
+    unordered pair {a, b}."""
+    return conn.execute(sa.select(_pair_votes(sa.literal(a), sa.literal(b), _live()))
+                        ).scalar_one()
+
+
+_A, _B = sa.bindparam("a"), sa.bindparam("b")
+_TWO_ANSWERS = sa.select(
+    sa.case((sa.and_(_not_mine(None, _A), _not_mine(None, _B)), 1), else_=0),
+    _pair_votes(_A, _B, _live_at()),
+    _submitted(_A) + _leased(_A, _live_at()),
+    _submitted(_B) + _leased(_B, _live_at()),
+)
+"""Under the lock, for a pair: neither answer is this clinician's, the pair's
+load and each answer's load (one statement for a pair task's re-count)."""
+
+_PAIR_VOTES = sa.select(P.pair_load.c.model_lo, P.pair_load.c.model_hi, P.pair_load.c.votes
+                        ).where(P.pair_load.c.study_id == sa.bindparam("study"))
+
+
+def _pair_leases() -> sa.Select:
+    tl = P.task_leases
+    a1, a2 = S.answers.alias("a1"), S.answers.alias("a2")
+    return (
+        sa.select(a1.c.model_id, a2.c.model_id)
+        .select_from(tl)
+        .join(a1, a1.c.answer_id == tl.c.answer_id)
+        .join(a2, a2.c.answer_id == tl.c.answer_b_id)
+        .where(tl.c.study_id == sa.bindparam("study"), tl.c.kind == "pair", _live_at())
+    )
+
+
+_PAIR_LEASES = _pair_leases()
+_PAIR_POOL = (
+    sa.select(P.answer_load.c.answer_id, P.answer_load.c.case_id, P.answer_load.c.model_id)
+    .join(P.answer_screens, sa.and_(P.answer_screens.c.answer_id == P.answer_load.c.answer_id,
+                                    P.answer_screens.c.study_id == P.answer_load.c.study_id))
+    .where(P.answer_load.c.study_id == sa.bindparam("study"),
+           P.answer_load.c.specialty == sa.bindparam("specialty"),
+           P.answer_screens.c.status == "clear",
+           P.answer_load.c.submitted < sa.bindparam("target"),
+           _not_mine(None, P.answer_load.c.answer_id))
+    .order_by(P.answer_load.c.answer_id)
+)
+PAIR_TRIES = 200
+"""Pairs re-counted at most per request, best balanced first (each try is one
+statement; more than the first few fail only when nearly everything is full)."""
 
 
 def _model_pair_loads(conn: sa.Connection, cfg: StudyConfig) -> dict[tuple[str, str], int]:
     """Votes (trigger-kept ``pair_load``) plus live pair leases per unordered
     model pair in the study."""
-    pl, tl = P.pair_load, P.task_leases
-    a1, a2 = S.answers.alias("a1"), S.answers.alias("a2")
-    loads = {(lo, hi): n for lo, hi, n in conn.execute(
-        sa.select(pl.c.model_lo, pl.c.model_hi, pl.c.votes).where(pl.c.study_id == cfg.study_id))}
-    leases = (
-        sa.select(a1.c.model_id, a2.c.model_id)
-        .select_from(tl)
-        .join(a1, a1.c.answer_id == tl.c.answer_id)
-        .join(a2, a2.c.answer_id == tl.c.answer_b_id)
-        .where(tl.c.study_id == cfg.study_id, tl.c.kind == "pair", _live())
-    )
-    for m1, m2 in conn.execute(leases):
-        key = tuple(sorted((m1, m2)))
+    loads = {(lo, hi): n for lo, hi, n in conn.execute(_PAIR_VOTES, {"study": cfg.study_id})}
+    for m1, m2 in conn.execute(_PAIR_LEASES, {"study": cfg.study_id, "now": now()}):
+        key = (m1, m2) if m1 < m2 else (m2, m1)
         loads[key] = loads.get(key, 0) + 1
     return loads
 
 
 def _lease_pair(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: str) -> str | None:
     by_case: dict[str, list[tuple[str, str]]] = {}
-    pool = _pool(cfg, specialty, user).where(
-        P.answer_load.c.submitted < cfg.overlap_target).order_by(P.answer_load.c.answer_id)
-    for answer_id, case_id, model_id, _ in conn.execute(pool):
+    for answer_id, case_id, model_id in conn.execute(_PAIR_POOL, {
+            "study": cfg.study_id, "specialty": specialty, "target": cfg.overlap_target,
+            "rater": user.rater_id, "user": user.user_id}):
         by_case.setdefault(case_id, []).append((answer_id, model_id))
     loads = _model_pair_loads(conn, cfg)
     options = sorted(
-        (loads.get(tuple(sorted((m1, m2))), 0), case_id, x, y)
-        for case_id, answers in by_case.items()
+        (loads.get((m1, m2) if m1 < m2 else (m2, m1), 0), case_id, x, y)
+        for case_id, answers in by_case.items() if len(answers) > 1
         for (x, m1), (y, m2) in combinations(answers, 2)
         if m1 != m2
     )
     busy = []
-    for _, _, x, y in options[:CANDIDATES]:
+    for _, _, x, y in options[:PAIR_TRIES]:
         taken = _take(conn, cfg, user, [x, y])
         if taken == TAKEN:
             a, b = _rng.sample([x, y], 2)

@@ -24,6 +24,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.datastructures import MutableHeaders
 
 from clinieval.errors import InputError
+from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.web import auth
@@ -261,7 +262,7 @@ def _session(engine: sa.Engine, token: str, study: str | None) -> tuple:
     params = {"token": auth.digest(token)}
     if study is not None:
         params["study"] = study
-    with engine.connect() as conn:
+    with db.reading(engine) as conn:
         row = conn.execute(_GATE[study is not None], params).first()
     if row is None or auth.aware(row.expires_at) < auth.now():
         return None, None

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 
 from clinieval.audit.settings import AuditSettings
+from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.web.assignment import StudyConfig, _live
@@ -55,7 +56,7 @@ def progress(engine: sa.Engine, cfg: StudyConfig, per_clinician: bool) -> dict:
              .where(al.c.study_id == cfg.study_id, s.c.status == "clear")
              .group_by(al.c.model_id, al.c.specialty).order_by(al.c.model_id, al.c.specialty))
     tl = P.task_leases
-    with engine.connect() as conn:
+    with db.reading(engine) as conn:
         cells = conn.execute(query).all()
         open_leases = conn.execute(sa.select(sa.func.count()).select_from(tl).where(
             tl.c.study_id == cfg.study_id, _live(tl))).scalar_one()
@@ -108,7 +109,7 @@ def data_version(engine: sa.Engine, study_id: str) -> tuple:
     """Changes whenever ratings or votes are added (largest ids: index reads)
     or the study's clear answers or raters per answer change."""
     r, p, al, s = S.ratings, S.preferences, P.answer_load, P.answer_screens
-    with engine.connect() as conn:
+    with db.reading(engine) as conn:
         rating, vote = conn.execute(sa.select(
             sa.select(sa.func.max(r.c.rating_id)).scalar_subquery(),
             sa.select(sa.func.max(p.c.preference_id)).scalar_subquery())).one()

@@ -199,7 +199,7 @@ def _profile_values(ctx: Ctx, form: dict[str, str]) -> dict:
 @router.get("/s/{study}")
 async def feed(ctx: Clinician, saved: int = 0, empty: int = 0) -> Response:
     tl = P.task_leases
-    with ctx.engine.connect() as conn:
+    with db.reading(ctx.engine) as conn:
         done = dict(conn.execute(sa.select(tl.c.kind, sa.func.count()).where(
             tl.c.user_id == ctx.user.user_id, tl.c.study_id == ctx.study.study_id,
             tl.c.status == "submitted").group_by(tl.c.kind)).all())
@@ -224,7 +224,7 @@ _LEASE = sa.select(P.task_leases).where(P.task_leases.c.token == sa.bindparam("t
 
 def _lease(ctx: Ctx, token: str, conn: sa.Connection | None = None) -> sa.Row:
     if conn is None:
-        with ctx.engine.connect() as conn:
+        with db.reading(ctx.engine) as conn:
             return _lease(ctx, token, conn)
     lease = conn.execute(_LEASE, {"token": token, "user": ctx.user.user_id,
                                   "study": ctx.study.study_id}).first()
@@ -237,7 +237,7 @@ def _task_page(ctx: Ctx, lease: sa.Row, status: int = 200, error: InputError | N
                entered: dict[str, str] | None = None, conn: sa.Connection | None = None
                ) -> Response:
     if conn is None:
-        with ctx.engine.connect() as conn:
+        with db.reading(ctx.engine) as conn:
             return _task_page(ctx, lease, status, error, entered, conn)
     view = task_view(conn, ctx.study, lease, ctx.user.rater_id)
     values = entered if entered is not None else view.values
@@ -248,13 +248,13 @@ def _task_page(ctx: Ctx, lease: sa.Row, status: int = 200, error: InputError | N
 
 @router.get("/s/{study}/t/{token}")
 async def task(token: str, ctx: Clinician) -> Response:
-    with ctx.engine.connect() as conn:  # one checkout for the lease and the page
+    with db.reading(ctx.engine) as conn:  # one checkout for the lease and the page
         return _task_page(ctx, _lease(ctx, token, conn), conn=conn)
 
 
 @router.post("/s/{study}/t/{token}")
 async def submit_task(token: str, ctx: Clinician) -> Response:
-    with ctx.engine.connect() as conn:
+    with db.reading(ctx.engine) as conn:
         lease = _lease(ctx, token, conn)
         criteria = criteria_views(conn, ctx.study)
     as_json = ctx.request.headers.get("content-type", "").startswith("application/json")
@@ -278,7 +278,7 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
 
 @router.post("/s/{study}/t/{token}/draft")
 async def draft(token: str, ctx: Clinician) -> Response:
-    with ctx.engine.connect() as conn:
+    with db.reading(ctx.engine) as conn:
         lease = _lease(ctx, token, conn)
         criteria = criteria_views(conn, ctx.study)
     data = await ctx.request.json()
@@ -300,7 +300,7 @@ async def history(ctx: Clinician, saved: int = 0) -> Response:
 
 def _history(ctx: Ctx) -> list[dict]:
     tl, r, a, c, p = P.task_leases, S.ratings, S.answers, S.cases, S.preferences
-    with ctx.engine.connect() as conn:
+    with db.reading(ctx.engine) as conn:
         leases = conn.execute(
             sa.select(tl.c.token, tl.c.kind, tl.c.answer_id, tl.c.answer_b_id, tl.c.preference_id,
                       c.c.prompt)

@@ -184,11 +184,12 @@ async def admin(c: httpx.AsyncClient, cookie: tuple[str, str], run: Run, times: 
 
 
 async def drive(base: str, cookies: dict, clinicians: int, seconds: float,
-                max_submissions: int, think: float, server_pid: int
-                ) -> tuple[Run, dict, float, tuple[float, float, float]]:
+                max_submissions: int, think: float, server_pid: int, url: str
+                ) -> tuple[Run, dict, float, tuple[float, float, float, float | None]]:
     """Run the clinicians and the admin until the deadline; returns the run,
     the admin's page times, the elapsed seconds and the CPU seconds spent
-    meanwhile by the server, its live-view process and this client process."""
+    meanwhile by the server, its live-view process, this client process and
+    the database's backends (PostgreSQL on this machine; else None)."""
     times: dict[str, list[float]] = {"progress": [], "safety": []}
     users = [u for u in cookies if u != "admin"][:clinicians]
     # A client per simulated person, each with one keep-alive HTTP/1.1 connection:
@@ -202,13 +203,18 @@ async def drive(base: str, cookies: dict, clinicians: int, seconds: float,
     run = Run(time.monotonic() + seconds, max_submissions, think)
     try:
         before, client_cpu = cpu_seconds(server_pid), time.process_time()
+        db_before = backends_cpu(url)
         started = time.perf_counter()
         await asyncio.gather(admin(clients[-1], cookies["admin"], run, times),
                              *(clinician(c, u, cookies[u], run)
                                for c, u in zip(clients, users, strict=False)))
         elapsed = time.perf_counter() - started
         after, client_cpu = cpu_seconds(server_pid), time.process_time() - client_cpu
-        return run, times, elapsed, (after[0] - before[0], after[1] - before[1], client_cpu)
+        db_after = backends_cpu(url)
+        db_cpu = None if db_after is None else sum(
+            cpu - (db_before or {}).get(pid, 0.0) for pid, cpu in db_after.items())
+        return run, times, elapsed, (after[0] - before[0], after[1] - before[1], client_cpu,
+                                     db_cpu)
     finally:
         for c in clients:
             await c.aclose()
@@ -282,6 +288,30 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     return serving / tick, background / tick
 
 
+def backends_cpu(url: str) -> dict[int, float] | None:
+    """CPU seconds so far of each PostgreSQL backend serving the benchmark's
+    database (its server's connections), when that server runs on this
+    machine; None for SQLite or a remote server."""
+    if not url.startswith("postgresql"):
+        return None
+    engine = db.make_engine(url)
+    try:
+        with engine.connect() as conn:
+            pids = conn.execute(sa.text(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND backend_type = 'client backend'")).scalars().all()
+    finally:
+        engine.dispose()
+    tick, found = os.sysconf("SC_CLK_TCK"), {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        found[pid] = sum(int(x) for x in fields[11:13]) / tick
+    return found or None
+
+
 def start_uvicorn(url: str, port: int, workers: int, log: Path) -> subprocess.Popen:
     """uvicorn with ``workers`` processes on the app factory, once it answers."""
     command = [sys.executable, "-m", "uvicorn", "--factory", "clinieval.web.app:from_environment",
@@ -319,8 +349,8 @@ def bench(url: str, args) -> None:
         with asyncio.Runner(loop_factory=_event_loop()) as runner:
             run, times, elapsed, cpu = runner.run(drive(
                 f"http://127.0.0.1:{port}", cookies, args.clinicians, args.seconds,
-                args.max_submissions, args.think, server.pid))
-        server_cpu, live_cpu, client_cpu = cpu
+                args.max_submissions, args.think, server.pid, url))
+        server_cpu, live_cpu, client_cpu, db_cpu = cpu
     finally:
         server.kill()
         server.wait()
@@ -329,7 +359,9 @@ def bench(url: str, args) -> None:
     print(f"{name}: CPU seconds while driving: server {server_cpu:.1f}, live-view process"
           f" {live_cpu:.1f} (niced; what finished of it), clients {client_cpu:.1f};"
           f" per request (next, page, submit): server {1000 * server_cpu / requests:.2f} ms,"
-          f" client {1000 * client_cpu / requests:.2f} ms;"
+          f" client {1000 * client_cpu / requests:.2f} ms"
+          + ("" if db_cpu is None else f", database backends {1000 * db_cpu / requests:.2f} ms")
+          + ";"
           f" load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{name}: {len(run.acked):,} acknowledged submissions in {elapsed:.1f} s ="
           f" {len(run.acked) / elapsed:.0f} submissions/s with {args.clinicians} clinicians"

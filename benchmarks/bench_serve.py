@@ -90,6 +90,11 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
                                                        role=role, consented_at=now))
         token = auth.open_session(engine, user_id)
         cookies[role if role == "admin" else user_id] = (signer.sign(token), signer.csrf(token))
+    if engine.dialect.name == "postgresql":
+        # A running study's tables have planner statistics; a database loaded a moment ago
+        # has none until autovacuum gets to it in the middle of the run.
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("ANALYZE")
     engine.dispose()
     print(f"seeded {snap['ratings'].num_rows:,} ratings, {len(specialties)} specialties,"
           f" overlap target {target} in {time.perf_counter() - started:.1f} s")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.cookiejar
 import json
 import os
 import re
@@ -30,11 +31,13 @@ import httpx
 import sqlalchemy as sa
 
 from clinieval.io.importer import import_snapshot
+from clinieval.rubric import rubric_from_rows
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.synth import STUDY_ID, generate
 from clinieval.web import auth
+from clinieval.web.studies import store_rubric_version
 from clinieval.web.testing import free_port, start_server, wait_until_serving
 
 _random = secrets.SystemRandom()
@@ -57,6 +60,9 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
     target = max(per_answer, default=0) + 2
     specialties = sorted(set(snap["cases"]["specialty"].to_pylist()))
     criteria = snap["criteria"]["criterion_id"].to_pylist()
+    # The rubric's texts are stored as a version, as `study create` does.
+    rubric = rubric_from_rows(snap["criteria"].to_pylist(), {"rubric_id": "bench",
+                                                             "version": "1"})
     now = auth.now()
     with db.writing(engine) as conn:
         conn.execute(P.study_settings.insert().values(
@@ -65,6 +71,7 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
             criteria=json.dumps(criteria), consent_text="bench"))
         conn.execute(P.study_rubrics.insert().values(
             study_id=STUDY_ID, rubric_id="bench", version="1", rationale_required=False))
+        store_rubric_version(conn, STUDY_ID, rubric)
         conn.execute(P.answer_screens.insert(), [
             {"study_id": STUDY_ID, "answer_id": a, "status": "clear", "screened_at": now}
             for a in snap["answers"]["answer_id"].to_pylist()])
@@ -83,6 +90,11 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
                                                        role=role, consented_at=now))
         token = auth.open_session(engine, user_id)
         cookies[role if role == "admin" else user_id] = (signer.sign(token), signer.csrf(token))
+    if engine.dialect.name == "postgresql":
+        # A running study's tables have planner statistics; a database loaded a moment ago
+        # has none until autovacuum gets to it in the middle of the run.
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("ANALYZE")
     engine.dispose()
     print(f"seeded {snap['ratings'].num_rows:,} ratings, {len(specialties)} specialties,"
           f" overlap target {target} in {time.perf_counter() - started:.1f} s")
@@ -104,83 +116,124 @@ class Run:
         self.errors[what] = self.errors.get(what, 0) + 1
 
 
-async def clinician(base: str, user: str, cookie: tuple[str, str], run: Run) -> None:
+async def clinician(client: httpx.AsyncClient, user: str, cookie: tuple[str, str],
+                    run: Run) -> None:
     """One simulated clinician; a request that times out counts as an error
     (its submission, if any, is not acknowledged)."""
     try:
-        await _clinician(base, user, cookie, run)
+        await _clinician(client, user, cookie, run)
     except httpx.TransportError as err:
         run.error(type(err).__name__)
 
 
-async def _clinician(base: str, user: str, cookie: tuple[str, str], run: Run) -> None:
+async def _clinician(c: httpx.AsyncClient, user: str, cookie: tuple[str, str], run: Run) -> None:
     signed, csrf = cookie
-    headers = {"X-CSRF-Token": csrf, "Accept": "application/json"}
-    async with httpx.AsyncClient(base_url=base, cookies={"ce_session": signed},
-                                 headers=headers, timeout=60) as c:
-        while run.going():
-            if run.think:  # reading and rating take a clinician a while
-                await asyncio.sleep(min(_random.expovariate(1 / run.think),
-                                        max(run.deadline - time.monotonic(), 0)))
-                if not run.going():
-                    break
+    # The session cookie goes in a header of its own: the shared client keeps no cookie jar
+    # for 200 people, and nothing is parsed or merged per request.
+    headers = {"Cookie": f"ce_session={signed}", "X-CSRF-Token": csrf,
+               "Accept": "application/json"}
+    page_headers = {**headers, "Accept": "text/html"}
+    form_headers = {**headers, "Content-Type": "application/x-www-form-urlencoded"}
+    next_body = {kind: f"csrf={csrf}&kind={kind}".encode() for kind in ("pair", "rating")}
+    while run.going():
+        if run.think:  # reading and rating take a clinician a while
+            await asyncio.sleep(min(_random.expovariate(1 / run.think),
+                                    max(run.deadline - time.monotonic(), 0)))
+            if not run.going():
+                break
+        t0 = time.perf_counter()
+        kind = "pair" if secrets.randbelow(100) < PAIR_SHARE * 100 else "rating"
+        r = await c.post(f"/s/{STUDY_ID}/next", content=next_body[kind], headers=form_headers)
+        run.next_ms.append(1000 * (time.perf_counter() - t0))
+        if r.status_code != 303 or "/t/" not in r.headers.get("location", ""):
+            run.error(f"next {r.status_code}")
+            if kind == "rating":
+                return  # nothing left for this clinician
+            continue
+        url = r.headers["location"]
+        page = await c.get(url, headers=page_headers)
+        names = sorted(set(re.findall(r'name="(s[12]\.[a-z_]+)"', page.text)))
+        body = {n: str(secrets.choice((-1, 0, 1, 2))) for n in names}
+        body |= {"idempotency_key": secrets.token_urlsafe(12), "time_spent_s": 40}
+        if any(n.startswith("s2.") for n in names):
+            body["choice"] = secrets.choice(("A", "B", "tie"))
+        run.left -= 1
+        t0 = time.perf_counter()
+        r = await c.post(url, json=body, headers=headers)
+        run.submit_ms.append(1000 * (time.perf_counter() - t0))
+        if r.status_code != 200:
+            run.error(f"submit {r.status_code}")
+            continue
+        run.acked.append((user, url.rsplit("/", 1)[1], "pair" if "choice" in body else
+                          "rating"))
+        if secrets.randbelow(100) < EDIT_SHARE * 100:  # an edit adds a revision
+            body["idempotency_key"] = secrets.token_urlsafe(12)
+            if (await c.post(url, json=body, headers=headers)).status_code != 200:
+                run.error("edit")
+
+
+async def admin(c: httpx.AsyncClient, cookie: tuple[str, str], run: Run, times: dict) -> None:
+    headers = {"Cookie": f"ce_session={cookie[0]}"}
+    while run.going():
+        for page in ("progress", "safety"):
             t0 = time.perf_counter()
-            kind = "pair" if secrets.randbelow(100) < PAIR_SHARE * 100 else "rating"
-            r = await c.post(f"/s/{STUDY_ID}/next", data={"csrf": csrf, "kind": kind})
-            run.next_ms.append(1000 * (time.perf_counter() - t0))
-            if r.status_code != 303 or "/t/" not in r.headers.get("location", ""):
-                run.error(f"next {r.status_code}")
-                if kind == "rating":
-                    return  # nothing left for this clinician
+            try:
+                r = await c.get(f"/s/{STUDY_ID}/{page}", headers=headers, timeout=120)
+            except httpx.TransportError as err:
+                run.error(f"{page} {type(err).__name__}")
                 continue
-            url = r.headers["location"]
-            page = await c.get(url, headers={"Accept": "text/html"})
-            names = sorted(set(re.findall(r'name="(s[12]\.[a-z_]+)"', page.text)))
-            body = {n: str(secrets.choice((-1, 0, 1, 2))) for n in names}
-            body |= {"idempotency_key": secrets.token_urlsafe(12), "time_spent_s": 40}
-            if any(n.startswith("s2.") for n in names):
-                body["choice"] = secrets.choice(("A", "B", "tie"))
-            run.left -= 1
-            t0 = time.perf_counter()
-            r = await c.post(url, json=body)
-            run.submit_ms.append(1000 * (time.perf_counter() - t0))
+            times[page].append(1000 * (time.perf_counter() - t0))
             if r.status_code != 200:
-                run.error(f"submit {r.status_code}")
-                continue
-            run.acked.append((user, url.rsplit("/", 1)[1], "pair" if "choice" in body else
-                              "rating"))
-            if secrets.randbelow(100) < EDIT_SHARE * 100:  # an edit adds a revision
-                body["idempotency_key"] = secrets.token_urlsafe(12)
-                if (await c.post(url, json=body)).status_code != 200:
-                    run.error("edit")
-
-
-async def admin(base: str, cookie: tuple[str, str], run: Run, times: dict) -> None:
-    async with httpx.AsyncClient(base_url=base, cookies={"ce_session": cookie[0]},
-                                 timeout=120) as c:
-        while run.going():
-            for page in ("progress", "safety"):
-                t0 = time.perf_counter()
-                try:
-                    r = await c.get(f"/s/{STUDY_ID}/{page}")
-                except httpx.TransportError as err:
-                    run.error(f"{page} {type(err).__name__}")
-                    continue
-                times[page].append(1000 * (time.perf_counter() - t0))
-                if r.status_code != 200:
-                    run.error(f"{page} {r.status_code}")
-            await asyncio.sleep(1.0)
+                run.error(f"{page} {r.status_code}")
+        await asyncio.sleep(1.0)
 
 
 async def drive(base: str, cookies: dict, clinicians: int, seconds: float,
-                max_submissions: int, think: float) -> tuple[Run, dict, float]:
-    run = Run(time.monotonic() + seconds, max_submissions, think)
+                max_submissions: int, think: float, server_pid: int, url: str
+                ) -> tuple[Run, dict, float, tuple[float, float, float, float | None]]:
+    """Run the clinicians and the admin until the deadline; returns the run,
+    the admin's page times, the elapsed seconds and the CPU seconds spent
+    meanwhile by the server, its live-view process, this client process and
+    the database's backends (PostgreSQL on this machine; else None)."""
     times: dict[str, list[float]] = {"progress": [], "safety": []}
     users = [u for u in cookies if u != "admin"][:clinicians]
-    started = time.perf_counter()
-    await asyncio.gather(admin(base, cookies["admin"], run, times),
-                         *(clinician(base, u, cookies[u], run) for u in users))
-    return run, times, time.perf_counter() - started
+    # A client per simulated person, each with one keep-alive HTTP/1.1 connection:
+    # one shared client's pool costs more CPU per request the more connections it
+    # holds (it walks them all), 2-3x the per-request client CPU at 200 people.
+    # No cookie jar: each sends its own session cookie in a header.
+    # Plain HTTP on loopback: no TLS context (and CA bundle) loaded per client.
+    clients = [httpx.AsyncClient(base_url=base, timeout=60, cookies=_NoCookies(), verify=False,
+                                 limits=httpx.Limits(max_connections=1))
+               for _ in range(len(users) + 1)]
+    run = Run(time.monotonic() + seconds, max_submissions, think)
+    try:
+        before, client_cpu = cpu_seconds(server_pid), time.process_time()
+        db_before = backends_cpu(url)
+        started = time.perf_counter()
+        await asyncio.gather(admin(clients[-1], cookies["admin"], run, times),
+                             *(clinician(c, u, cookies[u], run)
+                               for c, u in zip(clients, users, strict=False)))
+        elapsed = time.perf_counter() - started
+        after, client_cpu = cpu_seconds(server_pid), time.process_time() - client_cpu
+        db_after = backends_cpu(url)
+        db_cpu = None if db_after is None else sum(
+            cpu - (db_before or {}).get(pid, 0.0) for pid, cpu in db_after.items())
+        return run, times, elapsed, (after[0] - before[0], after[1] - before[1], client_cpu,
+                                     db_cpu)
+    finally:
+        for c in clients:
+            await c.aclose()
+
+
+class _NoCookies(http.cookiejar.CookieJar):
+    """A jar that keeps nothing: a cookie a response sets must not reach the
+    other simulated people sharing the client."""
+
+    def extract_cookies(self, response, request) -> None:
+        return None
+
+    def add_cookie_header(self, request) -> None:
+        return None
 
 
 def check(url: str, run: Run, target: int) -> dict[str, int]:
@@ -240,6 +293,30 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     return serving / tick, background / tick
 
 
+def backends_cpu(url: str) -> dict[int, float] | None:
+    """CPU seconds so far of each PostgreSQL backend serving the benchmark's
+    database (its server's connections), when that server runs on this
+    machine; None for SQLite or a remote server."""
+    if not url.startswith("postgresql"):
+        return None
+    engine = db.make_engine(url)
+    try:
+        with engine.connect() as conn:
+            pids = conn.execute(sa.text(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND backend_type = 'client backend'")).scalars().all()
+    finally:
+        engine.dispose()
+    tick, found = os.sysconf("SC_CLK_TCK"), {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        found[pid] = sum(int(x) for x in fields[11:13]) / tick
+    return found or None
+
+
 def start_uvicorn(url: str, port: int, workers: int, log: Path) -> subprocess.Popen:
     """uvicorn with ``workers`` processes on the app factory, once it answers."""
     command = [sys.executable, "-m", "uvicorn", "--factory", "clinieval.web.app:from_environment",
@@ -247,6 +324,17 @@ def start_uvicorn(url: str, port: int, workers: int, log: Path) -> subprocess.Po
     proc = subprocess.Popen(command, env={**os.environ, "DATABASE_URL": url},
                             stdout=log.open("ab"), stderr=subprocess.STDOUT)
     return wait_until_serving(proc, port, log)
+
+
+def _event_loop():
+    """uvloop for the simulated clinicians too where it is installed (it is a
+    dependency of the server): the event loop is a large part of the client's
+    CPU per request, and the client shares the cores with the server."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 def pct(values: list[float], q: float) -> float:
@@ -263,21 +351,23 @@ def bench(url: str, args) -> None:
     server = (start_server(url, port, log) if args.workers == 1
               else start_uvicorn(url, port, args.workers, log))
     try:
-        before, client_cpu = cpu_seconds(server.pid), time.process_time()
-        run, times, elapsed = asyncio.run(drive(f"http://127.0.0.1:{port}", cookies,
-                                                args.clinicians, args.seconds,
-                                                args.max_submissions, args.think))
-        after, client_cpu = cpu_seconds(server.pid), time.process_time() - client_cpu
-        server_cpu, live_cpu = after[0] - before[0], after[1] - before[1]
+        with asyncio.Runner(loop_factory=_event_loop()) as runner:
+            run, times, elapsed, cpu = runner.run(drive(
+                f"http://127.0.0.1:{port}", cookies, args.clinicians, args.seconds,
+                args.max_submissions, args.think, server.pid, url))
+        server_cpu, live_cpu, client_cpu, db_cpu = cpu
     finally:
         server.kill()
         server.wait()
     name = url.split(":", 1)[0]
-    requests = len(run.next_ms) + 2 * len(run.submit_ms)  # next, task page, submit
+    requests = max(len(run.next_ms) + 2 * len(run.submit_ms), 1)  # next, task page, submit
     print(f"{name}: CPU seconds while driving: server {server_cpu:.1f}, live-view process"
           f" {live_cpu:.1f} (niced; what finished of it), clients {client_cpu:.1f};"
-          f" server CPU per request (next, page, submit) {1000 * server_cpu / max(requests, 1):.2f}"
-          f" ms; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+          f" per request (next, page, submit): server {1000 * server_cpu / requests:.2f} ms,"
+          f" client {1000 * client_cpu / requests:.2f} ms"
+          + ("" if db_cpu is None else f", database backends {1000 * db_cpu / requests:.2f} ms")
+          + ";"
+          f" load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{name}: {len(run.acked):,} acknowledged submissions in {elapsed:.1f} s ="
           f" {len(run.acked) / elapsed:.0f} submissions/s with {args.clinicians} clinicians"
           f" (think time {args.think:g} s, {args.workers} server process(es))")

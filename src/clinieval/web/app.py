@@ -10,6 +10,7 @@ truth: each registered route must say its level.
 from __future__ import annotations
 
 import gc
+from collections import namedtuple
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +24,11 @@ from fastapi.templating import Jinja2Templates
 from starlette.datastructures import MutableHeaders
 
 from clinieval.errors import InputError
+from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.web import auth
-from clinieval.web.assignment import StudyConfig, study_config
+from clinieval.web.assignment import SETTINGS, StudyConfig, config_from
 
 HERE = Path(__file__).parent
 SESSION_COOKIE, PRE_COOKIE = "ce_session", "ce_pre"
@@ -188,10 +190,8 @@ def gate(level: str):
         engine = request.app.state.engine
         signer = request.app.state.signer
         token = session_token(request)
-        with engine.connect() as conn:
-            user = auth.session_user(conn, token) if token else None
-            if user is not None and level in STUDY_LEVELS:
-                found = _membership(conn, request.path_params["study"], user)
+        study = request.path_params.get("study") if level in STUDY_LEVELS else None
+        user, found = _session(engine, token, study) if token else (None, None)
         if level == "public":
             pre, new = pre_token(request)
             if request.method == "POST":
@@ -222,17 +222,62 @@ def gate(level: str):
 
 STUDY_LEVELS = ("member", "viewer", "admin", "clinician")
 
+SessionUser = namedtuple("SessionUser", "user_id email rater_id expires_at")
+Rater = namedtuple("Rater", [c.name for c in S.raters.columns])
+Membership = namedtuple("Membership", "role consented_at")
 
-def _membership(conn: sa.Connection, study_id: str, user: sa.Row) -> tuple:
-    """The user's role in the study, the study's settings and the user's rater
-    row (read on the connection that found the session: one checkout)."""
-    role = conn.execute(sa.select(P.memberships.c.role, P.memberships.c.consented_at).where(
-        P.memberships.c.study_id == study_id,
-        P.memberships.c.user_id == user.user_id)).first()
-    cfg = study_config(conn, study_id) if role else None
-    rater = conn.execute(sa.select(S.raters).where(
-        S.raters.c.rater_id == user.rater_id)).first()
-    return role, cfg, rater
+
+def _gate_statement(study: bool) -> sa.Select:
+    """The session's user and, for a route of a study, in the same statement:
+    their role there, the study's settings and current rubric text, and their
+    rater row. Built once; each request only binds ``token`` (and ``study``)."""
+    s, u = P.sessions, P.users
+    columns = [u.c.user_id, u.c.email, u.c.rater_id, s.c.expires_at]
+    joined = s.join(u, u.c.user_id == s.c.user_id)
+    if study:
+        m, st, sr, v, rt = (P.memberships, P.study_settings, P.study_rubrics,
+                            P.study_rubric_versions, S.raters)
+        columns += [m.c.role, m.c.consented_at, sr.c.rationale_required,
+                    v.c.rubric.label("rubric_text"),
+                    *(st.c[name].label("st_" + name) for name in SETTINGS),
+                    *(c.label("rt_" + c.name) for c in rt.columns)]
+        joined = (joined
+                  .outerjoin(m, sa.and_(m.c.user_id == u.c.user_id,
+                                        m.c.study_id == sa.bindparam("study")))
+                  .outerjoin(st, st.c.study_id == m.c.study_id)
+                  .outerjoin(sr, sr.c.study_id == m.c.study_id)
+                  .outerjoin(v, sa.and_(v.c.study_id == sr.c.study_id,
+                                        v.c.version == sr.c.version))
+                  .outerjoin(rt, rt.c.rater_id == u.c.rater_id))
+    return (sa.select(*columns).select_from(joined)
+            .where(s.c.token_hash == sa.bindparam("token"), s.c.revoked_at.is_(None)))
+
+
+_GATE = {False: _gate_statement(False), True: _gate_statement(True)}
+
+
+def _session(engine: sa.Engine, token: str, study: str | None) -> tuple:
+    """The live session's user (or None) and, for a study route, what
+    :func:`_study_ctx` needs: (membership or None, StudyConfig or None, rater)."""
+    params = {"token": auth.digest(token)}
+    if study is not None:
+        params["study"] = study
+    with db.reading(engine) as conn:
+        row = conn.execute(_GATE[study is not None], params).first()
+    if row is None or auth.aware(row.expires_at) < auth.now():
+        return None, None
+    user = SessionUser(row.user_id, row.email, row.rater_id, row.expires_at)
+    if study is None:
+        return user, None
+    m = row._mapping
+    role = Membership(row.role, row.consented_at) if row.role is not None else None
+    cfg = None
+    if role is not None and m["st_study_id"] is not None:
+        cfg = config_from({name: m["st_" + name] for name in SETTINGS},
+                          row.rationale_required, row.rubric_text)
+    rater = Rater(*(m["rt_" + name] for name in Rater._fields)) \
+        if m["rt_rater_id"] is not None else None
+    return user, (role, cfg, rater)
 
 
 def _study_ctx(ctx: Ctx, study_id: str, level: str, found: tuple) -> Ctx:

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import lru_cache
 from itertools import combinations
 
 import sqlalchemy as sa
@@ -49,6 +50,9 @@ class StudyConfig:
     criteria: list[str]
     consent_text: str
     rationale_required: bool = True
+    rubric: str | None = field(default=None, repr=False, compare=False)
+    """The current rubric version's stored text when it was read with the
+    settings (the page gate does); None: ask the database."""
 
 
 def study_config(conn: sa.Connection, study_id: str) -> StudyConfig | None:
@@ -57,12 +61,31 @@ def study_config(conn: sa.Connection, study_id: str) -> StudyConfig | None:
     ).first()
     if row is None:
         return None
-    m = dict(row._mapping)
-    m["specialties"], m["criteria"] = json.loads(m["specialties"]), json.loads(m["criteria"])
     rule = conn.execute(sa.select(P.study_rubrics.c.rationale_required).where(
         P.study_rubrics.c.study_id == study_id)).scalar()
-    m["rationale_required"] = True if rule is None else bool(rule)
-    return StudyConfig(**m)
+    return config_from(row._mapping, rule)
+
+
+SETTINGS = tuple(c.name for c in P.study_settings.columns)
+
+
+def config_from(settings, rationale_required: bool | None, rubric: str | None = None
+                ) -> StudyConfig:
+    """A StudyConfig from a ``study_settings`` row (any mapping with its columns)."""
+    m = {name: settings[name] for name in SETTINGS}
+    m["specialties"], m["criteria"] = _names(m["specialties"]), _names(m["criteria"])
+    m["rationale_required"] = True if rationale_required is None else bool(rationale_required)
+    return StudyConfig(**m, rubric=rubric)
+
+
+def _names(text: str) -> list[str]:
+    return list(_parsed_names(text))
+
+
+@lru_cache(maxsize=256)
+def _parsed_names(text: str) -> tuple[str, ...]:
+    """A stored JSON list of names, parsed once per distinct text."""
+    return tuple(json.loads(text))
 
 
 def is_live(lease: sa.Row) -> bool:
@@ -113,15 +136,20 @@ def _kinds(conn: sa.Connection, cfg: StudyConfig, user_id: str, kind: str) -> tu
     return ("pair", "rating") if wants_pair else ("rating", "pair")
 
 
+_OPEN_LEASES = (
+    sa.select(P.task_leases)
+    .where(P.task_leases.c.user_id == sa.bindparam("user"),
+           P.task_leases.c.study_id == sa.bindparam("study"),
+           P.task_leases.c.status == "open")
+    .order_by(P.task_leases.c.created_at)
+)
+
+
 def _resume(conn: sa.Connection, cfg: StudyConfig, user_id: str) -> str | None:
     """An open lease of this clinician: kept while live, renewed after expiry
     if the answer still has room, otherwise marked expired."""
     tl = P.task_leases
-    rows = conn.execute(
-        sa.select(tl)
-        .where(tl.c.user_id == user_id, tl.c.study_id == cfg.study_id, tl.c.status == "open")
-        .order_by(tl.c.created_at)
-    ).all()
+    rows = conn.execute(_OPEN_LEASES, {"user": user_id, "study": cfg.study_id}).all()
     for lease in rows:
         if is_live(lease):
             return lease.token
@@ -150,26 +178,17 @@ def touch(conn: sa.Connection, cfg: StudyConfig, token: str) -> None:
     )
 
 
-def _not_mine(user: sa.Row, answer: sa.ColumnElement) -> sa.ColumnElement[bool]:
+def _not_mine(user: sa.Row | None, answer: sa.ColumnElement) -> sa.ColumnElement[bool]:
     """``answer`` is neither rated by this clinician nor held (now or before) in
-    one of their tasks; each test is a probe of an index on the answer."""
+    one of their tasks; each test is a probe of an index on the answer. With
+    ``user`` None the clinician is left to the parameters ``rater`` and ``user``."""
     r, tl = S.ratings, P.task_leases
+    rater_id = sa.bindparam("rater") if user is None else user.rater_id
+    user_id = sa.bindparam("user") if user is None else user.user_id
     return sa.and_(
-        ~sa.exists().where(r.c.answer_id == answer, r.c.rater_id == user.rater_id),
-        ~sa.exists().where(tl.c.answer_id == answer, tl.c.user_id == user.user_id),
-        ~sa.exists().where(tl.c.answer_b_id == answer, tl.c.user_id == user.user_id),
-    )
-
-
-def _pool(cfg: StudyConfig, specialty: str, user: sa.Row) -> sa.Select:
-    """Clear answers of the specialty that this clinician may be given, with
-    their raters so far (from the trigger-kept ``answer_load``)."""
-    al, s = P.answer_load, P.answer_screens
-    return (
-        sa.select(al.c.answer_id, al.c.case_id, al.c.model_id, al.c.submitted)
-        .join(s, sa.and_(s.c.answer_id == al.c.answer_id, s.c.study_id == al.c.study_id))
-        .where(al.c.study_id == cfg.study_id, al.c.specialty == specialty,
-               s.c.status == "clear", _not_mine(user, al.c.answer_id))
+        ~sa.exists().where(r.c.answer_id == answer, r.c.rater_id == rater_id),
+        ~sa.exists().where(tl.c.answer_id == answer, tl.c.user_id == user_id),
+        ~sa.exists().where(tl.c.answer_b_id == answer, tl.c.user_id == user_id),
     )
 
 
@@ -182,13 +201,20 @@ def _submitted(answer: sa.ColumnElement) -> sa.ScalarSelect:
     )
 
 
-def _leased(answer: sa.ColumnElement) -> sa.ScalarSelect:
+def _leased(answer: sa.ColumnElement, live: sa.ColumnElement[bool] | None = None
+            ) -> sa.ScalarSelect:
     tl = P.task_leases
     return (
         sa.select(sa.func.count())
-        .where(sa.or_(tl.c.answer_id == answer, tl.c.answer_b_id == answer), _live())
+        .where(sa.or_(tl.c.answer_id == answer, tl.c.answer_b_id == answer),
+               _live() if live is None else live)
         .scalar_subquery()
     )
+
+
+def _live_at(tl: sa.Table = P.task_leases) -> sa.ColumnElement[bool]:
+    """:func:`_live` with the time left to the parameter ``now`` (prebuilt statements)."""
+    return sa.and_(tl.c.status == "open", tl.c.expires_at > sa.bindparam("now"))
 
 
 def _answer_load(conn: sa.Connection, answer_id: str) -> int:
@@ -196,14 +222,6 @@ def _answer_load(conn: sa.Connection, answer_id: str) -> int:
     return conn.execute(
         sa.select(_submitted(sa.literal(answer_id)) + _leased(sa.literal(answer_id)))
     ).scalar_one()
-
-
-def _free_for(conn: sa.Connection, user: sa.Row, answer_ids: list[str]) -> bool:
-    """Under the lock: none of the answers is this clinician's already (a
-    request of theirs running at the same time may have just taken it)."""
-    probe = sa.select(sa.literal(1)).where(sa.and_(*(_not_mine(user, sa.literal(a))
-                                                     for a in answer_ids)))
-    return conn.execute(probe).first() is not None
 
 
 def _lock(conn: sa.Connection, answer_ids: list[str], wait: bool = False) -> bool:
@@ -227,16 +245,29 @@ def _lock(conn: sa.Connection, answer_ids: list[str], wait: bool = False) -> boo
     return len(got) == len(set(answer_ids))
 
 
-def _live_leases(conn: sa.Connection, answer_ids: list[str]) -> dict[str, int]:
-    tl = P.task_leases
-    counts: dict[str, int] = {}
-    for column in (tl.c.answer_id, tl.c.answer_b_id):
-        for answer_id, n in conn.execute(
-            sa.select(column, sa.func.count()).where(column.in_(answer_ids), _live())
-            .group_by(column)
-        ):
-            counts[answer_id] = counts.get(answer_id, 0) + n
-    return counts
+def _rating_pages() -> tuple[sa.Select, sa.Select]:
+    """The first and the following pages of :func:`_lease_rating`'s walk, built
+    once: up to ``limit`` answers of the specialty below the target, in order
+    of raters so far, each with its live leases (counted for the page only)."""
+    al, s = P.answer_load, P.answer_screens
+    order = sa.tuple_(al.c.submitted, al.c.answer_id)
+    pool = (
+        sa.select(al.c.answer_id, al.c.submitted)
+        .join(s, sa.and_(s.c.answer_id == al.c.answer_id, s.c.study_id == al.c.study_id))
+        .where(al.c.study_id == sa.bindparam("study"), al.c.specialty == sa.bindparam("specialty"),
+               s.c.status == "clear", al.c.submitted < sa.bindparam("target"),
+               _not_mine(None, al.c.answer_id))
+    )
+    pages = []
+    for page in (pool, pool.where(order > sa.tuple_(sa.bindparam("after_submitted"),
+                                                   sa.bindparam("after_answer")))):
+        page = page.order_by(*order.clauses).limit(sa.bindparam("limit")).subquery()
+        pages.append(sa.select(page.c.answer_id, page.c.submitted,
+                               _leased(page.c.answer_id, _live_at()).label("held")))
+    return pages[0], pages[1]
+
+
+_RATING_PAGES = _rating_pages()
 
 
 def _lease_rating(
@@ -246,18 +277,14 @@ def _lease_rating(
     (an index scan of ``answer_load``), a page at a time; within a page the
     fewest live leases first. The pick is re-counted from the source tables
     under the lock before it is leased."""
-    pool = _pool(cfg, specialty, user).where(
-        P.answer_load.c.submitted < cfg.overlap_target)
-    order = sa.tuple_(P.answer_load.c.submitted, P.answer_load.c.answer_id)
-    after, busy = None, []
+    params = {"study": cfg.study_id, "specialty": specialty, "target": cfg.overlap_target,
+              "rater": user.rater_id, "user": user.user_id, "now": now(), "limit": CANDIDATES}
+    busy = []
     while True:
-        page = pool if after is None else pool.where(order > sa.tuple_(*after))
-        rows = conn.execute(page.order_by(*order.clauses).limit(CANDIDATES)).all()
+        rows = conn.execute(_RATING_PAGES[1 if "after_answer" in params else 0], params).all()
         if not rows:
             break
-        leased = _live_leases(conn, [r.answer_id for r in rows])
-        for done, held, answer_id in sorted((r.submitted, leased.get(r.answer_id, 0),
-                                             r.answer_id) for r in rows):
+        for done, held, answer_id in sorted((r.submitted, r.held, r.answer_id) for r in rows):
             if done + held >= cfg.overlap_target:
                 continue
             taken = _take(conn, cfg, user, [answer_id])
@@ -265,7 +292,8 @@ def _lease_rating(
                 return _insert_lease(conn, cfg, user, "rating", answer_id)
             if taken == BUSY:
                 busy.append([answer_id])
-        after = (rows[-1].submitted, rows[-1].answer_id)
+        last = max(rows, key=lambda r: (r.submitted, r.answer_id))
+        params |= {"after_submitted": last.submitted, "after_answer": last.answer_id}
     return _wait_for(conn, cfg, user, busy, "rating")
 
 
@@ -281,17 +309,27 @@ def _take(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, answer_ids: list[
     savepoint = conn.begin_nested() if conn.dialect.name == "postgresql" else None
     if not _lock(conn, answer_ids, wait):
         state = BUSY
-    elif not _free_for(conn, user, answer_ids):
-        state = FULL
-    elif len(answer_ids) == 2 and _pair_load(conn, *answer_ids) >= cfg.overlap_target:
-        state = FULL
+    elif len(answer_ids) == 1:
+        free, load = conn.execute(_ONE_ANSWER, {"answer": answer_ids[0], "rater": user.rater_id,
+                                                "user": user.user_id, "now": now()}).one()
+        state = TAKEN if free and load < cfg.overlap_target else FULL
     else:
+        free, *loads = conn.execute(_TWO_ANSWERS, {
+            "a": answer_ids[0], "b": answer_ids[1], "rater": user.rater_id,
+            "user": user.user_id, "now": now()}).one()
         # A pair task rates both answers: neither may go past its target either.
-        full = any(_answer_load(conn, a) >= cfg.overlap_target for a in answer_ids)
-        state = FULL if full else TAKEN
+        state = TAKEN if free and max(loads) < cfg.overlap_target else FULL
     if savepoint is not None:
         (savepoint.commit if state == TAKEN else savepoint.rollback)()
     return state
+
+
+_ONE_ANSWER = sa.select(
+    sa.case((_not_mine(None, sa.bindparam("answer")), 1), else_=0),
+    _submitted(sa.bindparam("answer")) + _leased(sa.bindparam("answer"), _live_at()),
+)
+"""Under the lock, for one answer: still not this clinician's, and its raters
+plus live leases (one statement for :func:`_free_for` and :func:`_answer_load`)."""
 
 
 def _wait_for(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, busy: list[list[str]],
@@ -317,82 +355,113 @@ def _insert_lease(
     answer_b_id: str | None = None,
     shown_left: str | None = None,
 ) -> str:
-    token = new_token()
-    conn.execute(
-        P.task_leases.insert().values(
-            token=token,
-            study_id=cfg.study_id,
-            user_id=user.user_id,
-            kind=kind,
-            answer_id=answer_id,
-            answer_b_id=answer_b_id,
-            shown_left=shown_left,
-            status="open",
-            created_at=now(),
-            expires_at=now() + timedelta(minutes=cfg.lease_minutes),
-        )
-    )
+    token, at = new_token(), now()
+    conn.execute(_NEW_LEASE, {
+        "token": token, "study_id": cfg.study_id, "user_id": user.user_id, "kind": kind,
+        "answer_id": answer_id, "answer_b_id": answer_b_id, "shown_left": shown_left,
+        "status": "open", "created_at": at,
+        "expires_at": at + timedelta(minutes=cfg.lease_minutes)})
     return token
+
+
+_NEW_LEASE = P.task_leases.insert()
 
 
 # --- pairs -------------------------------------------------------------------
 
 
-def _pair_load(conn: sa.Connection, a: str, b: str) -> int:
+def _pair_votes(a: sa.ColumnElement, b: sa.ColumnElement, live: sa.ColumnElement[bool]
+                ) -> sa.ColumnElement[int]:
     """Votes (each once, however often it was edited) plus live leases on the
-    unordered pair {a, b}."""
+    unordered pair {a, b}, as one SQL expression."""
     p, tl = S.preferences, P.task_leases
 
     def both(x: sa.ColumnElement, y: sa.ColumnElement) -> sa.ColumnElement[bool]:
         return sa.or_(sa.and_(x == a, y == b), sa.and_(x == b, y == a))
 
     case = sa.select(S.answers.c.case_id).where(S.answers.c.answer_id == a).scalar_subquery()
-    votes = conn.execute(
-        sa.select(sa.func.count()).where(p.c.case_id == case,
-                                         both(p.c.answer_a_id, p.c.answer_b_id),
-                                         sa.func.coalesce(p.c.revision, 0) == 0)
-    ).scalar_one()
-    live = conn.execute(
-        sa.select(sa.func.count()).where(both(tl.c.answer_id, tl.c.answer_b_id), _live())
-    ).scalar_one()
-    return votes + live
+    votes = sa.select(sa.func.count()).where(p.c.case_id == case,
+                                             both(p.c.answer_a_id, p.c.answer_b_id),
+                                             sa.func.coalesce(p.c.revision, 0) == 0)
+    leases = sa.select(sa.func.count()).where(both(tl.c.answer_id, tl.c.answer_b_id), live)
+    return votes.scalar_subquery() + leases.scalar_subquery()
+
+
+def _pair_load(conn: sa.Connection, a: str, b: str) -> int:
+    """Votes (each once, however often it was edited) plus live leases on the
+    unordered pair {a, b}."""
+    return conn.execute(sa.select(_pair_votes(sa.literal(a), sa.literal(b), _live()))
+                        ).scalar_one()
+
+
+_A, _B = sa.bindparam("a"), sa.bindparam("b")
+_TWO_ANSWERS = sa.select(
+    sa.case((sa.and_(_not_mine(None, _A), _not_mine(None, _B)), 1), else_=0),
+    _pair_votes(_A, _B, _live_at()),
+    _submitted(_A) + _leased(_A, _live_at()),
+    _submitted(_B) + _leased(_B, _live_at()),
+)
+"""Under the lock, for a pair: neither answer is this clinician's, the pair's
+load and each answer's load (one statement for a pair task's re-count)."""
+
+_PAIR_VOTES = sa.select(P.pair_load.c.model_lo, P.pair_load.c.model_hi, P.pair_load.c.votes
+                        ).where(P.pair_load.c.study_id == sa.bindparam("study"))
+
+
+def _pair_leases() -> sa.Select:
+    tl = P.task_leases
+    a1, a2 = S.answers.alias("a1"), S.answers.alias("a2")
+    return (
+        sa.select(a1.c.model_id, a2.c.model_id)
+        .select_from(tl)
+        .join(a1, a1.c.answer_id == tl.c.answer_id)
+        .join(a2, a2.c.answer_id == tl.c.answer_b_id)
+        .where(tl.c.study_id == sa.bindparam("study"), tl.c.kind == "pair", _live_at())
+    )
+
+
+_PAIR_LEASES = _pair_leases()
+_PAIR_POOL = (
+    sa.select(P.answer_load.c.answer_id, P.answer_load.c.case_id, P.answer_load.c.model_id)
+    .join(P.answer_screens, sa.and_(P.answer_screens.c.answer_id == P.answer_load.c.answer_id,
+                                    P.answer_screens.c.study_id == P.answer_load.c.study_id))
+    .where(P.answer_load.c.study_id == sa.bindparam("study"),
+           P.answer_load.c.specialty == sa.bindparam("specialty"),
+           P.answer_screens.c.status == "clear",
+           P.answer_load.c.submitted < sa.bindparam("target"),
+           _not_mine(None, P.answer_load.c.answer_id))
+    .order_by(P.answer_load.c.answer_id)
+)
+PAIR_TRIES = 200
+"""Pairs re-counted at most per request, best balanced first (each try is one
+statement; more than the first few fail only when nearly everything is full)."""
 
 
 def _model_pair_loads(conn: sa.Connection, cfg: StudyConfig) -> dict[tuple[str, str], int]:
     """Votes (trigger-kept ``pair_load``) plus live pair leases per unordered
     model pair in the study."""
-    pl, tl = P.pair_load, P.task_leases
-    a1, a2 = S.answers.alias("a1"), S.answers.alias("a2")
-    loads = {(lo, hi): n for lo, hi, n in conn.execute(
-        sa.select(pl.c.model_lo, pl.c.model_hi, pl.c.votes).where(pl.c.study_id == cfg.study_id))}
-    leases = (
-        sa.select(a1.c.model_id, a2.c.model_id)
-        .select_from(tl)
-        .join(a1, a1.c.answer_id == tl.c.answer_id)
-        .join(a2, a2.c.answer_id == tl.c.answer_b_id)
-        .where(tl.c.study_id == cfg.study_id, tl.c.kind == "pair", _live())
-    )
-    for m1, m2 in conn.execute(leases):
-        key = tuple(sorted((m1, m2)))
+    loads = {(lo, hi): n for lo, hi, n in conn.execute(_PAIR_VOTES, {"study": cfg.study_id})}
+    for m1, m2 in conn.execute(_PAIR_LEASES, {"study": cfg.study_id, "now": now()}):
+        key = (m1, m2) if m1 < m2 else (m2, m1)
         loads[key] = loads.get(key, 0) + 1
     return loads
 
 
 def _lease_pair(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: str) -> str | None:
     by_case: dict[str, list[tuple[str, str]]] = {}
-    pool = _pool(cfg, specialty, user).where(
-        P.answer_load.c.submitted < cfg.overlap_target).order_by(P.answer_load.c.answer_id)
-    for answer_id, case_id, model_id, _ in conn.execute(pool):
+    for answer_id, case_id, model_id in conn.execute(_PAIR_POOL, {
+            "study": cfg.study_id, "specialty": specialty, "target": cfg.overlap_target,
+            "rater": user.rater_id, "user": user.user_id}):
         by_case.setdefault(case_id, []).append((answer_id, model_id))
     loads = _model_pair_loads(conn, cfg)
     options = sorted(
-        (loads.get(tuple(sorted((m1, m2))), 0), case_id, x, y)
-        for case_id, answers in by_case.items()
+        (loads.get((m1, m2) if m1 < m2 else (m2, m1), 0), case_id, x, y)
+        for case_id, answers in by_case.items() if len(answers) > 1
         for (x, m1), (y, m2) in combinations(answers, 2)
         if m1 != m2
     )
     busy = []
-    for _, _, x, y in options[:CANDIDATES]:
+    for _, _, x, y in options[:PAIR_TRIES]:
         taken = _take(conn, cfg, user, [x, y])
         if taken == TAKEN:
             a, b = _rng.sample([x, y], 2)

@@ -63,16 +63,12 @@ def record(
     detail: dict | None = None,
 ) -> None:
     """Append an audit event (in the caller's transaction)."""
-    conn.execute(
-        P.audit_events.insert().values(
-            at=now(),
-            kind=kind,
-            user_id=user_id,
-            study_id=study_id,
-            subject=subject,
-            detail=json.dumps(detail, sort_keys=True) if detail else None,
-        )
-    )
+    conn.execute(_EVENT, {
+        "at": now(), "kind": kind, "user_id": user_id, "study_id": study_id, "subject": subject,
+        "detail": json.dumps(detail, sort_keys=True) if detail else None})
+
+
+_EVENT = P.audit_events.insert()
 
 
 class AuthError(Exception):

@@ -151,7 +151,7 @@ async def studies(ctx: User) -> Response:
 
 @router.get("/s/{study}/profile")
 async def profile_page(ctx: Member) -> Response:
-    return page(ctx, "profile.html", values=dict(ctx.rater._mapping), professions=PROFESSIONS,
+    return page(ctx, "profile.html", values=ctx.rater._asdict(), professions=PROFESSIONS,
                 error=None)
 
 
@@ -199,7 +199,7 @@ def _profile_values(ctx: Ctx, form: dict[str, str]) -> dict:
 @router.get("/s/{study}")
 async def feed(ctx: Clinician, saved: int = 0, empty: int = 0) -> Response:
     tl = P.task_leases
-    with ctx.engine.connect() as conn:
+    with db.reading(ctx.engine) as conn:
         done = dict(conn.execute(sa.select(tl.c.kind, sa.func.count()).where(
             tl.c.user_id == ctx.user.user_id, tl.c.study_id == ctx.study.study_id,
             tl.c.status == "submitted").group_by(tl.c.kind)).all())
@@ -217,21 +217,29 @@ async def take_next(ctx: Clinician) -> Response:
     return RedirectResponse(f"/s/{ctx.study.study_id}/t/{token}", status_code=303)
 
 
-def _lease(ctx: Ctx, token: str) -> sa.Row:
-    tl = P.task_leases
-    with ctx.engine.connect() as conn:
-        lease = conn.execute(sa.select(tl).where(
-            tl.c.token == token, tl.c.user_id == ctx.user.user_id,
-            tl.c.study_id == ctx.study.study_id)).first()
+_LEASE = sa.select(P.task_leases).where(P.task_leases.c.token == sa.bindparam("token"),
+                                        P.task_leases.c.user_id == sa.bindparam("user"),
+                                        P.task_leases.c.study_id == sa.bindparam("study"))
+
+
+def _lease(ctx: Ctx, token: str, conn: sa.Connection | None = None) -> sa.Row:
+    if conn is None:
+        with db.reading(ctx.engine) as conn:
+            return _lease(ctx, token, conn)
+    lease = conn.execute(_LEASE, {"token": token, "user": ctx.user.user_id,
+                                  "study": ctx.study.study_id}).first()
     if lease is None:
         raise HTTPException(404, "No such task.")
     return lease
 
 
 def _task_page(ctx: Ctx, lease: sa.Row, status: int = 200, error: InputError | None = None,
-               entered: dict[str, str] | None = None) -> Response:
-    with ctx.engine.connect() as conn:
-        view = task_view(conn, ctx.study, lease, ctx.user.rater_id)
+               entered: dict[str, str] | None = None, conn: sa.Connection | None = None
+               ) -> Response:
+    if conn is None:
+        with db.reading(ctx.engine) as conn:
+            return _task_page(ctx, lease, status, error, entered, conn)
+    view = task_view(conn, ctx.study, lease, ctx.user.rater_id)
     values = entered if entered is not None else view.values
     choice = entered.get("choice") if entered is not None else view.choice
     return page(ctx, "task.html", status, view=view, values=values, choice=choice, error=error,
@@ -240,18 +248,19 @@ def _task_page(ctx: Ctx, lease: sa.Row, status: int = 200, error: InputError | N
 
 @router.get("/s/{study}/t/{token}")
 async def task(token: str, ctx: Clinician) -> Response:
-    return _task_page(ctx, _lease(ctx, token))
+    with db.reading(ctx.engine) as conn:  # one checkout for the lease and the page
+        return _task_page(ctx, _lease(ctx, token, conn), conn=conn)
 
 
 @router.post("/s/{study}/t/{token}")
 async def submit_task(token: str, ctx: Clinician) -> Response:
-    lease = _lease(ctx, token)
+    with db.reading(ctx.engine) as conn:
+        lease = _lease(ctx, token, conn)
+        criteria = criteria_views(conn, ctx.study)
     as_json = ctx.request.headers.get("content-type", "").startswith("application/json")
     data = await ctx.request.json() if as_json else await _form(ctx.request)
     if not isinstance(data, dict):
         raise InputError("submission", "expected a JSON object", field="body")
-    with ctx.engine.connect() as conn:
-        criteria = criteria_views(conn, ctx.study)
     try:
         result = submit.store(ctx.engine, ctx.study, token, ctx.user,
                               submit.parse(data, lease, criteria,
@@ -269,10 +278,10 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
 
 @router.post("/s/{study}/t/{token}/draft")
 async def draft(token: str, ctx: Clinician) -> Response:
-    lease = _lease(ctx, token)
-    data = await ctx.request.json()
-    with ctx.engine.connect() as conn:
+    with db.reading(ctx.engine) as conn:
+        lease = _lease(ctx, token, conn)
         criteria = criteria_views(conn, ctx.study)
+    data = await ctx.request.json()
     submit.save_draft(ctx.engine, ctx.study, lease, criteria, data if isinstance(data, dict)
                       else {})
     return JSONResponse({"saved": True})
@@ -291,7 +300,7 @@ async def history(ctx: Clinician, saved: int = 0) -> Response:
 
 def _history(ctx: Ctx) -> list[dict]:
     tl, r, a, c, p = P.task_leases, S.ratings, S.answers, S.cases, S.preferences
-    with ctx.engine.connect() as conn:
+    with db.reading(ctx.engine) as conn:
         leases = conn.execute(
             sa.select(tl.c.token, tl.c.kind, tl.c.answer_id, tl.c.answer_b_id, tl.c.preference_id,
                       c.c.prompt)

@@ -171,27 +171,32 @@ def _store_once(
             result = _revise(conn, lease, user.rater_id, sub)
         else:
             result = _first(conn, lease, user.rater_id, sub)
-        conn.execute(
-            P.idempotency_keys.insert().values(
-                key=sub.key,
-                user_id=user.user_id,
-                token=token,
-                result=json.dumps(result),
-                created_at=now(),
-            )
-        )
+        conn.execute(_NEW_KEY, {"key": sub.key, "user_id": user.user_id, "token": token,
+                                "result": json.dumps(result), "created_at": now()})
     return result
+
+
+_RUBRIC_VERSION = sa.select(P.study_rubrics.c.version).where(
+    P.study_rubrics.c.study_id == sa.bindparam("study"))
+_STORED_RESULT = sa.select(P.idempotency_keys.c.result, P.idempotency_keys.c.user_id).where(
+    P.idempotency_keys.c.key == sa.bindparam("key"))
+_LOCKED_LEASE = sa.select(P.task_leases).where(
+    P.task_leases.c.token == sa.bindparam("token"),
+    P.task_leases.c.user_id == sa.bindparam("user")).with_for_update()
+_NEW_KEY = P.idempotency_keys.insert()
+_SUBMITTED = P.task_leases.update().where(P.task_leases.c.token == sa.bindparam("lease")).values(
+    status="submitted", preference_id=sa.bindparam("preference"))
+_DROP_DRAFT = P.drafts.delete().where(P.drafts.c.token == sa.bindparam("lease"))
+"""The statements of every submission, built once."""
 
 
 def _rubric_version(conn: sa.Connection, study_id: str) -> str | None:
     """The study's current rubric version, read inside the write transaction."""
-    sr = P.study_rubrics
-    return conn.execute(sa.select(sr.c.version).where(sr.c.study_id == study_id)).scalar()
+    return conn.execute(_RUBRIC_VERSION, {"study": study_id}).scalar()
 
 
 def _stored_result(conn: sa.Connection, key: str, user_id: str) -> dict | None:
-    k = P.idempotency_keys
-    row = conn.execute(sa.select(k.c.result, k.c.user_id).where(k.c.key == key)).first()
+    row = conn.execute(_STORED_RESULT, {"key": key}).first()
     if row is None:
         return None
     if row.user_id != user_id:
@@ -200,10 +205,7 @@ def _stored_result(conn: sa.Connection, key: str, user_id: str) -> dict | None:
 
 
 def _locked_lease(conn: sa.Connection, token: str, user_id: str) -> sa.Row:
-    tl = P.task_leases
-    lease = conn.execute(
-        sa.select(tl).where(tl.c.token == token, tl.c.user_id == user_id).with_for_update()
-    ).first()
+    lease = conn.execute(_LOCKED_LEASE, {"token": token, "user": user_id}).first()
     if lease is None:
         raise InputError(SOURCE, "no such task for this clinician", field="task")
     if lease.status != "submitted" and not is_live(lease):
@@ -227,12 +229,8 @@ def _first(conn: sa.Connection, lease: sa.Row, rater_id: str, sub: Submission) -
         for (p, c), score in sub.scores.items()
     ]
     ids = _add_ratings(conn, rows)
-    conn.execute(
-        P.task_leases.update()
-        .where(P.task_leases.c.token == lease.token)
-        .values(status="submitted", preference_id=preference_id)
-    )
-    conn.execute(P.drafts.delete().where(P.drafts.c.token == lease.token))
+    conn.execute(_SUBMITTED, {"lease": lease.token, "preference": preference_id})
+    conn.execute(_DROP_DRAFT, {"lease": lease.token})
     return {
         "saved": True,
         "task": lease.token,

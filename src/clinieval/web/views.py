@@ -72,11 +72,22 @@ def comment_field(panel: int, criterion_id: str) -> str:
 def criteria_views(conn: sa.Connection, cfg: StudyConfig) -> tuple[CriterionView, ...]:
     """The shown criteria in the texts of the study's current rubric version
     (the criteria table's, for a version stored without its texts)."""
-    rows = current_rubric_rows(conn, cfg.study_id)
-    if rows is None:
-        c = S.criteria
-        rows = {r.criterion_id: r._mapping
-                for r in conn.execute(sa.select(c).where(c.c.criterion_id.in_(cfg.criteria)))}
+    text = cfg.rubric if cfg.rubric is not None else current_rubric_text(conn, cfg.study_id)
+    if text:
+        return _criteria_of_text(text, tuple(cfg.criteria))
+    c = S.criteria
+    rows = {r.criterion_id: r._mapping
+            for r in conn.execute(sa.select(c).where(c.c.criterion_id.in_(cfg.criteria)))}
+    return _criteria(rows, cfg.criteria)
+
+
+@lru_cache(maxsize=64)
+def _criteria_of_text(text: str, criteria: tuple[str, ...]) -> tuple[CriterionView, ...]:
+    """A stored rubric version never changes: its views are built once."""
+    return _criteria(_rubric_rows(text), criteria)
+
+
+def _criteria(rows, criteria) -> tuple[CriterionView, ...]:
     return tuple(
         CriterionView(
             criterion_id=cid,
@@ -88,18 +99,17 @@ def criteria_views(conn: sa.Connection, cfg: StudyConfig) -> tuple[CriterionView
                 for s, col in zip(T.SCORES, ANCHOR_COLUMNS, strict=True)
             ),
         )
-        for cid in cfg.criteria
+        for cid in criteria
     )
 
 
-def current_rubric_rows(conn: sa.Connection, study_id: str) -> dict[str, dict] | None:
+def current_rubric_text(conn: sa.Connection, study_id: str) -> str | None:
     v, sr = P.study_rubric_versions, P.study_rubrics
-    text = conn.execute(
+    return conn.execute(
         sa.select(v.c.rubric)
         .join(sr, sa.and_(sr.c.study_id == v.c.study_id, sr.c.version == v.c.version))
         .where(sr.c.study_id == study_id)
     ).scalar()
-    return _rubric_rows(text) if text else None
 
 
 @lru_cache(maxsize=64)
@@ -130,17 +140,16 @@ def screen_choice(stored: str, shown_left: str) -> str:
     return stored_choice(stored, shown_left)  # swapping is its own inverse
 
 
+_TEXTS = (sa.select(S.answers.c.answer_id, S.answers.c.text, S.cases.c.prompt,
+                     S.cases.c.specialty)
+          .join(S.cases, S.cases.c.case_id == S.answers.c.case_id)
+          .where(S.answers.c.answer_id.in_(sa.bindparam("answers", expanding=True))))
+_DRAFT = sa.select(P.drafts.c.data).where(P.drafts.c.token == sa.bindparam("token"))
+
+
 def task_view(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, rater_id: str) -> TaskView:
     answer_ids = panel_answers(lease)
-    a, c = S.answers, S.cases
-    rows = {
-        r.answer_id: r
-        for r in conn.execute(
-            sa.select(a.c.answer_id, a.c.text, c.c.prompt, c.c.specialty)
-            .join(c, c.c.case_id == a.c.case_id)
-            .where(a.c.answer_id.in_(answer_ids))
-        )
-    }
+    rows = {r.answer_id: r for r in conn.execute(_TEXTS, {"answers": answer_ids})}
     first = rows[answer_ids[0]]
     labels = ("Answer",) if lease.kind == "rating" else T.SIDES
     panels = tuple(
@@ -168,7 +177,7 @@ def _values(
     """Latest submitted values for a submitted task, else the saved draft."""
     if lease.status == "submitted":
         return latest_values(conn, answer_ids, rater_id), _vote(conn, lease)
-    draft = conn.execute(sa.select(P.drafts.c.data).where(P.drafts.c.token == lease.token)).scalar()
+    draft = conn.execute(_DRAFT, {"token": lease.token}).scalar()
     data = json.loads(draft) if draft else {}
     return dict(data.get("fields", {})), data.get("choice")
 

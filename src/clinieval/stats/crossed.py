@@ -281,6 +281,20 @@ def _run_squares(code, group, z, n_groups: int) -> tuple[np.ndarray, np.ndarray]
     n_clusters = int(code.max()) + 1 if code.size else 0
     squares, clusters = np.zeros(n_groups), np.zeros(n_groups, dtype=np.int64)
     width = max(1, min(n_groups, _BIN_BUDGET // max(n_clusters, 1)))
+    if width == n_groups and n_clusters * n_groups > 4 * code.size:
+        # Many more bins than runs ((rater, case) cells by group): the sums
+        # run over the occupied bins only; usually each holds one run, and
+        # then they are per-group sums of the runs' own squares.
+        key = code.astype(np.int64) * n_groups + group
+        seen = np.zeros(n_clusters * n_groups, dtype=bool)
+        seen[key] = True
+        if np.count_nonzero(seen) == key.size:
+            return (np.bincount(group, weights=np.square(z), minlength=n_groups),
+                    np.bincount(group, minlength=n_groups))
+        occupied, run_bin = np.unique(key, return_inverse=True)  # else total them per bin
+        totals = np.bincount(run_bin.ravel(), weights=z, minlength=occupied.size)
+        return (np.bincount(occupied % n_groups, weights=totals**2, minlength=n_groups),
+                np.bincount(occupied % n_groups, minlength=n_groups))
     for first in range(0, n_groups if n_clusters else 0, width):
         last = min(first + width, n_groups)
         # one block (the usual case) takes every run: no masked copies

@@ -266,7 +266,7 @@ def test_pigeonhole_totals_in_cell_blocks_and_replicate_chunks(monkeypatch):
     # still the direct sum with the same draws, made chunk by chunk.
     import clinieval.stats.crossed as crossed
 
-    monkeypatch.setattr(crossed, "_ELEMENT_BUDGET", 64)
+    monkeypatch.setattr(crossed, "_WEIGHT_BUDGET", 64)
     monkeypatch.setattr(crossed, "_MIN_CHUNK", 8)
     rng = np.random.default_rng(3)
     rows, cols = rng.integers(0, 7, 300), rng.integers(0, 11, 300)

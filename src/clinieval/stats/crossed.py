@@ -267,16 +267,26 @@ def _unit_variance(z, counted, groups, n_groups: int, unit_case, piece_unit, pie
     piece_unit = np.asarray(piece_unit, dtype=np.int64)
     pieces = counted[piece_unit]
     unit = piece_unit[pieces]
-    s_cols, g_cols = _run_squares(_dense(np.asarray(unit_case)[units])[0], groups[units],
+    s_cols, g_cols = _run_squares(_bin_codes(np.asarray(unit_case)[units]), groups[units],
                                   z[units], n_groups)
-    s_rows, g_rows = _run_squares(_dense(np.asarray(piece_rater)[pieces])[0], groups[unit],
+    s_rows, g_rows = _run_squares(_bin_codes(np.asarray(piece_rater)[pieces]), groups[unit],
                                   z[unit], n_groups)
-    s_cells, g_cells = _run_squares(_dense(np.asarray(piece_cell)[pieces])[0], groups[unit],
+    s_cells, g_cells = _run_squares(_bin_codes(np.asarray(piece_cell)[pieces]), groups[unit],
                                     z[unit], n_groups)
     v_rows, v_cols = _small_sample(g_rows) * s_rows, _small_sample(g_cols) * s_cols
     v_cells = _small_sample(g_cells) * s_cells
     twoway = np.maximum(v_rows + v_cols - v_cells, v_cols)
     return CrossedVariance(v_rows, v_cols, v_cells, twoway, twoway, np.minimum(g_rows, g_cols))
+
+
+def _bin_codes(codes) -> np.ndarray:
+    """Cluster codes for :func:`_run_squares`: as they are when already
+    non-negative and no wider than their count (rater, case and cell codes
+    are), since unused codes only leave empty bins; renumbered otherwise."""
+    codes = np.asarray(codes)
+    if codes.size and codes.dtype.kind in "iu" and codes.min() >= 0 and codes.max() < codes.size:
+        return codes
+    return _dense(codes)[0]
 
 
 def _run_squares(code, group, z, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
@@ -334,8 +344,8 @@ def influence_variance(rows, cols, z, present) -> CrossedVariance:
     return _combine(s_rows, g_rows, s_cols, g_cols, s_cells, g_cells, n_rows, n_cols)
 
 
-def crossed_share_variance(flags, groups, n_groups: int, cases, piece_answer, piece_rater
-                           ) -> CrossedVariance:
+def crossed_share_variance(flags, groups, n_groups: int, cases, piece_answer, piece_rater,
+                           piece_cell=None) -> CrossedVariance:
     """Two-way variances of per-group shares of flagged answers, ``(n_groups,)``.
 
     ``flags`` (1.0 / 0.0 / NaN unrated), ``groups`` and ``cases`` are per
@@ -349,6 +359,8 @@ def crossed_share_variance(flags, groups, n_groups: int, cases, piece_answer, pi
     term, which leaves the covariance between answers sharing a rater (the
     same subtraction as Cameron, Gelbach & Miller, 2011). Never below the
     one-way case variance. ``pigeonhole`` repeats ``twoway`` (no bootstrap).
+    ``piece_cell``, if given, is each piece's (rater, case) cell as any
+    non-negative codes (computed here otherwise).
     """
     z, _ = _unit_influence(flags, groups, n_groups)
     cases = np.asarray(cases, dtype=np.int64)
@@ -356,8 +368,10 @@ def crossed_share_variance(flags, groups, n_groups: int, cases, piece_answer, pi
     piece_rater = np.asarray(piece_rater, dtype=np.int64)
     # Clusters count where an answer's influence is not 0 (all of a group's
     # answers when its share lies strictly between 0 and 1).
+    if piece_cell is None:  # callers with several flags pass the cells coded once
+        piece_cell = _dense(piece_rater * (cases.max() + 1) + cases[piece_answer])[0]
     return _unit_variance(z, z != 0, groups, n_groups, cases, piece_answer, piece_rater,
-                          piece_rater * (cases.max() + 1) + cases[piece_answer])
+                          piece_cell)
 
 
 def crossed_ratio_bootstrap(rows, cols, stats, num_map, den_map, B: int,

@@ -531,6 +531,7 @@ def bt_twoway_bootstrap(a_idx, b_idx, outcome, rows, cols, n_models: int, B: int
                            (np.concatenate([cell, cell]),
                             np.concatenate([a * n_models + b, b * n_models + a]))),
                           shape=(cell.max() + 1, n_models * n_models)).tocsr()
+    table.eliminate_zeros()  # a decisive vote's loser credit: no work in the product
     first = np.unique(cell, return_index=True)[1]
     totals = pigeonhole_totals(row_code[first], col_code[first], table, B, rng)
     fit = bt_fit(np.asarray(table.sum(axis=0)).reshape(n_models, n_models), alpha=alpha)

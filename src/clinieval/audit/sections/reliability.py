@@ -24,6 +24,7 @@ from clinieval.stats import (
 
 KEY, TITLE = "reliability", "Inter-rater reliability"
 MIN_ITEMS = 10
+SHARED_ENTRIES = 2**23  # resampled pattern counts of all criteria drawn together, at most
 UNDEFINED_KAPPA = ("kappa and alpha are undefined when every rating of a criterion has the same"
                    " score: there is no variation, so agreement cannot be told from chance")
 
@@ -73,8 +74,11 @@ def compute(ctx: Context) -> Reliability | Skipped:
     # are read from the counts again when needed (they would take a lot of
     # memory at scale).
     merged = {c: merge_identical_rows(_items(counts, multi, c)) for c in chosen}
-    weights = _item_weights(ctx, multi, merged)
-    rows = [_agreement(ctx, c, *merged[c], weights.pop(c)) for c in chosen]
+    shared = _shared_weights(ctx, multi, merged)
+    # A criterion drawn alone gets its multiplicities only when its row is
+    # built, so one criterion's (B, patterns) draws are in memory at a time.
+    rows = [_agreement(ctx, c, *merged[c], shared.pop(c) if c in shared else resample_counts(
+        merged[c][1], ctx.settings.bootstrap, ctx.rng(f"reliability/{c}"))) for c in chosen]
     return Reliability(rows, _dispersion(ctx))
 
 
@@ -83,28 +87,28 @@ def _items(counts: np.ndarray, multi: np.ndarray, c: int) -> np.ndarray:
     return counts[multi[:, c], c].astype(np.int64)
 
 
-def _item_weights(ctx: Context, multi: np.ndarray, merged: dict) -> dict:
-    """Per criterion, ``(B, patterns)`` resampled multiplicities of its
-    distinct count patterns: an item (answer) bootstrap. Criteria rated on
-    the same answers share one resample of those answers when that is
-    cheaper (usually: one draw per answer for all criteria instead of each
-    criterion's own draws); each criterion's multiplicities then have the
-    same multinomial distribution as alone, and every criterion's interval
-    resamples the same answers."""
+def _shared_weights(ctx: Context, multi: np.ndarray, merged: dict) -> dict:
+    """Per criterion rated on the same answers as others, ``(B, patterns)``
+    resampled multiplicities of its distinct count patterns from one
+    resample of those answers shared by the criteria (an item bootstrap),
+    when that is cheaper than each criterion's own multinomial (usually: one
+    draw per answer for all criteria instead of each criterion's own draws)
+    and the criteria's draws together stay within
+    :data:`SHARED_ENTRIES`. Each criterion's multiplicities have the same
+    multinomial distribution as alone, and every criterion's interval then
+    resamples the same answers. Criteria not returned are drawn alone."""
     B, weights, groups = ctx.settings.bootstrap, {}, {}
     for c in merged:
         groups.setdefault(np.packbits(multi[:, c]).tobytes(), []).append(c)
     for group in groups.values():
-        rng = ctx.rng(f"reliability/{group[0]}")
-        if shared_resample_cheaper([merged[c][1] for c in group]):
-            codes = np.column_stack([merge_identical_rows(
-                _items(ctx.answer_counts, multi, c), return_inverse=True)[2] for c in group])
-            shared = resample_shared_counts(codes, [merged[c][1].size for c in group], B, rng)
-            weights.update(zip(group, shared, strict=True))
+        sizes = [merged[c][1].size for c in group]
+        if B * sum(sizes) > SHARED_ENTRIES or not shared_resample_cheaper(
+                [merged[c][1] for c in group]):
             continue
-        for c in group:
-            weights[c] = resample_counts(merged[c][1], B, rng if c == group[0]
-                                         else ctx.rng(f"reliability/{c}"))
+        codes = np.column_stack([merge_identical_rows(
+            _items(ctx.answer_counts, multi, c), return_inverse=True)[2] for c in group])
+        draws = resample_shared_counts(codes, sizes, B, ctx.rng(f"reliability/{group[0]}"))
+        weights.update(zip(group, draws, strict=True))
     return weights
 
 

@@ -96,6 +96,24 @@ def test_fleiss_and_krippendorff_equal_reference_libraries(snap, result):
         assert rows.loc[name, "krippendorff_alpha_ordinal"] == pytest.approx(expected, abs=1e-9)
 
 
+def test_reliability_draws_shared_or_alone_give_the_same_intervals(snap, monkeypatch):
+    # The criteria share one resample of the answers when that is cheaper
+    # (here), or each criterion draws its own: the same estimates, and
+    # intervals of the same answer bootstrap (Monte Carlo error apart).
+    from clinieval.audit.sections import reliability
+
+    shared = audit(snap, bootstrap=2000)["reliability"].tables["agreement"]
+    monkeypatch.setattr(reliability, "SHARED_ENTRIES", 0)
+    alone = audit(snap, bootstrap=2000)["reliability"].tables["agreement"]
+    assert shared["n_items"].tolist() == alone["n_items"].tolist()
+    for name in ("fleiss_kappa", "krippendorff_alpha_ordinal", "fail_kappa"):
+        np.testing.assert_array_equal(shared[name], alone[name])
+        for bound in ("lo", "hi"):
+            np.testing.assert_allclose(shared[f"{name}_{bound}"], alone[f"{name}_{bound}"],
+                                       atol=0.03)
+        assert not np.allclose(shared[f"{name}_lo"], alone[f"{name}_lo"], atol=1e-12)
+
+
 def test_alignment_correlations_equal_scipy(snap, result):
     bt = result["bradley_terry"].tables["strengths"].set_index("model")["bt"]
     summary = result["model_summary"].tables["by_criterion"]

@@ -91,6 +91,44 @@ def test_resample_counts_moments(freq):
     np.testing.assert_allclose(cov, want, atol=0.05 * np.abs(want).max())
 
 
+def test_shared_resample_counts_moments_and_coupling():
+    # One resample of 12 items shared by two groupings of them: each
+    # grouping's counts must be the multinomial over its units' shares (as
+    # resample_counts would draw them), and the two groupings must see the
+    # same items: the joint count of (unit a of grouping 0, unit b of
+    # grouping 1) is the multinomial count of the items in both, so the
+    # cross-covariance is n (q_ab - p_a p_b) with q_ab their share.
+    codes = np.array([[0, 0], [0, 1], [1, 1], [1, 1], [2, 0], [2, 2],
+                      [2, 2], [0, 2], [1, 0], [2, 1], [2, 1], [0, 0]])
+    n = len(codes)
+    first, second = stats.resample_shared_counts(codes, [3, 3], 40000,
+                                                 np.random.default_rng(5))
+    assert first.shape == second.shape == (40000, 3)
+    assert (first.sum(axis=1) == n).all() and (second.sum(axis=1) == n).all()
+    for draws, column in ((first, codes[:, 0]), (second, codes[:, 1])):
+        p = np.bincount(column, minlength=3) / n
+        np.testing.assert_allclose(draws.mean(axis=0), n * p, rtol=0.05)
+        want = n * (np.diag(p) - np.outer(p, p))
+        np.testing.assert_allclose(np.cov(draws, rowvar=False), want, atol=0.05 * want.max())
+    p0, p1 = np.bincount(codes[:, 0]) / n, np.bincount(codes[:, 1]) / n
+    q = np.zeros((3, 3))
+    np.add.at(q, (codes[:, 0], codes[:, 1]), 1.0 / n)
+    cross = np.cov(first, second, rowvar=False)[:3, 3:]
+    np.testing.assert_allclose(cross, n * (q - np.outer(p0, p1)), atol=0.05 * want.max())
+
+
+def test_shared_resample_chosen_by_cost():
+    # Nine groupings of 11,900 items into 60 frequent and 340 rare patterns
+    # (as in the reliability section at paper scale): one shared draw per
+    # item (11,900 x 1.9) beats nine separate multinomials (60 binomials and
+    # 1,700 pooled draws each, 9 x 3,500); a single grouping, or groupings
+    # with a handful of patterns, are cheaper alone.
+    many = [np.r_[np.full(60, 170), np.full(340, 5)]] * 9
+    assert stats.shared_resample_cheaper(many)
+    assert not stats.shared_resample_cheaper(many[:1])
+    assert not stats.shared_resample_cheaper([np.array([6000, 6000])] * 9)
+
+
 def ratio_se(sums, ns):
     # Bootstrap (ddof=0) delta-method SE of sum(s) / sum(n) over clusters.
     ratio = sums.sum() / ns.sum()

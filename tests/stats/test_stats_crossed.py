@@ -266,7 +266,7 @@ def test_pigeonhole_totals_in_cell_blocks_and_replicate_chunks(monkeypatch):
     # still the direct sum with the same draws, made chunk by chunk.
     import clinieval.stats.crossed as crossed
 
-    monkeypatch.setattr(crossed, "_ELEMENT_BUDGET", 64)
+    monkeypatch.setattr(crossed, "_WEIGHT_BUDGET", 64)
     monkeypatch.setattr(crossed, "_MIN_CHUNK", 8)
     rng = np.random.default_rng(3)
     rows, cols = rng.integers(0, 7, 300), rng.integers(0, 11, 300)
@@ -343,3 +343,32 @@ def test_unique_codes_are_numpys(low, high):
     assert np.array_equal(values, want) and np.array_equal(inverse, want_inverse)
     assert np.array_equal(unique_codes(codes), want)
     assert unique_codes(np.array([], dtype=int)).size == 0
+
+
+@pytest.mark.parametrize("n_clusters, n_runs, shared", [(500, 200, False), (500, 200, True),
+                                                        (5, 400, True)])
+def test_run_squares_against_a_loop(n_clusters, n_runs, shared):
+    # Sums over (cluster, group) bins of squared run totals and the number
+    # of occupied clusters per group, by a plain loop: with many more bins
+    # than runs (each bin one run, or some bins shared by runs) and with few
+    # bins.
+    from clinieval.stats.crossed import _run_squares
+
+    rng = np.random.default_rng(n_clusters + shared)
+    code = rng.integers(0, n_clusters, n_runs)
+    group = rng.integers(0, 3, n_runs)
+    keep = np.unique(code * 3 + group, return_index=True)[1]  # one run per bin
+    code, group = code[keep], group[keep]
+    if shared:  # a tenth of the runs go to bins that already have one
+        code, group = np.r_[code, code[::10]], np.r_[group, group[::10]]
+    z = rng.normal(size=code.size)
+    totals = {}
+    for c, g, v in zip(code, group, z, strict=True):
+        totals[(c, g)] = totals.get((c, g), 0.0) + v
+    want_sq, want_n = np.zeros(3), np.zeros(3, dtype=int)
+    for (_, g), v in totals.items():
+        want_sq[g] += v * v
+        want_n[g] += 1
+    squares, clusters = _run_squares(code, group, z, 3)
+    np.testing.assert_allclose(squares, want_sq, rtol=1e-12)
+    np.testing.assert_array_equal(clusters, want_n)

@@ -298,7 +298,7 @@ class Context:
         if self.settings.cluster != "twoway":
             return (k, n, *wilson_ci(k, n, level))
         var = crossed_share_variance(flags, groups, n_groups, self.data.answer_case,
-                                     *self.answer_raters)
+                                     *self.answer_raters, self.answer_rater_cells)
         with np.errstate(invalid="ignore", divide="ignore"):
             deff = design_effect(var.twoway, k / n, n) * t_over_z(var.clusters, level) ** 2
         return (k, n, *wilson_design_ci(k, n, deff, level))
@@ -359,6 +359,15 @@ class Context:
         pairs = unique_codes(d.rating_answer.astype(np.int64) * max(d.n_raters, 1)
                              + d.rating_rater)
         return pairs // max(d.n_raters, 1), pairs % max(d.n_raters, 1)
+
+    @cached_property
+    def answer_rater_cells(self) -> np.ndarray:
+        """Per distinct (answer, rater) pair its (rater, case) cell, coded
+        once for every share's two-way variance."""
+        answers, raters = self.answer_raters
+        case = self.data.answer_case[answers].astype(np.int64)
+        return unique_codes(raters * (int(case.max()) + 1) + case, return_inverse=True)[1] \
+            if case.size else np.zeros(0, dtype=np.int64)
 
     # --- the two-way (raters x cases) design --------------------------------
 

@@ -28,6 +28,8 @@ from clinieval.stats.bootstrap import (
     merge_identical_rows,
     percentile_ci,
     resample_counts,
+    resample_shared_counts,
+    shared_resample_cheaper,
 )
 from clinieval.stats.bradley_terry import (
     A_WINS,
@@ -181,10 +183,12 @@ __all__ = [
     "rank_intervals",
     "resample_benchmarks",
     "resample_counts",
+    "resample_shared_counts",
     "rubric_example_scores",
     "selected_gap",
     "selection_adjusted_gap_ci",
     "self_preference",
+    "shared_resample_cheaper",
     "spearman",
     "t_over_z",
     "unique_codes",

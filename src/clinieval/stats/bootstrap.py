@@ -13,10 +13,12 @@ Replicates are always returned with the replicate axis first: ``(B, ...)``.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 _ELEMENT_BUDGET = 2**22  # integers per chunk of draws (32 MB as int64)
 _DRAW_BUDGET = 2**18  # index draws per chunk: small arrays are reused instead of freshly paged in
 _BINOMIAL_DRAWS = 30  # a binomial of a multinomial draw costs about this many index draws
+_SHARED_ENTRY = 0.1  # an item's weight added into one grouping's counts, in index draws
 
 
 def percentile_ci(samples, level: float = 0.95, axis: int = 0):
@@ -61,11 +63,65 @@ def resample_counts(freq, B: int, rng: np.random.Generator) -> np.ndarray:
 def _split_frequent(freq) -> tuple[np.ndarray, np.ndarray]:
     """Units drawn alone (the most frequent ones, as many as minimise
     binomials times their cost plus pooled index draws) and pooled units."""
+    order, cost = _split_costs(freq)
+    k = int(np.argmin(cost))
+    return order[:k], order[k:]
+
+
+def _split_costs(freq) -> tuple[np.ndarray, np.ndarray]:
+    """Units by falling frequency and, for each number of them drawn alone,
+    the cost of one resample in index draws."""
+    freq = np.asarray(freq, dtype=np.int64)
     order = np.argsort(-freq, kind="stable")
     order = order[freq[order] > 0]
     pooled_draws = freq[order].sum() - np.concatenate([[0], np.cumsum(freq[order])])
-    k = int(np.argmin(_BINOMIAL_DRAWS * np.arange(order.size + 1) + pooled_draws))
-    return order[:k], order[k:]
+    return order, _BINOMIAL_DRAWS * np.arange(order.size + 1) + pooled_draws
+
+
+def shared_resample_cheaper(freqs) -> bool:
+    """Whether one resample of ``n`` items shared by several groupings of
+    them (:func:`resample_shared_counts`) costs less than a
+    :func:`resample_counts` of each grouping's distinct-unit frequencies
+    ``freqs`` on its own: ``n`` index draws plus a sparse product entry per
+    item and grouping, against each grouping's binomials and pooled draws."""
+    freqs = [np.asarray(f, dtype=np.int64) for f in freqs]
+    n = int(freqs[0].sum()) if freqs else 0
+    if len(freqs) < 2 or n == 0 or n >= 2**24:  # float32 counts exact below 2**24
+        return False
+    alone = sum(float(_split_costs(f)[1].min()) for f in freqs)
+    return n * (1.0 + _SHARED_ENTRY * len(freqs)) < alone
+
+
+def resample_shared_counts(codes, sizes, B: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """``(B, sizes[j])`` counts per grouping ``j`` of ``n`` items in ``B``
+    resamples of the items shared by every grouping.
+
+    ``codes`` is ``(n, J)``: item ``u`` is unit ``codes[u, j]`` (of
+    ``sizes[j]``) of grouping ``j``. Each replicate resamples the ``n`` items
+    with replacement once (uniform index draws, an item-major bincount) and
+    adds each item's multiplicity into its unit of every grouping by one
+    sparse product. Every grouping's counts are then the multinomial of
+    :func:`resample_counts` over its units' frequencies (the same
+    distribution), and the groupings see the same resampled items.
+    """
+    codes = np.asarray(codes, dtype=np.int64)
+    n, J = codes.shape
+    sizes = np.asarray(sizes, dtype=np.int64)
+    offset = np.concatenate([[0], np.cumsum(sizes)])
+    # (units of all groupings x items), column-compressed: J entries per item.
+    units = sp.csc_matrix((np.ones(n * J, dtype=np.float32),
+                           (codes + offset[:-1]).ravel(), np.arange(0, n * J + 1, J)),
+                          shape=(int(offset[-1]), n))
+    out = np.empty((B, int(offset[-1])), dtype=np.int64)
+    chunk = max(1, _DRAW_BUDGET // max(n, 1))
+    for start in range(0, B, chunk):
+        size = min(chunk, B - start)
+        picks = rng.integers(0, n, size=size * n)
+        picks *= size
+        picks += np.repeat(np.arange(size), n)
+        weights = np.bincount(picks, minlength=n * size).astype(np.float32).reshape(n, size)
+        out[start : start + size] = (units @ weights).T  # float32 counts below 2**24: exact
+    return [out[:, offset[j] : offset[j + 1]] for j in range(J)]
 
 
 def _spread(freq, totals, rng: np.random.Generator) -> np.ndarray:
@@ -155,8 +211,9 @@ def cluster_bootstrap_ratio(sums, ns, B: int, rng: np.random.Generator) -> np.nd
     return out[:, 0] if flat else out
 
 
-def merge_identical_rows(matrix) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of ``matrix`` (in a fixed order) and how often each occurs.
+def merge_identical_rows(matrix, return_inverse: bool = False):
+    """Distinct rows of ``matrix`` (in a fixed order) and how often each occurs;
+    with ``return_inverse`` also each row's index among the distinct rows.
 
     Merging identical units before a bootstrap is exact: their resampled
     multiplicities add up.
@@ -166,6 +223,10 @@ def merge_identical_rows(matrix) -> tuple[np.ndarray, np.ndarray]:
         base = int(matrix.max()) + 1
         if base ** matrix.shape[1] < 2**62:  # one mixed-radix code per row fits int64
             code = matrix.astype(np.int64) @ (base ** np.arange(matrix.shape[1], dtype=np.int64))
+            if return_inverse:
+                _, first, inverse, freq = np.unique(code, return_index=True,
+                                                    return_inverse=True, return_counts=True)
+                return matrix[first], freq, inverse
             _, first, freq = np.unique(code, return_index=True, return_counts=True)
             return matrix[first], freq
     # Coding each column with a 1-D np.unique and combining the codes is much
@@ -176,4 +237,6 @@ def merge_identical_rows(matrix) -> tuple[np.ndarray, np.ndarray]:
         _, key = np.unique(key * (code.max() + 1) + code, return_inverse=True)
     representative = np.empty(key.max() + 1, dtype=np.int64)
     representative[key] = np.arange(key.size)
+    if return_inverse:
+        return matrix[representative], np.bincount(key), key
     return matrix[representative], np.bincount(key)

@@ -98,8 +98,10 @@ def _newton_step(X, y, w, coef):
 
 
 def _neg_loglik(X, y, w, coef):
+    # y log p + (1 - y) log(1 - p) with log p - log(1 - p) = eta: one
+    # log-sigmoid per observation instead of two.
     eta = X @ coef
-    return -np.sum(w * (y * log_expit(eta) + (1 - y) * log_expit(-eta)))
+    return -np.sum(w * (y * eta + log_expit(-eta)))
 
 
 def _halve_until_better(X, y, w, coef, start, step):

@@ -18,10 +18,13 @@ from clinieval.stats import (
     krippendorff_alpha_weighted,
     merge_identical_rows,
     resample_counts,
+    resample_shared_counts,
+    shared_resample_cheaper,
 )
 
 KEY, TITLE = "reliability", "Inter-rater reliability"
 MIN_ITEMS = 10
+SHARED_ENTRIES = 2**23  # resampled pattern counts of all criteria drawn together, at most
 UNDEFINED_KAPPA = ("kappa and alpha are undefined when every rating of a criterion has the same"
                    " score: there is no variation, so agreement cannot be told from chance")
 
@@ -63,26 +66,63 @@ def compute(ctx: Context) -> Reliability | Skipped:
     if multi.sum() < MIN_ITEMS:
         return Skipped("needs answers rated by at least two clinicians on a criterion; found"
                        f" {int(multi.sum())} such ratings sets.")
-    rows = [_agreement(ctx, c, counts[multi[:, c], c].astype(np.int64)) for c in ctx.criteria
-            if multi[:, c].sum() >= MIN_ITEMS]
-    if not rows:
+    chosen = [c for c in ctx.criteria if multi[:, c].sum() >= MIN_ITEMS]
+    if not chosen:
         return Skipped(f"no analysed criterion has {MIN_ITEMS} answers rated by at least two"
                        " clinicians.")
+    # Only the distinct patterns are kept: each criterion's items (answers)
+    # are read from the counts again when needed (they would take a lot of
+    # memory at scale).
+    merged = {c: merge_identical_rows(_items(counts, multi, c)) for c in chosen}
+    shared = _shared_weights(ctx, multi, merged)
+    # A criterion drawn alone gets its multiplicities only when its row is
+    # built, so one criterion's (B, patterns) draws are in memory at a time.
+    rows = [_agreement(ctx, c, *merged[c], shared.pop(c) if c in shared else resample_counts(
+        merged[c][1], ctx.settings.bootstrap, ctx.rng(f"reliability/{c}"))) for c in chosen]
     return Reliability(rows, _dispersion(ctx))
 
 
-def _agreement(ctx: Context, c: int, items: np.ndarray) -> Agreement:
+def _items(counts: np.ndarray, multi: np.ndarray, c: int) -> np.ndarray:
+    """(answers rated at least twice on criterion ``c``, 5) score counts."""
+    return counts[multi[:, c], c].astype(np.int64)
+
+
+def _shared_weights(ctx: Context, multi: np.ndarray, merged: dict) -> dict:
+    """Per criterion rated on the same answers as others, ``(B, patterns)``
+    resampled multiplicities of its distinct count patterns from one
+    resample of those answers shared by the criteria (an item bootstrap),
+    when that is cheaper than each criterion's own multinomial (usually: one
+    draw per answer for all criteria instead of each criterion's own draws)
+    and the criteria's draws together stay within
+    :data:`SHARED_ENTRIES`. Each criterion's multiplicities have the same
+    multinomial distribution as alone, and every criterion's interval then
+    resamples the same answers. Criteria not returned are drawn alone."""
+    B, weights, groups = ctx.settings.bootstrap, {}, {}
+    for c in merged:
+        groups.setdefault(np.packbits(multi[:, c]).tobytes(), []).append(c)
+    for group in groups.values():
+        sizes = [merged[c][1].size for c in group]
+        if B * sum(sizes) > SHARED_ENTRIES or not shared_resample_cheaper(
+                [merged[c][1] for c in group]):
+            continue
+        codes = np.column_stack([merge_identical_rows(
+            _items(ctx.answer_counts, multi, c), return_inverse=True)[2] for c in group])
+        draws = resample_shared_counts(codes, sizes, B, ctx.rng(f"reliability/{group[0]}"))
+        weights.update(zip(group, draws, strict=True))
+    return weights
+
+
+def _agreement(ctx: Context, c: int, patterns: np.ndarray, freq: np.ndarray,
+               weights: np.ndarray) -> Agreement:
     """Point estimates plus item-bootstrap CIs. Items with the same count
-    pattern are merged and resampled as multinomial weights, so the cost is
-    per distinct pattern, not per answer."""
-    patterns, freq = merge_identical_rows(items)
-    weights = resample_counts(freq, ctx.settings.bootstrap,
-                              ctx.rng(f"reliability/{c}")).astype(float)
+    pattern are merged and resampled as multinomial weights (``weights``,
+    ``(B, patterns)``), so the statistics cost per distinct pattern, not per
+    answer."""
     # The point estimate is the statistic with every pattern weighted by its
     # frequency (exact), then the same statistic on each resample's weights.
-    both = np.vstack([freq[None].astype(float), weights])
+    both = np.vstack([freq[None], weights]).astype(float)
     binary = _fail_pass(ctx, patterns)
-    return Agreement(ctx.name(c), len(items), int(items.sum()),
+    return Agreement(ctx.name(c), int(freq.sum()), int(freq @ patterns.sum(axis=1)),
                      _with_ci(ctx, fleiss_kappa_weighted(patterns, both)),
                      _with_ci(ctx, krippendorff_alpha_weighted(patterns, both, "ordinal")),
                      _with_ci(ctx, fleiss_kappa_weighted(binary, both)))

@@ -335,19 +335,6 @@ def open_session(engine: sa.Engine, user_id: str) -> str:
     return token
 
 
-def session_user(conn: sa.Connection, token: str) -> sa.Row | None:
-    """The user of a live session, or None."""
-    s, u = P.sessions, P.users
-    row = conn.execute(
-        sa.select(u.c.user_id, u.c.email, u.c.rater_id, s.c.expires_at)
-        .join(s, s.c.user_id == u.c.user_id)
-        .where(s.c.token_hash == digest(token), s.c.revoked_at.is_(None))
-    ).first()
-    if row is None or aware(row.expires_at) < now():
-        return None
-    return row
-
-
 def sign_out(engine: sa.Engine, token: str) -> None:
     with db.writing(engine) as conn:
         record(conn, "signed_out")

@@ -41,6 +41,7 @@ import choix
 import numpy as np
 import pandas as pd
 
+from clinieval._alloc import steady_state_allocator
 from clinieval.audit import audit
 from clinieval.audit.data import AuditData, from_bundle
 from clinieval.io.bundle import write_bundle
@@ -161,6 +162,7 @@ def main() -> None:
     parser.add_argument("--scale-100", action="store_true")
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
+    steady_state_allocator()  # the allocator thresholds the command sets (for both methods)
     with tempfile.TemporaryDirectory() as tmp:
         bundle = Path(tmp) / "paper"
         write_bundle(generate(seed=0, scale=1.0), bundle)

@@ -301,8 +301,10 @@ def audit(
     Example: `clinieval audit demo --out report` or
     `clinieval audit snap --bootstrap 2000 --response-rule majority --cluster rater`
     """
+    from clinieval._alloc import steady_state_allocator
     from clinieval.audit import audit as run_audit
 
+    steady_state_allocator()  # one large computation per process: see the module
     with console.status(f"auditing {source}"):
         result = run_audit(source, settings)
     _report(result, out_dir)

@@ -320,9 +320,17 @@ def _unit_variance(z, counted, groups, n_groups: int, unit_case, piece_unit, pie
     s_rows, g_rows = _run_squares(_bin_codes(np.asarray(piece_rater) if every else
                                              np.asarray(piece_rater)[pieces]),
                                   piece_group, piece_z, n_groups)
-    s_cells, g_cells = _run_squares(_bin_codes(np.asarray(piece_cell) if every else
-                                               np.asarray(piece_cell)[pieces]),
-                                    piece_group, piece_z, n_groups)
+    if unique_codes(np.asarray(unit_case, dtype=np.int64)[units] * n_groups
+                    + groups[units]).size == units.size:
+        # No two units of a group share a case, so a (rater, case) cell holds
+        # at most one piece of a group (one piece per rater and unit): the
+        # cells' totals are the pieces' own influences.
+        s_cells = np.bincount(piece_group, weights=np.square(piece_z), minlength=n_groups)
+        g_cells = np.bincount(piece_group, minlength=n_groups)
+    else:
+        s_cells, g_cells = _run_squares(_bin_codes(np.asarray(piece_cell) if every else
+                                                   np.asarray(piece_cell)[pieces]),
+                                        piece_group, piece_z, n_groups)
     v_rows, v_cols = _small_sample(g_rows) * s_rows, _small_sample(g_cols) * s_cols
     v_cells = _small_sample(g_cells) * s_cells
     twoway = np.maximum(v_rows + v_cols - v_cells, v_cols)

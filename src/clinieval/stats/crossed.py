@@ -131,14 +131,24 @@ def _weighted_totals(blocks, U, V, col_code, dtype) -> np.ndarray:
     row's weights are repeated over its cells (cheaper than a gather);
     the column weights are gathered from a row-major copy (a gather from
     the transposed view strides through memory)."""
-    rows_t = np.ascontiguousarray(U.T, dtype=dtype)
-    cols_t = np.ascontiguousarray(V.T, dtype=dtype)
+    rows_t, cols_t = _transposed(U, dtype), _transposed(V, dtype)
     total = np.zeros((blocks[0][1].shape[0], U.shape[0]), dtype=dtype)
     for cells, block, per_row in blocks:
         weights = np.repeat(rows_t, per_row, axis=0)  # (cells in the block, chunk)
         weights *= cols_t[col_code[cells]]
         total += block @ weights
     return total
+
+
+def _transposed(weights, dtype) -> np.ndarray:
+    """``weights.T`` as a C-contiguous ``dtype`` array, copied a block of
+    columns at a time: each block's rows stay in cache, about four times
+    faster than one strided copy of (replicates x 278 k cases) at 100x."""
+    out = np.empty(weights.shape[::-1], dtype=dtype)
+    step = 4096
+    for start in range(0, weights.shape[1], step):
+        out[start : start + step] = weights[:, start : start + step].T
+    return out
 
 
 def crossed_ratio_variance(rows, cols, num, den) -> CrossedVariance:

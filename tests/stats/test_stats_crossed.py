@@ -300,6 +300,28 @@ def test_grouped_ratio_variance_equals_the_sparse_product_form(monkeypatch, budg
         assert getattr(got, field) == pytest.approx(getattr(want, field), rel=1e-10), field
 
 
+def test_grouped_ratio_variance_with_one_entry_per_cell_and_group():
+    # One rating per cell and group (as in the audit's cells: a rater rates
+    # a criterion of an answer once): every run is one entry, and the form
+    # without sums over runs gives count_ratio_variance's variances.
+    rng = np.random.default_rng(11)
+    rows, cols = np.repeat(np.arange(6), 10), np.tile(np.arange(10), 6)
+    counts = np.zeros((60, 20))
+    rated = rng.random((60, 4)) < 0.6
+    cell, group = np.nonzero(rated)
+    counts[cell, group * 5 + rng.integers(0, 5, cell.size)] = 1
+    values = np.tile(np.arange(-2.0, 3.0), 4)
+    groups = np.repeat(np.arange(4), 5)
+    got = grouped_ratio_variance(rows, cols, counts, values, groups, 4)
+    num_map = np.zeros((20, 4))
+    num_map[np.arange(20), groups] = values
+    den_map = np.zeros((20, 4))
+    den_map[np.arange(20), groups] = 1.0
+    want = count_ratio_variance(rows, cols, counts, num_map, den_map)
+    for field in want._fields:
+        assert getattr(got, field) == pytest.approx(getattr(want, field), rel=1e-10), field
+
+
 def test_grouped_ratio_variance_of_several_value_sets_is_each_one_alone():
     # A mean and a share over the same counts in one call: the fields hold
     # the first set's groups, then the second's, as two separate calls give.
@@ -315,18 +337,21 @@ def test_grouped_ratio_variance_of_several_value_sets_is_each_one_alone():
         assert getattr(both, field) == pytest.approx(want, rel=1e-12), field
 
 
-def test_unit_variance_equals_the_share_variance_on_the_same_pieces():
-    # 30 answers in 10 cases, 2 groups, each judged by 3 of 8 raters; values
-    # continuous (no influence exactly 0), some answers without a value.
+@pytest.mark.parametrize("per_case", [3, 2])
+def test_unit_variance_equals_the_share_variance_on_the_same_pieces(per_case):
+    # 30 answers in cases of per_case answers, 2 groups, each judged by 3 of
+    # 8 raters; values continuous (no influence exactly 0), some answers
+    # without a value. With 2 per case no two answers of a group share a
+    # case (the cells' squares are then the pieces' own).
     from clinieval.stats import crossed_unit_variance
 
     rng = np.random.default_rng(6)
     values = rng.normal(size=30)
     values[[4, 17]] = np.nan
-    groups, cases = np.arange(30) % 2, np.arange(30) // 3
+    groups, cases = np.arange(30) % 2, np.arange(30) // per_case
     unit = np.repeat(np.arange(30), 3)
     rater = np.concatenate([rng.choice(8, 3, replace=False) for _ in range(30)])
-    got = crossed_unit_variance(values, groups, 2, cases, unit, rater, rater * 10 + cases[unit])
+    got = crossed_unit_variance(values, groups, 2, cases, unit, rater, rater * 100 + cases[unit])
     want = crossed_share_variance(values, groups, 2, cases, unit, rater)
     for field in want._fields:
         assert getattr(got, field) == pytest.approx(getattr(want, field), rel=1e-10), field

@@ -139,7 +139,8 @@ def _spread(freq, totals, rng: np.random.Generator) -> np.ndarray:
         picks = rng.integers(0, size, size=int(part.sum()))
         if unit is not None:
             picks = unit[picks]
-        picks += np.repeat(np.arange(part.size) * freq.size, part)
+        if part.size > 1:  # one replicate (a chunk of many units) needs no offsets
+            picks += np.repeat(np.arange(part.size) * freq.size, part)
         out[start : start + part.size] = np.bincount(
             picks, minlength=part.size * freq.size).reshape(part.size, freq.size)
     return out

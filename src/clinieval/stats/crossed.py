@@ -131,14 +131,24 @@ def _weighted_totals(blocks, U, V, col_code, dtype) -> np.ndarray:
     row's weights are repeated over its cells (cheaper than a gather);
     the column weights are gathered from a row-major copy (a gather from
     the transposed view strides through memory)."""
-    rows_t = np.ascontiguousarray(U.T, dtype=dtype)
-    cols_t = np.ascontiguousarray(V.T, dtype=dtype)
+    rows_t, cols_t = _transposed(U, dtype), _transposed(V, dtype)
     total = np.zeros((blocks[0][1].shape[0], U.shape[0]), dtype=dtype)
     for cells, block, per_row in blocks:
         weights = np.repeat(rows_t, per_row, axis=0)  # (cells in the block, chunk)
         weights *= cols_t[col_code[cells]]
         total += block @ weights
     return total
+
+
+def _transposed(weights, dtype) -> np.ndarray:
+    """``weights.T`` as a C-contiguous ``dtype`` array, copied a block of
+    columns at a time: each block's rows stay in cache, about four times
+    faster than one strided copy of (replicates x 278 k cases) at 100x."""
+    out = np.empty(weights.shape[::-1], dtype=dtype)
+    step = 4096
+    for start in range(0, weights.shape[1], step):
+        out[start : start + step] = weights[:, start : start + step].T
+    return out
 
 
 def crossed_ratio_variance(rows, cols, num, den) -> CrossedVariance:
@@ -238,20 +248,22 @@ def grouped_ratio_variance(rows, cols, counts, values, groups, n_groups: int
     counts.sum_duplicates()  # canonical: sorted columns within each row
     groups = np.asarray(groups, dtype=np.int64)
     entry_group = groups.astype(np.int32)[counts.indices]  # int32: 37.5 M entries at 100x
-    cell = np.repeat(np.arange(counts.shape[0], dtype=np.int32), np.diff(counts.indptr))
-    boundary = np.empty(cell.size, dtype=bool)
-    boundary[:1] = True
-    np.not_equal(cell[1:], cell[:-1], out=boundary[1:])
-    boundary[1:] |= entry_group[1:] != entry_group[:-1]
-    starts = np.flatnonzero(boundary)
-    del boundary
-    run_cell, run_group = cell[starts], entry_group[starts]
+    # A run starts at each cell's first entry and where the group changes.
+    boundary = np.zeros(entry_group.size, dtype=bool)
+    np.not_equal(entry_group[1:], entry_group[:-1], out=boundary[1:])
+    boundary[counts.indptr[:-1][np.diff(counts.indptr) > 0]] = True
+    single = bool(boundary.all())  # every run one entry (one rating at 100x): no sums
+    if single:
+        starts, run_group, run_indptr = None, entry_group, counts.indptr
+    else:
+        starts = np.flatnonzero(boundary)
+        run_group = entry_group[starts]
+        run_indptr = np.searchsorted(starts, counts.indptr)
+    del boundary, entry_group
     row_code, n_rows = _dense(rows)
     col_code, n_cols = _dense(cols)
-    # int32 codes per run (a run is about one rating at 100x: 30 M of them)
-    run_row = row_code.astype(np.int32)[run_cell]
-    run_col = col_code.astype(np.int32)[run_cell]
-    del cell, entry_group, run_cell
+    by_row = _cluster_runs(row_code, n_rows, run_group, run_indptr, n_groups)
+    by_col = _cluster_runs(col_code, n_cols, run_group, run_indptr, n_groups)
     g_cells = np.bincount(run_group, minlength=n_groups)
     column_n = np.asarray(counts.sum(axis=0)).ravel()
     n = np.bincount(groups, weights=column_n, minlength=n_groups)
@@ -262,15 +274,41 @@ def grouped_ratio_variance(rows, cols, counts, values, groups, n_groups: int
                                               minlength=n_groups) / n)
             scale = np.where(n > 0, 1.0 / n, 0.0)
         # An entry's influence is its count times its column's (value - ratio) / n.
-        z = ((value - ratio[groups]) * scale[groups])[counts.indices]
-        z *= counts.data
-        run_z = np.add.reduceat(z, starts)
-        del z
+        run_z = ((value - ratio[groups]) * scale[groups])[counts.indices]
+        run_z *= counts.data
+        if not single:
+            run_z = np.add.reduceat(run_z, starts)
         s_cells = np.bincount(run_group, weights=run_z**2, minlength=n_groups)
-        parts.append(_combine(*_run_squares(run_row, run_group, run_z, n_groups),
-                              *_run_squares(run_col, run_group, run_z, n_groups),
-                              s_cells, g_cells, n_rows, n_cols))
+        parts.append(_combine(*by_row(run_z), *by_col(run_z), s_cells, g_cells, n_rows,
+                              n_cols))
     return CrossedVariance(*(np.concatenate(field) for field in zip(*parts, strict=True)))
+
+
+def _cluster_runs(code, n_codes: int, run_group, run_indptr, n_groups: int):
+    """For runs of cells' entries (cell ``k``'s runs at ``run_indptr[k]:
+    run_indptr[k + 1]``, each in group ``run_group``) and a cluster ``code``
+    per cell: the number of clusters with a run per group, and a function of
+    the runs' influences giving, per group, the sum over clusters of their
+    squared totals. The totals are one sparse product of the clusters' cell
+    indicator with the (cells x groups) runs, cluster by cluster in cell
+    order (the sums of a bincount over (cluster, group) bins, several
+    times faster on 37.5 M runs: no bins' array, and a cluster's groups
+    stay in cache)."""
+    cells = code.size
+    members = sp.csr_matrix((np.ones(cells), (code, np.arange(cells))), shape=(n_codes, cells))
+
+    def product(data) -> sp.csr_matrix:
+        return members @ sp.csr_matrix((data, run_group, run_indptr), shape=(cells, n_groups))
+
+    seen = product(np.ones(run_group.size))
+    clusters = np.bincount(seen.indices, minlength=n_groups)
+    del seen
+
+    def squares(run_z) -> tuple[np.ndarray, np.ndarray]:
+        totals = product(run_z)
+        return np.bincount(totals.indices, weights=totals.data**2, minlength=n_groups), clusters
+
+    return squares
 
 
 def crossed_unit_variance(values, groups, n_groups: int, unit_case, piece_unit, piece_rater,
@@ -320,9 +358,17 @@ def _unit_variance(z, counted, groups, n_groups: int, unit_case, piece_unit, pie
     s_rows, g_rows = _run_squares(_bin_codes(np.asarray(piece_rater) if every else
                                              np.asarray(piece_rater)[pieces]),
                                   piece_group, piece_z, n_groups)
-    s_cells, g_cells = _run_squares(_bin_codes(np.asarray(piece_cell) if every else
-                                               np.asarray(piece_cell)[pieces]),
-                                    piece_group, piece_z, n_groups)
+    if unique_codes(np.asarray(unit_case, dtype=np.int64)[units] * n_groups
+                    + groups[units]).size == units.size:
+        # No two units of a group share a case, so a (rater, case) cell holds
+        # at most one piece of a group (one piece per rater and unit): the
+        # cells' totals are the pieces' own influences.
+        s_cells = np.bincount(piece_group, weights=np.square(piece_z), minlength=n_groups)
+        g_cells = np.bincount(piece_group, minlength=n_groups)
+    else:
+        s_cells, g_cells = _run_squares(_bin_codes(np.asarray(piece_cell) if every else
+                                                   np.asarray(piece_cell)[pieces]),
+                                        piece_group, piece_z, n_groups)
     v_rows, v_cols = _small_sample(g_rows) * s_rows, _small_sample(g_cols) * s_cols
     v_cells = _small_sample(g_cells) * s_cells
     twoway = np.maximum(v_rows + v_cols - v_cells, v_cols)

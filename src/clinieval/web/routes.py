@@ -234,8 +234,8 @@ def _lease(ctx: Ctx, token: str, conn: sa.Connection | None = None) -> sa.Row:
 
 
 def _task_page(ctx: Ctx, lease: sa.Row, status: int = 200, error: InputError | None = None,
-               entered: dict[str, str] | None = None, conn: sa.Connection | None = None
-               ) -> Response:
+               entered: dict[str, str] | None = None, conn: sa.Connection | None = None,
+               saved: int = 0) -> Response:
     if conn is None:
         with db.reading(ctx.engine) as conn:
             return _task_page(ctx, lease, status, error, entered, conn)
@@ -243,17 +243,21 @@ def _task_page(ctx: Ctx, lease: sa.Row, status: int = 200, error: InputError | N
     values = entered if entered is not None else view.values
     choice = entered.get("choice") if entered is not None else view.choice
     return page(ctx, "task.html", status, view=view, values=values, choice=choice, error=error,
-                idempotency_key=secrets.token_urlsafe(16))
+                idempotency_key=secrets.token_urlsafe(16), saved=saved)
 
 
 @router.get("/s/{study}/t/{token}")
-async def task(token: str, ctx: Clinician) -> Response:
+async def task(token: str, ctx: Clinician, saved: int = 0) -> Response:
     with db.reading(ctx.engine) as conn:  # one checkout for the lease and the page
-        return _task_page(ctx, _lease(ctx, token, conn), conn=conn)
+        return _task_page(ctx, _lease(ctx, token, conn), conn=conn, saved=saved)
 
 
 @router.post("/s/{study}/t/{token}")
 async def submit_task(token: str, ctx: Clinician) -> Response:
+    """Store a submission. With ``next`` (a task kind, or ``auto``) the
+    clinician's next task is leased in the same request: the browser is sent
+    straight to it and a script gets its address in the result, one round
+    trip less per task than going back to the task list."""
     with db.reading(ctx.engine) as conn:
         lease = _lease(ctx, token, conn)
         criteria = criteria_views(conn, ctx.study)
@@ -261,7 +265,11 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
     data = await ctx.request.json() if as_json else await _form(ctx.request)
     if not isinstance(data, dict):
         raise InputError("submission", "expected a JSON object", field="body")
+    then = data.pop("next", None) or None
     try:
+        if then not in (None, "auto", *P.TASK_KINDS):
+            raise InputError("submission", "unknown kind of next task", field="next",
+                             expected="auto | " + " | ".join(P.TASK_KINDS), got=then)
         result = submit.store(ctx.engine, ctx.study, token, ctx.user,
                               submit.parse(data, lease, criteria,
                                            ctx.study.rationale_required))
@@ -269,11 +277,18 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
         if wants_json(ctx.request):
             raise
         return _task_page(ctx, lease, 422, err, data)
+    study = ctx.study.study_id
+    following = then and next_task(ctx.engine, ctx.study, ctx.user, ctx.rater.specialty, then)
     if wants_json(ctx.request):
+        if then:
+            result = {**result, "next": following and f"/s/{study}/t/{following}"}
         return JSONResponse(result)
+    if following:
+        return RedirectResponse(f"/s/{study}/t/{following}?saved=1", status_code=303)
+    if then:
+        return RedirectResponse(f"/s/{study}?saved=1&empty=1", status_code=303)
     target = "history?saved=1" if lease.status == "submitted" else "?saved=1"
-    return RedirectResponse(f"/s/{ctx.study.study_id}/{target}".replace("/?", "?"),
-                            status_code=303)
+    return RedirectResponse(f"/s/{study}/{target}".replace("/?", "?"), status_code=303)
 
 
 @router.post("/s/{study}/t/{token}/draft")

@@ -337,6 +337,22 @@ def test_an_edit_appends_a_revision_and_keeps_the_first(app, engine):
     assert "Revision" in c.get("/s/x/history").text
 
 
+def test_a_blank_rubric_rendered_once_gives_the_page_rendered_in_full(app, engine,
+                                                                     monkeypatch):
+    from clinieval.web import routes
+
+    c = member(app, engine, "x", "clinician")
+    key = re.compile(r'name="idempotency_key" value="[^"]+"')
+    for kind in ("rating", "pair"):
+        url = take(c, kind)
+        once = c.get(url).text
+        with monkeypatch.context() as m:
+            m.setattr(routes, "blank_rubric", lambda view: None)
+            full = c.get(url).text
+        assert 'name="s1.accuracy"' in once and key.sub("", once) == key.sub("", full)
+        assert c.post(url, data=answer_form(c, url)).status_code == 303
+
+
 def test_a_draft_is_restored_when_the_task_is_reopened(app, engine):
     c = member(app, engine, "x", "clinician")
     url = take(c)

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
+from functools import lru_cache
+from types import SimpleNamespace
 from typing import Annotated
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from markupsafe import Markup
 
 from clinieval.errors import InputError
 from clinieval.storage import db
@@ -26,10 +29,11 @@ from clinieval.web.app import (
     page,
     session_token,
     set_cookie,
+    templates,
     wants_json,
 )
 from clinieval.web.assignment import next_task, skip
-from clinieval.web.views import criteria_views, task_view
+from clinieval.web.views import TaskView, criteria_views, task_view
 
 router = APIRouter(include_in_schema=False)
 Public = Annotated[Ctx, Depends(gate("public"))]
@@ -243,7 +247,22 @@ def _task_page(ctx: Ctx, lease: sa.Row, status: int = 200, error: InputError | N
     values = entered if entered is not None else view.values
     choice = entered.get("choice") if entered is not None else view.choice
     return page(ctx, "task.html", status, view=view, values=values, choice=choice, error=error,
-                idempotency_key=secrets.token_urlsafe(16), saved=saved)
+                idempotency_key=secrets.token_urlsafe(16), saved=saved,
+                blank_rubric=None if values else blank_rubric(view))
+
+
+def blank_rubric(view: TaskView) -> Markup:
+    """The rubric section of a task page before anything is entered: the same
+    for every task of the study of this kind, rendered once (rendering it
+    was most of a task page's CPU)."""
+    return _rubric_html(view.criteria, view.kind, tuple((p.panel, p.label) for p in view.panels))
+
+
+@lru_cache(maxsize=64)
+def _rubric_html(criteria: tuple, kind: str, panels: tuple) -> Markup:
+    view = SimpleNamespace(criteria=criteria, kind=kind,
+                           panels=[SimpleNamespace(panel=n, label=label) for n, label in panels])
+    return Markup(templates.get_template("task_rubric.html").render(view=view, values={}))
 
 
 @router.get("/s/{study}/t/{token}")

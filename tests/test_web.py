@@ -107,6 +107,17 @@ def test_every_route_declares_an_access_level(app):
     assert set(ROUTE_LEVELS.values()) <= set(REFUSED) | API_LEVELS
 
 
+def test_the_task_routes_tried_first_shadow_no_other_route():
+    from clinieval.web.routes import TASK_PATHS, _flat, router
+
+    routes = [r for r in _flat(router.routes) if hasattr(r, "path_regex")]
+    first = [r for r in routes if r.path in TASK_PATHS]
+    for route in routes:
+        if route.path not in TASK_PATHS:
+            example = re.sub(r"\{[^}]+\}", "x", route.path)
+            assert not any(r.path_regex.match(example) for r in first), route.path
+
+
 def test_every_route_for_every_role(app, engine):
     clients = {"anonymous": client(app), "clinician": member(app, engine, "x", "clinician"),
                "other_study_clinician": member(app, engine, "y", "clinician"),

@@ -366,6 +366,11 @@ def _include_study_administration() -> None:
 
 _include_study_administration()
 
+TASK_PATHS = ("/s/{study}/t/{token}", "/s/{study}/next")
+# The router tries its routes in order and a clinician's task requests are
+# nearly all requests: they are tried first (no other path can match theirs).
+router.routes.sort(key=lambda route: getattr(route, "path", None) not in TASK_PATHS)
+
 OPENAPI_URL = "/api/openapi.json"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 from types import SimpleNamespace
 from typing import Annotated
 
@@ -32,7 +32,7 @@ from clinieval.web.app import (
     templates,
     wants_json,
 )
-from clinieval.web.assignment import next_task, skip
+from clinieval.web.assignment import lease_next, next_task, skip
 from clinieval.web.views import TaskView, criteria_views, task_view
 
 router = APIRouter(include_in_schema=False)
@@ -274,9 +274,9 @@ async def task(token: str, ctx: Clinician, saved: int = 0) -> Response:
 @router.post("/s/{study}/t/{token}")
 async def submit_task(token: str, ctx: Clinician) -> Response:
     """Store a submission. With ``next`` (a task kind, or ``auto``) the
-    clinician's next task is leased in the same request: the browser is sent
-    straight to it and a script gets its address in the result, one round
-    trip less per task than going back to the task list."""
+    clinician's next task is leased in the same request and transaction: the
+    browser is sent straight to it and a script gets its address in the
+    result, one round trip less per task than going back to the task list."""
     with db.reading(ctx.engine) as conn:
         lease = _lease(ctx, token, conn)
         criteria = criteria_views(conn, ctx.study)
@@ -291,16 +291,17 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
                              expected="auto | " + " | ".join(P.TASK_KINDS), got=then)
         result = submit.store(ctx.engine, ctx.study, token, ctx.user,
                               submit.parse(data, lease, criteria,
-                                           ctx.study.rationale_required))
+                                           ctx.study.rationale_required),
+                              then and partial(_lease_next, ctx, then))
     except InputError as err:
         if wants_json(ctx.request):
             raise
         return _task_page(ctx, lease, 422, err, data)
     study = ctx.study.study_id
-    following = then and next_task(ctx.engine, ctx.study, ctx.user, ctx.rater.specialty, then)
+    following = result.pop("next", None)
     if wants_json(ctx.request):
         if then:
-            result = {**result, "next": following and f"/s/{study}/t/{following}"}
+            result["next"] = following and f"/s/{study}/t/{following}"
         return JSONResponse(result)
     if following:
         return RedirectResponse(f"/s/{study}/t/{following}?saved=1", status_code=303)
@@ -308,6 +309,10 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
         return RedirectResponse(f"/s/{study}?saved=1&empty=1", status_code=303)
     target = "history?saved=1" if lease.status == "submitted" else "?saved=1"
     return RedirectResponse(f"/s/{study}/{target}".replace("/?", "?"), status_code=303)
+
+
+def _lease_next(ctx: Ctx, kind: str, conn: sa.Connection) -> str | None:
+    return lease_next(conn, ctx.study, ctx.user, ctx.rater.specialty, kind)
 
 
 @router.post("/s/{study}/t/{token}/draft")

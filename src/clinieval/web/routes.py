@@ -275,8 +275,9 @@ async def task(token: str, ctx: Clinician, saved: int = 0) -> Response:
 async def submit_task(token: str, ctx: Clinician) -> Response:
     """Store a submission. With ``next`` (a task kind, or ``auto``) the
     clinician's next task is leased in the same request and transaction: the
-    browser is sent straight to it and a script gets its address in the
-    result, one round trip less per task than going back to the task list."""
+    browser is sent straight to it (two requests fewer per task than by the
+    task list and its "Next task") and a script gets its address in the
+    result (one fewer than asking for it)."""
     with db.reading(ctx.engine) as conn:
         lease = _lease(ctx, token, conn)
         criteria = criteria_views(conn, ctx.study)

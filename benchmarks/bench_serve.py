@@ -2,7 +2,8 @@
 holding a synthetic MOOVE-like study (``--scale 1`` is paper scale: 13 models,
 76 specialties, 736 clinicians, 375,614 ratings), driven over loopback by
 simulated clinicians (httpx async) who take a task, submit ratings (or a vote
-and both ratings for a pair) and now and then edit. Bounded in clinicians,
+and both ratings for a pair) with the next task coming back in the submission's
+result (as the task page's form asks for it), and now and then edit. Bounded in clinicians,
 submissions and seconds. Prints submissions per second, p50/p99 of "next
 task" and "submit", admin progress and live-view latency, then compares the
 database with every acknowledged submission: lost, duplicated, over-assigned.
@@ -105,7 +106,9 @@ class Run:
     def __init__(self, deadline: float, max_submissions: int, think: float = 0.0) -> None:
         self.deadline, self.left, self.think = deadline, max_submissions, think
         self.next_ms: list[float] = []
+        self.page_ms: list[float] = []
         self.submit_ms: list[float] = []
+        self.requests = 0
         self.acked: list[tuple[str, str, str]] = []  # (user, token, kind)
         self.errors: dict[str, int] = {}
 
@@ -135,23 +138,28 @@ async def _clinician(c: httpx.AsyncClient, user: str, cookie: tuple[str, str], r
     page_headers = {**headers, "Accept": "text/html"}
     form_headers = {**headers, "Content-Type": "application/x-www-form-urlencoded"}
     next_body = {kind: f"csrf={csrf}&kind={kind}".encode() for kind in ("pair", "rating")}
+    url = None  # the task in hand: from "next task", or given with the last submission
     while run.going():
         if run.think:  # reading and rating take a clinician a while
             await asyncio.sleep(min(_random.expovariate(1 / run.think),
                                     max(run.deadline - time.monotonic(), 0)))
             if not run.going():
                 break
-        t0 = time.perf_counter()
         kind = "pair" if secrets.randbelow(100) < PAIR_SHARE * 100 else "rating"
-        r = await c.post(f"/s/{STUDY_ID}/next", content=next_body[kind], headers=form_headers)
-        run.next_ms.append(1000 * (time.perf_counter() - t0))
-        if r.status_code != 303 or "/t/" not in r.headers.get("location", ""):
-            run.error(f"next {r.status_code}")
-            if kind == "rating":
-                return  # nothing left for this clinician
-            continue
-        url = r.headers["location"]
+        if url is None:
+            t0 = time.perf_counter()
+            r = await c.post(f"/s/{STUDY_ID}/next", content=next_body[kind], headers=form_headers)
+            run.next_ms.append(1000 * (time.perf_counter() - t0))
+            run.requests += 1
+            if r.status_code != 303 or "/t/" not in r.headers.get("location", ""):
+                run.error(f"next {r.status_code}")
+                if kind == "rating":
+                    return  # nothing left for this clinician
+                continue
+            url = r.headers["location"]
+        t0 = time.perf_counter()
         page = await c.get(url, headers=page_headers)
+        run.page_ms.append(1000 * (time.perf_counter() - t0))
         names = sorted(set(re.findall(r'name="(s[12]\.[a-z_]+)"', page.text)))
         body = {n: str(secrets.choice((-1, 0, 1, 2))) for n in names}
         body |= {"idempotency_key": secrets.token_urlsafe(12), "time_spent_s": 40}
@@ -159,16 +167,21 @@ async def _clinician(c: httpx.AsyncClient, user: str, cookie: tuple[str, str], r
             body["choice"] = secrets.choice(("A", "B", "tie"))
         run.left -= 1
         t0 = time.perf_counter()
-        r = await c.post(url, json=body, headers=headers)
+        # The next task comes with the result (as the task page's form asks for it).
+        r = await c.post(url, json=body | {"next": kind}, headers=headers)
         run.submit_ms.append(1000 * (time.perf_counter() - t0))
+        run.requests += 2
         if r.status_code != 200:
             run.error(f"submit {r.status_code}")
+            url = None
             continue
-        run.acked.append((user, url.rsplit("/", 1)[1], "pair" if "choice" in body else
+        done, url = url, r.json()["next"]
+        run.acked.append((user, done.rsplit("/", 1)[1], "pair" if "choice" in body else
                           "rating"))
         if secrets.randbelow(100) < EDIT_SHARE * 100:  # an edit adds a revision
             body["idempotency_key"] = secrets.token_urlsafe(12)
-            if (await c.post(url, json=body, headers=headers)).status_code != 200:
+            run.requests += 1
+            if (await c.post(done, json=body, headers=headers)).status_code != 200:
                 run.error("edit")
 
 
@@ -360,19 +373,24 @@ def bench(url: str, args) -> None:
         server.kill()
         server.wait()
     name = url.split(":", 1)[0]
-    requests = max(len(run.next_ms) + 2 * len(run.submit_ms), 1)  # next, task page, submit
+    requests, subs = max(run.requests, 1), max(len(run.acked), 1)
     print(f"{name}: CPU seconds while driving: server {server_cpu:.1f}, live-view process"
           f" {live_cpu:.1f} (niced; what finished of it), clients {client_cpu:.1f};"
-          f" per request (next, page, submit): server {1000 * server_cpu / requests:.2f} ms,"
-          f" client {1000 * client_cpu / requests:.2f} ms"
+          f" {requests / subs:.2f} requests per submission; per request: server"
+          f" {1000 * server_cpu / requests:.2f} ms, client {1000 * client_cpu / requests:.2f} ms"
           + ("" if db_cpu is None else f", database backends {1000 * db_cpu / requests:.2f} ms")
-          + ";"
-          f" load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+          + f"; per submission: server {1000 * server_cpu / subs:.2f} ms, client"
+          f" {1000 * client_cpu / subs:.2f} ms"
+          + ("" if db_cpu is None else f", database backends {1000 * db_cpu / subs:.2f} ms")
+          + f"; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{name}: {len(run.acked):,} acknowledged submissions in {elapsed:.1f} s ="
           f" {len(run.acked) / elapsed:.0f} submissions/s with {args.clinicians} clinicians"
           f" (think time {args.think:g} s, {args.workers} server process(es))")
-    print(f"{name}: next task p50 {pct(run.next_ms, 50):.0f} ms, p99 {pct(run.next_ms, 99):.0f}"
-          f" ms; submit p50 {pct(run.submit_ms, 50):.0f} ms, p99 {pct(run.submit_ms, 99):.0f} ms")
+    print(f"{name}: next task (taking the first) p50 {pct(run.next_ms, 50):.0f} ms, p99"
+          f" {pct(run.next_ms, 99):.0f} ms over {len(run.next_ms)}; task page p50"
+          f" {pct(run.page_ms, 50):.0f} ms, p99 {pct(run.page_ms, 99):.0f} ms;"
+          f" submit (with the next task) p50 {pct(run.submit_ms, 50):.0f} ms,"
+          f" p99 {pct(run.submit_ms, 99):.0f} ms")
     for page, values in times.items():
         print(f"{name}: {page} page p50 {pct(values, 50):.0f} ms, max"
               f" {max(values, default=float('nan')):.0f} ms over {len(values)} loads")

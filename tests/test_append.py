@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pyarrow.compute as pc
+import pytest
+import sqlalchemy as sa
 
 from clinieval.io.importer import import_snapshot
 from clinieval.storage import db
@@ -28,3 +30,14 @@ def test_append_fetches_only_the_keys_the_new_rows_refer_to(tmp_path):
     assert stored > 3 * CountingCursor.fetched
     assert db.counts(engine)["ratings"] == stored + 1_000
     engine.dispose()
+
+
+def test_an_import_leaves_planner_statistics_on_postgresql(engine):
+    if engine.dialect.name != "postgresql":
+        pytest.skip("planner statistics of PostgreSQL")
+    import_snapshot(engine, generate(seed=3, scale=0.01))
+    with engine.connect() as conn:
+        analyzed = conn.execute(sa.text(
+            "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema()"
+            " AND last_analyze IS NOT NULL")).scalars().all()
+    assert {"ratings", "answers", "preferences", "answer_load"} <= set(analyzed)

@@ -107,6 +107,17 @@ def test_every_route_declares_an_access_level(app):
     assert set(ROUTE_LEVELS.values()) <= set(REFUSED) | API_LEVELS
 
 
+def test_the_task_routes_tried_first_shadow_no_other_route():
+    from clinieval.web.routes import TASK_PATHS, _flat, router
+
+    routes = [r for r in _flat(router.routes) if hasattr(r, "path_regex")]
+    first = [r for r in routes if r.path in TASK_PATHS]
+    for route in routes:
+        if route.path not in TASK_PATHS:
+            example = re.sub(r"\{[^}]+\}", "x", route.path)
+            assert not any(r.path_regex.match(example) for r in first), route.path
+
+
 def test_every_route_for_every_role(app, engine):
     clients = {"anonymous": client(app), "clinician": member(app, engine, "x", "clinician"),
                "other_study_clinician": member(app, engine, "y", "clinician"),
@@ -287,6 +298,39 @@ def test_a_repeated_submission_is_stored_once(app, engine):
     assert count(engine, S.ratings) == len(first["rating_ids"]) == 9
 
 
+def test_a_submission_can_take_the_next_task_in_the_same_request(app, engine):
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    assert 'name="next" value="auto"' in c.get(url).text  # the form's default
+    r = c.post(url, data=answer_form(c, url, next="auto"))
+    assert r.status_code == 303 and "/t/" in r.headers["location"]
+    following = r.headers["location"]
+    assert following.endswith("?saved=1") and not following.startswith(url)
+    assert "Saved. Thank you." in c.get(following).text
+    # A script gets the next task's address with its result; only the token is in it.
+    form = answer_form(c, following, next="rating")
+    result = c.post(following, data=form, headers={"accept": "application/json"}).json()
+    assert result["saved"] and result["next"].startswith("/s/x/t/")
+    assert [s for s in model_strings() if s in result["next"]] == []
+    # The same key again stores nothing and gives the task already leased.
+    again = c.post(following, data=form, headers={"accept": "application/json"}).json()
+    assert again["repeated"] and again["next"] == result["next"]
+    assert count(engine, S.ratings) == 9 + len(result["rating_ids"])
+    bad = c.post(result["next"], data=answer_form(c, result["next"], next="any"),
+                 headers={"accept": "application/json"})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "next"
+
+
+def test_submit_and_stop_and_an_empty_pool_go_back_to_the_task_list(app, engine):
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    assert c.post(url, data=answer_form(c, url, next="")).headers["location"] == "/s/x?saved=1"
+    while (r := c.post(url, data=answer_form(c, url, next="rating"))).headers[
+            "location"] != "/s/x?saved=1&empty=1":
+        url = r.headers["location"].removesuffix("?saved=1")
+    assert "No task is waiting" in c.get(r.headers["location"]).text
+
+
 def test_an_edit_appends_a_revision_and_keeps_the_first(app, engine):
     c = member(app, engine, "x", "clinician")
     url = take(c)
@@ -302,6 +346,22 @@ def test_an_edit_appends_a_revision_and_keeps_the_first(app, engine):
     assert [tuple(r) for r in rows] == [(0, 1), (1, 2)]
     assert count(engine, S.ratings) == 10
     assert "Revision" in c.get("/s/x/history").text
+
+
+def test_a_blank_rubric_rendered_once_gives_the_page_rendered_in_full(app, engine,
+                                                                     monkeypatch):
+    from clinieval.web import routes
+
+    c = member(app, engine, "x", "clinician")
+    key = re.compile(r'name="idempotency_key" value="[^"]+"')
+    for kind in ("rating", "pair"):
+        url = take(c, kind)
+        once = c.get(url).text
+        with monkeypatch.context() as m:
+            m.setattr(routes, "blank_rubric", lambda view: None)
+            full = c.get(url).text
+        assert 'name="s1.accuracy"' in once and key.sub("", once) == key.sub("", full)
+        assert c.post(url, data=answer_form(c, url)).status_code == 303
 
 
 def test_a_draft_is_restored_when_the_task_is_reopened(app, engine):

@@ -1,11 +1,12 @@
 """The clinician flow in a real browser (Playwright driving Debian's
 chromium) against a real ``clinieval serve`` process, on SQLite and
 PostgreSQL: invitation, registration, profile, three rating tasks with the
-keyboard only (one of them interrupted: its draft survives closing the
-page), a pairwise task, an edited rating, an edited vote, sign-out; then
-``clinieval study export`` and ``clinieval audit`` on the export (which keep
-every revision and count only the latest). Every response the browser receives
-is scanned for the study's model ids, names, versions and providers."""
+keyboard only, each submission opening the next task (one of them
+interrupted: its draft survives closing the page), a pairwise task, an
+edited rating, an edited vote, sign-out; then ``clinieval study export`` and
+``clinieval audit`` on the export (which keep every revision and count only
+the latest). Every response the browser receives is scanned for the study's
+model ids, names, versions and providers."""
 
 from __future__ import annotations
 
@@ -126,17 +127,18 @@ def _next_by_keyboard(page) -> None:
 
 
 def _three_rating_tasks(context, page, base: str, tmp_path: Path):
+    """Enter submits a task and opens the next one; the third ends with
+    "Submit and stop", back on the task list."""
     _next_by_keyboard(page)
     page.screenshot(path=str(tmp_path / "web-rating.png"))
     _save_screenshot(tmp_path / "web-rating.png")
     _rate_with_keys(page, "2" + "4" * (CRITERIA - 1))  # harmlessness -1 asks for a rationale
     page.keyboard.press("Enter")
-    page.wait_for_url("**/s/x?saved=1")
+    _saved_and_next(page)
 
-    _next_by_keyboard(page)
     _rate_with_keys(page, "534")
     page.locator("#draft-status", has_text="Draft saved.").wait_for()
-    url = page.url
+    url = page.url.removesuffix("?saved=1")
     page.close()  # the draft must survive the closed tab
     page = context.new_page()
     page.goto(f"{base}/s/x")
@@ -147,13 +149,18 @@ def _three_rating_tasks(context, page, base: str, tmp_path: Path):
     # the focus is on the first criterion without a value: carry on from there
     _rate_with_keys(page, "3" * (CRITERIA - 3))
     page.keyboard.press("Enter")
-    page.wait_for_url("**/s/x?saved=1")
+    _saved_and_next(page)
 
-    _next_by_keyboard(page)
     _rate_with_keys(page, "5" * CRITERIA)
-    page.keyboard.press("Enter")
+    page.get_by_role("button", name="Submit and stop").click()
     page.wait_for_url("**/s/x?saved=1")
     return page
+
+
+def _saved_and_next(page) -> None:
+    page.wait_for_url("**/t/**?saved=1")
+    page.locator("p.ok", has_text="Saved.").wait_for()
+    page.locator("fieldset:focus").wait_for()
 
 
 def _pairwise_task(page, tmp_path: Path) -> None:
@@ -165,7 +172,7 @@ def _pairwise_task(page, tmp_path: Path) -> None:
     page.keyboard.press("a")
     _rate_with_keys(page, "4" * CRITERIA + "3" * CRITERIA)
     page.keyboard.press("Enter")
-    page.wait_for_url("**/s/x?saved=1")
+    _saved_and_next(page)
 
 
 def _edit_one_rating(page) -> None:

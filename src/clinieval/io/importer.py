@@ -81,6 +81,7 @@ def import_snapshot(engine: sa.Engine, snapshot: Snapshot, *, sources: dict[str,
         snapshot = _after_stored_ids(conn, _without_stored_entities(conn, snapshot, sources))
         validate(snapshot, sources=sources, existing=lookup.needed_keys(conn, snapshot))
         db.insert_snapshot(conn, snapshot, progress=progress)
+    db.analyze(engine)
     return snapshot.counts()
 
 

@@ -71,6 +71,26 @@ def reading(engine: sa.Engine) -> sa.Connection:
     return conn
 
 
+def analyze(engine: sa.Engine) -> None:
+    """Planner statistics for the study tables after a bulk load (PostgreSQL):
+    until autovacuum gets to them, a freshly loaded database has none and the
+    platform's queries are planned as if its tables were empty. Only these
+    tables (those the schema's revision has): the database may hold other
+    schemas. SQLite keeps its plans."""
+    if engine.dialect.name != "postgresql":
+        return
+    from clinieval.storage import platform_tables
+
+    names = [*sqltables.BY_NAME, platform_tables.answer_load.name,
+             platform_tables.pair_load.name]
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        present = conn.execute(sa.text(
+            "SELECT n FROM unnest(CAST(:names AS text[])) AS n"
+            " WHERE to_regclass(quote_ident(n)) IS NOT NULL"), {"names": names}).scalars().all()
+        if present:
+            conn.exec_driver_sql("ANALYZE " + ", ".join(f'"{name}"' for name in present))
+
+
 def begins_transactions(engine: sa.Engine) -> bool:
     """Whether ``engine`` starts SQLite transactions itself (see :func:`writing`)."""
     return sa.event.contains(engine, "begin", _sqlite_begin)

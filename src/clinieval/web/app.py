@@ -46,6 +46,9 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';
        " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 
 templates = Jinja2Templates(directory=str(HERE / "templates"))
+# The templates ship with the package: no stat() of each file (and of the
+# base it extends) on every page to see whether it changed.
+templates.env.auto_reload = False
 
 
 class Redirect(Exception):

@@ -102,16 +102,22 @@ def next_task(
     """The token of the clinician's open task, or of a newly leased one; None
     when nothing is left for them."""
     with db.writing(engine) as conn:
-        record(conn, "task_requested", user_id=user.user_id, study_id=cfg.study_id)
-        current = _resume(conn, cfg, user.user_id)
-        if current is not None:
-            return current
-        for choice in _kinds(conn, cfg, user.user_id, kind):
-            token = (_lease_rating if choice == "rating" else _lease_pair)(
-                conn, cfg, user, specialty
-            )
-            if token is not None:
-                return token
+        return lease_next(conn, cfg, user, specialty, kind)
+
+
+def lease_next(
+    conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: str, kind: str = "auto"
+) -> str | None:
+    """:func:`next_task` in the caller's write transaction (a submission takes
+    the next task in its own)."""
+    record(conn, "task_requested", user_id=user.user_id, study_id=cfg.study_id)
+    current = _resume(conn, cfg, user.user_id)
+    if current is not None:
+        return current
+    for choice in _kinds(conn, cfg, user.user_id, kind):
+        token = (_lease_rating if choice == "rating" else _lease_pair)(conn, cfg, user, specialty)
+        if token is not None:
+            return token
     return None
 
 

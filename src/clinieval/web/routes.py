@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
+from functools import lru_cache, partial
+from types import SimpleNamespace
 from typing import Annotated
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from markupsafe import Markup
 
 from clinieval.errors import InputError
 from clinieval.storage import db
@@ -26,10 +29,11 @@ from clinieval.web.app import (
     page,
     session_token,
     set_cookie,
+    templates,
     wants_json,
 )
-from clinieval.web.assignment import next_task, skip
-from clinieval.web.views import criteria_views, task_view
+from clinieval.web.assignment import lease_next, next_task, skip
+from clinieval.web.views import TaskView, criteria_views, task_view
 
 router = APIRouter(include_in_schema=False)
 Public = Annotated[Ctx, Depends(gate("public"))]
@@ -234,8 +238,8 @@ def _lease(ctx: Ctx, token: str, conn: sa.Connection | None = None) -> sa.Row:
 
 
 def _task_page(ctx: Ctx, lease: sa.Row, status: int = 200, error: InputError | None = None,
-               entered: dict[str, str] | None = None, conn: sa.Connection | None = None
-               ) -> Response:
+               entered: dict[str, str] | None = None, conn: sa.Connection | None = None,
+               saved: int = 0) -> Response:
     if conn is None:
         with db.reading(ctx.engine) as conn:
             return _task_page(ctx, lease, status, error, entered, conn)
@@ -243,17 +247,37 @@ def _task_page(ctx: Ctx, lease: sa.Row, status: int = 200, error: InputError | N
     values = entered if entered is not None else view.values
     choice = entered.get("choice") if entered is not None else view.choice
     return page(ctx, "task.html", status, view=view, values=values, choice=choice, error=error,
-                idempotency_key=secrets.token_urlsafe(16))
+                idempotency_key=secrets.token_urlsafe(16), saved=saved,
+                blank_rubric=None if values else blank_rubric(view))
+
+
+def blank_rubric(view: TaskView) -> Markup:
+    """The rubric section of a task page before anything is entered: the same
+    for every task of the study of this kind, rendered once (rendering it
+    was most of a task page's CPU)."""
+    return _rubric_html(view.criteria, view.kind, tuple((p.panel, p.label) for p in view.panels))
+
+
+@lru_cache(maxsize=64)
+def _rubric_html(criteria: tuple, kind: str, panels: tuple) -> Markup:
+    view = SimpleNamespace(criteria=criteria, kind=kind,
+                           panels=[SimpleNamespace(panel=n, label=label) for n, label in panels])
+    return Markup(templates.get_template("task_rubric.html").render(view=view, values={}))
 
 
 @router.get("/s/{study}/t/{token}")
-async def task(token: str, ctx: Clinician) -> Response:
+async def task(token: str, ctx: Clinician, saved: int = 0) -> Response:
     with db.reading(ctx.engine) as conn:  # one checkout for the lease and the page
-        return _task_page(ctx, _lease(ctx, token, conn), conn=conn)
+        return _task_page(ctx, _lease(ctx, token, conn), conn=conn, saved=saved)
 
 
 @router.post("/s/{study}/t/{token}")
 async def submit_task(token: str, ctx: Clinician) -> Response:
+    """Store a submission. With ``next`` (a task kind, or ``auto``) the
+    clinician's next task is leased in the same request and transaction: the
+    browser is sent straight to it (two requests fewer per task than by the
+    task list and its "Next task") and a script gets its address in the
+    result (one fewer than asking for it)."""
     with db.reading(ctx.engine) as conn:
         lease = _lease(ctx, token, conn)
         criteria = criteria_views(conn, ctx.study)
@@ -261,19 +285,35 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
     data = await ctx.request.json() if as_json else await _form(ctx.request)
     if not isinstance(data, dict):
         raise InputError("submission", "expected a JSON object", field="body")
+    then = data.pop("next", None) or None
     try:
+        if then not in (None, "auto", *P.TASK_KINDS):
+            raise InputError("submission", "unknown kind of next task", field="next",
+                             expected="auto | " + " | ".join(P.TASK_KINDS), got=then)
         result = submit.store(ctx.engine, ctx.study, token, ctx.user,
                               submit.parse(data, lease, criteria,
-                                           ctx.study.rationale_required))
+                                           ctx.study.rationale_required),
+                              then and partial(_lease_next, ctx, then))
     except InputError as err:
         if wants_json(ctx.request):
             raise
         return _task_page(ctx, lease, 422, err, data)
+    study = ctx.study.study_id
+    following = result.pop("next", None)
     if wants_json(ctx.request):
+        if then:
+            result["next"] = following and f"/s/{study}/t/{following}"
         return JSONResponse(result)
+    if following:
+        return RedirectResponse(f"/s/{study}/t/{following}?saved=1", status_code=303)
+    if then:
+        return RedirectResponse(f"/s/{study}?saved=1&empty=1", status_code=303)
     target = "history?saved=1" if lease.status == "submitted" else "?saved=1"
-    return RedirectResponse(f"/s/{ctx.study.study_id}/{target}".replace("/?", "?"),
-                            status_code=303)
+    return RedirectResponse(f"/s/{study}/{target}".replace("/?", "?"), status_code=303)
+
+
+def _lease_next(ctx: Ctx, kind: str, conn: sa.Connection) -> str | None:
+    return lease_next(conn, ctx.study, ctx.user, ctx.rater.specialty, kind)
 
 
 @router.post("/s/{study}/t/{token}/draft")
@@ -331,6 +371,11 @@ def _include_study_administration() -> None:
 
 
 _include_study_administration()
+
+TASK_PATHS = ("/s/{study}/t/{token}", "/s/{study}/next")
+# The router tries its routes in order and a clinician's task requests are
+# nearly all requests: they are tried first (no other path can match theirs).
+router.routes.sort(key=lambda route: getattr(route, "path", None) not in TASK_PATHS)
 
 OPENAPI_URL = "/api/openapi.json"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import sqlalchemy as sa
@@ -142,37 +142,48 @@ def _time(form: Mapping[str, object]) -> float | None:
 # --- storing -----------------------------------------------------------------
 
 
-def store(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row, sub: Submission) -> dict:
+def store(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row, sub: Submission,
+          then: Callable[[sa.Connection], str | None] | None = None) -> dict:
     """Write the submission (or return the stored result for a repeated key).
+
+    ``then`` runs in the same transaction once the submission is written (or
+    found stored) and its value is the result's ``next``: the route leases the
+    clinician's next task with it, without a transaction of its own.
 
     The same key sent twice at once: the second transaction's key insert
     clashes, rolls back, and the retry returns the first one's result.
     """
     for attempt in range(RETRIES):
         try:
-            return _store_once(engine, cfg, token, user, sub)
+            return _store_once(engine, cfg, token, user, sub, then)
         except sa.exc.IntegrityError:
             if attempt == RETRIES - 1:
                 raise
     raise AssertionError("unreachable")
 
 
-def _store_once(
-    engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row, sub: Submission
-) -> dict:
+def _store_once(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row, sub: Submission,
+                then: Callable[[sa.Connection], str | None] | None) -> dict:
     with db.writing(engine) as conn:
         record(conn, "submitted", user_id=user.user_id, study_id=cfg.study_id, subject=token)
-        done = _stored_result(conn, sub.key, user.user_id)
-        if done is not None:
-            return done
-        lease = _locked_lease(conn, token, user.user_id)
-        sub = replace(sub, rubric_version=_rubric_version(conn, cfg.study_id))
-        if lease.status == "submitted":
-            result = _revise(conn, lease, user.rater_id, sub)
-        else:
-            result = _first(conn, lease, user.rater_id, sub)
-        conn.execute(_NEW_KEY, {"key": sub.key, "user_id": user.user_id, "token": token,
-                                "result": json.dumps(result), "created_at": now()})
+        result = _stored_result(conn, sub.key, user.user_id)
+        if result is None:
+            result = _write(conn, cfg, token, user, sub)
+        if then is not None:
+            result = {**result, "next": then(conn)}
+    return result
+
+
+def _write(conn: sa.Connection, cfg: StudyConfig, token: str, user: sa.Row, sub: Submission
+           ) -> dict:
+    lease = _locked_lease(conn, token, user.user_id)
+    sub = replace(sub, rubric_version=_rubric_version(conn, cfg.study_id))
+    if lease.status == "submitted":
+        result = _revise(conn, lease, user.rater_id, sub)
+    else:
+        result = _first(conn, lease, user.rater_id, sub)
+    conn.execute(_NEW_KEY, {"key": sub.key, "user_id": user.user_id, "token": token,
+                            "result": json.dumps(result), "created_at": now()})
     return result
 
 

@@ -212,7 +212,9 @@ def _open(source: str | None, database_url: str | None):
 
         return demo_snapshot()
     if "://" in source:
-        return read_snapshot(_engine(source))
+        from clinieval.storage.sqlite_read import read_url
+
+        return read_url(source)
     return read_source(source)[0]
 
 

@@ -114,9 +114,9 @@ def audit_data(source: str | Path | Snapshot | AuditData) -> AuditData:
 
         return from_bundle(demo_bundle())
     if "://" in text:
-        from clinieval.storage.db import make_engine, read_snapshot
+        from clinieval.storage.sqlite_read import read_url
 
-        return from_snapshot(read_snapshot(make_engine(text)))
+        return from_snapshot(read_url(text))
     from clinieval.io.bundle import is_bundle
 
     if is_bundle(Path(text)):

@@ -303,10 +303,19 @@ def audit(
     Example: `clinieval audit demo --out report` or
     `clinieval audit snap --bootstrap 2000 --response-rule majority --cluster rater`
     """
-    from clinieval.audit import audit as run_audit
+    from clinieval.audit.ahead import read_ahead
 
-    with console.status(f"auditing {source}"):
-        result = run_audit(source, settings)
+    ahead = read_ahead(source)  # a child reads while the audit and the report import
+    try:
+        from clinieval.audit import audit as run_audit
+        from clinieval.report import render_report  # noqa: F401  (its import overlaps too)
+
+        with console.status(f"auditing {source}"):
+            data = ahead.result() if ahead else None
+            result = run_audit(source if data is None else data, settings)
+    finally:
+        if ahead:
+            ahead.cancel()
     _report(result, out_dir)
 
 

@@ -16,7 +16,7 @@ from clinieval import tables as T
 from clinieval.errors import InputError
 from clinieval.io.importer import import_snapshot
 from clinieval.snapshot import Snapshot, current_ratings
-from clinieval.storage import db, sqltables
+from clinieval.storage import db, sqlite_read, sqltables
 from clinieval.storage.rows import RowStore
 from clinieval.testing import STAMP, snapshot_from_rows, tiny_snapshot, tiny_tables
 
@@ -102,6 +102,33 @@ def test_read_from_empty_database_says_what_to_do(tmp_path):
     engine = db.make_engine(f"sqlite:///{tmp_path / 'empty.db'}")
     with pytest.raises(Exception, match="clinieval db upgrade"):
         db.read_snapshot(engine)
+
+
+def test_sqlite_files_are_read_without_sqlalchemy_to_the_same_snapshot(tmp_path):
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    engine = db.make_engine(url)
+    db.upgrade(engine)
+    import_snapshot(engine, tiny_snapshot())
+    assert sqlite_read.sqlite_path(url) == tmp_path / "x.db"
+    fast, slow = sqlite_read.read_url(url), db.read_snapshot(engine)
+    assert fast.meta == slow.meta
+    for table in T.ALL:
+        assert fast[table.name].equals(slow[table.name]), table.name
+    engine.dispose()
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "sqlite+pysqlite:///x.db",
+                                 "sqlite:///x.db?mode=ro", "sqlite:///a%20b.db",
+                                 "postgresql://localhost/x"])
+def test_other_database_urls_go_through_sqlalchemy(url):
+    assert sqlite_read.sqlite_path(url) is None
+
+
+def test_a_missing_or_empty_sqlite_file_says_what_to_do(tmp_path):
+    (tmp_path / "empty.db").touch()
+    for name in ("missing.db", "empty.db"):
+        with pytest.raises(Exception, match="clinieval db upgrade"):
+            sqlite_read.read_url(f"sqlite:///{tmp_path / name}")
 
 
 def test_current_ratings_without_edits_is_identity():

@@ -212,7 +212,9 @@ def _open(source: str | None, database_url: str | None):
 
         return demo_snapshot()
     if "://" in source:
-        return read_snapshot(_engine(source))
+        from clinieval.storage.sqlite_read import read_url
+
+        return read_url(source)
     return read_source(source)[0]
 
 
@@ -302,11 +304,20 @@ def audit(
     `clinieval audit snap --bootstrap 2000 --response-rule majority --cluster rater`
     """
     from clinieval._alloc import steady_state_allocator
-    from clinieval.audit import audit as run_audit
+    from clinieval.audit.ahead import read_ahead
 
     steady_state_allocator()  # one large computation per process: see the module
-    with console.status(f"auditing {source}"):
-        result = run_audit(source, settings)
+    ahead = read_ahead(source)  # a child reads while the audit and the report import
+    try:
+        from clinieval.audit import audit as run_audit
+        from clinieval.report import render_report  # noqa: F401  (its import overlaps too)
+
+        with console.status(f"auditing {source}"):
+            data = ahead.result() if ahead else None
+            result = run_audit(source if data is None else data, settings)
+    finally:
+        if ahead:
+            ahead.cancel()
     _report(result, out_dir)
 
 

@@ -176,6 +176,28 @@ class Coder:
         return raw
 
 
+def audit_data(source: str | Path | Snapshot | AuditData) -> AuditData:
+    """Audit data from a bundle folder, a database URL, ``"demo"`` or a snapshot."""
+    if isinstance(source, AuditData):
+        return source
+    if isinstance(source, Snapshot):
+        return from_snapshot(source)
+    text = str(source)
+    if text == "demo":
+        from clinieval.demo import demo_bundle
+
+        return from_bundle(demo_bundle())
+    if "://" in text:
+        from clinieval.storage.sqlite_read import read_url
+
+        return from_snapshot(read_url(text))
+    if bundle.is_bundle(Path(text)):
+        return from_bundle(Path(text))
+    from clinieval.io.importer import read_source
+
+    return from_snapshot(read_source(text)[0])
+
+
 def from_bundle(folder: Path) -> AuditData:
     """Read only the columns the audit needs, string keys as dictionaries, from
     files confined to the bundle and matching the manifest's checksums. The

@@ -11,14 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from clinieval import tables as T
 from clinieval.snapshot import Snapshot, conform
+
+if TYPE_CHECKING:  # reading the tables needs no pandas (the audit command reads ahead without)
+    import pandas as pd
 
 TABLES = ("judgments", "cases", "answers", "models")
 """What the judge sections read, besides the ratings the audit already has."""
@@ -118,5 +121,7 @@ def judged(tables: dict[str, pa.Table]) -> Judged | None:
 
 def risk_band(level: pd.Series) -> pd.Series:
     """'ordinary (1-3)' or 'high (4-5)'; 'unknown' without a level."""
+    import pandas as pd
+
     band = np.where(level >= HIGH_RISK, "high (4-5)", "ordinary (1-3)")
     return pd.Series(np.where(level.isna(), "unknown", band), index=level.index)

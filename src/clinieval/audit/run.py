@@ -8,7 +8,7 @@ from pathlib import Path
 from clinieval import __version__
 from clinieval.audit import preference
 from clinieval.audit.core import Context
-from clinieval.audit.data import AuditData, from_bundle, from_snapshot
+from clinieval.audit.data import AuditData, audit_data
 from clinieval.audit.result import AuditResult, Section
 from clinieval.audit.sections import (
     alignment,
@@ -100,30 +100,6 @@ RELEASE_AFTER = {"co_failure": ("crossed_cells",), "reliability": ("rating_cells
 done: the cells' score counts (0.65 GB at 100x) after the last two-way
 replicates of ratings, the ratings' cell codes after the last two-way variance
 over answers. Later sections then run with that much less resident memory."""
-
-
-def audit_data(source: str | Path | Snapshot | AuditData) -> AuditData:
-    """Audit data from a bundle folder, a database URL, ``"demo"`` or a snapshot."""
-    if isinstance(source, AuditData):
-        return source
-    if isinstance(source, Snapshot):
-        return from_snapshot(source)
-    text = str(source)
-    if text == "demo":
-        from clinieval.demo import demo_bundle
-
-        return from_bundle(demo_bundle())
-    if "://" in text:
-        from clinieval.storage.db import make_engine, read_snapshot
-
-        return from_snapshot(read_snapshot(make_engine(text)))
-    from clinieval.io.bundle import is_bundle
-
-    if is_bundle(Path(text)):
-        return from_bundle(Path(text))
-    from clinieval.io.importer import read_source
-
-    return from_snapshot(read_source(text)[0])
 
 
 def audit(source: str | Path | Snapshot | AuditData, settings: AuditSettings | None = None,

@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from clinieval import tables as T
 from clinieval.errors import ClinievalError
 from clinieval.snapshot import Snapshot
-from clinieval.storage import sqltables
+from clinieval.storage import sqlite_read, sqltables
 
 if TYPE_CHECKING:  # Alembic is imported only to migrate, not to read or write rows
     from alembic.config import Config
@@ -305,33 +305,10 @@ def _read_table(conn: sa.Connection, table: T.Table) -> pa.Table:
     """One query per table, turned into Arrow columns without per-row
     Python objects on PostgreSQL (COPY to CSV, parsed by Arrow) and with
     only the driver's tuples on SQLite."""
-    sa_table = sqltables.BY_NAME[table.name]
-    order = ", ".join(f'"{c}"' for c in ("position", table.key) if c in sa_table.c)
+    order = sqlite_read.order_by(table)
     if conn.dialect.name == "postgresql":
         return _read_postgres(conn, table, order)
-    return _read_sqlite(conn, table, order)
-
-
-def _read_sqlite(conn: sa.Connection, table: T.Table, order: str) -> pa.Table:
-    """The driver's row tuples go to Arrow in one conversion (as a struct
-    array), read as SQLite stores them: timestamps as UTC text, booleans 0/1."""
-    cursor = conn.connection.driver_connection.cursor()
-    rows = cursor.execute(f'SELECT {_quoted(table)} FROM "{table.name}" ORDER BY {order}'
-                          ).fetchall()
-    stored = pa.struct([pa.field(f.name, _SQLITE_STORED.get(f.type.id, f.type))
-                        for f in table.schema])
-    columns = pa.array(rows, type=stored).flatten()
-    return pa.table([_from_sqlite(column, field) for column, field in
-                     zip(columns, table.schema, strict=True)], schema=table.schema)
-
-
-_SQLITE_STORED = {pa.timestamp("us").id: pa.string(), pa.bool_().id: pa.int64()}
-
-
-def _from_sqlite(column: pa.Array, field: pa.Field) -> pa.Array:
-    if pa.types.is_timestamp(field.type):  # UTC wall time, no offset
-        return column.cast(pa.timestamp("us")).cast(field.type)
-    return column.cast(field.type)
+    return sqlite_read.sqlite_table(conn.connection.driver_connection.cursor(), table, order)
 
 
 def _read_postgres(conn: sa.Connection, table: T.Table, order: str) -> pa.Table:

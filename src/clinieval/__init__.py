@@ -7,7 +7,7 @@ internal.
 
 from __future__ import annotations
 
-import importlib
+from clinieval._lazy import lazy_exports as _lazy_exports
 
 __version__ = "0.1.0"
 
@@ -54,14 +54,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'clinieval' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_exports("clinieval", globals(), _EXPORTS)

@@ -6,7 +6,7 @@ command starts reading the snapshot before pandas, scipy and the sections are
 imported.
 """
 
-import importlib
+from clinieval._lazy import lazy_exports as _lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "AuditResult": "clinieval.audit.result",
@@ -26,14 +26,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'clinieval.audit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_exports("clinieval.audit", globals(), _EXPORTS)

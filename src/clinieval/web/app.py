@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import gc
 from collections import namedtuple
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from urllib.parse import quote
 
+import anyio
 import sqlalchemy as sa
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -51,6 +54,28 @@ templates = Jinja2Templates(directory=str(HERE / "templates"))
 templates.env.auto_reload = False
 
 
+def db_threads(engine: sa.Engine) -> int:
+    """Worker threads that wait on PostgreSQL at once (see :func:`blocking`):
+    as many as the pool keeps connections. A request holds one connection at
+    a time; more threads would open overflow connections, which the pool
+    closes again when they come back (a new backend process per request)."""
+    size = getattr(engine.pool, "size", None)
+    return max(size() if callable(size) else 5, 1)
+
+
+async def blocking(request: Request, fn: Callable, /, *args):
+    """``fn(*args)``, which reads or writes the database, without holding up
+    the event loop where that pays: on PostgreSQL each statement is a round
+    trip to another process, so it runs in a worker thread and other requests
+    proceed meanwhile. On SQLite it is called right here: its statements are
+    in-process CPU work (a thread would only add a hand-over and contention
+    for the interpreter), and one writer at a time holds the lock anyway."""
+    if request.app.state.engine.dialect.name != "postgresql":
+        return fn(*args)
+    limiter = getattr(request.app.state, "db_threads", None)
+    return await anyio.to_thread.run_sync(partial(fn, *args), limiter=limiter)
+
+
 class Redirect(Exception):
     def __init__(self, url: str) -> None:
         self.url = url
@@ -77,7 +102,9 @@ def create_app(engine: sa.Engine) -> FastAPI:
     from clinieval.web.routes import OPENAPI_URL, api_router, router
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI):
+    async def lifespan(app: FastAPI):
+        if engine.dialect.name == "postgresql":
+            app.state.db_threads = anyio.CapacityLimiter(db_threads(engine))
         warm(engine)  # large studies' live views start computing in the background
         # The imported libraries are long-lived: keep them out of the cyclic
         # collector, whose full passes over them cost milliseconds per request.
@@ -194,7 +221,8 @@ def gate(level: str):
         signer = request.app.state.signer
         token = session_token(request)
         study = request.path_params.get("study") if level in STUDY_LEVELS else None
-        user, found = _session(engine, token, study) if token else (None, None)
+        user, found = (await blocking(request, _session, engine, token, study) if token
+                       else (None, None))
         if level == "public":
             pre, new = pre_token(request)
             if request.method == "POST":

@@ -30,6 +30,7 @@ from clinieval.errors import InputError
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
+from clinieval.storage.prepared import Prepared, run
 from clinieval.web import auth
 from clinieval.web.assignment import SETTINGS, StudyConfig, config_from
 
@@ -284,7 +285,7 @@ def _gate_statement(study: bool) -> sa.Select:
             .where(s.c.token_hash == sa.bindparam("token"), s.c.revoked_at.is_(None)))
 
 
-_GATE = {False: _gate_statement(False), True: _gate_statement(True)}
+_GATE = {False: Prepared(_gate_statement(False)), True: Prepared(_gate_statement(True))}
 
 
 def _session(engine: sa.Engine, token: str, study: str | None) -> tuple:
@@ -294,13 +295,13 @@ def _session(engine: sa.Engine, token: str, study: str | None) -> tuple:
     if study is not None:
         params["study"] = study
     with db.reading(engine) as conn:
-        row = conn.execute(_GATE[study is not None], params).first()
+        row = run(conn, _GATE[study is not None], params).first()
     if row is None or auth.aware(row.expires_at) < auth.now():
         return None, None
     user = SessionUser(row.user_id, row.email, row.rater_id, row.expires_at)
     if study is None:
         return user, None
-    m = row._mapping
+    m = row._asdict()
     role = Membership(row.role, row.consented_at) if row.role is not None else None
     cfg = None
     if role is not None and m["st_study_id"] is not None:

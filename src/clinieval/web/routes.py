@@ -19,6 +19,7 @@ from clinieval.errors import InputError
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
+from clinieval.storage.prepared import Prepared, run
 from clinieval.web import auth, submit
 from clinieval.web.api import router as api_router
 from clinieval.web.app import (
@@ -223,16 +224,17 @@ async def take_next(ctx: Clinician) -> Response:
     return RedirectResponse(f"/s/{ctx.study.study_id}/t/{token}", status_code=303)
 
 
-_LEASE = sa.select(P.task_leases).where(P.task_leases.c.token == sa.bindparam("token"),
-                                        P.task_leases.c.user_id == sa.bindparam("user"),
-                                        P.task_leases.c.study_id == sa.bindparam("study"))
+_LEASE = Prepared(sa.select(P.task_leases).where(
+    P.task_leases.c.token == sa.bindparam("token"),
+    P.task_leases.c.user_id == sa.bindparam("user"),
+    P.task_leases.c.study_id == sa.bindparam("study")))
 
 
 def _lease(ctx: Ctx, token: str, conn: sa.Connection | None = None) -> sa.Row:
     if conn is None:
         with db.reading(ctx.engine) as conn:
             return _lease(ctx, token, conn)
-    lease = conn.execute(_LEASE, {"token": token, "user": ctx.user.user_id,
+    lease = run(conn, _LEASE, {"token": token, "user": ctx.user.user_id,
                                   "study": ctx.study.study_id}).first()
     if lease is None:
         raise HTTPException(404, "No such task.")

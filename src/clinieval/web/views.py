@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from clinieval import tables as T
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
+from clinieval.storage.prepared import Prepared, run
 from clinieval.web.assignment import StudyConfig, is_live
 
 ANCHOR_COLUMNS = ("anchor_m2", "anchor_m1", "anchor_0", "anchor_p1", "anchor_p2")
@@ -144,7 +145,7 @@ _TEXTS = (sa.select(S.answers.c.answer_id, S.answers.c.text, S.cases.c.prompt,
                      S.cases.c.specialty)
           .join(S.cases, S.cases.c.case_id == S.answers.c.case_id)
           .where(S.answers.c.answer_id.in_(sa.bindparam("answers", expanding=True))))
-_DRAFT = sa.select(P.drafts.c.data).where(P.drafts.c.token == sa.bindparam("token"))
+_DRAFT = Prepared(sa.select(P.drafts.c.data).where(P.drafts.c.token == sa.bindparam("token")))
 
 
 def task_view(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, rater_id: str) -> TaskView:
@@ -177,7 +178,7 @@ def _values(
     """Latest submitted values for a submitted task, else the saved draft."""
     if lease.status == "submitted":
         return latest_values(conn, answer_ids, rater_id), _vote(conn, lease)
-    draft = conn.execute(_DRAFT, {"token": lease.token}).scalar()
+    draft = run(conn, _DRAFT, {"token": lease.token}).scalar()
     data = json.loads(draft) if draft else {}
     return dict(data.get("fields", {})), data.get("choice")
 

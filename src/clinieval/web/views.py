@@ -141,16 +141,19 @@ def screen_choice(stored: str, shown_left: str) -> str:
     return stored_choice(stored, shown_left)  # swapping is its own inverse
 
 
-_TEXTS = (sa.select(S.answers.c.answer_id, S.answers.c.text, S.cases.c.prompt,
+_TEXTS = Prepared(sa.select(S.answers.c.answer_id, S.answers.c.text, S.cases.c.prompt,
                      S.cases.c.specialty)
           .join(S.cases, S.cases.c.case_id == S.answers.c.case_id)
-          .where(S.answers.c.answer_id.in_(sa.bindparam("answers", expanding=True))))
+          .where(S.answers.c.answer_id.in_([sa.bindparam("a"), sa.bindparam("b")])))
+"""The texts of a task's one or two answers (``a`` and ``b``, the same id
+for a rating task): a fixed list, so the statement is prepared once."""
 _DRAFT = Prepared(sa.select(P.drafts.c.data).where(P.drafts.c.token == sa.bindparam("token")))
 
 
 def task_view(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, rater_id: str) -> TaskView:
     answer_ids = panel_answers(lease)
-    rows = {r.answer_id: r for r in conn.execute(_TEXTS, {"answers": answer_ids})}
+    rows = {r.answer_id: r for r in run(conn, _TEXTS, {"a": answer_ids[0],
+                                                        "b": answer_ids[-1]})}
     first = rows[answer_ids[0]]
     labels = ("Answer",) if lease.kind == "rating" else T.SIDES
     panels = tuple(

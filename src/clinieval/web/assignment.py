@@ -412,8 +412,9 @@ _TWO_ANSWERS = Prepared(sa.select(
 """Under the lock, for a pair: neither answer is this clinician's, the pair's
 load and each answer's load (one statement for a pair task's re-count)."""
 
-_PAIR_VOTES = sa.select(P.pair_load.c.model_lo, P.pair_load.c.model_hi, P.pair_load.c.votes
-                        ).where(P.pair_load.c.study_id == sa.bindparam("study"))
+_PAIR_VOTES = Prepared(sa.select(P.pair_load.c.model_lo, P.pair_load.c.model_hi,
+                                 P.pair_load.c.votes
+                                 ).where(P.pair_load.c.study_id == sa.bindparam("study")))
 
 
 def _pair_leases() -> sa.Select:
@@ -428,8 +429,8 @@ def _pair_leases() -> sa.Select:
     )
 
 
-_PAIR_LEASES = _pair_leases()
-_PAIR_POOL = (
+_PAIR_LEASES = Prepared(_pair_leases())
+_PAIR_POOL = Prepared(
     sa.select(P.answer_load.c.answer_id, P.answer_load.c.case_id, P.answer_load.c.model_id)
     .join(P.answer_screens, sa.and_(P.answer_screens.c.answer_id == P.answer_load.c.answer_id,
                                     P.answer_screens.c.study_id == P.answer_load.c.study_id))
@@ -448,8 +449,8 @@ statement; more than the first few fail only when nearly everything is full)."""
 def _model_pair_loads(conn: sa.Connection, cfg: StudyConfig) -> dict[tuple[str, str], int]:
     """Votes (trigger-kept ``pair_load``) plus live pair leases per unordered
     model pair in the study."""
-    loads = {(lo, hi): n for lo, hi, n in conn.execute(_PAIR_VOTES, {"study": cfg.study_id})}
-    for m1, m2 in conn.execute(_PAIR_LEASES, {"study": cfg.study_id, "now": now()}):
+    loads = {(lo, hi): n for lo, hi, n in run(conn, _PAIR_VOTES, {"study": cfg.study_id})}
+    for m1, m2 in run(conn, _PAIR_LEASES, {"study": cfg.study_id, "now": now()}):
         key = (m1, m2) if m1 < m2 else (m2, m1)
         loads[key] = loads.get(key, 0) + 1
     return loads
@@ -457,7 +458,7 @@ def _model_pair_loads(conn: sa.Connection, cfg: StudyConfig) -> dict[tuple[str, 
 
 def _lease_pair(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: str) -> str | None:
     by_case: dict[str, list[tuple[str, str]]] = {}
-    for answer_id, case_id, model_id in conn.execute(_PAIR_POOL, {
+    for answer_id, case_id, model_id in run(conn, _PAIR_POOL, {
             "study": cfg.study_id, "specialty": specialty, "target": cfg.overlap_target,
             "rater": user.rater_id, "user": user.user_id}):
         by_case.setdefault(case_id, []).append((answer_id, model_id))

@@ -284,3 +284,6 @@ sa.Index("ix_answer_load_pick", answer_load.c.study_id, answer_load.c.specialty,
 sa.Index("ix_task_leases_answer_b", task_leases.c.answer_b_id, task_leases.c.status)
 sa.Index("ix_task_leases_study", task_leases.c.study_id, task_leases.c.status,
          task_leases.c.expires_at)
+# Migration 0007: the "not already theirs" probe of each candidate answer (answer and
+# clinician); without it SQLite walked all of the clinician's past leases per candidate.
+sa.Index("ix_task_leases_answer_user", task_leases.c.answer_id, task_leases.c.user_id)

@@ -17,7 +17,7 @@ from starlette.datastructures import UploadFile
 
 from clinieval.errors import InputError
 from clinieval.web import live, manage
-from clinieval.web.app import Ctx, gate, page
+from clinieval.web.app import Ctx, blocking, gate, page
 
 router = APIRouter(include_in_schema=False)
 Creator = Annotated[Ctx, Depends(gate("creator"))]
@@ -68,13 +68,14 @@ async def new_study(ctx: Creator) -> Response:
 
 @router.get("/s/{study}/progress")
 async def progress_page(ctx: Viewer, created: int = 0) -> Response:
-    data = live.progress(ctx.engine, ctx.study, per_clinician=ctx.role == "admin")
+    data = await blocking(ctx.request, live.progress, ctx.engine, ctx.study,
+                          ctx.role == "admin")
     return page(ctx, "admin_progress.html", progress=data, created=created)
 
 
 @router.get("/s/{study}/safety")
 async def safety_page(ctx: Viewer) -> Response:
-    view = live.safety_view(ctx.engine, ctx.study.study_id)
+    view = await blocking(ctx.request, live.safety_view, ctx.engine, ctx.study.study_id)
     return page(ctx, "admin_safety.html", view=view, fmt=live.fmt_ci,
                 crits=live.fail_columns(view))
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import gc
 from collections import namedtuple
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from urllib.parse import quote
 
+import anyio
 import sqlalchemy as sa
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -27,6 +30,7 @@ from clinieval.errors import InputError
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
+from clinieval.storage.prepared import Prepared, run
 from clinieval.web import auth
 from clinieval.web.assignment import SETTINGS, StudyConfig, config_from
 
@@ -49,6 +53,28 @@ templates = Jinja2Templates(directory=str(HERE / "templates"))
 # The templates ship with the package: no stat() of each file (and of the
 # base it extends) on every page to see whether it changed.
 templates.env.auto_reload = False
+
+
+def db_threads(engine: sa.Engine) -> int:
+    """Worker threads that wait on PostgreSQL at once (see :func:`blocking`):
+    as many as the pool keeps connections. A request holds one connection at
+    a time; more threads would open overflow connections, which the pool
+    closes again when they come back (a new backend process per request)."""
+    size = getattr(engine.pool, "size", None)
+    return max(size() if callable(size) else 5, 1)
+
+
+async def blocking(request: Request, fn: Callable, /, *args):
+    """``fn(*args)``, which reads or writes the database, without holding up
+    the event loop where that pays: on PostgreSQL each statement is a round
+    trip to another process, so it runs in a worker thread and other requests
+    proceed meanwhile. On SQLite it is called right here: its statements are
+    in-process CPU work (a thread would only add a hand-over and contention
+    for the interpreter), and one writer at a time holds the lock anyway."""
+    if request.app.state.engine.dialect.name != "postgresql":
+        return fn(*args)
+    limiter = getattr(request.app.state, "db_threads", None)
+    return await anyio.to_thread.run_sync(partial(fn, *args), limiter=limiter)
 
 
 class Redirect(Exception):
@@ -77,7 +103,9 @@ def create_app(engine: sa.Engine) -> FastAPI:
     from clinieval.web.routes import OPENAPI_URL, api_router, router
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI):
+    async def lifespan(app: FastAPI):
+        if engine.dialect.name == "postgresql":
+            app.state.db_threads = anyio.CapacityLimiter(db_threads(engine))
         warm(engine)  # large studies' live views start computing in the background
         # The imported libraries are long-lived: keep them out of the cyclic
         # collector, whose full passes over them cost milliseconds per request.
@@ -194,7 +222,8 @@ def gate(level: str):
         signer = request.app.state.signer
         token = session_token(request)
         study = request.path_params.get("study") if level in STUDY_LEVELS else None
-        user, found = _session(engine, token, study) if token else (None, None)
+        user, found = (await blocking(request, _session, engine, token, study) if token
+                       else (None, None))
         if level == "public":
             pre, new = pre_token(request)
             if request.method == "POST":
@@ -256,7 +285,7 @@ def _gate_statement(study: bool) -> sa.Select:
             .where(s.c.token_hash == sa.bindparam("token"), s.c.revoked_at.is_(None)))
 
 
-_GATE = {False: _gate_statement(False), True: _gate_statement(True)}
+_GATE = {False: Prepared(_gate_statement(False)), True: Prepared(_gate_statement(True))}
 
 
 def _session(engine: sa.Engine, token: str, study: str | None) -> tuple:
@@ -266,13 +295,13 @@ def _session(engine: sa.Engine, token: str, study: str | None) -> tuple:
     if study is not None:
         params["study"] = study
     with db.reading(engine) as conn:
-        row = conn.execute(_GATE[study is not None], params).first()
+        row = run(conn, _GATE[study is not None], params).first()
     if row is None or auth.aware(row.expires_at) < auth.now():
         return None, None
     user = SessionUser(row.user_id, row.email, row.rater_id, row.expires_at)
     if study is None:
         return user, None
-    m = row._mapping
+    m = row._asdict()
     role = Membership(row.role, row.consented_at) if row.role is not None else None
     cfg = None
     if role is not None and m["st_study_id"] is not None:

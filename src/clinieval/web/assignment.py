@@ -31,9 +31,10 @@ from itertools import combinations
 
 import sqlalchemy as sa
 
-from clinieval.storage import db
+from clinieval.storage import db, prepared
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
+from clinieval.storage.prepared import Prepared, run
 from clinieval.web.auth import aware, new_token, now, record
 
 CANDIDATES = 20
@@ -142,7 +143,7 @@ def _kinds(conn: sa.Connection, cfg: StudyConfig, user_id: str, kind: str) -> tu
     return ("pair", "rating") if wants_pair else ("rating", "pair")
 
 
-_OPEN_LEASES = (
+_OPEN_LEASES = Prepared(
     sa.select(P.task_leases)
     .where(P.task_leases.c.user_id == sa.bindparam("user"),
            P.task_leases.c.study_id == sa.bindparam("study"),
@@ -155,7 +156,7 @@ def _resume(conn: sa.Connection, cfg: StudyConfig, user_id: str) -> str | None:
     """An open lease of this clinician: kept while live, renewed after expiry
     if the answer still has room, otherwise marked expired."""
     tl = P.task_leases
-    rows = conn.execute(_OPEN_LEASES, {"user": user_id, "study": cfg.study_id}).all()
+    rows = run(conn, _OPEN_LEASES, {"user": user_id, "study": cfg.study_id})
     for lease in rows:
         if is_live(lease):
             return lease.token
@@ -251,7 +252,7 @@ def _lock(conn: sa.Connection, answer_ids: list[str], wait: bool = False) -> boo
     return len(got) == len(set(answer_ids))
 
 
-def _rating_pages() -> tuple[sa.Select, sa.Select]:
+def _rating_pages() -> tuple[Prepared, Prepared]:
     """The first and the following pages of :func:`_lease_rating`'s walk, built
     once: up to ``limit`` answers of the specialty below the target, in order
     of raters so far, each with its live leases (counted for the page only)."""
@@ -270,7 +271,7 @@ def _rating_pages() -> tuple[sa.Select, sa.Select]:
         page = page.order_by(*order.clauses).limit(sa.bindparam("limit")).subquery()
         pages.append(sa.select(page.c.answer_id, page.c.submitted,
                                _leased(page.c.answer_id, _live_at()).label("held")))
-    return pages[0], pages[1]
+    return Prepared(pages[0]), Prepared(pages[1])
 
 
 _RATING_PAGES = _rating_pages()
@@ -287,7 +288,7 @@ def _lease_rating(
               "rater": user.rater_id, "user": user.user_id, "now": now(), "limit": CANDIDATES}
     busy = []
     while True:
-        rows = conn.execute(_RATING_PAGES[1 if "after_answer" in params else 0], params).all()
+        rows = run(conn, _RATING_PAGES[1 if "after_answer" in params else 0], params)
         if not rows:
             break
         for done, held, answer_id in sorted((r.submitted, r.held, r.answer_id) for r in rows):
@@ -316,11 +317,11 @@ def _take(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, answer_ids: list[
     if not _lock(conn, answer_ids, wait):
         state = BUSY
     elif len(answer_ids) == 1:
-        free, load = conn.execute(_ONE_ANSWER, {"answer": answer_ids[0], "rater": user.rater_id,
+        free, load = run(conn, _ONE_ANSWER, {"answer": answer_ids[0], "rater": user.rater_id,
                                                 "user": user.user_id, "now": now()}).one()
         state = TAKEN if free and load < cfg.overlap_target else FULL
     else:
-        free, *loads = conn.execute(_TWO_ANSWERS, {
+        free, *loads = run(conn, _TWO_ANSWERS, {
             "a": answer_ids[0], "b": answer_ids[1], "rater": user.rater_id,
             "user": user.user_id, "now": now()}).one()
         # A pair task rates both answers: neither may go past its target either.
@@ -330,10 +331,10 @@ def _take(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, answer_ids: list[
     return state
 
 
-_ONE_ANSWER = sa.select(
+_ONE_ANSWER = Prepared(sa.select(
     sa.case((_not_mine(None, sa.bindparam("answer")), 1), else_=0),
     _submitted(sa.bindparam("answer")) + _leased(sa.bindparam("answer"), _live_at()),
-)
+))
 """Under the lock, for one answer: still not this clinician's, and its raters
 plus live leases (one statement for :func:`_free_for` and :func:`_answer_load`)."""
 
@@ -362,7 +363,7 @@ def _insert_lease(
     shown_left: str | None = None,
 ) -> str:
     token, at = new_token(), now()
-    conn.execute(_NEW_LEASE, {
+    run(conn, _NEW_LEASE, {
         "token": token, "study_id": cfg.study_id, "user_id": user.user_id, "kind": kind,
         "answer_id": answer_id, "answer_b_id": answer_b_id, "shown_left": shown_left,
         "status": "open", "created_at": at,
@@ -370,7 +371,8 @@ def _insert_lease(
     return token
 
 
-_NEW_LEASE = P.task_leases.insert()
+_NEW_LEASE = prepared.insert(P.task_leases, "token", "study_id", "user_id", "kind", "answer_id",
+                             "answer_b_id", "shown_left", "status", "created_at", "expires_at")
 
 
 # --- pairs -------------------------------------------------------------------
@@ -401,17 +403,18 @@ def _pair_load(conn: sa.Connection, a: str, b: str) -> int:
 
 
 _A, _B = sa.bindparam("a"), sa.bindparam("b")
-_TWO_ANSWERS = sa.select(
+_TWO_ANSWERS = Prepared(sa.select(
     sa.case((sa.and_(_not_mine(None, _A), _not_mine(None, _B)), 1), else_=0),
     _pair_votes(_A, _B, _live_at()),
     _submitted(_A) + _leased(_A, _live_at()),
     _submitted(_B) + _leased(_B, _live_at()),
-)
+))
 """Under the lock, for a pair: neither answer is this clinician's, the pair's
 load and each answer's load (one statement for a pair task's re-count)."""
 
-_PAIR_VOTES = sa.select(P.pair_load.c.model_lo, P.pair_load.c.model_hi, P.pair_load.c.votes
-                        ).where(P.pair_load.c.study_id == sa.bindparam("study"))
+_PAIR_VOTES = Prepared(sa.select(P.pair_load.c.model_lo, P.pair_load.c.model_hi,
+                                 P.pair_load.c.votes
+                                 ).where(P.pair_load.c.study_id == sa.bindparam("study")))
 
 
 def _pair_leases() -> sa.Select:
@@ -426,8 +429,8 @@ def _pair_leases() -> sa.Select:
     )
 
 
-_PAIR_LEASES = _pair_leases()
-_PAIR_POOL = (
+_PAIR_LEASES = Prepared(_pair_leases())
+_PAIR_POOL = Prepared(
     sa.select(P.answer_load.c.answer_id, P.answer_load.c.case_id, P.answer_load.c.model_id)
     .join(P.answer_screens, sa.and_(P.answer_screens.c.answer_id == P.answer_load.c.answer_id,
                                     P.answer_screens.c.study_id == P.answer_load.c.study_id))
@@ -446,8 +449,8 @@ statement; more than the first few fail only when nearly everything is full)."""
 def _model_pair_loads(conn: sa.Connection, cfg: StudyConfig) -> dict[tuple[str, str], int]:
     """Votes (trigger-kept ``pair_load``) plus live pair leases per unordered
     model pair in the study."""
-    loads = {(lo, hi): n for lo, hi, n in conn.execute(_PAIR_VOTES, {"study": cfg.study_id})}
-    for m1, m2 in conn.execute(_PAIR_LEASES, {"study": cfg.study_id, "now": now()}):
+    loads = {(lo, hi): n for lo, hi, n in run(conn, _PAIR_VOTES, {"study": cfg.study_id})}
+    for m1, m2 in run(conn, _PAIR_LEASES, {"study": cfg.study_id, "now": now()}):
         key = (m1, m2) if m1 < m2 else (m2, m1)
         loads[key] = loads.get(key, 0) + 1
     return loads
@@ -455,7 +458,7 @@ def _model_pair_loads(conn: sa.Connection, cfg: StudyConfig) -> dict[tuple[str, 
 
 def _lease_pair(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: str) -> str | None:
     by_case: dict[str, list[tuple[str, str]]] = {}
-    for answer_id, case_id, model_id in conn.execute(_PAIR_POOL, {
+    for answer_id, case_id, model_id in run(conn, _PAIR_POOL, {
             "study": cfg.study_id, "specialty": specialty, "target": cfg.overlap_target,
             "rater": user.rater_id, "user": user.user_id}):
         by_case.setdefault(case_id, []).append((answer_id, model_id))

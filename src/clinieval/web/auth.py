@@ -22,9 +22,10 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 from clinieval import tables as T
 from clinieval.errors import InputError
-from clinieval.storage import db
+from clinieval.storage import db, prepared
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
+from clinieval.storage.prepared import run
 
 SESSION_DAYS = 14
 INVITATION_DAYS = 14
@@ -63,12 +64,13 @@ def record(
     detail: dict | None = None,
 ) -> None:
     """Append an audit event (in the caller's transaction)."""
-    conn.execute(_EVENT, {
+    run(conn, _EVENT, {
         "at": now(), "kind": kind, "user_id": user_id, "study_id": study_id, "subject": subject,
         "detail": json.dumps(detail, sort_keys=True) if detail else None})
 
 
-_EVENT = P.audit_events.insert()
+_EVENT = prepared.insert(P.audit_events, "at", "kind", "user_id", "study_id", "subject",
+                         "detail")
 
 
 class AuthError(Exception):

@@ -19,12 +19,14 @@ from clinieval.errors import InputError
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
+from clinieval.storage.prepared import Prepared, run
 from clinieval.web import auth, submit
 from clinieval.web.api import router as api_router
 from clinieval.web.app import (
     PRE_COOKIE,
     SESSION_COOKIE,
     Ctx,
+    blocking,
     gate,
     page,
     session_token,
@@ -215,22 +217,24 @@ async def take_next(ctx: Clinician) -> Response:
     kind = (await _form(ctx.request)).get("kind", "auto")
     if kind not in ("auto", *P.TASK_KINDS):
         raise HTTPException(422, f"unknown task kind {kind!r}")
-    token = next_task(ctx.engine, ctx.study, ctx.user, ctx.rater.specialty, kind)
+    token = await blocking(ctx.request, next_task, ctx.engine, ctx.study, ctx.user,
+                           ctx.rater.specialty, kind)
     if token is None:
         return RedirectResponse(f"/s/{ctx.study.study_id}?empty=1", status_code=303)
     return RedirectResponse(f"/s/{ctx.study.study_id}/t/{token}", status_code=303)
 
 
-_LEASE = sa.select(P.task_leases).where(P.task_leases.c.token == sa.bindparam("token"),
-                                        P.task_leases.c.user_id == sa.bindparam("user"),
-                                        P.task_leases.c.study_id == sa.bindparam("study"))
+_LEASE = Prepared(sa.select(P.task_leases).where(
+    P.task_leases.c.token == sa.bindparam("token"),
+    P.task_leases.c.user_id == sa.bindparam("user"),
+    P.task_leases.c.study_id == sa.bindparam("study")))
 
 
 def _lease(ctx: Ctx, token: str, conn: sa.Connection | None = None) -> sa.Row:
     if conn is None:
         with db.reading(ctx.engine) as conn:
             return _lease(ctx, token, conn)
-    lease = conn.execute(_LEASE, {"token": token, "user": ctx.user.user_id,
+    lease = run(conn, _LEASE, {"token": token, "user": ctx.user.user_id,
                                   "study": ctx.study.study_id}).first()
     if lease is None:
         raise HTTPException(404, "No such task.")
@@ -267,6 +271,10 @@ def _rubric_html(criteria: tuple, kind: str, panels: tuple) -> Markup:
 
 @router.get("/s/{study}/t/{token}")
 async def task(token: str, ctx: Clinician, saved: int = 0) -> Response:
+    return await blocking(ctx.request, _task, ctx, token, saved)
+
+
+def _task(ctx: Ctx, token: str, saved: int) -> Response:
     with db.reading(ctx.engine) as conn:  # one checkout for the lease and the page
         return _task_page(ctx, _lease(ctx, token, conn), conn=conn, saved=saved)
 
@@ -278,9 +286,7 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
     browser is sent straight to it (two requests fewer per task than by the
     task list and its "Next task") and a script gets its address in the
     result (one fewer than asking for it)."""
-    with db.reading(ctx.engine) as conn:
-        lease = _lease(ctx, token, conn)
-        criteria = criteria_views(conn, ctx.study)
+    lease, criteria = await blocking(ctx.request, _lease_and_criteria, ctx, token)
     as_json = ctx.request.headers.get("content-type", "").startswith("application/json")
     data = await ctx.request.json() if as_json else await _form(ctx.request)
     if not isinstance(data, dict):
@@ -290,14 +296,13 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
         if then not in (None, "auto", *P.TASK_KINDS):
             raise InputError("submission", "unknown kind of next task", field="next",
                              expected="auto | " + " | ".join(P.TASK_KINDS), got=then)
-        result = submit.store(ctx.engine, ctx.study, token, ctx.user,
-                              submit.parse(data, lease, criteria,
-                                           ctx.study.rationale_required),
-                              then and partial(_lease_next, ctx, then))
+        sub = submit.parse(data, lease, criteria, ctx.study.rationale_required)
+        result = await blocking(ctx.request, submit.store, ctx.engine, ctx.study, token,
+                                ctx.user, sub, then and partial(_lease_next, ctx, then))
     except InputError as err:
         if wants_json(ctx.request):
             raise
-        return _task_page(ctx, lease, 422, err, data)
+        return await blocking(ctx.request, _task_page, ctx, lease, 422, err, data)
     study = ctx.study.study_id
     following = result.pop("next", None)
     if wants_json(ctx.request):
@@ -312,15 +317,18 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
     return RedirectResponse(f"/s/{study}/{target}".replace("/?", "?"), status_code=303)
 
 
+def _lease_and_criteria(ctx: Ctx, token: str) -> tuple:
+    with db.reading(ctx.engine) as conn:
+        return _lease(ctx, token, conn), criteria_views(conn, ctx.study)
+
+
 def _lease_next(ctx: Ctx, kind: str, conn: sa.Connection) -> str | None:
     return lease_next(conn, ctx.study, ctx.user, ctx.rater.specialty, kind)
 
 
 @router.post("/s/{study}/t/{token}/draft")
 async def draft(token: str, ctx: Clinician) -> Response:
-    with db.reading(ctx.engine) as conn:
-        lease = _lease(ctx, token, conn)
-        criteria = criteria_views(conn, ctx.study)
+    lease, criteria = _lease_and_criteria(ctx, token)
     data = await ctx.request.json()
     submit.save_draft(ctx.engine, ctx.study, lease, criteria, data if isinstance(data, dict)
                       else {})

@@ -20,9 +20,10 @@ import sqlalchemy as sa
 
 from clinieval import tables as T
 from clinieval.errors import InputError
-from clinieval.storage import db
+from clinieval.storage import db, prepared
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
+from clinieval.storage.prepared import Prepared, run
 from clinieval.storage.rows import refusal
 from clinieval.web.assignment import StudyConfig, is_live, touch
 from clinieval.web.auth import aware, now, record
@@ -182,32 +183,35 @@ def _write(conn: sa.Connection, cfg: StudyConfig, token: str, user: sa.Row, sub:
         result = _revise(conn, lease, user.rater_id, sub)
     else:
         result = _first(conn, lease, user.rater_id, sub)
-    conn.execute(_NEW_KEY, {"key": sub.key, "user_id": user.user_id, "token": token,
+    run(conn, _NEW_KEY, {"key": sub.key, "user_id": user.user_id, "token": token,
                             "result": json.dumps(result), "created_at": now()})
     return result
 
 
-_RUBRIC_VERSION = sa.select(P.study_rubrics.c.version).where(
-    P.study_rubrics.c.study_id == sa.bindparam("study"))
-_STORED_RESULT = sa.select(P.idempotency_keys.c.result, P.idempotency_keys.c.user_id).where(
-    P.idempotency_keys.c.key == sa.bindparam("key"))
-_LOCKED_LEASE = sa.select(P.task_leases).where(
+_RUBRIC_VERSION = Prepared(sa.select(P.study_rubrics.c.version).where(
+    P.study_rubrics.c.study_id == sa.bindparam("study")))
+_STORED_RESULT = Prepared(sa.select(P.idempotency_keys.c.result,
+                                    P.idempotency_keys.c.user_id).where(
+    P.idempotency_keys.c.key == sa.bindparam("key")))
+_LOCKED_LEASE = Prepared(sa.select(P.task_leases).where(
     P.task_leases.c.token == sa.bindparam("token"),
-    P.task_leases.c.user_id == sa.bindparam("user")).with_for_update()
-_NEW_KEY = P.idempotency_keys.insert()
-_SUBMITTED = P.task_leases.update().where(P.task_leases.c.token == sa.bindparam("lease")).values(
-    status="submitted", preference_id=sa.bindparam("preference"))
-_DROP_DRAFT = P.drafts.delete().where(P.drafts.c.token == sa.bindparam("lease"))
-"""The statements of every submission, built once."""
+    P.task_leases.c.user_id == sa.bindparam("user")).with_for_update())
+_NEW_KEY = prepared.insert(P.idempotency_keys, "key", "user_id", "token", "result",
+                           "created_at")
+_SUBMITTED = Prepared(P.task_leases.update().where(
+    P.task_leases.c.token == sa.bindparam("lease")).values(
+    status="submitted", preference_id=sa.bindparam("preference")))
+_DROP_DRAFT = Prepared(P.drafts.delete().where(P.drafts.c.token == sa.bindparam("lease")))
+"""The statements of every submission, built once and run on the driver."""
 
 
 def _rubric_version(conn: sa.Connection, study_id: str) -> str | None:
     """The study's current rubric version, read inside the write transaction."""
-    return conn.execute(_RUBRIC_VERSION, {"study": study_id}).scalar()
+    return run(conn, _RUBRIC_VERSION, {"study": study_id}).scalar()
 
 
 def _stored_result(conn: sa.Connection, key: str, user_id: str) -> dict | None:
-    row = conn.execute(_STORED_RESULT, {"key": key}).first()
+    row = run(conn, _STORED_RESULT, {"key": key}).first()
     if row is None:
         return None
     if row.user_id != user_id:
@@ -216,7 +220,7 @@ def _stored_result(conn: sa.Connection, key: str, user_id: str) -> dict | None:
 
 
 def _locked_lease(conn: sa.Connection, token: str, user_id: str) -> sa.Row:
-    lease = conn.execute(_LOCKED_LEASE, {"token": token, "user": user_id}).first()
+    lease = run(conn, _LOCKED_LEASE, {"token": token, "user": user_id}).first()
     if lease is None:
         raise InputError(SOURCE, "no such task for this clinician", field="task")
     if lease.status != "submitted" and not is_live(lease):
@@ -240,8 +244,8 @@ def _first(conn: sa.Connection, lease: sa.Row, rater_id: str, sub: Submission) -
         for (p, c), score in sub.scores.items()
     ]
     ids = _add_ratings(conn, rows)
-    conn.execute(_SUBMITTED, {"lease": lease.token, "preference": preference_id})
-    conn.execute(_DROP_DRAFT, {"lease": lease.token})
+    run(conn, _SUBMITTED, {"lease": lease.token, "preference": preference_id})
+    run(conn, _DROP_DRAFT, {"lease": lease.token})
     return {
         "saved": True,
         "task": lease.token,
@@ -336,12 +340,36 @@ def _add_ratings(conn: sa.Connection, rows: list[dict]) -> list[int]:
     rows of one submission share answer, rater and revision."""
     if not rows:
         return []
+    if conn.dialect.name == "sqlite":
+        # One prepared statement per number of rows. The ids are rowids given in
+        # the order of the VALUES under the write lock: sorted, they follow ``rows``.
+        params = {f"{k}_{i}": row[k] for i, row in enumerate(rows) for k in _RATING_KEYS}
+        try:
+            return sorted(run(conn, _ratings_insert(len(rows)), params).scalars())
+        except sa.exc.IntegrityError as err:
+            raise refusal(err, "ratings", rows[0], 0) from None
     statement = S.ratings.insert().returning(S.ratings.c.rating_id,
                                              sort_by_parameter_order=True)
     try:
         return list(conn.execute(statement, rows).scalars())
     except sa.exc.IntegrityError as err:
         raise refusal(err, "ratings", rows[0], 0) from None
+
+
+_RATING_KEYS = ("answer_id", "rater_id", "criterion_id", "score", "revision", "review_id",
+                "comment", "time_spent_s", "created_at", "rubric_version")
+_RATINGS_INSERT: dict[int, Prepared] = {}
+
+
+def _ratings_insert(n: int) -> Prepared:
+    """INSERT of ``n`` ratings (parameters ``<column>_<row>``) returning their ids."""
+    statement = _RATINGS_INSERT.get(n)
+    if statement is None:
+        r = S.ratings
+        statement = _RATINGS_INSERT[n] = Prepared(r.insert().values([
+            {k: sa.bindparam(f"{k}_{i}", type_=r.c[k].type) for k in _RATING_KEYS}
+            for i in range(n)]).returning(r.c.rating_id))
+    return statement
 
 
 def _insert_one(conn: sa.Connection, statement, table: str, row: dict, index: int) -> int:

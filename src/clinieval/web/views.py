@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from clinieval import tables as T
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
+from clinieval.storage.prepared import Prepared, run
 from clinieval.web.assignment import StudyConfig, is_live
 
 ANCHOR_COLUMNS = ("anchor_m2", "anchor_m1", "anchor_0", "anchor_p1", "anchor_p2")
@@ -140,16 +141,19 @@ def screen_choice(stored: str, shown_left: str) -> str:
     return stored_choice(stored, shown_left)  # swapping is its own inverse
 
 
-_TEXTS = (sa.select(S.answers.c.answer_id, S.answers.c.text, S.cases.c.prompt,
+_TEXTS = Prepared(sa.select(S.answers.c.answer_id, S.answers.c.text, S.cases.c.prompt,
                      S.cases.c.specialty)
           .join(S.cases, S.cases.c.case_id == S.answers.c.case_id)
-          .where(S.answers.c.answer_id.in_(sa.bindparam("answers", expanding=True))))
-_DRAFT = sa.select(P.drafts.c.data).where(P.drafts.c.token == sa.bindparam("token"))
+          .where(S.answers.c.answer_id.in_([sa.bindparam("a"), sa.bindparam("b")])))
+"""The texts of a task's one or two answers (``a`` and ``b``, the same id
+for a rating task): a fixed list, so the statement is prepared once."""
+_DRAFT = Prepared(sa.select(P.drafts.c.data).where(P.drafts.c.token == sa.bindparam("token")))
 
 
 def task_view(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, rater_id: str) -> TaskView:
     answer_ids = panel_answers(lease)
-    rows = {r.answer_id: r for r in conn.execute(_TEXTS, {"answers": answer_ids})}
+    rows = {r.answer_id: r for r in run(conn, _TEXTS, {"a": answer_ids[0],
+                                                        "b": answer_ids[-1]})}
     first = rows[answer_ids[0]]
     labels = ("Answer",) if lease.kind == "rating" else T.SIDES
     panels = tuple(
@@ -177,7 +181,7 @@ def _values(
     """Latest submitted values for a submitted task, else the saved draft."""
     if lease.status == "submitted":
         return latest_values(conn, answer_ids, rater_id), _vote(conn, lease)
-    draft = conn.execute(_DRAFT, {"token": lease.token}).scalar()
+    draft = run(conn, _DRAFT, {"token": lease.token}).scalar()
     data = json.loads(draft) if draft else {}
     return dict(data.get("fields", {})), data.get("choice")
 

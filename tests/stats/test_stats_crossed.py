@@ -418,3 +418,20 @@ def test_pigeonhole_totals_in_16_bit_lanes_fall_back_when_a_total_wraps(monkeypa
                                                                   (rows, cols)), 7, 11)
     U16, V16 = pigeonhole_weights(7, 11, 50, np.random.default_rng(9))
     assert (lanes.totals(U16, V16) is None) == (size == 4000)
+
+
+def test_grouped_ratio_variance_bincounts_few_bins_to_the_sparse_products_sums(monkeypatch):
+    # Few (cluster, group) bins are bincounted; the sparse products used
+    # beyond _DENSE_BINS add the same runs in the same order: equal bits.
+    import clinieval.stats.crossed as crossed
+
+    rng = np.random.default_rng(13)
+    rows, cols = rng.integers(0, 9, 120), rng.integers(0, 30, 120)
+    counts = rng.integers(0, 3, (120, 20)) * (rng.random((120, 20)) < 0.3)
+    values = np.vstack([np.tile(np.arange(-2.0, 3.0), 4), np.tile([1.0, 1, 0, 0, 0], 4)])
+    groups = np.repeat(np.arange(4), 5)
+    dense = crossed.grouped_ratio_variance(rows, cols, counts, values, groups, 4)
+    monkeypatch.setattr(crossed, "_DENSE_BINS", 0)
+    sparse = crossed.grouped_ratio_variance(rows, cols, counts, values, groups, 4)
+    for field in dense._fields:
+        assert np.array_equal(getattr(dense, field), getattr(sparse, field)), field

@@ -58,6 +58,7 @@ _LANE_PASS = 256  # replicates per pass of the 16-bit lanes (several chunks of d
 _LANE_BYTES = 2**20  # 16-bit cell weights per pass over a block of cells, in bytes
 _LANE_TOTAL = 2**12  # statistics' totals below this leave 16-bit lanes room for the weights
 _BIN_BUDGET = 2**25  # cluster x group bins per pass of a grouped variance
+_DENSE_BINS = 2**21  # cluster x group bins up to which grouped variances bincount them
 _TABLE_BYTES = 40  # bytes per code that a table over the codes' range may take
 
 
@@ -377,8 +378,24 @@ def _cluster_runs(code, n_codes: int, run_group, run_indptr, n_groups: int):
     indicator with the (cells x groups) runs, cluster by cluster in cell
     order (the sums of a bincount over (cluster, group) bins, several
     times faster on 37.5 M runs: no bins' array, and a cluster's groups
-    stay in cache)."""
+    stay in cache). With few (cluster, group) bins (up to :data:`_DENSE_BINS`,
+    as for raters and cases at paper scale) a bincount over them is faster
+    than the sparse products' setup and gives the same sums: both add a
+    bin's runs in cell order, and the squares over clusters in cluster
+    order."""
     cells = code.size
+    if n_codes * n_groups <= _DENSE_BINS:
+        key = np.repeat(code.astype(np.int64) * n_groups, np.diff(run_indptr))
+        key += run_group
+        size = n_codes * n_groups
+        clusters = (np.bincount(key, minlength=size) > 0).reshape(n_codes, n_groups).sum(axis=0)
+
+        def dense_squares(run_z) -> tuple[np.ndarray, np.ndarray]:
+            totals = np.bincount(key, weights=run_z, minlength=size)
+            totals **= 2
+            return totals.reshape(n_codes, n_groups).sum(axis=0), clusters
+
+        return dense_squares
     members = sp.csr_matrix((np.ones(cells), (code, np.arange(cells))), shape=(n_codes, cells))
 
     def product(data) -> sp.csr_matrix:

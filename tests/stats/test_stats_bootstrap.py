@@ -185,3 +185,19 @@ def test_cluster_ratio_edge_cases():
         np.zeros((0, 2)), np.zeros((0, 2)), 3, np.random.default_rng(0)
     ).shape == (3, 2)
 
+
+
+@pytest.mark.parametrize("shape, high", [((2000, 5), 4), ((60, 3), 3), ((500, 2), 30)])
+def test_merge_identical_rows_by_table_equals_the_sorted_merge(monkeypatch, shape, high):
+    # Rows of small counts are merged in a table over their codes' range;
+    # the sorting path (taken for wide ranges) gives the same patterns in the
+    # same order, frequencies and inverse.
+    import clinieval.stats.bootstrap as bootstrap
+
+    rows = np.random.default_rng(1).integers(0, high, shape)
+    table = stats.merge_identical_rows(rows, return_inverse=True)
+    monkeypatch.setattr(bootstrap, "_PATTERN_SLOTS", 0)
+    sorted_ = stats.merge_identical_rows(rows, return_inverse=True)
+    for a, b in zip(table, sorted_, strict=True):
+        assert np.array_equal(a, b) and a.dtype == b.dtype
+    assert np.array_equal(table[0][table[2]], rows)

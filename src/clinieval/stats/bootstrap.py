@@ -20,6 +20,7 @@ _DRAW_BUDGET = 2**18  # index draws per chunk: small arrays are reused instead o
 _BINOMIAL_DRAWS = 30  # a binomial of a multinomial draw costs about this many index draws
 _SHARED_ENTRY = 0.1  # an item's weight added into one grouping's counts, in index draws
 _SHARED_PASS = 4  # chunks of draws per product pass of a shared resample
+_PATTERN_SLOTS = 40  # table slots per row up to which identical rows are merged by a table
 
 
 def percentile_ci(samples, level: float = 0.95, axis: int = 0):
@@ -236,7 +237,20 @@ def merge_identical_rows(matrix, return_inverse: bool = False):
     if matrix.dtype.kind in "iu" and matrix.size and matrix.min() >= 0:
         base = int(matrix.max()) + 1
         if base ** matrix.shape[1] < 2**62:  # one mixed-radix code per row fits int64
-            code = matrix.astype(np.int64) @ (base ** np.arange(matrix.shape[1], dtype=np.int64))
+            powers = base ** np.arange(matrix.shape[1], dtype=np.int64)
+            code = matrix.astype(np.int64) @ powers
+            slots = base ** matrix.shape[1]
+            if slots <= _PATTERN_SLOTS * matrix.shape[0]:
+                # Few possible codes (score counts of a few raters): count them
+                # in a table over the range instead of sorting. The distinct
+                # codes come out in the same ascending order, and each row is
+                # its code's digits.
+                count = np.bincount(code, minlength=slots)
+                values = np.flatnonzero(count)
+                patterns = (values[:, None] // powers % base).astype(matrix.dtype, copy=False)
+                if return_inverse:
+                    return patterns, count[values], (np.cumsum(count > 0) - 1)[code]
+                return patterns, count[values]
             if return_inverse:
                 _, first, inverse, freq = np.unique(code, return_index=True,
                                                     return_inverse=True, return_counts=True)

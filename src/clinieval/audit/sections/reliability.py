@@ -120,7 +120,7 @@ def _agreement(ctx: Context, c: int, patterns: np.ndarray, freq: np.ndarray,
     answer."""
     # The point estimate is the statistic with every pattern weighted by its
     # frequency (exact), then the same statistic on each resample's weights.
-    both = np.vstack([freq[None], weights]).astype(float)
+    both = np.vstack([freq[None], weights], dtype=float)
     binary = _fail_pass(ctx, patterns)
     return Agreement(ctx.name(c), int(freq.sum()), int(freq @ patterns.sum(axis=1)),
                      _with_ci(ctx, fleiss_kappa_weighted(patterns, both)),

@@ -115,11 +115,14 @@ def pigeonhole_totals(rows, cols, stats, B: int, rng: np.random.Generator) -> np
     per_pass = max(1, _LANE_PASS // chunk) if lanes is not None else 1
     blocks = None
     for first in range(0, B, chunk * per_pass):
-        drawn = [pigeonhole_weights(n_rows, n_cols, min(chunk, B - start), rng)
-                 for start in range(first, min(B, first + chunk * per_pass), chunk)]
-        U = np.vstack([u for u, _ in drawn]) if len(drawn) > 1 else drawn[0][0]
-        V = np.vstack([v for _, v in drawn]) if len(drawn) > 1 else drawn[0][1]
-        part = lanes.totals(U, V) if lanes is not None else None
+        if lanes is not None:  # the draws' counts go straight to the lanes' layout
+            U, V = _transposed_weights(n_rows, n_cols, chunk, min(chunk * per_pass, B - first),
+                                       rng)
+            part = lanes.totals(U, V)
+            U, V = U.T, V.T
+        else:
+            U, V = pigeonhole_weights(n_rows, n_cols, min(chunk, B - first), rng)
+            part = None
         if part is None:
             if blocks is None:
                 blocks = _cell_blocks(matrix, row_code, n_rows, max(1, _WEIGHT_BUDGET // chunk))
@@ -129,6 +132,30 @@ def pigeonhole_totals(rows, cols, stats, B: int, rng: np.random.Generator) -> np
                 part = _weighted_totals(whole, U, V, col_code, by_stat.dtype)
         out[first : first + U.shape[0]] = part.T
     return out
+
+
+def _transposed_weights(n_rows: int, n_cols: int, chunk: int, B: int,
+                        rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pigeonhole_weights` for ``B`` replicates drawn ``chunk`` at a
+    time (rows, then columns, chunk after chunk, as :func:`pigeonhole_totals`
+    draws them), transposed to ``(n_rows, B)`` and ``(n_cols, B)`` uint16
+    (a count is at most ``n_rows`` or ``n_cols``, below 2**16 here). The
+    draws are the same: :func:`resample_counts` of ones is one stream of
+    uniform index draws, whatever its chunks, counted per replicate and
+    written unit by unit."""
+    rows_t = np.empty((n_rows, B), dtype=np.uint16)
+    cols_t = np.empty((n_cols, B), dtype=np.uint16)
+    shift = {}
+    for start in range(0, B, chunk):
+        size = min(chunk, B - start)
+        for n, out in ((n_rows, rows_t), (n_cols, cols_t)):
+            picks = rng.integers(0, n, size=size * n)
+            if (n, size) not in shift:
+                shift[n, size] = np.repeat(np.arange(0, n * size, n), n)
+            picks += shift[n, size]  # replicate-major: each replicate's counts stay in cache
+            out[:, start : start + size] = np.bincount(picks, minlength=n * size).reshape(
+                size, n).T
+    return rows_t, cols_t
 
 
 class _Lanes:
@@ -178,13 +205,14 @@ class _Lanes:
                   for start in range(0, col_code.size, width)]
         return cls(scale, blocks, row_code, grand, reach, float(totals.max()))
 
-    def totals(self, U, V) -> np.ndarray | None:
-        """``(P, replicates)`` float totals, or None when a lane wrapped."""
-        rows_t, cols_t = _transposed(U, np.uint16), _transposed(V, np.uint16)
+    def totals(self, rows_t, cols_t) -> np.ndarray | None:
+        """``(P, replicates)`` float totals from the row and column weights
+        ``(rows, replicates)`` and ``(columns, replicates)`` (uint16), or
+        None when a lane wrapped."""
         most = float(rows_t.max(initial=0)) * float(cols_t.max(initial=0))
         if most >= 2**16:  # a weight would wrap
             return None
-        part = np.zeros((self.blocks[0][1].shape[0], U.shape[0]), dtype=np.uint16)
+        part = np.zeros((self.blocks[0][1].shape[0], rows_t.shape[1]), dtype=np.uint16)
         for cells, block, per_col in self.blocks:
             weights = np.repeat(cols_t, per_col, axis=0)  # (cells in the block, replicates)
             weights *= rows_t[self.row_code[cells]]
@@ -604,7 +632,10 @@ def crossed_ratio_replicates(totals, rows, cols, stats, num_map, den_map, level:
     computed by the caller (e.g. together with other statistics)."""
     stats = sp.csr_matrix(stats, dtype=float)
     num_map, den_map = sp.csr_matrix(num_map), sp.csr_matrix(den_map)
-    top, bottom = totals @ num_map, totals @ den_map
+    # totals @ map is computed by scipy as (map.T @ totals.T).T with a
+    # contiguous copy of totals.T each time; one copy serves both maps.
+    by_statistic = np.ascontiguousarray(np.asarray(totals).T)
+    top, bottom = (num_map.T @ by_statistic).T, (den_map.T @ by_statistic).T
     reps = np.divide(top, bottom, out=np.full(top.shape, np.nan), where=bottom > 0)
     if variance is None:
         variance = count_ratio_variance(rows, cols, stats, num_map, den_map, contrasts)

@@ -93,7 +93,7 @@ def _gap(ctx: Context, prefs: Preferences, c: int, fail_reps: np.ndarray) -> Gap
     allows for either pick being wrong (see
     :func:`clinieval.stats.selection_adjusted_gap_ci`)."""
     d, fail = ctx.data, ctx.model_fail_pct[:, c]
-    answers = np.bincount(d.answer_model, weights=ctx.answer_counts[:, c].sum(axis=1) > 0,
+    answers = np.bincount(d.answer_model, weights=ctx.answer_n[:, c] > 0,
                           minlength=d.n_models)
     eligible = (answers >= ctx.settings.min_n) & np.isfinite(fail)
     if not eligible.any():

@@ -62,7 +62,7 @@ class Reliability:
 
 def compute(ctx: Context) -> Reliability | Skipped:
     counts = ctx.answer_counts
-    multi = counts.sum(axis=2) >= 2
+    multi = ctx.answer_n >= 2
     if multi.sum() < MIN_ITEMS:
         return Skipped("needs answers rated by at least two clinicians on a criterion; found"
                        f" {int(multi.sum())} such ratings sets.")

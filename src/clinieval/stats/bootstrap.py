@@ -100,7 +100,7 @@ def resample_shared_counts(codes, sizes, B: int, rng: np.random.Generator) -> li
 
     ``codes`` is ``(n, J)``: item ``u`` is unit ``codes[u, j]`` (of
     ``sizes[j]``) of grouping ``j``. Each replicate resamples the ``n`` items
-    with replacement once (uniform index draws, an item-major bincount) and
+    with replacement once (uniform index draws and a bincount) and
     adds each item's multiplicity into its unit of every grouping by one
     sparse product. Every grouping's counts are then the multinomial of
     :func:`resample_counts` over its units' frequencies (the same
@@ -122,7 +122,7 @@ def resample_shared_counts(codes, sizes, B: int, rng: np.random.Generator) -> li
     # Draws and bincounts in chunks that stay in cache; the product takes
     # several chunks at a time (it is faster per replicate the more it takes).
     chunk = max(1, _DRAW_BUDGET // max(n, 1))
-    shift = np.repeat(np.arange(chunk), n)
+    shift = np.repeat(np.arange(0, n * chunk, n), n)
     width = chunk * _SHARED_PASS
     weights = np.empty((n, min(width, B)), dtype=dtype)
     for first in range(0, B, width):
@@ -130,10 +130,9 @@ def resample_shared_counts(codes, sizes, B: int, rng: np.random.Generator) -> li
         for start in range(first, last, chunk):
             size = min(chunk, last - start)
             picks = rng.integers(0, n, size=size * n)
-            picks *= size
-            picks += shift[: size * n]
+            picks += shift[: size * n]  # replicate-major: a replicate's counts stay in cache
             weights[:, start - first : start - first + size] = np.bincount(
-                picks, minlength=n * size).reshape(n, size)
+                picks, minlength=n * size).reshape(size, n).T
         out[first:last] = (units @ weights[:, : last - first]).T
     return [out[:, offset[j] : offset[j + 1]] for j in range(J)]
 

@@ -103,7 +103,6 @@ def pigeonhole_totals(rows, cols, stats, B: int, rng: np.random.Generator) -> np
     # are integers, so float32 sums are exact while totals stay below 2**23;
     # that halves the memory traffic of the product. Otherwise float64.
     exact = bool(np.all(by_stat.data >= 0)) and not np.any(np.modf(by_stat.data * 2)[0])
-    matrix = by_stat.astype(np.float32) if exact else by_stat
     lanes = _Lanes.fit(by_stat, row_code, col_code, n_rows, n_cols) if exact else None
     out = np.empty((B, by_stat.shape[0]))
     # Replicates in chunks and cells in blocks, so the weights in memory are
@@ -124,7 +123,8 @@ def pigeonhole_totals(rows, cols, stats, B: int, rng: np.random.Generator) -> np
             U, V = pigeonhole_weights(n_rows, n_cols, min(chunk, B - first), rng)
             part = None
         if part is None:
-            if blocks is None:
+            if blocks is None:  # (made once, and only when needed)
+                matrix = by_stat.astype(np.float32) if exact else by_stat
                 blocks = _cell_blocks(matrix, row_code, n_rows, max(1, _WEIGHT_BUDGET // chunk))
             part = _weighted_totals(blocks, U, V, col_code, matrix.dtype)
             if exact and part.max(initial=0) >= 2**23:  # float32 no longer exact
@@ -322,10 +322,14 @@ def _distinct_cell_variance(row_code, n_rows: int, col_code, n_cols: int, stats,
     col_seen = np.zeros((n_cols, width), dtype=bool)
     s_cells, g_cells = np.zeros(width), np.zeros(width, dtype=np.int64)
     step = max(1, _ELEMENT_BUDGET // max(width, 1))
+    # Products with the (statistics x width) maps made dense: the same sums
+    # in the same order as the sparse product (a missing term adds 0), without
+    # building a sparse result to densify.
+    influence, present = _as_dense(influence), _as_dense(present)
     for start in range(0, stats.shape[0], step):
         block = stats[start:start + step]
-        z = (block @ influence).toarray()
-        here = (block @ present).toarray() != 0
+        z = block @ influence
+        here = (block @ present) != 0
         for code, n_codes, totals, seen in ((row_code, n_rows, row_totals, row_seen),
                                             (col_code, n_cols, col_totals, col_seen)):
             members = sp.csr_matrix((np.ones(block.shape[0]), (
@@ -338,6 +342,10 @@ def _distinct_cell_variance(row_code, n_rows: int, col_code, n_cols: int, stats,
     return _combine((row_totals**2).sum(axis=0), row_seen.sum(axis=0),
                     (col_totals**2).sum(axis=0), col_seen.sum(axis=0), s_cells, g_cells,
                     n_rows, n_cols)
+
+
+def _as_dense(matrix) -> np.ndarray:
+    return matrix.toarray() if sp.issparse(matrix) else np.asarray(matrix, dtype=float)
 
 
 def grouped_ratio_variance(rows, cols, counts, values, groups, n_groups: int

@@ -195,7 +195,8 @@ class _Lanes:
         grand = sp.csr_matrix((cell_sum.astype(np.float32), (col_code, row_code)),
                               shape=(n_cols, n_rows))
         reach = float(np.bincount(col_code, weights=cell_sum, minlength=n_cols).max())
-        order = np.argsort(col_code, kind="stable")
+        # (column codes below 2**16: numpy's stable sort of 16-bit keys is a radix sort)
+        order = np.argsort(col_code.astype(np.uint16), kind="stable")
         matrix = by_stat[:, order]
         matrix.data = (matrix.data * scale).astype(np.uint16)
         row_code, col_code = row_code[order], col_code[order]
@@ -771,7 +772,7 @@ def bt_twoway_bootstrap(a_idx, b_idx, outcome, rows, cols, n_models: int, B: int
                             np.concatenate([a * n_models + b, b * n_models + a]))),
                           shape=(cell.max() + 1, n_models * n_models)).tocsr()
     table.eliminate_zeros()  # a decisive vote's loser credit: no work in the product
-    first = np.unique(cell, return_index=True)[1]
+    first = _first_index(cell)
     totals = pigeonhole_totals(row_code[first], col_code[first], table, B, rng)
     fit = bt_fit(np.asarray(table.sum(axis=0)).reshape(n_models, n_models), alpha=alpha)
     reps = bt_fit_many(totals.reshape(B, n_models, n_models), alpha=alpha, start=fit)
@@ -822,6 +823,20 @@ def unique_codes(codes, return_inverse: bool = False):
     ordered = np.sort(codes)
     return ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if ordered.size \
         else ordered
+
+
+def _first_index(codes) -> np.ndarray:
+    """Where each distinct code first occurs, in code order:
+    ``np.unique(codes, return_index=True)[1]``, by the same stable sort,
+    of 16-bit keys (a radix sort) when the codes fit."""
+    codes = np.asarray(codes)
+    if codes.size and codes.min() >= 0 and codes.max() < 2**16:
+        codes = codes.astype(np.uint16)
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    starts = np.ones(ordered.size, dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    return order[starts]
 
 
 def _dense(codes) -> tuple[np.ndarray, int]:

@@ -160,9 +160,10 @@ class Context:
         """How many of the five score values count as failure (score <= tau)."""
         return self.settings.threshold - tables.SCORE_MIN + 1
 
-    @cached_property
+    @property
     def answer_n(self) -> np.ndarray:
-        """(answers, criteria) number of ratings (int32, as the counts)."""
+        """(answers, criteria) number of ratings (int32, as the counts; not
+        kept: 50 MB at 100x)."""
         return score_sum(self.answer_counts, dtype=np.int32)
 
     @cached_property

@@ -21,6 +21,7 @@ _BINOMIAL_DRAWS = 30  # a binomial of a multinomial draw costs about this many i
 _SHARED_ENTRY = 0.1  # an item's weight added into one grouping's counts, in index draws
 _SHARED_PASS = 4  # chunks of draws per product pass of a shared resample
 _PATTERN_SLOTS = 40  # table slots per row up to which identical rows are merged by a table
+_PATTERN_TABLE = 2**21  # and at most this many (17 bytes each while merging)
 
 
 def percentile_ci(samples, level: float = 0.95, axis: int = 0):
@@ -239,7 +240,7 @@ def merge_identical_rows(matrix, return_inverse: bool = False):
             powers = base ** np.arange(matrix.shape[1], dtype=np.int64)
             code = matrix.astype(np.int64) @ powers
             slots = base ** matrix.shape[1]
-            if slots <= _PATTERN_SLOTS * matrix.shape[0]:
+            if slots <= min(_PATTERN_SLOTS * matrix.shape[0], _PATTERN_TABLE):
                 # Few possible codes (score counts of a few raters): count them
                 # in a table over the range instead of sorting. The distinct
                 # codes come out in the same ascending order, and each row is

@@ -20,6 +20,7 @@ _DRAW_BUDGET = 2**18  # index draws per chunk: small arrays are reused instead o
 _BINOMIAL_DRAWS = 30  # a binomial of a multinomial draw costs about this many index draws
 _SHARED_ENTRY = 0.1  # an item's weight added into one grouping's counts, in index draws
 _SHARED_PASS = 4  # chunks of draws per product pass of a shared resample
+_SHORT_COUNTS = 2**16  # items below which shared resample counts are summed in 16 bits
 _PATTERN_SLOTS = 40  # table slots per row up to which identical rows are merged by a table
 _PATTERN_TABLE = 2**21  # and at most this many (17 bytes each while merging)
 
@@ -114,7 +115,7 @@ def resample_shared_counts(codes, sizes, B: int, rng: np.random.Generator) -> li
     # A unit's count is at most n: below 2**16 the product runs in 16-bit
     # integers (exact, and about twice as fast as float32), else in float32
     # (exact below 2**24, see shared_resample_cheaper).
-    dtype = np.uint16 if n < 2**16 else np.float32
+    dtype = np.uint16 if n < _SHORT_COUNTS else np.float32
     # (units of all groupings x items), column-compressed: J entries per item.
     units = sp.csc_matrix((np.ones(n * J, dtype=dtype),
                            (codes + offset[:-1]).ravel(), np.arange(0, n * J + 1, J)),

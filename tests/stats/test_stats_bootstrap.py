@@ -185,3 +185,37 @@ def test_cluster_ratio_edge_cases():
         np.zeros((0, 2)), np.zeros((0, 2)), 3, np.random.default_rng(0)
     ).shape == (3, 2)
 
+
+
+@pytest.mark.parametrize("shape, high", [((2000, 5), 4), ((60, 3), 3), ((500, 2), 30)])
+def test_merge_identical_rows_by_table_equals_the_sorted_merge(monkeypatch, shape, high):
+    # Rows of small counts are merged in a table over their codes' range;
+    # the sorting path (taken for wide ranges) gives the same patterns in the
+    # same order, frequencies and inverse.
+    import clinieval.stats.bootstrap as bootstrap
+
+    rows = np.random.default_rng(1).integers(0, high, shape)
+    table = stats.merge_identical_rows(rows, return_inverse=True)
+    monkeypatch.setattr(bootstrap, "_PATTERN_SLOTS", 0)
+    sorted_ = stats.merge_identical_rows(rows, return_inverse=True)
+    for a, b in zip(table, sorted_, strict=True):
+        assert np.array_equal(a, b) and a.dtype == b.dtype
+    assert np.array_equal(table[0][table[2]], rows)
+
+
+@pytest.mark.parametrize("budget, per_pass, short", [(2**18, 4, 2**16), (24, 3, 2**16),
+                                                     (24, 1, 0), (5, 2, 2**16)])
+def test_shared_resample_counts_are_the_counts_of_the_index_draws(monkeypatch, budget,
+                                                                   per_pass, short):
+    # Whatever the chunks of draws, the passes of the product and its dtype
+    # (16-bit or float32), replicate b counts the items of the b-th run of n
+    # uniform index draws of the stream, as the definition says.
+    monkeypatch.setattr(bootstrap_module, "_DRAW_BUDGET", budget)
+    monkeypatch.setattr(bootstrap_module, "_SHARED_PASS", per_pass)
+    monkeypatch.setattr(bootstrap_module, "_SHORT_COUNTS", short)
+    codes = np.random.default_rng(3).integers(0, 4, (12, 2))
+    got = stats.resample_shared_counts(codes, [4, 4], 23, np.random.default_rng(8))
+    picks = np.random.default_rng(8).integers(0, 12, (23, 12))
+    for j, counts in enumerate(got):
+        want = np.stack([np.bincount(codes[row, j], minlength=4) for row in picks])
+        assert np.array_equal(counts, want)

@@ -397,3 +397,42 @@ def test_run_squares_against_a_loop(n_clusters, n_runs, shared):
     squares, clusters = _run_squares(code, group, z, 3)
     np.testing.assert_allclose(squares, want_sq, rtol=1e-12)
     np.testing.assert_array_equal(clusters, want_n)
+
+
+@pytest.mark.parametrize("size", [1, 30, 4000])
+def test_pigeonhole_totals_in_16_bit_lanes_fall_back_when_a_total_wraps(monkeypatch, size):
+    # With the lanes allowed for any totals, counts of 1 (no total near 2**16:
+    # the bound alone shows it), 30 (some replicate totals may pass 2**16:
+    # the grand-total check decides) and 4000 (they do: wrapped lanes, found
+    # by the check and summed in float) all give the direct sums.
+    import clinieval.stats.crossed as crossed
+
+    monkeypatch.setattr(crossed, "_LANE_TOTAL", 2**40)
+    rng = np.random.default_rng(4)
+    rows, cols = rng.integers(0, 7, 300), rng.integers(0, 11, 300)
+    stats = rng.integers(0, 2, (300, 5)) * size + 0.5 * (size == 1)
+    got = pigeonhole_totals(rows, cols, stats, 50, np.random.default_rng(9))
+    U, V = pigeonhole_weights(7, 11, 50, np.random.default_rng(9))
+    assert np.array_equal(got, (U[:, rows] * V[:, cols]) @ stats)
+    lanes = crossed._Lanes.fit(sp.csr_matrix(stats).T.tocsc(), *(crossed._dense(x)[0] for x in
+                                                                  (rows, cols)), 7, 11)
+    U16, V16 = pigeonhole_weights(7, 11, 50, np.random.default_rng(9))
+    found = lanes.totals(U16.T.astype(np.uint16), V16.T.astype(np.uint16))
+    assert (found is None) == (size == 4000)
+
+
+def test_grouped_ratio_variance_bincounts_few_bins_to_the_sparse_products_sums(monkeypatch):
+    # Few (cluster, group) bins are bincounted; the sparse products used
+    # beyond _DENSE_BINS add the same runs in the same order: equal bits.
+    import clinieval.stats.crossed as crossed
+
+    rng = np.random.default_rng(13)
+    rows, cols = rng.integers(0, 9, 120), rng.integers(0, 30, 120)
+    counts = rng.integers(0, 3, (120, 20)) * (rng.random((120, 20)) < 0.3)
+    values = np.vstack([np.tile(np.arange(-2.0, 3.0), 4), np.tile([1.0, 1, 0, 0, 0], 4)])
+    groups = np.repeat(np.arange(4), 5)
+    dense = crossed.grouped_ratio_variance(rows, cols, counts, values, groups, 4)
+    monkeypatch.setattr(crossed, "_DENSE_BINS", 0)
+    sparse = crossed.grouped_ratio_variance(rows, cols, counts, values, groups, 4)
+    for field in dense._fields:
+        assert np.array_equal(getattr(dense, field), getattr(sparse, field)), field

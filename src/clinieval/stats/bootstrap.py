@@ -19,6 +19,10 @@ _ELEMENT_BUDGET = 2**22  # integers per chunk of draws (32 MB as int64)
 _DRAW_BUDGET = 2**18  # index draws per chunk: small arrays are reused instead of freshly paged in
 _BINOMIAL_DRAWS = 30  # a binomial of a multinomial draw costs about this many index draws
 _SHARED_ENTRY = 0.1  # an item's weight added into one grouping's counts, in index draws
+_SHARED_PASS = 4  # chunks of draws per product pass of a shared resample
+_SHORT_COUNTS = 2**16  # items below which shared resample counts are summed in 16 bits
+_PATTERN_SLOTS = 40  # table slots per row up to which identical rows are merged by a table
+_PATTERN_TABLE = 2**21  # and at most this many (17 bytes each while merging)
 
 
 def percentile_ci(samples, level: float = 0.95, axis: int = 0):
@@ -98,7 +102,7 @@ def resample_shared_counts(codes, sizes, B: int, rng: np.random.Generator) -> li
 
     ``codes`` is ``(n, J)``: item ``u`` is unit ``codes[u, j]`` (of
     ``sizes[j]``) of grouping ``j``. Each replicate resamples the ``n`` items
-    with replacement once (uniform index draws, an item-major bincount) and
+    with replacement once (uniform index draws and a bincount) and
     adds each item's multiplicity into its unit of every grouping by one
     sparse product. Every grouping's counts are then the multinomial of
     :func:`resample_counts` over its units' frequencies (the same
@@ -108,19 +112,30 @@ def resample_shared_counts(codes, sizes, B: int, rng: np.random.Generator) -> li
     n, J = codes.shape
     sizes = np.asarray(sizes, dtype=np.int64)
     offset = np.concatenate([[0], np.cumsum(sizes)])
+    # A unit's count is at most n: below 2**16 the product runs in 16-bit
+    # integers (exact, and about twice as fast as float32), else in float32
+    # (exact below 2**24, see shared_resample_cheaper).
+    dtype = np.uint16 if n < _SHORT_COUNTS else np.float32
     # (units of all groupings x items), column-compressed: J entries per item.
-    units = sp.csc_matrix((np.ones(n * J, dtype=np.float32),
+    units = sp.csc_matrix((np.ones(n * J, dtype=dtype),
                            (codes + offset[:-1]).ravel(), np.arange(0, n * J + 1, J)),
                           shape=(int(offset[-1]), n))
     out = np.empty((B, int(offset[-1])), dtype=np.int64)
+    # Draws and bincounts in chunks that stay in cache; the product takes
+    # several chunks at a time (it is faster per replicate the more it takes).
     chunk = max(1, _DRAW_BUDGET // max(n, 1))
-    for start in range(0, B, chunk):
-        size = min(chunk, B - start)
-        picks = rng.integers(0, n, size=size * n)
-        picks *= size
-        picks += np.repeat(np.arange(size), n)
-        weights = np.bincount(picks, minlength=n * size).astype(np.float32).reshape(n, size)
-        out[start : start + size] = (units @ weights).T  # float32 counts below 2**24: exact
+    shift = np.repeat(np.arange(0, n * chunk, n), n)
+    width = chunk * _SHARED_PASS
+    weights = np.empty((n, min(width, B)), dtype=dtype)
+    for first in range(0, B, width):
+        last = min(first + width, B)
+        for start in range(first, last, chunk):
+            size = min(chunk, last - start)
+            picks = rng.integers(0, n, size=size * n)
+            picks += shift[: size * n]  # replicate-major: a replicate's counts stay in cache
+            weights[:, start - first : start - first + size] = np.bincount(
+                picks, minlength=n * size).reshape(size, n).T
+        out[first:last] = (units @ weights[:, : last - first]).T
     return [out[:, offset[j] : offset[j + 1]] for j in range(J)]
 
 
@@ -223,7 +238,20 @@ def merge_identical_rows(matrix, return_inverse: bool = False):
     if matrix.dtype.kind in "iu" and matrix.size and matrix.min() >= 0:
         base = int(matrix.max()) + 1
         if base ** matrix.shape[1] < 2**62:  # one mixed-radix code per row fits int64
-            code = matrix.astype(np.int64) @ (base ** np.arange(matrix.shape[1], dtype=np.int64))
+            powers = base ** np.arange(matrix.shape[1], dtype=np.int64)
+            code = matrix.astype(np.int64) @ powers
+            slots = base ** matrix.shape[1]
+            if slots <= min(_PATTERN_SLOTS * matrix.shape[0], _PATTERN_TABLE):
+                # Few possible codes (score counts of a few raters): count them
+                # in a table over the range instead of sorting. The distinct
+                # codes come out in the same ascending order, and each row is
+                # its code's digits.
+                count = np.bincount(code, minlength=slots)
+                values = np.flatnonzero(count)
+                patterns = (values[:, None] // powers % base).astype(matrix.dtype, copy=False)
+                if return_inverse:
+                    return patterns, count[values], (np.cumsum(count > 0) - 1)[code]
+                return patterns, count[values]
             if return_inverse:
                 _, first, inverse, freq = np.unique(code, return_index=True,
                                                     return_inverse=True, return_counts=True)

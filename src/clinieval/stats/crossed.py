@@ -54,7 +54,11 @@ _ELEMENT_BUDGET = 2**22  # dense influences summed directly up to this size
 # with two entries each, and a sixth for the ratings' cells, at paper scale).
 _WEIGHT_BUDGET = 2**20
 _MIN_CHUNK = 64  # replicates per pass over the cells, at least
+_LANE_PASS = 256  # replicates per pass of the 16-bit lanes (several chunks of draws)
+_LANE_BYTES = 2**20  # 16-bit cell weights per pass over a block of cells, in bytes
+_LANE_TOTAL = 2**12  # statistics' totals below this leave 16-bit lanes room for the weights
 _BIN_BUDGET = 2**25  # cluster x group bins per pass of a grouped variance
+_DENSE_BINS = 2**21  # cluster x group bins up to which grouped variances bincount them
 _TABLE_BYTES = 40  # bytes per code that a table over the codes' range may take
 
 
@@ -99,22 +103,132 @@ def pigeonhole_totals(rows, cols, stats, B: int, rng: np.random.Generator) -> np
     # are integers, so float32 sums are exact while totals stay below 2**23;
     # that halves the memory traffic of the product. Otherwise float64.
     exact = bool(np.all(by_stat.data >= 0)) and not np.any(np.modf(by_stat.data * 2)[0])
-    matrix = by_stat.astype(np.float32) if exact else by_stat
+    lanes = _Lanes.fit(by_stat, row_code, col_code, n_rows, n_cols) if exact else None
     out = np.empty((B, by_stat.shape[0]))
     # Replicates in chunks and cells in blocks, so the weights in memory are
     # at most _WEIGHT_BUDGET however many cells there are; a chunk keeps at
     # least _MIN_CHUNK replicates so that each pass over the matrix does
-    # enough work per entry read.
+    # enough work per entry read. The draws are made chunk by chunk (their
+    # order fixes the numbers); the 16-bit lanes take several chunks per pass.
     chunk = min(B, max(_MIN_CHUNK, _WEIGHT_BUDGET // max(row_code.size, 1)))
-    blocks = _cell_blocks(matrix, row_code, n_rows, max(1, _WEIGHT_BUDGET // chunk))
-    for start in range(0, B, chunk):
-        U, V = pigeonhole_weights(n_rows, n_cols, min(chunk, B - start), rng)
-        part = _weighted_totals(blocks, U, V, col_code, matrix.dtype)
-        if exact and part.max(initial=0) >= 2**23:  # float32 no longer exact
-            whole = _cell_blocks(by_stat, row_code, n_rows, row_code.size)
-            part = _weighted_totals(whole, U, V, col_code, by_stat.dtype)
-        out[start : start + U.shape[0]] = part.T
+    per_pass = max(1, _LANE_PASS // chunk) if lanes is not None else 1
+    blocks = None
+    for first in range(0, B, chunk * per_pass):
+        if lanes is not None:  # the draws' counts go straight to the lanes' layout
+            U, V = _transposed_weights(n_rows, n_cols, chunk, min(chunk * per_pass, B - first),
+                                       rng)
+            part = lanes.totals(U, V)
+            U, V = U.T, V.T
+        else:
+            U, V = pigeonhole_weights(n_rows, n_cols, min(chunk, B - first), rng)
+            part = None
+        if part is None:
+            if blocks is None:  # (made once, and only when needed)
+                matrix = by_stat.astype(np.float32) if exact else by_stat
+                blocks = _cell_blocks(matrix, row_code, n_rows, max(1, _WEIGHT_BUDGET // chunk))
+            part = _weighted_totals(blocks, U, V, col_code, matrix.dtype)
+            if exact and part.max(initial=0) >= 2**23:  # float32 no longer exact
+                whole = _cell_blocks(by_stat, row_code, n_rows, row_code.size)
+                part = _weighted_totals(whole, U, V, col_code, by_stat.dtype)
+        out[first : first + U.shape[0]] = part.T
     return out
+
+
+def _transposed_weights(n_rows: int, n_cols: int, chunk: int, B: int,
+                        rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pigeonhole_weights` for ``B`` replicates drawn ``chunk`` at a
+    time (rows, then columns, chunk after chunk, as :func:`pigeonhole_totals`
+    draws them), transposed to ``(n_rows, B)`` and ``(n_cols, B)`` uint16
+    (a count is at most ``n_rows`` or ``n_cols``, below 2**16 here). The
+    draws are the same: :func:`resample_counts` of ones is one stream of
+    uniform index draws, whatever its chunks, counted per replicate and
+    written unit by unit."""
+    rows_t = np.empty((n_rows, B), dtype=np.uint16)
+    cols_t = np.empty((n_cols, B), dtype=np.uint16)
+    shift = {}
+    for start in range(0, B, chunk):
+        size = min(chunk, B - start)
+        for n, out in ((n_rows, rows_t), (n_cols, cols_t)):
+            picks = rng.integers(0, n, size=size * n)
+            if (n, size) not in shift:
+                shift[n, size] = np.repeat(np.arange(0, n * size, n), n)
+            picks += shift[n, size]  # replicate-major: each replicate's counts stay in cache
+            out[:, start : start + size] = np.bincount(picks, minlength=n * size).reshape(
+                size, n).T
+    return rows_t, cols_t
+
+
+class _Lanes:
+    """Pigeonhole totals in 16-bit integer lanes: counts (and doubled vote
+    credits) times integer weights, summed modulo 2**16. The sparse product
+    then moves half of float32's bytes and runs about twice as fast (scipy's
+    16-bit loops are vectorised). A lane total equals the true total modulo
+    2**16 and is never above it (every term is non-negative), so the totals
+    are exact exactly when, per replicate, their sum over the statistics
+    equals the exact grand total ``sum_k U[row_k] V[col_k] s_k`` (``s_k`` the
+    sum of cell ``k``'s statistics), which a product over the (row, column)
+    cells alone gives; a pass where it does not (a total or a weight of
+    2**16 or more) is summed in float instead, with the same draws. The
+    cells are taken in column (case) order: the cells of a case add into
+    the same statistics (its answers' models), which then stay in the
+    nearest cache, and the row weights are gathered from the smaller table
+    (raters)."""
+
+    def __init__(self, scale: int, blocks: list, row_code, grand, reach: float,
+                 largest: float) -> None:
+        self.scale, self.blocks, self.row_code = scale, blocks, row_code
+        self.grand, self.reach, self.largest = grand, reach, largest
+
+    @classmethod
+    def fit(cls, by_stat, row_code, col_code, n_rows: int, n_cols: int) -> _Lanes | None:
+        """Lanes for ``by_stat`` (stats x cells, non-negative multiples of
+        1/2), or None when its totals leave too little room in 16 bits
+        (weights are about 1 on average, so replicate totals stay near the
+        statistics' own totals)."""
+        scale = 1 if not np.any(np.modf(by_stat.data)[0]) else 2
+        totals = np.asarray(by_stat.sum(axis=1)).ravel() * scale
+        if by_stat.nnz == 0 or totals.max() >= _LANE_TOTAL or max(n_rows, n_cols) >= 2**16:
+            return None  # (fewer rows and columns than 2**16: no weight above 2**16 - 1)
+        # Per column and row the sum of their cell's statistics: the grand
+        # totals are sum_c V[c] (grand @ U)[c].
+        cell_sum = np.asarray(by_stat.sum(axis=0)).ravel() * scale
+        grand = sp.csr_matrix((cell_sum.astype(np.float32), (col_code, row_code)),
+                              shape=(n_cols, n_rows))
+        reach = float(np.bincount(col_code, weights=cell_sum, minlength=n_cols).max())
+        # (column codes below 2**16: numpy's stable sort of 16-bit keys is a radix sort)
+        order = np.argsort(col_code.astype(np.uint16), kind="stable")
+        matrix = by_stat[:, order]
+        matrix.data = (matrix.data * scale).astype(np.uint16)
+        row_code, col_code = row_code[order], col_code[order]
+        width = max(1, _LANE_BYTES // (2 * _LANE_PASS))
+        blocks = [(slice(start, start + width), matrix[:, start:start + width],
+                   np.bincount(col_code[start:start + width], minlength=n_cols))
+                  for start in range(0, col_code.size, width)]
+        return cls(scale, blocks, row_code, grand, reach, float(totals.max()))
+
+    def totals(self, rows_t, cols_t) -> np.ndarray | None:
+        """``(P, replicates)`` float totals from the row and column weights
+        ``(rows, replicates)`` and ``(columns, replicates)`` (uint16), or
+        None when a lane wrapped."""
+        most = float(rows_t.max(initial=0)) * float(cols_t.max(initial=0))
+        if most >= 2**16:  # a weight would wrap
+            return None
+        part = np.zeros((self.blocks[0][1].shape[0], rows_t.shape[1]), dtype=np.uint16)
+        for cells, block, per_col in self.blocks:
+            weights = np.repeat(cols_t, per_col, axis=0)  # (cells in the block, replicates)
+            weights *= rows_t[self.row_code[cells]]
+            part += block @ weights
+        if self.largest * most < 2**16:  # no total can reach 2**16: no wrap to look for
+            return part / self.scale if self.scale != 1 else part.astype(float)
+        # float32 products below 2**24 are exact; their sums are taken in float64
+        exact32 = self.reach * most < 2**24
+        dtype = np.float32 if exact32 else np.float64
+        by_col = self.grand.astype(dtype) @ rows_t.astype(dtype)
+        by_col *= cols_t
+        grand = by_col.sum(axis=0, dtype=np.float64)
+        if not np.array_equal(part.sum(axis=0, dtype=np.int64), grand):
+            return None
+        return part / self.scale if self.scale != 1 else part.astype(float)
 
 
 def _cell_blocks(matrix, row_code, n_rows: int, width: int) -> list:
@@ -209,10 +323,14 @@ def _distinct_cell_variance(row_code, n_rows: int, col_code, n_cols: int, stats,
     col_seen = np.zeros((n_cols, width), dtype=bool)
     s_cells, g_cells = np.zeros(width), np.zeros(width, dtype=np.int64)
     step = max(1, _ELEMENT_BUDGET // max(width, 1))
+    # Products with the (statistics x width) maps made dense: the same sums
+    # in the same order as the sparse product (a missing term adds 0), without
+    # building a sparse result to densify.
+    influence, present = _as_dense(influence), _as_dense(present)
     for start in range(0, stats.shape[0], step):
         block = stats[start:start + step]
-        z = (block @ influence).toarray()
-        here = (block @ present).toarray() != 0
+        z = block @ influence
+        here = (block @ present) != 0
         for code, n_codes, totals, seen in ((row_code, n_rows, row_totals, row_seen),
                                             (col_code, n_cols, col_totals, col_seen)):
             members = sp.csr_matrix((np.ones(block.shape[0]), (
@@ -225,6 +343,10 @@ def _distinct_cell_variance(row_code, n_rows: int, col_code, n_cols: int, stats,
     return _combine((row_totals**2).sum(axis=0), row_seen.sum(axis=0),
                     (col_totals**2).sum(axis=0), col_seen.sum(axis=0), s_cells, g_cells,
                     n_rows, n_cols)
+
+
+def _as_dense(matrix) -> np.ndarray:
+    return matrix.toarray() if sp.issparse(matrix) else np.asarray(matrix, dtype=float)
 
 
 def grouped_ratio_variance(rows, cols, counts, values, groups, n_groups: int
@@ -293,8 +415,24 @@ def _cluster_runs(code, n_codes: int, run_group, run_indptr, n_groups: int):
     indicator with the (cells x groups) runs, cluster by cluster in cell
     order (the sums of a bincount over (cluster, group) bins, several
     times faster on 37.5 M runs: no bins' array, and a cluster's groups
-    stay in cache)."""
+    stay in cache). With few (cluster, group) bins (up to :data:`_DENSE_BINS`,
+    as for raters and cases at paper scale) a bincount over them is faster
+    than the sparse products' setup and gives the same sums: both add a
+    bin's runs in cell order, and the squares over clusters in cluster
+    order."""
     cells = code.size
+    if n_codes * n_groups <= _DENSE_BINS:
+        key = np.repeat(code.astype(np.int64) * n_groups, np.diff(run_indptr))
+        key += run_group
+        size = n_codes * n_groups
+        clusters = (np.bincount(key, minlength=size) > 0).reshape(n_codes, n_groups).sum(axis=0)
+
+        def dense_squares(run_z) -> tuple[np.ndarray, np.ndarray]:
+            totals = np.bincount(key, weights=run_z, minlength=size)
+            totals **= 2
+            return totals.reshape(n_codes, n_groups).sum(axis=0), clusters
+
+        return dense_squares
     members = sp.csr_matrix((np.ones(cells), (code, np.arange(cells))), shape=(n_codes, cells))
 
     def product(data) -> sp.csr_matrix:
@@ -503,7 +641,10 @@ def crossed_ratio_replicates(totals, rows, cols, stats, num_map, den_map, level:
     computed by the caller (e.g. together with other statistics)."""
     stats = sp.csr_matrix(stats, dtype=float)
     num_map, den_map = sp.csr_matrix(num_map), sp.csr_matrix(den_map)
-    top, bottom = totals @ num_map, totals @ den_map
+    # totals @ map is computed by scipy as (map.T @ totals.T).T with a
+    # contiguous copy of totals.T each time; one copy serves both maps.
+    by_statistic = np.ascontiguousarray(np.asarray(totals).T)
+    top, bottom = (num_map.T @ by_statistic).T, (den_map.T @ by_statistic).T
     reps = np.divide(top, bottom, out=np.full(top.shape, np.nan), where=bottom > 0)
     if variance is None:
         variance = count_ratio_variance(rows, cols, stats, num_map, den_map, contrasts)
@@ -631,7 +772,7 @@ def bt_twoway_bootstrap(a_idx, b_idx, outcome, rows, cols, n_models: int, B: int
                             np.concatenate([a * n_models + b, b * n_models + a]))),
                           shape=(cell.max() + 1, n_models * n_models)).tocsr()
     table.eliminate_zeros()  # a decisive vote's loser credit: no work in the product
-    first = np.unique(cell, return_index=True)[1]
+    first = _first_index(cell)
     totals = pigeonhole_totals(row_code[first], col_code[first], table, B, rng)
     fit = bt_fit(np.asarray(table.sum(axis=0)).reshape(n_models, n_models), alpha=alpha)
     reps = bt_fit_many(totals.reshape(B, n_models, n_models), alpha=alpha, start=fit)
@@ -682,6 +823,20 @@ def unique_codes(codes, return_inverse: bool = False):
     ordered = np.sort(codes)
     return ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if ordered.size \
         else ordered
+
+
+def _first_index(codes) -> np.ndarray:
+    """Where each distinct code first occurs, in code order:
+    ``np.unique(codes, return_index=True)[1]``, by the same stable sort,
+    of 16-bit keys (a radix sort) when the codes fit."""
+    codes = np.asarray(codes)
+    if codes.size and codes.min() >= 0 and codes.max() < 2**16:
+        codes = codes.astype(np.uint16)
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    starts = np.ones(ordered.size, dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    return order[starts]
 
 
 def _dense(codes) -> tuple[np.ndarray, int]:

@@ -67,34 +67,35 @@ def compute(ctx: Context, prefs: Preferences) -> Alignment | Skipped:
     if not prefs.available:
         return no_votes(prefs)
     means_b, fails_b = ctx.rating_replicates("ratings")
-    rows = [_criterion(ctx, prefs, c, means_b[:, :, c], 100 * fails_b[:, :, c])
+    rated = ctx.answer_n > 0
+    rows = [_criterion(ctx, prefs, c, means_b[:, :, c], 100 * fails_b[:, :, c], rated[:, c])
             for c in ctx.criteria if np.isfinite(ctx.model_fail_pct[:, c]).any()]
     if not rows:
         return Skipped("no analysed criterion has ratings.")
     return Alignment(rows, prefs.leader, prefs.no_leader)
 
 
-def _criterion(ctx, prefs, c, mean_reps, fail_reps) -> CriterionAlignment:
+def _criterion(ctx, prefs, c, mean_reps, fail_reps, rated) -> CriterionAlignment:
     mean = ctx.model_mean[:, c]
     ok = np.isfinite(mean) & np.isfinite(prefs.strengths)
     rho_reps = bootstrap_rank_correlation(prefs.replicates[:, ok], mean_reps[:, ok])
     finite = rho_reps[np.isfinite(rho_reps)]
     rho_lo, rho_hi = ctx.ci(finite) if finite.size else (np.nan, np.nan)
-    gap = _gap(ctx, prefs, c, fail_reps) if prefs.leader is not None else None
+    gap = _gap(ctx, prefs, c, fail_reps, rated) if prefs.leader is not None else None
     return CriterionAlignment(c, pearson(prefs.strengths[ok], mean[ok]),
                               spearman(prefs.strengths[ok], mean[ok]), float(rho_lo),
                               float(rho_hi), gap)
 
 
-def _gap(ctx: Context, prefs: Preferences, c: int, fail_reps: np.ndarray) -> Gap:
+def _gap(ctx: Context, prefs: Preferences, c: int, fail_reps: np.ndarray,
+         rated: np.ndarray) -> Gap:
     """The safest model is the lowest observed Fail % among models with
     ``min_n`` rated answers (any rated model when none has). The interval
     re-picks both the leader and the safest model in every replicate, so it
     allows for either pick being wrong (see
     :func:`clinieval.stats.selection_adjusted_gap_ci`)."""
     d, fail = ctx.data, ctx.model_fail_pct[:, c]
-    answers = np.bincount(d.answer_model, weights=ctx.answer_counts[:, c].sum(axis=1) > 0,
-                          minlength=d.n_models)
+    answers = np.bincount(d.answer_model, weights=rated, minlength=d.n_models)
     eligible = (answers >= ctx.settings.min_n) & np.isfinite(fail)
     if not eligible.any():
         eligible = np.isfinite(fail)

@@ -62,7 +62,7 @@ class Reliability:
 
 def compute(ctx: Context) -> Reliability | Skipped:
     counts = ctx.answer_counts
-    multi = counts.sum(axis=2) >= 2
+    multi = ctx.answer_n >= 2
     if multi.sum() < MIN_ITEMS:
         return Skipped("needs answers rated by at least two clinicians on a criterion; found"
                        f" {int(multi.sum())} such ratings sets.")
@@ -120,12 +120,25 @@ def _agreement(ctx: Context, c: int, patterns: np.ndarray, freq: np.ndarray,
     answer."""
     # The point estimate is the statistic with every pattern weighted by its
     # frequency (exact), then the same statistic on each resample's weights.
-    both = np.vstack([freq[None], weights]).astype(float)
+    both = np.vstack([freq[None], weights], dtype=float)
     binary = _fail_pass(ctx, patterns)
+    values = np.column_stack([fleiss_kappa_weighted(patterns, both),
+                              krippendorff_alpha_weighted(patterns, both, "ordinal"),
+                              fleiss_kappa_weighted(binary, both)])
     return Agreement(ctx.name(c), int(freq.sum()), int(freq @ patterns.sum(axis=1)),
-                     _with_ci(ctx, fleiss_kappa_weighted(patterns, both)),
-                     _with_ci(ctx, krippendorff_alpha_weighted(patterns, both, "ordinal")),
-                     _with_ci(ctx, fleiss_kappa_weighted(binary, both)))
+                     *_with_cis(ctx, values))
+
+
+def _with_cis(ctx: Context, values: np.ndarray) -> list[Estimate]:
+    """:func:`_with_ci` of each column; when every replicate is finite the
+    columns' quantiles come from one call (the same values, column by
+    column)."""
+    reps = values[1:]
+    if not np.isfinite(reps).all():
+        return [_with_ci(ctx, column) for column in values.T]
+    lo, hi = ctx.ci(reps)
+    return [Estimate(float(v), float(a), float(b)) for v, a, b in zip(values[0], lo, hi,
+                                                                       strict=True)]
 
 
 def _fail_pass(ctx: Context, items: np.ndarray) -> np.ndarray:

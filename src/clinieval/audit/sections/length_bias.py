@@ -3,6 +3,7 @@ identity and rubric scores."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,9 +121,11 @@ def _drivers(ctx: Context, known: np.ndarray) -> Drivers | None:
         columns.append(means[d.pref_a, c] - means[d.pref_b, c])
         names.append(f"{ctx.name(c)} difference")
     others = [c for c in ctx.criteria if c not in ctx.safety]
-    if others:
-        columns.append(np.nanmean(means[d.pref_a][:, others], axis=1)
-                       - np.nanmean(means[d.pref_b][:, others], axis=1))
+    if others:  # per answer once, then per vote
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # unrated: NaN, as before
+            other_mean = np.nanmean(means[:, others], axis=1)
+        columns.append(other_mean[d.pref_a] - other_mean[d.pref_b])
         names.append("other criteria (mean) difference")
     la, lb = d.answer_length[d.pref_a], d.answer_length[d.pref_b]
     with np.errstate(invalid="ignore", divide="ignore"):

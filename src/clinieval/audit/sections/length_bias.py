@@ -135,11 +135,12 @@ def _drivers(ctx: Context, known: np.ndarray) -> Drivers | None:
     ok = decided & np.isfinite(X).all(axis=1)
     # A difference that is always 0 (e.g. every answer got the same score)
     # cannot predict anything and would make the fit singular: leave it out.
-    varies = np.abs(X[ok]).max(axis=0, initial=0.0) > 0
+    X = X[ok]  # the rows kept, copied once
+    varies = np.abs(X).max(axis=0, initial=0.0) > 0
     if ok.sum() < 5 * max(int(varies.sum()), 1) or not varies.any():
         return None
     X, names = X[:, varies], [n for n, v in zip(names, varies, strict=True) if v]
-    X = X[ok] / np.sqrt(np.mean(X[ok] ** 2, axis=0))
+    X /= np.sqrt(np.mean(X**2, axis=0))
     y = (d.pref_outcome[ok] == A_WINS).astype(float)
     return Drivers(names, logistic_irls(X, y, strict=False), int(ok.sum()))
 

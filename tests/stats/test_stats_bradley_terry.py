@@ -274,6 +274,25 @@ def test_bt_with_features_matches_statsmodels():
     )
 
 
+def test_bt_with_features_equals_the_dense_logistic_fit():
+    # The fit never forms the +1/-1 design; with it formed, the plain
+    # logistic IRLS takes the same steps to the same numbers (up to the order
+    # of sums), with and without features, weights and merged duplicate rows.
+    a, b, y, X = style_data(16, 4000, 7)
+    weights = np.random.default_rng(1).integers(1, 4, a.size).astype(float)
+    design = np.zeros((a.size, 7))
+    design[np.arange(a.size), a] = 1.0
+    design[np.arange(a.size), b] = -1.0
+    for feats in (X, None):
+        dense = design[:, [0, 1, 2, 4, 5, 6]]
+        dense = dense if feats is None else np.hstack([dense, feats])
+        ref = stats.logistic_irls(dense, y, weights)
+        got = stats.bt_with_features(a, b, y, feats, 7, weights=weights, reference=3).fit
+        np.testing.assert_allclose(got.coef, ref.coef, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(got.cov, ref.cov, rtol=1e-10, atol=1e-14)
+        assert got.n_iter == ref.n_iter
+
+
 def test_bt_with_features_does_not_depend_on_reference_model():
     a, b, y, X = style_data(14, 1000, 5)
     first = stats.bt_with_features(a, b, y, X, 5, reference=0)

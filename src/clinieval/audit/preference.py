@@ -21,6 +21,7 @@ from clinieval.stats import (
     collapse_votes,
     outcome_table,
     rank_intervals,
+    unique_codes,
     vote_credits,
 )
 
@@ -90,7 +91,7 @@ class Preferences:
         raters = ctx.data.pref_rater[self.credited]
         if ctx.settings.cluster == "twoway":
             return self.embed(self._twoway(a, b, o, raters, B, rng))
-        if ctx.settings.cluster == "rater" and np.unique(raters).size == 1 and raters[0] >= 0:
+        if ctx.settings.cluster == "rater" and unique_codes(raters).size == 1 and raters[0] >= 0:
             self.note = (" A bootstrap over raters needs at least two raters and the votes come"
                          " from one, so Bradley-Terry intervals are not computable.")
             return self.embed(np.full((B, m), np.nan))
@@ -111,7 +112,8 @@ class Preferences:
             self.note = " Votes without a rater id count as raters of their own."
         raters = np.where(raters >= 0, raters, d.n_raters + np.arange(raters.size))
         cases = d.answer_case[d.pref_a[self.credited]]
-        if np.unique(raters).size < 2 and np.unique(cases).size < 2:
+        # unique_codes: numpy's np.unique hashes, 0.45 s for these two at 100x
+        if unique_codes(raters).size < 2 and unique_codes(cases).size < 2:
             self.note = (" A two-way bootstrap needs at least two raters or two cases and the"
                          " votes come from one rater on one case, so Bradley-Terry intervals"
                          " are not computable.")

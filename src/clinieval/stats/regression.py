@@ -50,15 +50,43 @@ def logistic_irls(
     is singular). NaN in ``y`` is rejected: drop those rows first.
     """
     X, y, w = _check_design(X, y, weights)
-    coef = np.zeros(X.shape[1])
-    value = _neg_loglik(X, y, w, coef)
+    return irls(DenseDesign(X), y, w, tol=tol, max_iter=max_iter, strict=strict)
+
+
+class DenseDesign:
+    """A design matrix held as it is; :func:`irls` asks a design only for
+    the linear predictor, ``X' r`` and ``X' diag(v) X``, so a design with
+    structure (e.g. Bradley-Terry's +1/-1 model columns) can answer those
+    without forming the matrix."""
+
+    def __init__(self, X: np.ndarray) -> None:
+        self.X = X
+        self.n_coef = X.shape[1]
+
+    def eta(self, coef: np.ndarray) -> np.ndarray:
+        return self.X @ coef
+
+    def score(self, r: np.ndarray) -> np.ndarray:
+        return self.X.T @ r
+
+    def information(self, v: np.ndarray) -> np.ndarray:
+        return (self.X * v[:, None]).T @ self.X
+
+
+def irls(design, y, w, *, tol: float = 1e-10, max_iter: int = 100,
+         strict: bool = True) -> LogisticFit:
+    """:func:`logistic_irls` on a checked ``y`` and ``w`` and a design that
+    answers ``eta(coef)``, ``score(r)`` and ``information(v)`` (see
+    :class:`DenseDesign`)."""
+    coef = np.zeros(design.n_coef)
+    value = _neg_loglik(design, y, w, coef)
     n_iter, converged = 0, False
     while n_iter < max_iter and not converged:
         n_iter += 1
-        step = _newton_step(X, y, w, coef)
+        step = _newton_step(design, y, w, coef)
         if step is None:
             break
-        t, value = _halve_until_better(X, y, w, coef, value, step)
+        t, value = _halve_until_better(design, y, w, coef, value, step)
         coef = coef + t * step
         converged = bool(np.max(np.abs(step), initial=0.0) < tol)
     if strict and not converged:
@@ -66,7 +94,7 @@ def logistic_irls(
             f"logistic IRLS did not converge in {n_iter} iterations "
             "(separated or rank-deficient data?)"
         )
-    return _finish(X, w, coef, converged, n_iter)
+    return _finish(design, w, coef, converged, n_iter)
 
 
 def _check_design(X, y, weights):
@@ -82,29 +110,29 @@ def _check_design(X, y, weights):
     return X, y, w
 
 
-def _information(X, w, p):
+def _information(design, w, p):
     """``X' diag(w p (1 - p)) X`` at fitted probabilities ``p``."""
-    return (X * (w * p * (1 - p))[:, None]).T @ X
+    return design.information(w * p * (1 - p))
 
 
-def _newton_step(X, y, w, coef):
+def _newton_step(design, y, w, coef):
     # None when the information matrix is singular (rank-deficient design, or
     # fitted probabilities driven to 0/1 by separation).
-    p = expit(X @ coef)
+    p = expit(design.eta(coef))
     try:
-        return np.linalg.solve(_information(X, w, p), X.T @ (w * (y - p)))
+        return np.linalg.solve(_information(design, w, p), design.score(w * (y - p)))
     except np.linalg.LinAlgError:
         return None
 
 
-def _neg_loglik(X, y, w, coef):
+def _neg_loglik(design, y, w, coef):
     # y log p + (1 - y) log(1 - p) with log p - log(1 - p) = eta: one
     # log-sigmoid per observation instead of two.
-    eta = X @ coef
+    eta = design.eta(coef)
     return -np.sum(w * (y * eta + log_expit(-eta)))
 
 
-def _halve_until_better(X, y, w, coef, start, step):
+def _halve_until_better(design, y, w, coef, start, step):
     # Plain Newton can overshoot far from the optimum; halving keeps every
     # iteration a descent step (the usual step-halving safeguard for IRLS).
     # ``start`` is the objective at ``coef``; returns the step length and
@@ -112,16 +140,16 @@ def _halve_until_better(X, y, w, coef, start, step):
     slack = 1e-12 * (1.0 + abs(start))
     t = 1.0
     for _ in range(_MAX_HALVINGS):
-        value = _neg_loglik(X, y, w, coef + t * step)
+        value = _neg_loglik(design, y, w, coef + t * step)
         if value <= start + slack:
             return t, value
         t /= 2
-    return t, _neg_loglik(X, y, w, coef + t * step)
+    return t, _neg_loglik(design, y, w, coef + t * step)
 
 
-def _finish(X, w, coef, converged, n_iter):
+def _finish(design, w, coef, converged, n_iter):
     try:
-        cov = np.linalg.inv(_information(X, w, expit(X @ coef)))
+        cov = np.linalg.inv(_information(design, w, expit(design.eta(coef))))
     except np.linalg.LinAlgError:
         cov = np.full((coef.size, coef.size), np.nan)
     return LogisticFit(coef, np.sqrt(np.diag(cov)), cov, converged, n_iter)

@@ -3,6 +3,7 @@ identity and rubric scores."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,9 +121,11 @@ def _drivers(ctx: Context, known: np.ndarray) -> Drivers | None:
         columns.append(means[d.pref_a, c] - means[d.pref_b, c])
         names.append(f"{ctx.name(c)} difference")
     others = [c for c in ctx.criteria if c not in ctx.safety]
-    if others:
-        columns.append(np.nanmean(means[d.pref_a][:, others], axis=1)
-                       - np.nanmean(means[d.pref_b][:, others], axis=1))
+    if others:  # per answer once, then per vote
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # unrated: NaN, as before
+            other_mean = np.nanmean(means[:, others], axis=1)
+        columns.append(other_mean[d.pref_a] - other_mean[d.pref_b])
         names.append("other criteria (mean) difference")
     la, lb = d.answer_length[d.pref_a], d.answer_length[d.pref_b]
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -132,11 +135,12 @@ def _drivers(ctx: Context, known: np.ndarray) -> Drivers | None:
     ok = decided & np.isfinite(X).all(axis=1)
     # A difference that is always 0 (e.g. every answer got the same score)
     # cannot predict anything and would make the fit singular: leave it out.
-    varies = np.abs(X[ok]).max(axis=0, initial=0.0) > 0
+    X = X[ok]  # the rows kept, copied once
+    varies = np.abs(X).max(axis=0, initial=0.0) > 0
     if ok.sum() < 5 * max(int(varies.sum()), 1) or not varies.any():
         return None
     X, names = X[:, varies], [n for n, v in zip(names, varies, strict=True) if v]
-    X = X[ok] / np.sqrt(np.mean(X[ok] ** 2, axis=0))
+    X /= np.sqrt(np.mean(X**2, axis=0))
     y = (d.pref_outcome[ok] == A_WINS).astype(float)
     return Drivers(names, logistic_irls(X, y, strict=False), int(ok.sum()))
 

@@ -42,16 +42,32 @@ def compute(ctx: Context) -> RaterView | Skipped:
     counts = ctx.answer_counts
     n_cell = counts.sum(axis=2).ravel().astype(np.int32)
     total_cell = (counts @ SCORES).ravel()
-    cell = d.rating_answer.astype(np.int64) * d.n_criteria + d.rating_criterion
-    shared = n_cell[cell] >= 2
+    # int32 cell codes when they fit (12.5M cells at 100x): half the bytes of
+    # int64 in every pass over the 37.5M ratings.
+    wide = np.int32 if n_cell.size < 2**31 else np.int64
+    cell = d.rating_answer.astype(wide)
+    cell *= d.n_criteria
+    cell += d.rating_criterion
+    n_rating = n_cell[cell]  # one gather, kept for the shared ratings
+    shared = n_rating >= 2
     if shared.sum() < MIN_SHARED:
         return Skipped("needs answers rated by several clinicians.")
-    cell = cell[shared]
-    score = d.rating_score[shared].astype(float)
-    resid = score - (total_cell[cell] - score) / (n_cell[cell] - 1)
-    del cell, score
-    k, mean, lo, hi = group_mean_ci(d.rating_rater[shared], resid, d.n_raters,
-                                    ctx.settings.level)
+    if shared.all():  # every answer rated twice or more: no masked copies
+        n_rating -= 1
+        score = d.rating_score.astype(float)
+    else:
+        cell, n_rating = cell[shared], n_rating[shared] - 1
+        score = d.rating_score[shared].astype(float)
+    other = total_cell[cell]
+    del cell
+    other -= score
+    other /= n_rating
+    del n_rating
+    resid = score
+    resid -= other  # score - (total - score) / (n - 1), in place
+    del other
+    raters = d.rating_rater if shared.all() else d.rating_rater[shared]
+    k, mean, lo, hi = group_mean_ci(raters, resid, d.n_raters, ctx.settings.level)
     return RaterView(np.bincount(d.rating_rater, minlength=d.n_raters), k, mean, lo, hi)
 
 

@@ -99,7 +99,9 @@ RELEASE_AFTER = {"co_failure": ("crossed_cells",), "reliability": ("rating_cells
 """Context caches that no later section reads, dropped once the section is
 done: the cells' score counts (0.65 GB at 100x) after the last two-way
 replicates of ratings, the ratings' cell codes after the last two-way variance
-over answers. Later sections then run with that much less resident memory."""
+over answers. Later sections reuse that memory instead of adding to it (the
+audit command keeps freed memory in its heap rather than returning it: see
+clinieval._alloc), so the peak stays lower."""
 
 
 def audit(source: str | Path | Snapshot | AuditData, settings: AuditSettings | None = None,

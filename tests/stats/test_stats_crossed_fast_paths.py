@@ -26,8 +26,11 @@ def _cluster_of_one_group(rng, n_clusters, n_runs, n_groups, spread):
     (3000, 500, 7, False, True),  # many more bins than runs, one run each
     (200, 5000, 2, True, False),
 ])
+@pytest.mark.parametrize("blocks", [False, True])
 def test_single_group_clusters_match_the_bins(monkeypatch, n_clusters, n_runs, n_groups,
-                                              spread, one_run):
+                                              spread, one_run, blocks):
+    if blocks:  # blocks of two groups (the cells by specialty at 100x take blocks)
+        monkeypatch.setattr(crossed, "_BIN_BUDGET", 2 * n_clusters * (3 if spread else 1))
     rng = np.random.default_rng(n_clusters + n_runs + spread)
     code, group = _cluster_of_one_group(rng, n_clusters, n_runs, n_groups, spread)
     if one_run:
@@ -86,3 +89,24 @@ def test_dense_cluster_squares_match_the_bins(n_clusters):
     got = crossed._cluster_squares(code, z, z != 0)
     want = _binned_squares(code, z, z != 0)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize(("n_clusters", "n_groups"), [(50, 4), (5000, 3), (2, 1)])
+@pytest.mark.parametrize("blocks", [None, 2, 1])
+def test_runs_in_bin_order_match_the_bins(monkeypatch, n_clusters, n_groups, blocks):
+    # One run per (cluster, group) bin, in bin order (answers by case): the
+    # squares in run order are the bins' sums in cluster order, bit for bit,
+    # in one block of groups or in blocks of 2 (a block of one group sums
+    # pairwise: then the bins are summed as before).
+    if blocks:
+        monkeypatch.setattr(crossed, "_BIN_BUDGET", blocks * n_clusters)
+    rng = np.random.default_rng(n_clusters)
+    bins = np.flatnonzero(rng.random(n_clusters * n_groups) < 0.4)
+    code, group = bins // n_groups, bins % n_groups
+    z = rng.normal(size=bins.size) * 10.0 ** rng.integers(-6, 3, bins.size)
+    fast = crossed._run_squares(code, group, z, n_groups)
+    # an extra run of 0 in the first bin, out of order, forces the bins
+    monkeypatch.setattr(crossed, "_single_group_squares", lambda *args: None)
+    squares, clusters = crossed._run_squares(np.r_[code, code[:1]], np.r_[group, group[:1]],
+                                             np.r_[z, 0.0], n_groups)
+    assert np.array_equal(fast[0], squares) and np.array_equal(fast[1], clusters)

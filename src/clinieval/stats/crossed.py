@@ -60,6 +60,7 @@ _LANE_TOTAL = 2**12  # statistics' totals below this leave 16-bit lanes room for
 _BIN_BUDGET = 2**25  # cluster x group bins per pass of a grouped variance
 _DENSE_BINS = 2**21  # cluster x group bins up to which grouped variances bincount them
 _TABLE_BYTES = 40  # bytes per code that a table over the codes' range may take
+_PROBE = 2**16  # runs whose order and groups decide quickly against a fast path
 
 
 class CrossedVariance(NamedTuple):
@@ -533,7 +534,7 @@ def _run_squares(code, group, z, n_groups: int) -> tuple[np.ndarray, np.ndarray]
     # contiguous axis), the others one cluster after another, as the fast
     # paths do: they are taken only where the bins would be summed in order.
     in_order = n_groups > 1 and width > 1 and n_groups % width != 1
-    if in_order and code.size > 1:
+    if in_order and code.size > 1 and _bins_increase(code[:_PROBE], group[:_PROBE], n_groups):
         key = code.astype(np.int64) * n_groups + group
         if bool((key[1:] > key[:-1]).all()):
             # Runs in (cluster, group) order, one per bin (answers by case at
@@ -577,6 +578,12 @@ def _run_squares(code, group, z, n_groups: int) -> tuple[np.ndarray, np.ndarray]
     return squares, clusters
 
 
+def _bins_increase(code, group, n_groups: int) -> bool:
+    """Whether the runs' (cluster, group) bins strictly increase."""
+    key = code.astype(np.int64) * n_groups + group
+    return bool((key[1:] > key[:-1]).all())
+
+
 def _single_group_squares(code, group, z, n_clusters: int, n_groups: int
                           ) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`_run_squares` when every cluster's runs lie in one group (cases
@@ -588,6 +595,10 @@ def _single_group_squares(code, group, z, n_clusters: int, n_groups: int
     (adding 0.0 changes no sum), so the results are the same bits; where
     the general path sums the runs' own squares in run order (many bins,
     one run in each), so does this one."""
+    head_code, head_group = code[:_PROBE], group[:_PROBE]  # a quick no on a first part
+    if unique_codes(head_code).size != unique_codes(
+            head_code.astype(np.int64) * n_groups + head_group).size:
+        return None
     group_of = np.full(n_clusters, -1, dtype=np.int64)
     group_of[code] = group
     if not np.array_equal(group_of[code], group):

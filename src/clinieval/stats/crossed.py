@@ -60,6 +60,7 @@ _LANE_TOTAL = 2**12  # statistics' totals below this leave 16-bit lanes room for
 _BIN_BUDGET = 2**25  # cluster x group bins per pass of a grouped variance
 _DENSE_BINS = 2**21  # cluster x group bins up to which grouped variances bincount them
 _TABLE_BYTES = 40  # bytes per code that a table over the codes' range may take
+_PROBE = 2**16  # runs whose order and groups decide quickly against a fast path
 
 
 class CrossedVariance(NamedTuple):
@@ -528,8 +529,24 @@ def _run_squares(code, group, z, n_groups: int) -> tuple[np.ndarray, np.ndarray]
     ``z``, and how many clusters have a run; bincounts over blocks of groups
     so that clusters x groups bins stay within ``_BIN_BUDGET``."""
     n_clusters = int(code.max()) + 1 if code.size else 0
-    squares, clusters = np.zeros(n_groups), np.zeros(n_groups, dtype=np.int64)
     width = max(1, min(n_groups, _BIN_BUDGET // max(n_clusters, 1)))
+    # A block of one group sums its clusters pairwise (numpy's sum along a
+    # contiguous axis), the others one cluster after another, as the fast
+    # paths do: they are taken only where the bins would be summed in order.
+    in_order = n_groups > 1 and width > 1 and n_groups % width != 1
+    if in_order and code.size > 1 and _bins_increase(code[:_PROBE], group[:_PROBE], n_groups):
+        key = code.astype(np.int64) * n_groups + group
+        if bool((key[1:] > key[:-1]).all()):
+            # Runs in (cluster, group) order, one per bin (answers by case at
+            # 100x): every path's sums are the runs' own squares in run order.
+            return (np.bincount(group, weights=np.square(z), minlength=n_groups),
+                    np.bincount(group, minlength=n_groups))
+        del key
+    if in_order and n_clusters:
+        single = _single_group_squares(code, group, z, n_clusters, n_groups)
+        if single is not None:
+            return single
+    squares, clusters = np.zeros(n_groups), np.zeros(n_groups, dtype=np.int64)
     if width == n_groups and n_clusters * n_groups > 4 * code.size:
         # Many more bins than runs ((rater, case) cells by group): the sums
         # run over the occupied bins only; usually each holds one run, and
@@ -559,6 +576,45 @@ def _run_squares(code, group, z, n_groups: int) -> tuple[np.ndarray, np.ndarray]
         squares[first:last] = (totals**2).reshape(n_clusters, -1).sum(axis=0)
         clusters[first:last] = seen.reshape(n_clusters, -1).sum(axis=0)
     return squares, clusters
+
+
+def _bins_increase(code, group, n_groups: int) -> bool:
+    """Whether the runs' (cluster, group) bins strictly increase."""
+    key = code.astype(np.int64) * n_groups + group
+    return bool((key[1:] > key[:-1]).all())
+
+
+def _single_group_squares(code, group, z, n_clusters: int, n_groups: int
+                          ) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_run_squares` when every cluster's runs lie in one group (cases
+    and (rater, case) cells when the groups are specialties, which depend on
+    the case only), else None: the clusters' totals are one bincount over
+    the clusters instead of over (cluster, group) bins, and their squares are
+    added per group in cluster order. Each total adds the same runs in the
+    same order as its bin, and the per-group sums skip only empty bins
+    (adding 0.0 changes no sum), so the results are the same bits; where
+    the general path sums the runs' own squares in run order (many bins,
+    one run in each), so does this one."""
+    head_code, head_group = code[:_PROBE], group[:_PROBE]  # a quick no on a first part
+    if unique_codes(head_code).size != unique_codes(
+            head_code.astype(np.int64) * n_groups + head_group).size:
+        return None
+    group_of = np.full(n_clusters, -1, dtype=np.int64)
+    group_of[code] = group
+    if not np.array_equal(group_of[code], group):
+        return None
+    occupied = group_of >= 0
+    n_occupied = int(np.count_nonzero(occupied))
+    if (n_occupied == code.size and n_clusters * n_groups > 4 * code.size
+            and n_clusters * n_groups <= _BIN_BUDGET):
+        return (np.bincount(group, weights=np.square(z), minlength=n_groups),
+                np.bincount(group, minlength=n_groups))
+    totals = np.bincount(code, weights=z, minlength=n_clusters)
+    if not occupied.all():
+        totals, group_of = totals[occupied], group_of[occupied]
+    totals **= 2
+    return (np.bincount(group_of, weights=totals, minlength=n_groups),
+            np.bincount(group_of, minlength=n_groups))
 
 
 def influence_variance(rows, cols, z, present) -> CrossedVariance:
@@ -853,14 +909,19 @@ def _cluster_squares(code, z, present) -> tuple[np.ndarray, np.ndarray]:
     array would not fit for (rater, case) cells at 100x paper scale (only
     sums over each column's entries are taken, so the product's entries
     need no sorting). Dense ``z`` (few statistics, e.g. the Bradley-Terry
-    strengths): one bincount over (cluster, statistic) bins."""
+    strengths): the product of the cluster indicator, column-compressed
+    (one entry per row of ``z``, so built without sorting), with ``z``: each
+    cluster's row of totals adds its rows of ``z`` in row order, as a
+    bincount over (cluster, statistic) bins would, without the bins' keys."""
     n_clusters, n_stats = (int(code.max()) + 1 if code.size else 0), z.shape[1]
     if not sp.issparse(z):
-        key = (code.astype(np.int64) * n_stats)[:, None] + np.arange(n_stats)
-        totals = np.bincount(key.ravel(), weights=z.ravel(), minlength=n_clusters * n_stats)
-        seen = np.bincount(key.ravel(), weights=present.ravel(), minlength=totals.size) > 0
-        return ((totals**2).reshape(n_clusters, n_stats).sum(axis=0),
-                seen.reshape(n_clusters, n_stats).sum(axis=0))
+        members = sp.csc_matrix((np.ones(code.size), code, np.arange(code.size + 1)),
+                                shape=(n_clusters, code.size))
+        totals = members @ z
+        # counts of present rows: positive in float32 whatever their size
+        seen = (members.astype(np.float32) @ present.astype(np.float32)) > 0
+        totals **= 2
+        return totals.sum(axis=0), seen.sum(axis=0)
     if n_clusters == code.size and np.array_equal(code, np.arange(code.size)):
         z, present = sp.csc_matrix(z), sp.csc_matrix(present)  # each row its own cluster
         present.eliminate_zeros()

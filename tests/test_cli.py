@@ -103,3 +103,26 @@ def test_foreign_exports_import_into_the_database(tmp_path, name):
     counts = db.counts(db.make_engine(url))
     assert counts["cases"] > 0 and counts["criteria"] == 9
     assert counts["preferences"] > 0 or name.startswith("healthbench")
+
+
+def test_a_sqlite_file_is_a_source_by_its_path(tmp_path):
+    """`clinieval audit study.db` (and `info`) read a SQLite database given by
+    its path, whatever its suffix, as its `sqlite:///` URL does; a file that
+    only claims to be one is still read as an export file and refused."""
+    from clinieval.storage.sqlite_read import sqlite_file_url
+
+    _ok(["synth", "--out", str(tmp_path / "s"), "--scale", "0.02", "--seed", "5"])
+    path = tmp_path / "study.data"
+    url = f"sqlite:///{path}"
+    _ok(["import", str(tmp_path / "s"), "--database-url", url])
+    assert sqlite_file_url(path) == url
+    assert sqlite_file_url(tmp_path / "s") is None and sqlite_file_url(tmp_path / "none") is None
+    _ok(["audit", str(path), "--out", str(tmp_path / "by-path"), "--bootstrap", "50"])
+    _ok(["audit", url, "--out", str(tmp_path / "by-url"), "--bootstrap", "50"])
+    assert (tmp_path / "by-path" / "results.json").read_bytes() == \
+        (tmp_path / "by-url" / "results.json").read_bytes()
+    assert _ok(["info", str(path)]) == _ok(["info", url])
+    fake = tmp_path / "fake.db"
+    fake.write_bytes(b"SQLite format 2\x00 not a database")
+    result = runner.invoke(app, ["audit", str(fake), "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "fake.db" in result.output

@@ -211,10 +211,11 @@ def _open(source: str | None, database_url: str | None):
         from clinieval.demo import demo_snapshot
 
         return demo_snapshot()
-    if "://" in source:
-        from clinieval.storage.sqlite_read import read_url
+    from clinieval.storage.sqlite_read import read_url, sqlite_file_url
 
-        return read_url(source)
+    url = source if "://" in source else sqlite_file_url(source)
+    if url is not None:
+        return read_url(url)
     return read_source(source)[0]
 
 
@@ -293,8 +294,8 @@ def demo(
 @_settings_options
 def audit(
     settings,
-    source: Annotated[str, typer.Argument(help="Bundle folder, database URL, tables folder,"
-                                          " export file, or `demo`.")],
+    source: Annotated[str, typer.Argument(help="Bundle folder, database URL or SQLite file,"
+                                          " tables folder, export file, or `demo`.")],
     out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("audit-out"),
 ) -> None:
     """Write the safety-first audit report (HTML, Markdown, JSON, figures).

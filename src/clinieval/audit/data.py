@@ -177,7 +177,8 @@ class Coder:
 
 
 def audit_data(source: str | Path | Snapshot | AuditData) -> AuditData:
-    """Audit data from a bundle folder, a database URL, ``"demo"`` or a snapshot."""
+    """Audit data from a bundle folder, a database URL or SQLite file, any
+    other source ``clinieval import`` reads, ``"demo"`` or a snapshot."""
     if isinstance(source, AuditData):
         return source
     if isinstance(source, Snapshot):
@@ -187,9 +188,11 @@ def audit_data(source: str | Path | Snapshot | AuditData) -> AuditData:
         from clinieval.demo import demo_bundle
 
         return from_bundle(demo_bundle())
-    if "://" in text:
-        from clinieval.storage.sqlite_read import read_url
+    from clinieval.storage.sqlite_read import read_url, sqlite_file_url
 
+    if "://" not in text:  # a SQLite file given by its path reads as its URL
+        text = sqlite_file_url(text) or text
+    if "://" in text:
         return from_snapshot(read_url(text))
     if bundle.is_bundle(Path(text)):
         return from_bundle(Path(text))

@@ -43,6 +43,24 @@ def read_url(url: str) -> Snapshot:
     return read_snapshot(make_engine(url))
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file (its file format's header)."""
+
+
+def sqlite_file_url(source: str | Path) -> str | None:
+    """The ``sqlite:///`` URL of ``source`` when it is a path to a SQLite
+    database file (recognised by its header, whatever its suffix); None for
+    anything else, a file that cannot be read included (its reader says why)."""
+    path = Path(source)
+    try:
+        with path.open("rb") as handle:
+            if handle.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+                return None
+    except OSError:
+        return None
+    return f"sqlite:///{path.resolve()}"
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file of a plain ``sqlite:///<path>`` URL; None for any other URL."""
     match = _PLAIN_URL.fullmatch(url)

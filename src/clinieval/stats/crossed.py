@@ -202,9 +202,7 @@ class _Lanes:
         matrix.data = (matrix.data * scale).astype(np.uint16)
         row_code, col_code = row_code[order], col_code[order]
         width = max(1, _LANE_BYTES // (2 * _LANE_PASS))
-        blocks = [(slice(start, start + width), matrix[:, start:start + width],
-                   np.bincount(col_code[start:start + width], minlength=n_cols))
-                  for start in range(0, col_code.size, width)]
+        blocks = _cell_blocks(matrix, col_code, n_cols, width)
         return cls(scale, blocks, row_code, grand, reach, float(totals.max()))
 
     def totals(self, rows_t, cols_t) -> np.ndarray | None:
@@ -232,12 +230,12 @@ class _Lanes:
         return part / self.scale if self.scale != 1 else part.astype(float)
 
 
-def _cell_blocks(matrix, row_code, n_rows: int, width: int) -> list:
-    """``(cells, stats x cells block, cells per row)`` for blocks of
-    ``width`` cells (in row order)."""
+def _cell_blocks(matrix, code, n_codes: int, width: int) -> list:
+    """``(cells, stats x cells block, cells per code)`` for blocks of
+    ``width`` cells, sorted by ``code`` (their row, or their column)."""
     return [(slice(start, start + width), matrix[:, start:start + width],
-             np.bincount(row_code[start:start + width], minlength=n_rows))
-            for start in range(0, row_code.size, width)]
+             np.bincount(code[start:start + width], minlength=n_codes))
+            for start in range(0, code.size, width)]
 
 
 def _weighted_totals(blocks, U, V, col_code, dtype) -> np.ndarray:

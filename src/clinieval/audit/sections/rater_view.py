@@ -40,7 +40,7 @@ def compute(ctx: Context) -> RaterView | Skipped:
     # counts; per rating only what the residuals need, for the shared
     # ratings (int64 per-rating temporaries were 2 GB at 100x).
     counts = ctx.answer_counts
-    n_cell = counts.sum(axis=2).ravel().astype(np.int32)
+    n_cell = ctx.answer_n.ravel()
     total_cell = (counts @ SCORES).ravel()
     # int32 cell codes when they fit (12.5M cells at 100x): half the bytes of
     # int64 in every pass over the 37.5M ratings.
@@ -52,7 +52,8 @@ def compute(ctx: Context) -> RaterView | Skipped:
     shared = n_rating >= 2
     if shared.sum() < MIN_SHARED:
         return Skipped("needs answers rated by several clinicians.")
-    if shared.all():  # every answer rated twice or more: no masked copies
+    every = bool(shared.all())
+    if every:  # every answer rated twice or more: no masked copies
         n_rating -= 1
         score = d.rating_score.astype(float)
     else:
@@ -66,7 +67,7 @@ def compute(ctx: Context) -> RaterView | Skipped:
     resid = score
     resid -= other  # score - (total - score) / (n - 1), in place
     del other
-    raters = d.rating_rater if shared.all() else d.rating_rater[shared]
+    raters = d.rating_rater if every else d.rating_rater[shared]
     k, mean, lo, hi = group_mean_ci(raters, resid, d.n_raters, ctx.settings.level)
     return RaterView(np.bincount(d.rating_rater, minlength=d.n_raters), k, mean, lo, hi)
 

@@ -9,10 +9,14 @@ import os
 import re
 import secrets
 import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
+import pytest
 import sqlalchemy as sa
 
 from clinieval.storage import db
@@ -87,3 +91,36 @@ def test_sigkill_loses_no_acknowledged_rating(db_url, tmp_path):
         for c in clients:
             c.close()
         engine.dispose()
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent to reap it counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_the_live_view_process_ends_when_the_server_is_killed():
+    """The live safety view's background process must not outlive a killed
+    server, computing a view for nobody (a SIGKILL gives the server no chance
+    to shut its pool down)."""
+    script = (
+        "import time\n"
+        "from clinieval.web import live\n"
+        "live._pool().submit(time.sleep, 120)\n"
+        "print(*live._pool()._processes, flush=True)\n"
+        "time.sleep(120)\n")
+    server = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [int(pid) for pid in server.stdout.readline().split()]
+        assert workers and all(_alive(pid) for pid in workers)
+    finally:
+        server.kill()
+        server.wait()
+    deadline = time.monotonic() + 15
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in workers)

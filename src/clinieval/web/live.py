@@ -193,8 +193,24 @@ def _pool():
         from concurrent.futures import ProcessPoolExecutor
 
         _executor = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=os.nice, initargs=(10,))
+                                        initializer=_child_start, initargs=(os.getpid(),))
     return _executor
+
+
+def _child_start(parent: int) -> None:
+    """The view's process runs at low priority and ends with the server: when
+    the server is killed (SIGKILL gives it no chance to shut its pool down),
+    a watcher thread ends this process instead of leaving it computing a view
+    nobody will read. (Not PR_SET_PDEATHSIG: that fires when the thread that
+    started the process ends, and worker threads come and go.)"""
+    os.nice(10)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="clinieval-parent-watch", daemon=True).start()
 
 
 def _compute_in_child(url: str, study_id: str) -> dict:

@@ -129,7 +129,6 @@ snapshot_meta = sa.Table(
 """Provenance as JSON text: rubric version, criterion map, generator settings."""
 
 sa.Index("ix_ratings_rater", ratings.c.rater_id)
-sa.Index("ix_ratings_criterion", ratings.c.criterion_id)
 sa.Index("ix_answers_model", answers.c.model_id)
 sa.Index("ix_preferences_case", preferences.c.case_id)
 sa.Index("ix_judgments_run", judgments.c.run_id)

@@ -3,19 +3,22 @@ holding a synthetic MOOVE-like study (``--scale 1`` is paper scale: 13 models,
 76 specialties, 736 clinicians, 375,614 ratings), driven over loopback by
 simulated clinicians (httpx async) who take a task, submit ratings (or a vote
 and both ratings for a pair) with the next task coming back in the submission's
-result (as the task page's form asks for it), and now and then edit. Bounded in clinicians,
-submissions and seconds. Prints submissions per second, p50/p99 of "next
-task" and "submit", admin progress and live-view latency, then compares the
-database with every acknowledged submission: lost, duplicated, over-assigned.
+result (as the task page's form asks for it) or, one time in ten, from the
+task list's "next task", and now and then edit. Bounded in clinicians,
+submissions and seconds; measured after a warm-up. Prints submissions per
+second, p50/p99 of "next task" and "submit", admin progress and live-view
+latency, then compares the database with every acknowledged submission (the
+warm-up's too): lost, duplicated, over-assigned.
 
     python benchmarks/bench_serve.py [--scale 1.0] [--clinicians 200] [--seconds 60]
-        [--max-submissions 20000] [--postgres URL]
+        [--warmup 5] [--think 0] [--max-submissions 20000] [--postgres URL]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import http.cookiejar
 import json
 import os
@@ -44,6 +47,9 @@ from clinieval.web.testing import free_port, start_server, wait_until_serving
 _random = secrets.SystemRandom()
 EDIT_SHARE = 0.05
 PAIR_SHARE = 0.05
+SEPARATE_NEXT_SHARE = 0.1
+"""Submissions after which the clinician goes back to the task list and asks
+for the next task there (the others get it with the submission's result)."""
 
 
 def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
@@ -103,14 +109,22 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
 
 
 class Run:
-    def __init__(self, deadline: float, max_submissions: int, think: float = 0.0) -> None:
+    def __init__(self, deadline: float, max_submissions: int, think: float = 0.0,
+                 measure_from: float = 0.0) -> None:
         self.deadline, self.left, self.think = deadline, max_submissions, think
+        self.measure_from = measure_from  # time.monotonic() at which the warm-up ends
+        self.measured = 0  # submissions acknowledged after the warm-up
         self.next_ms: list[float] = []
         self.page_ms: list[float] = []
         self.submit_ms: list[float] = []
         self.requests = 0
         self.acked: list[tuple[str, str, str]] = []  # (user, token, kind)
         self.errors: dict[str, int] = {}
+
+    def measuring(self) -> bool:
+        """Past the warm-up: times and counts are kept (every submission is
+        checked against the database either way)."""
+        return time.monotonic() >= self.measure_from
 
     def going(self) -> bool:
         return time.monotonic() < self.deadline and self.left > 0
@@ -149,8 +163,9 @@ async def _clinician(c: httpx.AsyncClient, user: str, cookie: tuple[str, str], r
         if url is None:
             t0 = time.perf_counter()
             r = await c.post(f"/s/{STUDY_ID}/next", content=next_body[kind], headers=form_headers)
-            run.next_ms.append(1000 * (time.perf_counter() - t0))
-            run.requests += 1
+            if run.measuring():
+                run.next_ms.append(1000 * (time.perf_counter() - t0))
+                run.requests += 1
             if r.status_code != 303 or "/t/" not in r.headers.get("location", ""):
                 run.error(f"next {r.status_code}")
                 if kind == "rating":
@@ -159,7 +174,9 @@ async def _clinician(c: httpx.AsyncClient, user: str, cookie: tuple[str, str], r
             url = r.headers["location"]
         t0 = time.perf_counter()
         page = await c.get(url, headers=page_headers)
-        run.page_ms.append(1000 * (time.perf_counter() - t0))
+        measuring = run.measuring()
+        if measuring:
+            run.page_ms.append(1000 * (time.perf_counter() - t0))
         names = sorted(set(re.findall(r'name="(s[12]\.[a-z_]+)"', page.text)))
         body = {n: str(secrets.choice((-1, 0, 1, 2))) for n in names}
         body |= {"idempotency_key": secrets.token_urlsafe(12), "time_spent_s": 40}
@@ -167,20 +184,23 @@ async def _clinician(c: httpx.AsyncClient, user: str, cookie: tuple[str, str], r
             body["choice"] = secrets.choice(("A", "B", "tie"))
         run.left -= 1
         t0 = time.perf_counter()
-        # The next task comes with the result (as the task page's form asks for it).
-        r = await c.post(url, json=body | {"next": kind}, headers=headers)
-        run.submit_ms.append(1000 * (time.perf_counter() - t0))
-        run.requests += 2
+        # The next task mostly comes with the result (as the task page's form asks for it).
+        separate = secrets.randbelow(100) < SEPARATE_NEXT_SHARE * 100
+        r = await c.post(url, json=body if separate else body | {"next": kind}, headers=headers)
+        if measuring:
+            run.submit_ms.append(1000 * (time.perf_counter() - t0))
+            run.requests += 2
         if r.status_code != 200:
             run.error(f"submit {r.status_code}")
             url = None
             continue
-        done, url = url, r.json()["next"]
+        done, url = url, None if separate else r.json()["next"]
         run.acked.append((user, done.rsplit("/", 1)[1], "pair" if "choice" in body else
                           "rating"))
+        run.measured += measuring
         if secrets.randbelow(100) < EDIT_SHARE * 100:  # an edit adds a revision
             body["idempotency_key"] = secrets.token_urlsafe(12)
-            run.requests += 1
+            run.requests += measuring
             if (await c.post(done, json=body, headers=headers)).status_code != 200:
                 run.error("edit")
 
@@ -195,19 +215,22 @@ async def admin(c: httpx.AsyncClient, cookie: tuple[str, str], run: Run, times: 
             except httpx.TransportError as err:
                 run.error(f"{page} {type(err).__name__}")
                 continue
-            times[page].append(1000 * (time.perf_counter() - t0))
+            if run.measuring():
+                times[page].append(1000 * (time.perf_counter() - t0))
             if r.status_code != 200:
                 run.error(f"{page} {r.status_code}")
         await asyncio.sleep(1.0)
 
 
 async def drive(base: str, cookies: dict, clinicians: int, seconds: float,
-                max_submissions: int, think: float, server_pid: int, url: str
+                max_submissions: int, think: float, server_pid: int, url: str,
+                warmup: float = 0.0
                 ) -> tuple[Run, dict, float, tuple[float, float, float, float | None]]:
-    """Run the clinicians and the admin until the deadline; returns the run,
-    the admin's page times, the elapsed seconds and the CPU seconds spent
-    meanwhile by the server, its live-view process, this client process and
-    the database's backends (PostgreSQL on this machine; else None)."""
+    """Run the clinicians and the admin for ``warmup`` + ``seconds``; returns
+    the run, the admin's page times, the measured seconds (after the warm-up)
+    and the CPU seconds spent meanwhile by the server, its live-view process,
+    this client process and the database's backends (PostgreSQL on this
+    machine; else None)."""
     times: dict[str, list[float]] = {"progress": [], "safety": []}
     users = [u for u in cookies if u != "admin"][:clinicians]
     # A client per simulated person, each with one keep-alive HTTP/1.1 connection:
@@ -218,22 +241,35 @@ async def drive(base: str, cookies: dict, clinicians: int, seconds: float,
     clients = [httpx.AsyncClient(base_url=base, timeout=60, cookies=_NoCookies(), verify=False,
                                  limits=httpx.Limits(max_connections=1))
                for _ in range(len(users) + 1)]
-    run = Run(time.monotonic() + seconds, max_submissions, think)
+    # No cyclic collection in this process while it drives: its full passes over
+    # 200 clients and their garbage took 60-200 ms every few seconds here, pauses
+    # that the requests in flight counted as server latency. Collected afterwards.
+    gc.collect()
+    gc.disable()
+    now = time.monotonic()
+    run = Run(now + warmup + seconds, max_submissions, think, measure_from=now + warmup)
+    mark = {}
+
+    async def start_measuring() -> None:
+        await asyncio.sleep(warmup)
+        mark["cpu"], mark["client"] = cpu_seconds(server_pid), time.process_time()
+        mark["db"] = await asyncio.to_thread(backends_cpu, url)
+        mark["at"] = time.perf_counter()
+
     try:
-        before, client_cpu = cpu_seconds(server_pid), time.process_time()
-        db_before = backends_cpu(url)
-        started = time.perf_counter()
-        await asyncio.gather(admin(clients[-1], cookies["admin"], run, times),
+        await asyncio.gather(start_measuring(), admin(clients[-1], cookies["admin"], run, times),
                              *(clinician(c, u, cookies[u], run)
                                for c, u in zip(clients, users, strict=False)))
-        elapsed = time.perf_counter() - started
-        after, client_cpu = cpu_seconds(server_pid), time.process_time() - client_cpu
+        elapsed = time.perf_counter() - mark["at"]
+        before, db_before = mark["cpu"], mark["db"]
+        after, client_cpu = cpu_seconds(server_pid), time.process_time() - mark["client"]
         db_after = backends_cpu(url)
         db_cpu = None if db_after is None else sum(
             cpu - (db_before or {}).get(pid, 0.0) for pid, cpu in db_after.items())
         return run, times, elapsed, (after[0] - before[0], after[1] - before[1], client_cpu,
                                      db_cpu)
     finally:
+        gc.enable()
         for c in clients:
             await c.aclose()
 
@@ -367,13 +403,13 @@ def bench(url: str, args) -> None:
         with asyncio.Runner(loop_factory=_event_loop()) as runner:
             run, times, elapsed, cpu = runner.run(drive(
                 f"http://127.0.0.1:{port}", cookies, args.clinicians, args.seconds,
-                args.max_submissions, args.think, server.pid, url))
+                args.max_submissions, args.think, server.pid, url, args.warmup))
         server_cpu, live_cpu, client_cpu, db_cpu = cpu
     finally:
         server.kill()
         server.wait()
     name = url.split(":", 1)[0]
-    requests, subs = max(run.requests, 1), max(len(run.acked), 1)
+    requests, subs = max(run.requests, 1), max(run.measured, 1)
     print(f"{name}: CPU seconds while driving: server {server_cpu:.1f}, live-view process"
           f" {live_cpu:.1f} (niced; what finished of it), clients {client_cpu:.1f};"
           f" {requests / subs:.2f} requests per submission; per request: server"
@@ -383,10 +419,11 @@ def bench(url: str, args) -> None:
           f" {1000 * client_cpu / subs:.2f} ms"
           + ("" if db_cpu is None else f", database backends {1000 * db_cpu / subs:.2f} ms")
           + f"; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{name}: {len(run.acked):,} acknowledged submissions in {elapsed:.1f} s ="
-          f" {len(run.acked) / elapsed:.0f} submissions/s with {args.clinicians} clinicians"
+    print(f"{name}: {run.measured:,} acknowledged submissions in {elapsed:.1f} s ="
+          f" {run.measured / elapsed:.0f} submissions/s with {args.clinicians} clinicians"
+          f" after a {args.warmup:g} s warm-up"
           f" (think time {args.think:g} s, {args.workers} server process(es))")
-    print(f"{name}: next task (taking the first) p50 {pct(run.next_ms, 50):.0f} ms, p99"
+    print(f"{name}: next task (from the task list) p50 {pct(run.next_ms, 50):.0f} ms, p99"
           f" {pct(run.next_ms, 99):.0f} ms over {len(run.next_ms)}; task page p50"
           f" {pct(run.page_ms, 50):.0f} ms, p99 {pct(run.page_ms, 99):.0f} ms;"
           f" submit (with the next task) p50 {pct(run.submit_ms, 50):.0f} ms,"
@@ -407,6 +444,9 @@ def main() -> None:
     parser.add_argument("--skip-sqlite", action="store_true")
     parser.add_argument("--workers", type=int, default=1,
                         help="uvicorn worker processes (1: `clinieval serve` itself)")
+    parser.add_argument("--warmup", type=float, default=5.0,
+                        help="seconds of load before measuring (first compiles, cold caches, the"
+                             " live view's first computation); their submissions are checked too")
     parser.add_argument("--think", type=float, default=0.0,
                         help="mean seconds a clinician spends between two tasks (0: none)")
     args = parser.parse_args()

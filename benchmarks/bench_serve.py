@@ -167,9 +167,9 @@ async def _clinician(c: httpx.AsyncClient, user: str, cookie: tuple[str, str], r
                 run.next_ms.append(1000 * (time.perf_counter() - t0))
                 run.requests += 1
             if r.status_code != 303 or "/t/" not in r.headers.get("location", ""):
-                run.error(f"next {r.status_code}")
+                run.error(f"next {kind} {r.status_code}")
                 if kind == "rating":
-                    return  # nothing left for this clinician
+                    return  # nothing left for this clinician (a small specialty ran out)
                 continue
             url = r.headers["location"]
         t0 = time.perf_counter()

@@ -174,9 +174,9 @@ async def _clinician(c: httpx.AsyncClient, user: str, cookie: tuple[str, str], r
             url = r.headers["location"]
         t0 = time.perf_counter()
         page = await c.get(url, headers=page_headers)
-        measuring = run.measuring()
-        if measuring:
+        if run.measuring():  # each request counts when it ends after the warm-up
             run.page_ms.append(1000 * (time.perf_counter() - t0))
+            run.requests += 1
         names = sorted(set(re.findall(r'name="(s[12]\.[a-z_]+)"', page.text)))
         body = {n: str(secrets.choice((-1, 0, 1, 2))) for n in names}
         body |= {"idempotency_key": secrets.token_urlsafe(12), "time_spent_s": 40}
@@ -187,9 +187,10 @@ async def _clinician(c: httpx.AsyncClient, user: str, cookie: tuple[str, str], r
         # The next task mostly comes with the result (as the task page's form asks for it).
         separate = secrets.randbelow(100) < SEPARATE_NEXT_SHARE * 100
         r = await c.post(url, json=body if separate else body | {"next": kind}, headers=headers)
+        measuring = run.measuring()
         if measuring:
             run.submit_ms.append(1000 * (time.perf_counter() - t0))
-            run.requests += 2
+            run.requests += 1
         if r.status_code != 200:
             run.error(f"submit {r.status_code}")
             url = None
@@ -200,9 +201,9 @@ async def _clinician(c: httpx.AsyncClient, user: str, cookie: tuple[str, str], r
         run.measured += measuring
         if secrets.randbelow(100) < EDIT_SHARE * 100:  # an edit adds a revision
             body["idempotency_key"] = secrets.token_urlsafe(12)
-            run.requests += measuring
             if (await c.post(done, json=body, headers=headers)).status_code != 200:
                 run.error("edit")
+            run.requests += run.measuring()
 
 
 async def admin(c: httpx.AsyncClient, cookie: tuple[str, str], run: Run, times: dict) -> None:
@@ -252,23 +253,25 @@ async def drive(base: str, cookies: dict, clinicians: int, seconds: float,
 
     async def start_measuring() -> None:
         await asyncio.sleep(warmup)
-        mark["cpu"], mark["client"] = cpu_seconds(server_pid), time.process_time()
+        mark["at"], mark["client"] = time.perf_counter(), time.process_time()
+        mark["cpu"] = cpu_seconds(server_pid)
         mark["db"] = await asyncio.to_thread(backends_cpu, url)
-        mark["at"] = time.perf_counter()
 
+    watching = asyncio.ensure_future(admin(clients[-1], cookies["admin"], run, times))
     try:
-        await asyncio.gather(start_measuring(), admin(clients[-1], cookies["admin"], run, times),
+        await asyncio.gather(start_measuring(),
                              *(clinician(c, u, cookies[u], run)
                                for c, u in zip(clients, users, strict=False)))
+        # The clock stops with the last clinician (the admin may be between two looks).
         elapsed = time.perf_counter() - mark["at"]
-        before, db_before = mark["cpu"], mark["db"]
         after, client_cpu = cpu_seconds(server_pid), time.process_time() - mark["client"]
         db_after = backends_cpu(url)
         db_cpu = None if db_after is None else sum(
-            cpu - (db_before or {}).get(pid, 0.0) for pid, cpu in db_after.items())
-        return run, times, elapsed, (after[0] - before[0], after[1] - before[1], client_cpu,
-                                     db_cpu)
+            cpu - (mark["db"] or {}).get(pid, 0.0) for pid, cpu in db_after.items())
+        return run, times, elapsed, (*cpu_between(mark["cpu"], after), client_cpu, db_cpu)
     finally:
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
         gc.enable()
         for c in clients:
             await c.aclose()
@@ -319,10 +322,10 @@ def check(url: str, run: Run, target: int) -> dict[str, int]:
             "over_assigned": over}
 
 
-def cpu_seconds(pid: int) -> tuple[float, float]:
-    """User + system CPU seconds of a process and its live descendants (Linux
-    /proc), split into those serving requests and the low-priority (niced)
-    background process computing the live safety view."""
+def cpu_seconds(pid: int) -> dict[int, tuple[float, bool]]:
+    """User + system CPU seconds of a process and each of its live descendants
+    (Linux /proc), each with whether it runs niced (the low-priority background
+    process computing the live safety view)."""
     stats = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -337,9 +340,17 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     for _ in range(4):  # server -> workers -> live-view process
         tree |= {p for p, (parent, _, _) in stats.items() if parent in tree}
     tick = os.sysconf("SC_CLK_TCK")
-    serving = sum(stats[p][1] for p in tree if p in stats and stats[p][2] <= 0)
-    background = sum(stats[p][1] for p in tree if p in stats and stats[p][2] > 0)
-    return serving / tick, background / tick
+    return {p: (stats[p][1] / tick, stats[p][2] > 0) for p in tree if p in stats}
+
+
+def cpu_between(before: dict, after: dict) -> tuple[float, float]:
+    """CPU seconds spent between two :func:`cpu_seconds` samples, serving
+    requests and in the background: per process, classified by the later
+    sample (the live-view process lowers its priority just after it starts)."""
+    spent = {"serving": 0.0, "background": 0.0}
+    for p, (cpu, niced) in after.items():
+        spent["background" if niced else "serving"] += cpu - before.get(p, (0.0, False))[0]
+    return spent["serving"], spent["background"]
 
 
 def backends_cpu(url: str) -> dict[int, float] | None:
@@ -426,7 +437,7 @@ def bench(url: str, args) -> None:
     print(f"{name}: next task (from the task list) p50 {pct(run.next_ms, 50):.0f} ms, p99"
           f" {pct(run.next_ms, 99):.0f} ms over {len(run.next_ms)}; task page p50"
           f" {pct(run.page_ms, 50):.0f} ms, p99 {pct(run.page_ms, 99):.0f} ms;"
-          f" submit (with the next task) p50 {pct(run.submit_ms, 50):.0f} ms,"
+          f" submit p50 {pct(run.submit_ms, 50):.0f} ms,"
           f" p99 {pct(run.submit_ms, 99):.0f} ms")
     for page, values in times.items():
         print(f"{name}: {page} page p50 {pct(values, 50):.0f} ms, max"

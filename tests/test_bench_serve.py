@@ -24,5 +24,5 @@ def test_bench_serve_runs_and_finds_nothing_lost():
     assert rate and int(rate[1].replace(",", "")) > 0, out
     assert re.search(r"sqlite: next task \(from the task list\) p50 \d+ ms", out), out
     checked = ast.literal_eval(re.search(r"sqlite: (\{'acknowledged'.*?\})", out)[1])
-    assert checked["acknowledged"] >= int(rate[1].replace(",", "")), out
+    assert checked["acknowledged"] > int(rate[1].replace(",", "")), out  # the warm-up's too
     assert checked["lost"] == checked["duplicated"] == checked["over_assigned"] == 0, out

@@ -258,7 +258,10 @@ def test_a_killed_run_loses_at_most_its_open_tasks_and_repeats_no_committed_one(
     engine.dispose()
     concurrency, tasks = 16, 2 * 600
     bound = concurrency + store.UNFLUSHED
-    with StubServer(answering(0.002)) as server:
+    # 20 ms an answer: the run needs over a second for its 1,200 calls, so it cannot
+    # finish between the check below and the lock (with 2 ms it once did, on a
+    # loaded machine: all 1,200 committed before the lock was taken).
+    with StubServer(answering(0.02)) as server:
         model = _model(tmp_path, server, concurrency=concurrency)
         args = [sys.executable, "-c", "from clinieval.cli import main; main()", "generate",
                 "--model", str(model), "--samples", "600", "--database-url", url]

@@ -124,10 +124,8 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     # Room for a paper-scale study's working set (the default is 2 MiB; memory is
-    # taken only as pages are read), and statement journals and sorts in memory
-    # rather than in a temporary file created and deleted per statement.
+    # taken only as pages are read).
     cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
-    cursor.execute("PRAGMA temp_store=MEMORY")
     cursor.close()
 
 

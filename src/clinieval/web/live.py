@@ -198,11 +198,13 @@ def _pool():
 
 
 def _child_start(parent: int) -> None:
-    """The view's process runs at low priority and ends with the server: when
-    the server is killed (SIGKILL gives it no chance to shut its pool down),
-    a watcher thread ends this process instead of leaving it computing a view
-    nobody will read. (Not PR_SET_PDEATHSIG: that fires when the thread that
-    started the process ends, and worker threads come and go.)"""
+    """The view's process runs at low priority and does not outlive a killed
+    server (SIGKILL gives it no chance to shut its pool down): a watcher
+    thread ends this process once its parent is gone instead of leaving it
+    computing a view nobody will read. (A clean shutdown still waits for a
+    computation under way.) It relies on the worker being the server's own
+    child, as the spawn start method makes it; not PR_SET_PDEATHSIG, which
+    fires when the thread that started the process ends."""
     os.nice(10)
 
     def watch() -> None:

@@ -30,7 +30,7 @@ from scipy.special import expit
 from clinieval.stats._dist import rankdata
 from clinieval.stats._errors import ConvergenceError
 from clinieval.stats.bootstrap import resample_counts
-from clinieval.stats.regression import LogisticFit, _check_design, irls
+from clinieval.stats.regression import LogisticFit, check_design, irls
 
 A_WINS, B_WINS, TIE, BOTH_BAD = 0, 1, 2, 3
 """Vote outcome codes: index of the choice in ``clinieval.tables.CHOICES``
@@ -403,7 +403,7 @@ def bt_with_features(
     feats = np.zeros((a.size, 0)) if X is None else np.asarray(X, dtype=float).reshape(a.size, -1)
     if not 0 <= reference < n_models:
         raise ValueError(f"reference must lie in [0, {n_models})")
-    feats, y, w = _check_design(feats, y, weights)
+    feats, y, w = check_design(feats, y, weights)
     if feats.shape[1] == 0:  # the rows are (a, b, y) only: one weighted row per distinct one
         a, b, y, w = _distinct_pair_rows(a, b, y, w, n_models)
         feats = np.zeros((a.size, 0))

@@ -49,7 +49,7 @@ def logistic_irls(
     ``converged=False``, with NaN standard errors if the information matrix
     is singular). NaN in ``y`` is rejected: drop those rows first.
     """
-    X, y, w = _check_design(X, y, weights)
+    X, y, w = check_design(X, y, weights)
     return irls(DenseDesign(X), y, w, tol=tol, max_iter=max_iter, strict=strict)
 
 
@@ -97,7 +97,10 @@ def irls(design, y, w, *, tol: float = 1e-10, max_iter: int = 100,
     return _finish(design, w, coef, converged, n_iter)
 
 
-def _check_design(X, y, weights):
+def check_design(X, y, weights):
+    """``X`` (n, p), ``y`` (n,) in [0, 1] and ``weights`` (n,), non-negative
+    (all ones when None), as float arrays; ValueError names what is wrong.
+    Shared by the logistic fits here and Bradley-Terry's."""
     X = np.asarray(X, dtype=float)
     y = np.asarray(y, dtype=float)
     if X.ndim != 2 or y.shape != (X.shape[0],):

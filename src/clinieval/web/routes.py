@@ -328,16 +328,16 @@ def _lease_next(ctx: Ctx, kind: str, conn: sa.Connection) -> str | None:
 
 @router.post("/s/{study}/t/{token}/draft")
 async def draft(token: str, ctx: Clinician) -> Response:
-    lease, criteria = _lease_and_criteria(ctx, token)
+    lease, criteria = await blocking(ctx.request, _lease_and_criteria, ctx, token)
     data = await ctx.request.json()
-    submit.save_draft(ctx.engine, ctx.study, lease, criteria, data if isinstance(data, dict)
-                      else {})
+    await blocking(ctx.request, submit.save_draft, ctx.engine, ctx.study, lease, criteria,
+                   data if isinstance(data, dict) else {})
     return JSONResponse({"saved": True})
 
 
 @router.post("/s/{study}/t/{token}/skip")
 async def skip_task(token: str, ctx: Clinician) -> Response:
-    skip(ctx.engine, _lease(ctx, token))
+    await blocking(ctx.request, lambda: skip(ctx.engine, _lease(ctx, token)))
     return RedirectResponse(f"/s/{ctx.study.study_id}", status_code=303)
 
 

@@ -1,4 +1,5 @@
-"""The trigger-kept load counters (``answer_load``, ``pair_load``) equal a
+"""The trigger-kept load counters (``answer_load``, ``pair_load``,
+``rater_load``) equal a
 recount from the ratings and votes themselves: after a concurrent run of
 clinicians against a real server, after bulk imports, edits and deletions,
 and after the migration fills them for rows stored before it (SQLite and
@@ -28,9 +29,11 @@ TASKS_EACH = 6
 def _same(engine: sa.Engine) -> tuple[dict, dict]:
     with engine.connect() as conn:
         derived, kept = counters.recount(conn), counters.stored(conn)
+        raters = counters.stored_raters(conn)
+        assert raters == counters.recount_raters(conn)
     assert kept[0] == derived[0]
     assert kept[1] == derived[1]
-    return kept
+    return (*kept, raters)
 
 
 def _work(c: httpx.Client, acked: list[str], errors: list[str]) -> None:
@@ -44,6 +47,7 @@ def _work(c: httpx.Client, acked: list[str], errors: list[str]) -> None:
             return
         names = sorted(set(re.findall(r'name="(s[12]\.[a-z_]+)"', c.get(url).text)))
         body = {n: str(secrets.choice((0, 1, 2))) for n in names}  # no rationale needed
+        body["time_spent_s"] = 5
         if any(n.startswith("s2.") for n in names):
             body["choice"] = secrets.choice(("A", "B", "tie"))
         for _ in range(1 + (i % 2)):  # every other task is edited once
@@ -80,8 +84,12 @@ def test_counters_match_a_recount_after_a_concurrent_run(db_url, tmp_path):
             c.close()
     assert not errors, (errors, log.read_text()[-2000:])
     assert len(acked) == CLINICIANS * TASKS_EACH
-    answers, pairs = _same(engine)
+    answers, pairs, raters = _same(engine)
     assert sum(row[-1] for row in answers.values()) > 0 and sum(pairs.values()) > 0
+    # Every clinician's tasks: 4 rating tasks and 2 pairs of two answers, each answer
+    # and vote counted once however often it was edited, and the time they spent.
+    assert sorted(v[:2] for v in raters.values()) == [(8, 2)] * CLINICIANS
+    assert all(v[2] > 0 for v in raters.values())
     assert max(row[-1] for row in answers.values()) <= 3  # never over the target
     engine.dispose()
 
@@ -100,10 +108,11 @@ def test_counters_follow_imports_deletions_and_the_migration(db_url):
     assert case == case2, "the first two answers of study x answer one case"
     _rate(engine, [("r1", a1), ("r2", a1)], criteria)
     db.upgrade(engine)  # 0006_webperf fills the counters from the stored rows
-    kept, _ = _same(engine)
+    kept, _, raters = _same(engine)
     assert kept[("x", a1)][-1] == 2
-    _rate(engine, [("r3", a1), ("r3", a2)], criteria, revision=0)
-    _rate(engine, [("r3", a1)], criteria, revision=1)  # an edit adds no rater
+    assert raters[("x", "r1")] == raters[("x", "r2")] == (1, 0, 0)
+    _rate(engine, [("r3", a1), ("r3", a2)], criteria, revision=0, seconds=[30.0, 45.5])
+    _rate(engine, [("r3", a1)], criteria, revision=1, seconds=[99.0])  # an edit adds no rater
     with db.writing(engine) as conn:
         conn.execute(S.preferences.insert().values(
             case_id=case, answer_a_id=a1, answer_b_id=a2, shown_left="A", choice="A",
@@ -111,13 +120,17 @@ def test_counters_follow_imports_deletions_and_the_migration(db_url):
         conn.execute(S.preferences.insert().values(  # an edited vote adds no vote
             case_id=case, answer_a_id=a1, answer_b_id=a2, shown_left="A", choice="tie",
             rater_id="r3", revision=1, created_at=sa.func.now()))
-    kept, pairs = _same(engine)
+    kept, pairs, raters = _same(engine)
     assert kept[("x", a1)][-1] == 3 and kept[("x", a2)][-1] == 1 and sum(pairs.values()) == 1
+    # Two answers, one vote; per answer the longest time of its first ratings (the
+    # second criterion's row took longer), the edit's time left out.
+    assert raters[("x", "r3")] == (2, 1, 31_000 + 46_500)
     with db.writing(engine) as conn:  # deleting every row of one rater takes them off
         conn.execute(S.preferences.delete())
         conn.execute(S.ratings.delete().where(S.ratings.c.rater_id == "r3"))
-    kept, pairs = _same(engine)
+    kept, pairs, raters = _same(engine)
     assert kept[("x", a1)][-1] == 2 and kept[("x", a2)][-1] == 0 and not pairs
+    assert ("x", "r3") not in raters and ("x", "r1") in raters
     config = db.alembic_config(engine)
     with engine.begin() as conn:  # the downgrade removes triggers and tables
         config.attributes["connection"] = conn
@@ -129,15 +142,18 @@ def test_counters_follow_imports_deletions_and_the_migration(db_url):
 
 
 def _rate(engine: sa.Engine, pairs: list[tuple[str, str]], criteria: list[str],
-          revision: int = 0) -> None:
-    """Ratings through the bulk importer (the path ``clinieval import`` takes)."""
+          revision: int = 0, seconds: list[float] | None = None) -> None:
+    """Ratings through the bulk importer (the path ``clinieval import`` takes);
+    ``seconds[i]`` is the time of pair i's first criterion (the next ones take
+    a second longer each)."""
     from clinieval.snapshot import Snapshot
 
     raters = sorted({r for r, _ in pairs})
     with engine.connect() as conn:
         known = set(conn.execute(sa.select(S.raters.c.rater_id)).scalars())
-    rows = [{"answer_id": a, "rater_id": r, "criterion_id": c, "score": 1, "revision": revision}
-            for r, a in pairs for c in criteria]
+    rows = [{"answer_id": a, "rater_id": r, "criterion_id": c, "score": 1, "revision": revision,
+             "time_spent_s": None if seconds is None else seconds[i] + j}
+            for i, (r, a) in enumerate(pairs) for j, c in enumerate(criteria)]
     tables = {"raters": pa.Table.from_pylist([{"rater_id": r} for r in raters
                                               if r not in known]) if set(raters) - known
               else None, "ratings": pa.Table.from_pylist(rows)}

@@ -187,3 +187,158 @@ def stored(conn: sa.Connection) -> tuple[dict, dict]:
         al.c.submitted))}
     pairs = {tuple(row[:3]): row[3] for row in conn.execute(sa.select(pl)) if row[3]}
     return answers, pairs
+
+
+# --- per rater: rated answers, votes, time --------------------------------------------
+# A rater's answer counts once, with the longest time recorded with its first
+# ratings (revision 0), in whole milliseconds so that sums are exact. A rating
+# row changes the counters only when it is the rater's first on that answer or
+# records a longer time than the rows before it.
+
+def _ms(value: str) -> str:
+    return f"CAST(round(coalesce({value}, 0) * 1000) AS BIGINT)"
+
+
+_OTHERS_MS = """(SELECT max({ms}) FROM ratings o
+    WHERE o.answer_id = {row}.answer_id AND o.rater_id = {row}.rater_id
+    AND coalesce(o.revision, 0) = 0 AND o.rating_id <> {row}.rating_id)"""
+
+
+def _rater_terms(row: str) -> dict[str, str]:
+    others = _OTHERS_MS.format(ms=_ms("o.time_spent_s"), row=row)
+    mine = _ms(f"{row}.time_spent_s")
+    return {
+        "guard": f"coalesce({row}.revision, 0) = 0 AND {_COUNTED.format(row=row)}"
+                 f" AND ({others} IS NULL OR {mine} > {others})",
+        "answers": f"CASE WHEN {others} IS NULL THEN 1 ELSE 0 END",
+        "ms": f"{mine} - coalesce({others}, 0)",
+        "studies": f"SELECT l.study_id FROM answer_load l WHERE l.answer_id = {row}.answer_id",
+    }
+
+
+_UPSERT = ("INSERT INTO rater_load (study_id, rater_id, answers, votes, ms) {select}"
+           " ON CONFLICT (study_id, rater_id) DO UPDATE SET"
+           " answers = rater_load.answers + excluded.answers,"
+           " votes = rater_load.votes + excluded.votes, ms = rater_load.ms + excluded.ms")
+
+
+def _rated(row: str = "NEW") -> str:
+    t = _rater_terms(row)
+    return _UPSERT.format(select=f"SELECT l.study_id, {row}.rater_id, {t['answers']}, 0,"
+                                 f" {t['ms']} FROM answer_load l"
+                                 f" WHERE l.answer_id = {row}.answer_id")
+
+
+def _unrated(row: str = "OLD") -> str:
+    t = _rater_terms(row)
+    return (f"UPDATE rater_load SET answers = answers - {t['answers']}, ms = ms - ({t['ms']})"
+            f" WHERE rater_id = {row}.rater_id AND study_id IN ({t['studies']})")
+
+
+_SCREENED = _UPSERT.format(select=(
+    f"SELECT NEW.study_id, r.rater_id, 1, 0, max({_ms('r.time_spent_s')}) FROM ratings r"
+    " WHERE r.answer_id = NEW.answer_id AND coalesce(r.revision, 0) = 0 GROUP BY r.rater_id"))
+_UNSCREENED = (
+    "UPDATE rater_load SET answers = answers - 1, ms = ms - (SELECT"
+    f" max({_ms('r.time_spent_s')}) FROM ratings r WHERE r.answer_id = OLD.answer_id"
+    " AND r.rater_id = rater_load.rater_id AND coalesce(r.revision, 0) = 0)"
+    " WHERE study_id = OLD.study_id AND rater_id IN (SELECT r.rater_id FROM ratings r"
+    " WHERE r.answer_id = OLD.answer_id AND coalesce(r.revision, 0) = 0)")
+_VOTED = _UPSERT.format(select=(
+    "SELECT c.study_id, NEW.rater_id, 0, 1, 0 FROM cases c"
+    " WHERE c.case_id = NEW.case_id AND c.study_id IS NOT NULL"))
+_UNVOTED = ("UPDATE rater_load SET votes = votes - 1 WHERE rater_id = OLD.rater_id"
+            " AND study_id IN (SELECT c.study_id FROM cases c WHERE c.case_id = OLD.case_id)")
+
+RATER_SQLITE = [
+    f"""CREATE TRIGGER rater_load_rated AFTER INSERT ON ratings
+        WHEN {_rater_terms("NEW")["guard"]} BEGIN {_rated()}; END""",
+    f"""CREATE TRIGGER rater_load_unrated AFTER DELETE ON ratings
+        WHEN {_rater_terms("OLD")["guard"]} BEGIN {_unrated()}; END""",
+    f"CREATE TRIGGER rater_load_screened AFTER INSERT ON answer_screens BEGIN {_SCREENED}; END",
+    f"CREATE TRIGGER rater_load_unscreened AFTER DELETE ON answer_screens BEGIN {_UNSCREENED};"
+    " END",
+    f"""CREATE TRIGGER rater_load_voted AFTER INSERT ON preferences
+        WHEN {_FIRST_VOTE.format(row="NEW")} BEGIN {_VOTED}; END""",
+    f"""CREATE TRIGGER rater_load_unvoted AFTER DELETE ON preferences
+        WHEN {_FIRST_VOTE.format(row="OLD")} BEGIN {_UNVOTED}; END""",
+]
+# On PostgreSQL the rating triggers run BEFORE the row is written (see
+# _FIRST_BEFORE_INSERT): the rows of the same statement written so far are
+# visible, the row itself is not (its id is already set), and a deleted row
+# is still there, which ``o.rating_id <> row.rating_id`` leaves out.
+_RATER_PG = {
+    "rater_load_rated": ("BEFORE INSERT", "ratings",
+                         f"IF {_rater_terms('NEW')['guard']} THEN {_rated()}; END IF;", "NEW"),
+    "rater_load_unrated": ("BEFORE DELETE", "ratings",
+                           f"IF {_rater_terms('OLD')['guard']} THEN {_unrated()}; END IF;",
+                           "OLD"),
+    "rater_load_screened": ("AFTER INSERT", "answer_screens", f"{_SCREENED};", "NULL"),
+    "rater_load_unscreened": ("AFTER DELETE", "answer_screens", f"{_UNSCREENED};", "NULL"),
+    "rater_load_voted": ("AFTER INSERT", "preferences",
+                         f"IF {_FIRST_VOTE.format(row='NEW')} THEN {_VOTED}; END IF;", "NULL"),
+    "rater_load_unvoted": ("AFTER DELETE", "preferences",
+                           f"IF {_FIRST_VOTE.format(row='OLD')} THEN {_UNVOTED}; END IF;",
+                           "NULL"),
+}
+RATER_POSTGRES = [
+    *(_pg_function(name, body, returns) for name, (_, _, body, returns) in _RATER_PG.items()),
+    *(f"CREATE TRIGGER {name} {when} ON {table} FOR EACH ROW EXECUTE FUNCTION {name}()"
+      for name, (when, table, _, _) in _RATER_PG.items()),
+]
+
+
+def install_raters(conn: sa.Connection) -> None:
+    """Create the per-rater triggers and fill ``rater_load`` from the stored rows."""
+    for statement in RATER_POSTGRES if conn.dialect.name == "postgresql" else RATER_SQLITE:
+        conn.exec_driver_sql(statement)
+    conn.execute(P.rater_load.delete())
+    rows = [{"study_id": study, "rater_id": rater, "answers": answers, "votes": votes, "ms": ms}
+            for (study, rater), (answers, votes, ms) in _rater_counts(conn).items()]
+    if rows:
+        conn.execute(P.rater_load.insert(), rows)
+
+
+def uninstall_raters(conn: sa.Connection) -> None:
+    for name, (_, table, _, _) in _RATER_PG.items():
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name} ON {table}")
+            conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {name}()")
+        else:
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+
+
+def _rater_counts(conn: sa.Connection) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """Per (study, rater) from the source rows: screened answers rated, votes, milliseconds."""
+    al, r, p, c = P.answer_load, S.ratings, S.preferences, S.cases
+    first = sa.func.coalesce(r.c.revision, 0) == 0
+    ms = sa.cast(sa.func.round(sa.func.coalesce(r.c.time_spent_s, 0) * 1000), sa.BigInteger)
+    per_answer = (sa.select(al.c.study_id, r.c.rater_id, sa.func.max(ms).label("ms"))
+                  .join(r, r.c.answer_id == al.c.answer_id).where(first)
+                  .group_by(al.c.study_id, r.c.rater_id, r.c.answer_id).subquery())
+    counts: dict[tuple[str, str], list[int]] = {}
+    for study, rater, answers, total in conn.execute(
+            sa.select(per_answer.c.study_id, per_answer.c.rater_id, sa.func.count(),
+                      sa.func.sum(per_answer.c.ms))
+            .group_by(per_answer.c.study_id, per_answer.c.rater_id)):
+        counts[(study, rater)] = [answers, 0, int(total)]
+    for study, rater, votes in conn.execute(
+            sa.select(c.c.study_id, p.c.rater_id, sa.func.count())
+            .join(c, c.c.case_id == p.c.case_id)
+            .where(c.c.study_id.is_not(None), sa.func.coalesce(p.c.revision, 0) == 0)
+            .group_by(c.c.study_id, p.c.rater_id)):
+        counts.setdefault((study, rater), [0, 0, 0])[1] = votes
+    return {key: tuple(value) for key, value in counts.items()}
+
+
+def recount_raters(conn: sa.Connection) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """``rater_load`` as derived from the source tables (raters with something counted)."""
+    return {key: value for key, value in _rater_counts(conn).items() if any(value)}
+
+
+def stored_raters(conn: sa.Connection) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """``rater_load`` as stored (rows whose counts all dropped to 0 left out)."""
+    rl = P.rater_load
+    return {(row[0], row[1]): (row[2], row[3], row[4]) for row in conn.execute(
+        sa.select(rl.c.study_id, rl.c.rater_id, rl.c.answers, rl.c.votes, rl.c.ms))
+        if any(row[2:])}

@@ -279,6 +279,21 @@ pair_load = sa.Table(
 """Votes per unordered model pair of a study (``model_lo`` < ``model_hi``),
 kept by a trigger on ``preferences`` like :data:`answer_load`."""
 
+rater_load = sa.Table(
+    "rater_load",
+    metadata,
+    sa.Column("study_id", sa.Text, primary_key=True),
+    sa.Column("rater_id", sa.Text, primary_key=True),
+    sa.Column("answers", sa.Integer, nullable=False),
+    sa.Column("votes", sa.Integer, nullable=False),
+    sa.Column("ms", sa.BigInteger, nullable=False),
+)
+"""Per rater of a study: screened answers rated (first ratings, revision 0),
+votes (first votes) and the time spent on the rated answers in milliseconds
+(per answer the longest time recorded with its first ratings), kept by
+triggers like :data:`answer_load`, so the progress page reads one row per
+clinician instead of every rating."""
+
 sa.Index("ix_answer_load_pick", answer_load.c.study_id, answer_load.c.specialty,
          answer_load.c.submitted, answer_load.c.answer_id)
 sa.Index("ix_task_leases_answer_b", task_leases.c.answer_b_id, task_leases.c.status)

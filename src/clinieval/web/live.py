@@ -70,37 +70,18 @@ def progress(engine: sa.Engine, cfg: StudyConfig, per_clinician: bool) -> dict:
 
 
 def _clinicians(conn: sa.Connection, cfg: StudyConfig) -> list[dict]:
-    """Per clinician of the study: rated answers, votes and minutes spent.
-
-    The ratings are reached from the members (the raters' index), never by
-    walking the study's answers: at paper scale that walk read every rating
-    and took most of a second."""
-    m, u, rt, r, p = P.memberships, P.users, S.raters, S.ratings, S.preferences
-    a, c = S.answers, S.cases
-    members = (sa.select(u.c.rater_id).join(m, m.c.user_id == u.c.user_id)
-               .where(m.c.study_id == cfg.study_id, m.c.role == "clinician"))
-    people = conn.execute(
-        sa.select(rt.c.rater_id, rt.c.specialty).where(rt.c.rater_id.in_(members))
+    """Per clinician of the study: rated answers, votes and minutes spent, from
+    the trigger-kept ``rater_load`` (one row per clinician; counted from the
+    ratings, a paper-scale study's page read every rating)."""
+    m, u, rt, rl = P.memberships, P.users, S.raters, P.rater_load
+    rows = conn.execute(
+        sa.select(rt.c.rater_id, rt.c.specialty, rl.c.answers, rl.c.votes, rl.c.ms)
+        .join(u, u.c.rater_id == rt.c.rater_id).join(m, m.c.user_id == u.c.user_id)
+        .outerjoin(rl, sa.and_(rl.c.rater_id == rt.c.rater_id, rl.c.study_id == m.c.study_id))
+        .where(m.c.study_id == cfg.study_id, m.c.role == "clinician")
         .order_by(rt.c.rater_id)).all()
-    # One time per rated answer: every criterion row of a submission repeats it.
-    per_answer = (sa.select(r.c.rater_id, r.c.answer_id,
-                            sa.func.max(r.c.time_spent_s).label("t"))
-                  .join(a, a.c.answer_id == r.c.answer_id).join(c, c.c.case_id == a.c.case_id)
-                  .where(r.c.rater_id.in_(members), c.c.study_id == cfg.study_id,
-                         r.c.revision == 0)
-                  .group_by(r.c.rater_id, r.c.answer_id).subquery())
-    rated = {row[0]: (row[1], row[2] or 0.0) for row in conn.execute(
-        sa.select(per_answer.c.rater_id, sa.func.count(), sa.func.sum(per_answer.c.t))
-        .group_by(per_answer.c.rater_id))}
-    votes = dict(conn.execute(
-        sa.select(p.c.rater_id, sa.func.count()).join(c, c.c.case_id == p.c.case_id)
-        .where(p.c.rater_id.in_(members), c.c.study_id == cfg.study_id,
-               sa.func.coalesce(p.c.revision, 0) == 0)  # an edited vote counts once
-        .group_by(p.c.rater_id)).all())
-    return [{"rater_id": x.rater_id, "specialty": x.specialty,
-             "answers_rated": rated.get(x.rater_id, (0, 0))[0],
-             "votes": votes.get(x.rater_id, 0),
-             "minutes": round(rated.get(x.rater_id, (0, 0.0))[1] / 60, 2)} for x in people]
+    return [{"rater_id": x.rater_id, "specialty": x.specialty, "answers_rated": x.answers or 0,
+             "votes": x.votes or 0, "minutes": round((x.ms or 0) / 60_000, 2)} for x in rows]
 
 
 # --- the live safety view ----------------------------------------------------------

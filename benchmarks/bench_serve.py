@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -82,6 +83,7 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
         conn.execute(P.answer_screens.insert(), [
             {"study_id": STUDY_ID, "answer_id": a, "status": "clear", "screened_at": now}
             for a in snap["answers"]["answer_id"].to_pylist()])
+        leases = _history(conn, snap["raters"]["rater_id"].to_pylist(), now)
     signer = auth.Signer(auth.platform_key(engine))
     cookies = {}
     for i in range(clinicians + 1):
@@ -103,9 +105,40 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql("ANALYZE")
     engine.dispose()
-    print(f"seeded {snap['ratings'].num_rows:,} ratings, {len(specialties)} specialties,"
-          f" overlap target {target} in {time.perf_counter() - started:.1f} s")
+    print(f"seeded {snap['ratings'].num_rows:,} ratings by {len(snap['raters']):,} clinicians"
+          f" (with the {leases:,} submitted tasks they came from), {len(specialties)}"
+          f" specialties, overlap target {target} in {time.perf_counter() - started:.1f} s")
     return cookies, target
+
+
+def _history(conn: sa.Connection, raters: list[str], now) -> int:
+    """The platform rows a study that collected the imported data would hold:
+    an account and membership per rater and a submitted task per rated answer
+    and per vote. Without them the lease table starts empty, unlike a running
+    study's, and PostgreSQL plans the assignment for an empty table (its
+    statistics come from the ANALYZE after seeding)."""
+    r, p, tl = S.ratings, S.preferences, P.task_leases
+    conn.execute(P.users.insert(), [
+        {"user_id": f"u_hist_{x}", "email": f"hist_{x}@example.org", "rater_id": x,
+         "password_hash": "not-a-login", "created_at": now} for x in raters])
+    conn.execute(P.memberships.insert(), [
+        {"study_id": STUDY_ID, "user_id": f"u_hist_{x}", "role": "clinician",
+         "consented_at": now} for x in raters])
+    past = now - timedelta(days=30)
+    rated = sa.select(r.c.rater_id, r.c.answer_id).distinct().subquery()
+    columns = ["token", "study_id", "user_id", "kind", "answer_id", "answer_b_id",
+               "shown_left", "status", "created_at", "expires_at", "preference_id"]
+    conn.execute(tl.insert().from_select(columns, sa.select(
+        "hist_" + rated.c.rater_id + "_" + rated.c.answer_id, sa.literal(STUDY_ID),
+        "u_hist_" + rated.c.rater_id, sa.literal("rating"), rated.c.answer_id,
+        sa.null(), sa.null(), sa.literal("submitted"), sa.literal(past, tl.c.created_at.type),
+        sa.literal(past, tl.c.expires_at.type), sa.null())))
+    conn.execute(tl.insert().from_select(columns, sa.select(
+        "histp_" + sa.cast(p.c.preference_id, sa.Text), sa.literal(STUDY_ID),
+        "u_hist_" + p.c.rater_id, sa.literal("pair"), p.c.answer_a_id, p.c.answer_b_id,
+        p.c.shown_left, sa.literal("submitted"), sa.literal(past, tl.c.created_at.type),
+        sa.literal(past, tl.c.expires_at.type), p.c.preference_id)))
+    return conn.execute(sa.select(sa.func.count()).select_from(tl)).scalar_one()
 
 
 class Run:

@@ -84,6 +84,7 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
             {"study_id": STUDY_ID, "answer_id": a, "status": "clear", "screened_at": now}
             for a in snap["answers"]["answer_id"].to_pylist()])
         leases = _history(conn, snap["raters"]["rater_id"].to_pylist(), now)
+    people = _specialties_of(snap["cases"]["specialty"].to_pylist(), clinicians)
     signer = auth.Signer(auth.platform_key(engine))
     cookies = {}
     for i in range(clinicians + 1):
@@ -91,7 +92,7 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
         user_id, rater_id = f"u_bench{i}", f"r_bench{i}"
         with db.writing(engine) as conn:
             conn.execute(S.raters.insert().values(rater_id=rater_id,
-                                                  specialty=specialties[i % len(specialties)]))
+                                                  specialty=people[i % len(people)]))
             conn.execute(P.users.insert().values(
                 user_id=user_id, email=f"b{i}@example.org", rater_id=rater_id,
                 password_hash="not-a-login", created_at=now))
@@ -109,6 +110,23 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
           f" (with the {leases:,} submitted tasks they came from), {len(specialties)}"
           f" specialties, overlap target {target} in {time.perf_counter() - started:.1f} s")
     return cookies, target
+
+
+def _specialties_of(case_specialties: list[str], clinicians: int) -> list[str]:
+    """The simulated clinicians' specialties, in proportion to each specialty's
+    cases (largest remainders), as a study recruits: spread evenly over 76
+    specialties, a third of them ran out of answers in their small specialty
+    within seconds and stopped, and the load dropped with them."""
+    counts: dict[str, int] = {}
+    for specialty in case_specialties:
+        counts[specialty] = counts.get(specialty, 0) + 1
+    total = len(case_specialties)
+    quotas = {sp: clinicians * n / total for sp, n in counts.items()}
+    seats = {sp: int(q) for sp, q in quotas.items()}
+    for sp in sorted(quotas, key=lambda sp: (seats[sp] - quotas[sp], sp))[
+            :clinicians - sum(seats.values())]:
+        seats[sp] += 1
+    return [sp for sp in sorted(seats) for _ in range(seats[sp])]
 
 
 def _history(conn: sa.Connection, raters: list[str], now) -> int:

@@ -298,6 +298,22 @@ def test_a_repeated_submission_is_stored_once(app, engine):
     assert count(engine, S.ratings) == len(first["rating_ids"]) == 9
 
 
+def test_the_rating_ids_follow_the_criteria_in_the_order_shown(app, engine):
+    """Each id in the result is the row of the criterion in that place of the form
+    (a multi-row INSERT's returned rows are matched, not assumed in order)."""
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    shown = list(dict.fromkeys(re.findall(r'name="s1\.([a-z_]+)"', c.get(url).text)))
+    scores = {k: str(i % 5 - 2) for i, k in enumerate(shown)}
+    form = answer_form(c, url, **{f"s1.{k}": v for k, v in scores.items()},
+                       **{f"c1.{k}": "why" for k, v in scores.items() if int(v) <= -1})
+    ids = c.post(url, data=form, headers={"accept": "application/json"}).json()["rating_ids"]
+    with engine.connect() as conn:
+        rows = {r.rating_id: r for r in conn.execute(sa.select(S.ratings))}
+    assert [rows[i].criterion_id for i in ids] == list(shown)
+    assert [str(rows[i].score) for i in ids] == [scores[k] for k in shown]
+
+
 def test_a_submission_can_take_the_next_task_in_the_same_request(app, engine):
     c = member(app, engine, "x", "clinician")
     url = take(c)

@@ -335,25 +335,21 @@ def _rating(
 
 
 def _add_ratings(conn: sa.Connection, rows: list[dict]) -> list[int]:
-    """Insert ratings in one statement; the database assigns their ids (returned
-    in the order of ``rows``). A refusal names the submission's first row: all
-    rows of one submission share answer, rater and revision."""
+    """Insert ratings in one prepared statement (one per number of rows); the
+    database assigns their ids, returned in the order of ``rows`` (matched by
+    answer and criterion, which are unique within a submission: the order in
+    which a database returns the rows of a multi-row INSERT is not promised).
+    A refusal names the submission's first row: all rows of one submission
+    share answer, rater and revision."""
     if not rows:
         return []
-    if conn.dialect.name == "sqlite":
-        # One prepared statement per number of rows. The ids are rowids given in
-        # the order of the VALUES under the write lock: sorted, they follow ``rows``.
-        params = {f"{k}_{i}": row[k] for i, row in enumerate(rows) for k in _RATING_KEYS}
-        try:
-            return sorted(run(conn, _ratings_insert(len(rows)), params).scalars())
-        except sa.exc.IntegrityError as err:
-            raise refusal(err, "ratings", rows[0], 0) from None
-    statement = S.ratings.insert().returning(S.ratings.c.rating_id,
-                                             sort_by_parameter_order=True)
+    params = {f"{k}_{i}": row[k] for i, row in enumerate(rows) for k in _RATING_KEYS}
     try:
-        return list(conn.execute(statement, rows).scalars())
+        ids = {(a, c): rating_id for rating_id, a, c in run(conn, _ratings_insert(len(rows)),
+                                                           params)}
     except sa.exc.IntegrityError as err:
         raise refusal(err, "ratings", rows[0], 0) from None
+    return [ids[(row["answer_id"], row["criterion_id"])] for row in rows]
 
 
 _RATING_KEYS = ("answer_id", "rater_id", "criterion_id", "score", "revision", "review_id",
@@ -362,13 +358,14 @@ _RATINGS_INSERT: dict[int, Prepared] = {}
 
 
 def _ratings_insert(n: int) -> Prepared:
-    """INSERT of ``n`` ratings (parameters ``<column>_<row>``) returning their ids."""
+    """INSERT of ``n`` ratings (parameters ``<column>_<row>``) returning each
+    one's id, answer and criterion."""
     statement = _RATINGS_INSERT.get(n)
     if statement is None:
         r = S.ratings
         statement = _RATINGS_INSERT[n] = Prepared(r.insert().values([
             {k: sa.bindparam(f"{k}_{i}", type_=r.c[k].type) for k in _RATING_KEYS}
-            for i in range(n)]).returning(r.c.rating_id))
+            for i in range(n)]).returning(r.c.rating_id, r.c.answer_id, r.c.criterion_id))
     return statement
 
 

@@ -26,3 +26,17 @@ def test_bench_serve_runs_and_finds_nothing_lost():
     checked = ast.literal_eval(re.search(r"sqlite: (\{'acknowledged'.*?\})", out)[1])
     assert checked["acknowledged"] > int(rate[1].replace(",", "")), out  # the warm-up's too
     assert checked["lost"] == checked["duplicated"] == checked["over_assigned"] == 0, out
+
+
+def test_simulated_clinicians_follow_the_studys_specialties():
+    """Seats in proportion to the cases, by largest remainders (worked by hand:
+    quotas 2.0, 1.2 and 0.8 of 4 give a, a, b and, for the last seat, c)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_serve", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    cases = ["a"] * 5 + ["b"] * 3 + ["c"] * 2
+    assert bench._specialties_of(cases, 4) == ["a", "a", "b", "c"]
+    assert bench._specialties_of(cases, 10) == ["a"] * 5 + ["b"] * 3 + ["c"] * 2
+    assert len(bench._specialties_of(cases * 7 + ["d"], 200)) == 200

@@ -183,3 +183,64 @@ def test_a_large_studys_live_view_is_computed_in_the_background(engine, monkeypa
     assert not view.get("pending") and view["n_ratings"] == 2 * len(answers) * len(criteria)
     inline = live.compute_view(engine, "x")
     assert view["sections"] == inline["sections"]  # the audit's numbers, same seed
+
+
+def test_rater_counts_by_hand_through_screening_nulls_and_partial_deletes(db_url):
+    """``rater_load`` against numbers worked out by hand (not only against the
+    recount, which shares its definitions): ratings stored before their answer
+    is screened count once it is; a NULL revision is a first rating and a NULL
+    time counts as 0; deleting the row with the longest time leaves the next
+    longest; a vote without a rater counts for nobody; two studies apart."""
+    from clinieval.storage import platform_tables as P
+    from clinieval.web import auth
+    from clinieval.web.testing import make_studies
+
+    engine = db.make_engine(db_url)
+    db.upgrade(engine)
+    make_studies(engine)
+    r, s = S.ratings, P.answer_screens
+    with engine.connect() as conn:
+        def answers_of(study):
+            return conn.execute(sa.select(S.answers.c.answer_id, S.answers.c.case_id).join(
+                S.cases, S.cases.c.case_id == S.answers.c.case_id).where(
+                S.cases.c.study_id == study).order_by(S.answers.c.answer_id)).all()
+        (a1, case), (a2, _) = answers_of("x")[:2]
+        b1 = answers_of("y")[0][0]
+        c1, c2 = conn.execute(sa.select(S.criteria.c.criterion_id)).scalars().all()[:2]
+
+    def rows(rater, answer, times, revision=None):
+        return [{"answer_id": answer, "rater_id": rater, "criterion_id": c, "score": 0,
+                 "revision": revision, "time_spent_s": t} for c, t in zip((c1, c2), times)]
+
+    def kept():
+        with engine.connect() as conn:
+            stored = counters.stored_raters(conn)
+            assert stored == counters.recount_raters(conn)
+        return {k: v for k, v in stored.items() if k[1] in ("r1", "r2")}
+
+    with db.writing(engine) as conn:
+        conn.execute(S.raters.insert(), [{"rater_id": "r1"}, {"rater_id": "r2"}])
+        conn.execute(s.delete().where(s.c.answer_id == a1))  # a1 not screened yet
+        conn.execute(r.insert(), rows("r1", a1, [10.0, 12.5]) + rows("r1", a2, [None, None])
+                     + rows("r2", b1, [7.0, 7.0], revision=0))
+    assert kept() == {("x", "r1"): (1, 0, 0.0), ("y", "r2"): (1, 0, 7000.0)}
+    with db.writing(engine) as conn:
+        conn.execute(s.insert().values(study_id="x", answer_id=a1, status="clear",
+                                       screened_at=auth.now()))
+        conn.execute(r.insert(), rows("r1", a1, [99.0, 99.0], revision=1))  # an edit
+    assert kept() == {("x", "r1"): (2, 0, 12500.0), ("y", "r2"): (1, 0, 7000.0)}
+    with db.writing(engine) as conn:
+        conn.execute(r.delete().where(r.c.answer_id == a1, r.c.criterion_id == c2,
+                                      r.c.revision.is_(None)))
+    assert kept()[("x", "r1")] == (2, 0, 10000.0)
+    with db.writing(engine) as conn:
+        conn.execute(r.delete().where(r.c.answer_id == a1, r.c.revision.is_(None)))
+        for rater in (None, "r1"):
+            conn.execute(S.preferences.insert().values(
+                case_id=case, answer_a_id=a1, answer_b_id=a2, shown_left="A", choice="A",
+                rater_id=rater, revision=0, created_at=sa.func.now()))
+    assert kept()[("x", "r1")] == (1, 1, 0.0)  # a1's edit alone is no first rating
+    with db.writing(engine) as conn:
+        conn.execute(s.delete().where(s.c.answer_id == a2))
+    assert kept() == {("x", "r1"): (0, 1, 0.0), ("y", "r2"): (1, 0, 7000.0)}
+    engine.dispose()

@@ -191,12 +191,13 @@ def stored(conn: sa.Connection) -> tuple[dict, dict]:
 
 # --- per rater: rated answers, votes, time --------------------------------------------
 # A rater's answer counts once, with the longest time recorded with its first
-# ratings (revision 0), in whole milliseconds so that sums are exact. A rating
+# ratings (revision 0), in whole milliseconds (a double: sums of whole numbers
+# are exact below 2**53, and an absurd imported time cannot overflow). A rating
 # row changes the counters only when it is the rater's first on that answer or
 # records a longer time than the rows before it.
 
 def _ms(value: str) -> str:
-    return f"CAST(round(coalesce({value}, 0) * 1000) AS BIGINT)"
+    return f"round(coalesce({value}, 0) * 1000)"
 
 
 _OTHERS_MS = """(SELECT max({ms}) FROM ratings o
@@ -247,6 +248,9 @@ _UNSCREENED = (
 _VOTED = _UPSERT.format(select=(
     "SELECT c.study_id, NEW.rater_id, 0, 1, 0 FROM cases c"
     " WHERE c.case_id = NEW.case_id AND c.study_id IS NOT NULL"))
+# A vote may be stored without its rater (the data contract allows it): it
+# counts for its model pair but for no rater.
+_RATED_VOTE = _FIRST_VOTE + " AND {row}.rater_id IS NOT NULL"
 _UNVOTED = ("UPDATE rater_load SET votes = votes - 1 WHERE rater_id = OLD.rater_id"
             " AND study_id IN (SELECT c.study_id FROM cases c WHERE c.case_id = OLD.case_id)")
 
@@ -259,9 +263,9 @@ RATER_SQLITE = [
     f"CREATE TRIGGER rater_load_unscreened AFTER DELETE ON answer_screens BEGIN {_UNSCREENED};"
     " END",
     f"""CREATE TRIGGER rater_load_voted AFTER INSERT ON preferences
-        WHEN {_FIRST_VOTE.format(row="NEW")} BEGIN {_VOTED}; END""",
+        WHEN {_RATED_VOTE.format(row="NEW")} BEGIN {_VOTED}; END""",
     f"""CREATE TRIGGER rater_load_unvoted AFTER DELETE ON preferences
-        WHEN {_FIRST_VOTE.format(row="OLD")} BEGIN {_UNVOTED}; END""",
+        WHEN {_RATED_VOTE.format(row="OLD")} BEGIN {_UNVOTED}; END""",
 ]
 # On PostgreSQL the rating triggers run BEFORE the row is written (see
 # _FIRST_BEFORE_INSERT): the rows of the same statement written so far are
@@ -276,9 +280,9 @@ _RATER_PG = {
     "rater_load_screened": ("AFTER INSERT", "answer_screens", f"{_SCREENED};", "NULL"),
     "rater_load_unscreened": ("AFTER DELETE", "answer_screens", f"{_UNSCREENED};", "NULL"),
     "rater_load_voted": ("AFTER INSERT", "preferences",
-                         f"IF {_FIRST_VOTE.format(row='NEW')} THEN {_VOTED}; END IF;", "NULL"),
+                         f"IF {_RATED_VOTE.format(row='NEW')} THEN {_VOTED}; END IF;", "NULL"),
     "rater_load_unvoted": ("AFTER DELETE", "preferences",
-                           f"IF {_FIRST_VOTE.format(row='OLD')} THEN {_UNVOTED}; END IF;",
+                           f"IF {_RATED_VOTE.format(row='OLD')} THEN {_UNVOTED}; END IF;",
                            "NULL"),
 }
 RATER_POSTGRES = [
@@ -308,11 +312,11 @@ def uninstall_raters(conn: sa.Connection) -> None:
             conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
 
 
-def _rater_counts(conn: sa.Connection) -> dict[tuple[str, str], tuple[int, int, int]]:
+def _rater_counts(conn: sa.Connection) -> dict[tuple[str, str], tuple[int, int, float]]:
     """Per (study, rater) from the source rows: screened answers rated, votes, milliseconds."""
     al, r, p, c = P.answer_load, S.ratings, S.preferences, S.cases
     first = sa.func.coalesce(r.c.revision, 0) == 0
-    ms = sa.cast(sa.func.round(sa.func.coalesce(r.c.time_spent_s, 0) * 1000), sa.BigInteger)
+    ms = sa.func.round(sa.func.coalesce(r.c.time_spent_s, 0) * 1000)
     per_answer = (sa.select(al.c.study_id, r.c.rater_id, sa.func.max(ms).label("ms"))
                   .join(r, r.c.answer_id == al.c.answer_id).where(first)
                   .group_by(al.c.study_id, r.c.rater_id, r.c.answer_id).subquery())
@@ -321,24 +325,25 @@ def _rater_counts(conn: sa.Connection) -> dict[tuple[str, str], tuple[int, int, 
             sa.select(per_answer.c.study_id, per_answer.c.rater_id, sa.func.count(),
                       sa.func.sum(per_answer.c.ms))
             .group_by(per_answer.c.study_id, per_answer.c.rater_id)):
-        counts[(study, rater)] = [answers, 0, int(total)]
+        counts[(study, rater)] = [answers, 0, float(total)]
     for study, rater, votes in conn.execute(
             sa.select(c.c.study_id, p.c.rater_id, sa.func.count())
             .join(c, c.c.case_id == p.c.case_id)
-            .where(c.c.study_id.is_not(None), sa.func.coalesce(p.c.revision, 0) == 0)
+            .where(c.c.study_id.is_not(None), p.c.rater_id.is_not(None),
+                   sa.func.coalesce(p.c.revision, 0) == 0)
             .group_by(c.c.study_id, p.c.rater_id)):
-        counts.setdefault((study, rater), [0, 0, 0])[1] = votes
+        counts.setdefault((study, rater), [0, 0, 0.0])[1] = votes
     return {key: tuple(value) for key, value in counts.items()}
 
 
-def recount_raters(conn: sa.Connection) -> dict[tuple[str, str], tuple[int, int, int]]:
+def recount_raters(conn: sa.Connection) -> dict[tuple[str, str], tuple[int, int, float]]:
     """``rater_load`` as derived from the source tables (raters with something counted)."""
     return {key: value for key, value in _rater_counts(conn).items() if any(value)}
 
 
-def stored_raters(conn: sa.Connection) -> dict[tuple[str, str], tuple[int, int, int]]:
+def stored_raters(conn: sa.Connection) -> dict[tuple[str, str], tuple[int, int, float]]:
     """``rater_load`` as stored (rows whose counts all dropped to 0 left out)."""
     rl = P.rater_load
-    return {(row[0], row[1]): (row[2], row[3], row[4]) for row in conn.execute(
+    return {(row[0], row[1]): (row[2], row[3], float(row[4])) for row in conn.execute(
         sa.select(rl.c.study_id, rl.c.rater_id, rl.c.answers, rl.c.votes, rl.c.ms))
         if any(row[2:])}

@@ -286,7 +286,7 @@ rater_load = sa.Table(
     sa.Column("rater_id", sa.Text, primary_key=True),
     sa.Column("answers", sa.Integer, nullable=False),
     sa.Column("votes", sa.Integer, nullable=False),
-    sa.Column("ms", sa.BigInteger, nullable=False),
+    sa.Column("ms", sa.Float, nullable=False),
 )
 """Per rater of a study: screened answers rated (first ratings, revision 0),
 votes (first votes) and the time spent on the rated answers in milliseconds

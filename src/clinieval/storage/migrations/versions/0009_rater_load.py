@@ -29,7 +29,7 @@ def upgrade() -> None:
         sa.Column("rater_id", sa.Text(), nullable=False),
         sa.Column("answers", sa.Integer(), nullable=False),
         sa.Column("votes", sa.Integer(), nullable=False),
-        sa.Column("ms", sa.BigInteger(), nullable=False),
+        sa.Column("ms", sa.Float(), nullable=False),
         sa.PrimaryKeyConstraint("study_id", "rater_id", name=op.f("pk_rater_load")),
     )
     counters.install_raters(op.get_bind())

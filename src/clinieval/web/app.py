@@ -109,24 +109,21 @@ def create_app(engine: sa.Engine) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        if engine.dialect.name == "postgresql":
-            app.state.db_executor = ThreadPoolExecutor(db_threads(engine), "clinieval-db")
         warm(engine)  # large studies' live views start computing in the background
         # The imported libraries are long-lived: keep them out of the cyclic
         # collector, whose full passes over them cost milliseconds per request.
         gc.collect()
         gc.freeze()
-        try:
-            yield
-        finally:
-            if app.state.db_executor is not None:
-                app.state.db_executor.shutdown(wait=True)
+        yield
 
     # Only the JSON API is in the schema; the HTML pages are not an interface.
     app = FastAPI(title="clinieval", docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,
                   lifespan=lifespan)
     app.state.engine = engine
-    app.state.db_executor = None  # PostgreSQL's worker threads, made at startup
+    # PostgreSQL's worker threads (see blocking()): they start with the first call
+    # and, idle, end with the interpreter (uvicorn lets requests finish first).
+    app.state.db_executor = ThreadPoolExecutor(db_threads(engine), "clinieval-db") \
+        if engine.dialect.name == "postgresql" else None
     app.state.signer = auth.Signer(auth.platform_key(engine))
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     app.include_router(router)

@@ -299,19 +299,28 @@ def test_a_repeated_submission_is_stored_once(app, engine):
 
 
 def test_the_rating_ids_follow_the_criteria_in_the_order_shown(app, engine):
-    """Each id in the result is the row of the criterion in that place of the form
-    (a multi-row INSERT's returned rows are matched, not assumed in order)."""
+    """Each id in the result is the row of the answer and criterion in that
+    place of the form, both answers of a pair (a multi-row INSERT's returned
+    rows are matched to the submitted ones, not assumed in order)."""
     c = member(app, engine, "x", "clinician")
-    url = take(c)
-    shown = list(dict.fromkeys(re.findall(r'name="s1\.([a-z_]+)"', c.get(url).text)))
-    scores = {k: str(i % 5 - 2) for i, k in enumerate(shown)}
-    form = answer_form(c, url, **{f"s1.{k}": v for k, v in scores.items()},
-                       **{f"c1.{k}": "why" for k, v in scores.items() if int(v) <= -1})
+    url = take(c, "pair")
+    html = c.get(url).text
+    shown = [(int(p), k) for p, k in dict.fromkeys(re.findall(r'name="s([12])\.([a-z_]+)"',
+                                                               html))]
+    scores = {f: str((i * 3) % 5 - 2) for i, f in enumerate(shown)}
+    form = answer_form(c, url, **{f"s{p}.{k}": v for (p, k), v in scores.items()},
+                       **{f"c{p}.{k}": "why" for (p, k), v in scores.items() if int(v) <= -1})
     ids = c.post(url, data=form, headers={"accept": "application/json"}).json()["rating_ids"]
     with engine.connect() as conn:
         rows = {r.rating_id: r for r in conn.execute(sa.select(S.ratings))}
-    assert [rows[i].criterion_id for i in ids] == list(shown)
-    assert [str(rows[i].score) for i in ids] == [scores[k] for k in shown]
+        lease = conn.execute(sa.select(P.task_leases)).one()
+    sides = {1: lease.answer_id, 2: lease.answer_b_id} if lease.shown_left == "A" else \
+        {1: lease.answer_b_id, 2: lease.answer_id}
+    assert len(ids) == len(shown) and len({rows[i].answer_id for i in ids}) == 2
+    order = sorted(shown, key=lambda f: f[0])  # panel by panel, criteria as shown
+    assert [(rows[i].answer_id, rows[i].criterion_id) for i in ids] == [
+        (sides[p], k) for p, k in order]
+    assert [str(rows[i].score) for i in ids] == [scores[f] for f in order]
 
 
 def test_a_submission_can_take_the_next_task_in_the_same_request(app, engine):

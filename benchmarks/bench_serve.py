@@ -84,7 +84,7 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
             {"study_id": STUDY_ID, "answer_id": a, "status": "clear", "screened_at": now}
             for a in snap["answers"]["answer_id"].to_pylist()])
         leases = _history(conn, snap["raters"]["rater_id"].to_pylist(), now)
-    people = _specialties_of(snap["cases"]["specialty"].to_pylist(), clinicians)
+    people = _specialties_of(snap["cases"]["specialty"].to_pylist(), max(clinicians, 1))
     signer = auth.Signer(auth.platform_key(engine))
     cookies = {}
     for i in range(clinicians + 1):
@@ -131,10 +131,11 @@ def _specialties_of(case_specialties: list[str], clinicians: int) -> list[str]:
 
 def _history(conn: sa.Connection, raters: list[str], now) -> int:
     """The platform rows a study that collected the imported data would hold:
-    an account and membership per rater and a submitted task per rated answer
-    and per vote. Without them the lease table starts empty, unlike a running
-    study's, and PostgreSQL plans the assignment for an empty table (its
-    statistics come from the ANALYZE after seeding)."""
+    an account and membership per rater and a submitted task per vote (with
+    its two answers' ratings) and per answer rated on its own. Without them
+    the lease table starts empty, unlike a running study's, and PostgreSQL
+    plans the assignment for an empty table (its statistics come from the
+    ANALYZE after seeding)."""
     r, p, tl = S.ratings, S.preferences, P.task_leases
     conn.execute(P.users.insert(), [
         {"user_id": f"u_hist_{x}", "email": f"hist_{x}@example.org", "rater_id": x,
@@ -143,7 +144,10 @@ def _history(conn: sa.Connection, raters: list[str], now) -> int:
         {"study_id": STUDY_ID, "user_id": f"u_hist_{x}", "role": "clinician",
          "consented_at": now} for x in raters])
     past = now - timedelta(days=30)
-    rated = sa.select(r.c.rater_id, r.c.answer_id).distinct().subquery()
+    # A pair task gives both answers' ratings (they carry its vote's id as review_id)
+    # and the vote; a rating task one answer's ratings. Edits are revisions, not tasks.
+    rated = (sa.select(r.c.rater_id, r.c.answer_id).distinct()
+             .where(r.c.review_id.is_(None)).subquery())
     columns = ["token", "study_id", "user_id", "kind", "answer_id", "answer_b_id",
                "shown_left", "status", "created_at", "expires_at", "preference_id"]
     conn.execute(tl.insert().from_select(columns, sa.select(
@@ -155,7 +159,8 @@ def _history(conn: sa.Connection, raters: list[str], now) -> int:
         "histp_" + sa.cast(p.c.preference_id, sa.Text), sa.literal(STUDY_ID),
         "u_hist_" + p.c.rater_id, sa.literal("pair"), p.c.answer_a_id, p.c.answer_b_id,
         p.c.shown_left, sa.literal("submitted"), sa.literal(past, tl.c.created_at.type),
-        sa.literal(past, tl.c.expires_at.type), p.c.preference_id)))
+        sa.literal(past, tl.c.expires_at.type), p.c.preference_id).where(
+        sa.func.coalesce(p.c.revision, 0) == 0, p.c.rater_id.is_not(None))))
     return conn.execute(sa.select(sa.func.count()).select_from(tl)).scalar_one()
 
 

@@ -295,8 +295,10 @@ async def drive(base: str, cookies: dict, clinicians: int, seconds: float,
     # holds (it walks them all), 2-3x the per-request client CPU at 200 people.
     # No cookie jar: each sends its own session cookie in a header.
     # Plain HTTP on loopback: no TLS context (and CA bundle) loaded per client.
+    # A connection idle for 4 s is not reused: the server closes idle ones after 5 s, and
+    # reusing one just then failed the request (RemoteProtocolError) now and then.
     clients = [httpx.AsyncClient(base_url=base, timeout=60, cookies=_NoCookies(), verify=False,
-                                 limits=httpx.Limits(max_connections=1))
+                                 limits=httpx.Limits(max_connections=1, keepalive_expiry=4.0))
                for _ in range(len(users) + 1)]
     # No cyclic collection in this process while it drives: its full passes over
     # 200 clients and their garbage took 60-200 ms every few seconds here, pauses

@@ -210,7 +210,8 @@ def test_rater_counts_by_hand_through_screening_nulls_and_partial_deletes(db_url
 
     def rows(rater, answer, times, revision=None):
         return [{"answer_id": answer, "rater_id": rater, "criterion_id": c, "score": 0,
-                 "revision": revision, "time_spent_s": t} for c, t in zip((c1, c2), times)]
+                 "revision": revision, "time_spent_s": t}
+                for c, t in zip((c1, c2), times, strict=True)]
 
     def kept():
         with engine.connect() as conn:

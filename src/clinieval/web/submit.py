@@ -339,8 +339,9 @@ def _add_ratings(conn: sa.Connection, rows: list[dict]) -> list[int]:
     database assigns their ids, returned in the order of ``rows`` (matched by
     answer and criterion, which are unique within a submission: the order in
     which a database returns the rows of a multi-row INSERT is not promised).
-    A refusal names the submission's first row: all rows of one submission
-    share answer, rater and revision."""
+    A refusal names the submission's first row (all rows of one submission
+    share rater and task; a pair's rows span its two answers, an edit's may
+    carry different revisions)."""
     if not rows:
         return []
     params = {f"{k}_{i}": row[k] for i, row in enumerate(rows) for k in _RATING_KEYS}

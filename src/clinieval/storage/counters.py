@@ -200,7 +200,7 @@ def _ms(value: str) -> str:
     return f"round(coalesce({value}, 0) * 1000)"
 
 
-_OTHERS_MS = """(SELECT max({ms}) FROM ratings o
+_OTHERS_MS = """(SELECT max({ms}) AS m FROM ratings o
     WHERE o.answer_id = {row}.answer_id AND o.rater_id = {row}.rater_id
     AND coalesce(o.revision, 0) = 0 AND o.rating_id <> {row}.rating_id)"""
 
@@ -208,9 +208,10 @@ _OTHERS_MS = """(SELECT max({ms}) FROM ratings o
 def _rater_terms(row: str) -> dict[str, str]:
     others = _OTHERS_MS.format(ms=_ms("o.time_spent_s"), row=row)
     mine = _ms(f"{row}.time_spent_s")
+    first = f"coalesce({row}.revision, 0) = 0 AND {_COUNTED.format(row=row)}"
     return {
-        "guard": f"coalesce({row}.revision, 0) = 0 AND {_COUNTED.format(row=row)}"
-                 f" AND ({others} IS NULL OR {mine} > {others})",
+        "first": first,
+        "guard": f"{first} AND ({others} IS NULL OR {mine} > {others})",
         "answers": f"CASE WHEN {others} IS NULL THEN 1 ELSE 0 END",
         "ms": f"{mine} - coalesce({others}, 0)",
         "studies": f"SELECT l.study_id FROM answer_load l WHERE l.answer_id = {row}.answer_id",
@@ -224,10 +225,14 @@ _UPSERT = ("INSERT INTO rater_load (study_id, rater_id, answers, votes, ms) {sel
 
 
 def _rated(row: str = "NEW") -> str:
-    t = _rater_terms(row)
-    return _UPSERT.format(select=f"SELECT l.study_id, {row}.rater_id, {t['answers']}, 0,"
-                                 f" {t['ms']} FROM answer_load l"
-                                 f" WHERE l.answer_id = {row}.answer_id")
+    """The upsert for a new rating row; the rows before it are read once (the
+    insert is the hot path: every submission writes a row per criterion)."""
+    others = _OTHERS_MS.format(ms=_ms("o.time_spent_s"), row=row)
+    mine = _ms(f"{row}.time_spent_s")
+    return _UPSERT.format(select=(
+        f"SELECT l.study_id, {row}.rater_id, CASE WHEN o.m IS NULL THEN 1 ELSE 0 END, 0,"
+        f" {mine} - coalesce(o.m, 0) FROM answer_load l, {others} o"
+        f" WHERE l.answer_id = {row}.answer_id AND (o.m IS NULL OR {mine} > o.m)"))
 
 
 def _unrated(row: str = "OLD") -> str:
@@ -256,7 +261,7 @@ _UNVOTED = ("UPDATE rater_load SET votes = votes - 1 WHERE rater_id = OLD.rater_
 
 RATER_SQLITE = [
     f"""CREATE TRIGGER rater_load_rated AFTER INSERT ON ratings
-        WHEN {_rater_terms("NEW")["guard"]} BEGIN {_rated()}; END""",
+        WHEN {_rater_terms("NEW")["first"]} BEGIN {_rated()}; END""",
     f"""CREATE TRIGGER rater_load_unrated AFTER DELETE ON ratings
         WHEN {_rater_terms("OLD")["guard"]} BEGIN {_unrated()}; END""",
     f"CREATE TRIGGER rater_load_screened AFTER INSERT ON answer_screens BEGIN {_SCREENED}; END",
@@ -273,7 +278,7 @@ RATER_SQLITE = [
 # is still there, which ``o.rating_id <> row.rating_id`` leaves out.
 _RATER_PG = {
     "rater_load_rated": ("BEFORE INSERT", "ratings",
-                         f"IF {_rater_terms('NEW')['guard']} THEN {_rated()}; END IF;", "NEW"),
+                         f"IF {_rater_terms('NEW')['first']} THEN {_rated()}; END IF;", "NEW"),
     "rater_load_unrated": ("BEFORE DELETE", "ratings",
                            f"IF {_rater_terms('OLD')['guard']} THEN {_unrated()}; END IF;",
                            "OLD"),

@@ -206,7 +206,7 @@ def test_rater_counts_by_hand_through_screening_nulls_and_partial_deletes(db_url
                 S.cases.c.study_id == study).order_by(S.answers.c.answer_id)).all()
         (a1, case), (a2, _) = answers_of("x")[:2]
         b1 = answers_of("y")[0][0]
-        c1, c2 = conn.execute(sa.select(S.criteria.c.criterion_id)).scalars().all()[:2]
+        c1, c2, c3 = conn.execute(sa.select(S.criteria.c.criterion_id)).scalars().all()[:3]
 
     def rows(rater, answer, times, revision=None):
         return [{"answer_id": answer, "rater_id": rater, "criterion_id": c, "score": 0,
@@ -225,11 +225,22 @@ def test_rater_counts_by_hand_through_screening_nulls_and_partial_deletes(db_url
         conn.execute(r.insert(), rows("r1", a1, [10.0, 12.5]) + rows("r1", a2, [None, None])
                      + rows("r2", b1, [7.0, 7.0], revision=0))
     assert kept() == {("x", "r1"): (1, 0, 0.0), ("y", "r2"): (1, 0, 7000.0)}
+    def later(seconds):  # another first rating of r2 on b1, in a statement of its own
+        return [{"answer_id": b1, "rater_id": "r2", "criterion_id": c3, "score": 0,
+                 "revision": 0, "time_spent_s": seconds}]
+
+    with db.writing(engine) as conn:  # shorter than before: the time stays
+        conn.execute(r.insert(), later(6.0))
+    assert kept()[("y", "r2")] == (1, 0, 7000.0)
+    with db.writing(engine) as conn:  # longer: the answer's time rises to it
+        conn.execute(r.delete().where(r.c.criterion_id == c3))
+        conn.execute(r.insert(), later(9.25))
+    assert kept()[("y", "r2")] == (1, 0, 9250.0)
     with db.writing(engine) as conn:
         conn.execute(s.insert().values(study_id="x", answer_id=a1, status="clear",
                                        screened_at=auth.now()))
         conn.execute(r.insert(), rows("r1", a1, [99.0, 99.0], revision=1))  # an edit
-    assert kept() == {("x", "r1"): (2, 0, 12500.0), ("y", "r2"): (1, 0, 7000.0)}
+    assert kept() == {("x", "r1"): (2, 0, 12500.0), ("y", "r2"): (1, 0, 9250.0)}
     with db.writing(engine) as conn:
         conn.execute(r.delete().where(r.c.answer_id == a1, r.c.criterion_id == c2,
                                       r.c.revision.is_(None)))
@@ -243,5 +254,5 @@ def test_rater_counts_by_hand_through_screening_nulls_and_partial_deletes(db_url
     assert kept()[("x", "r1")] == (1, 1, 0.0)  # a1's edit alone is no first rating
     with db.writing(engine) as conn:
         conn.execute(s.delete().where(s.c.answer_id == a2))
-    assert kept() == {("x", "r1"): (0, 1, 0.0), ("y", "r2"): (1, 0, 7000.0)}
+    assert kept() == {("x", "r1"): (0, 1, 0.0), ("y", "r2"): (1, 0, 9250.0)}
     engine.dispose()

@@ -76,16 +76,23 @@ SQLITE_NAMES = ("answer_load_screened", "answer_load_unscreened", "answer_load_r
 
 
 def _pg_function(name: str, body: str, returns: str = "NULL") -> str:
-    return (f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {body}"
-            f" RETURN {returns}; END $$")
+    return (f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$"
+            f" BEGIN {body} RETURN {returns}; END $$")
 
 
-# PostgreSQL runs AFTER ROW triggers once the whole statement is done, when
-# every row of a multi-row INSERT (or COPY) is visible; BEFORE ROW triggers
-# see the rows the statement processed so far, so "first row of this rater
-# on this answer" is asked there.
-_FIRST_BEFORE_INSERT = _COUNTED.format(row="NEW") + """ AND NOT EXISTS (SELECT 1 FROM ratings o
-    WHERE o.answer_id = NEW.answer_id AND o.rater_id = NEW.rater_id)"""
+def _pg_statement_trigger(name: str, when: str, table: str) -> str:
+    """A trigger run once per statement with the statement's rows as ``added``
+    (a transition table): one call and a few set-based statements per
+    submission (or per COPY of an import) instead of a call and several
+    probes per row."""
+    return (f"CREATE TRIGGER {name} {when} ON {table} REFERENCING NEW TABLE AS added"
+            f" FOR EACH STATEMENT EXECUTE FUNCTION {name}()")
+
+
+# The rows of a rater on an answer stored before the statement: the statement's
+# own rows are visible to an AFTER trigger, and ``added`` says which they are.
+_BEFORE_STATEMENT = "NOT EXISTS (SELECT 1 FROM added x WHERE x.rating_id = o.rating_id)"
+
 
 
 POSTGRES = [
@@ -94,9 +101,15 @@ POSTGRES = [
     _pg_function("answer_load_unscreened",
                  "DELETE FROM answer_load WHERE answer_id = OLD.answer_id"
                  " AND study_id = OLD.study_id;"),
-    _pg_function("answer_load_rated",
-                 f"IF {_FIRST_BEFORE_INSERT} THEN UPDATE answer_load SET"
-                 " submitted = submitted + 1 WHERE answer_id = NEW.answer_id; END IF;", "NEW"),
+    # Each (answer, rater) of the statement that had no rating before it is a new rater.
+    _pg_function("answer_load_rated", f"""UPDATE answer_load l SET submitted = l.submitted + n.k
+        FROM (SELECT p.answer_id, count(*) AS k
+              FROM (SELECT DISTINCT answer_id, rater_id FROM added) p
+              WHERE EXISTS (SELECT 1 FROM answer_load c WHERE c.answer_id = p.answer_id)
+                AND NOT EXISTS (SELECT 1 FROM ratings o WHERE o.answer_id = p.answer_id
+                                AND o.rater_id = p.rater_id AND {_BEFORE_STATEMENT})
+              GROUP BY p.answer_id) n
+        WHERE l.answer_id = n.answer_id;"""),
     _pg_function("answer_load_unrated",
                  f"IF {_FIRST_OF_RATER.format(row='OLD')} THEN UPDATE answer_load SET"
                  " submitted = submitted - 1 WHERE answer_id = OLD.answer_id; END IF;", "OLD"),
@@ -114,8 +127,7 @@ POSTGRES = [
     " EXECUTE FUNCTION answer_load_screened()",
     "CREATE TRIGGER answer_load_unscreened AFTER DELETE ON answer_screens FOR EACH ROW"
     " EXECUTE FUNCTION answer_load_unscreened()",
-    "CREATE TRIGGER answer_load_rated BEFORE INSERT ON ratings FOR EACH ROW"
-    " EXECUTE FUNCTION answer_load_rated()",
+    _pg_statement_trigger("answer_load_rated", "AFTER INSERT", "ratings"),
     "CREATE TRIGGER answer_load_unrated BEFORE DELETE ON ratings FOR EACH ROW"
     " EXECUTE FUNCTION answer_load_unrated()",
     "CREATE TRIGGER pair_load_voted AFTER INSERT ON preferences FOR EACH ROW"
@@ -272,13 +284,24 @@ RATER_SQLITE = [
     f"""CREATE TRIGGER rater_load_unvoted AFTER DELETE ON preferences
         WHEN {_RATED_VOTE.format(row="OLD")} BEGIN {_UNVOTED}; END""",
 ]
-# On PostgreSQL the rating triggers run BEFORE the row is written (see
-# _FIRST_BEFORE_INSERT): the rows of the same statement written so far are
-# visible, the row itself is not (its id is already set), and a deleted row
-# is still there, which ``o.rating_id <> row.rating_id`` leaves out.
+# On PostgreSQL new ratings are counted once per statement (see
+# _pg_statement_trigger): per (answer, rater) of the statement, its longest
+# first-rating time against that of the rows stored before (none: a new
+# answer for the rater). The delete trigger runs BEFORE the row goes, while
+# it is still there, which ``o.rating_id <> row.rating_id`` leaves out.
+_RATED_STATEMENT = _UPSERT.format(select=f"""
+    SELECT l.study_id, a.rater_id, sum(CASE WHEN o.m IS NULL THEN 1 ELSE 0 END), 0,
+           sum(a.m - coalesce(o.m, 0))
+    FROM (SELECT answer_id, rater_id, max({_ms("time_spent_s")}) AS m FROM added
+          WHERE coalesce(revision, 0) = 0 GROUP BY answer_id, rater_id) a
+    JOIN answer_load l ON l.answer_id = a.answer_id
+    CROSS JOIN LATERAL (SELECT max({_ms("o.time_spent_s")}) AS m FROM ratings o
+        WHERE o.answer_id = a.answer_id AND o.rater_id = a.rater_id
+        AND coalesce(o.revision, 0) = 0 AND {_BEFORE_STATEMENT}) o
+    WHERE o.m IS NULL OR a.m > o.m
+    GROUP BY l.study_id, a.rater_id""")
 _RATER_PG = {
-    "rater_load_rated": ("BEFORE INSERT", "ratings",
-                         f"IF {_rater_terms('NEW')['first']} THEN {_rated()}; END IF;", "NEW"),
+    "rater_load_rated": ("AFTER INSERT", "ratings", f"{_RATED_STATEMENT};", "NULL"),
     "rater_load_unrated": ("BEFORE DELETE", "ratings",
                            f"IF {_rater_terms('OLD')['guard']} THEN {_unrated()}; END IF;",
                            "OLD"),
@@ -290,9 +313,11 @@ _RATER_PG = {
                            f"IF {_RATED_VOTE.format(row='OLD')} THEN {_UNVOTED}; END IF;",
                            "NULL"),
 }
+_PG_STATEMENT_LEVEL = {"rater_load_rated"}
 RATER_POSTGRES = [
     *(_pg_function(name, body, returns) for name, (_, _, body, returns) in _RATER_PG.items()),
-    *(f"CREATE TRIGGER {name} {when} ON {table} FOR EACH ROW EXECUTE FUNCTION {name}()"
+    *(_pg_statement_trigger(name, when, table) if name in _PG_STATEMENT_LEVEL else
+      f"CREATE TRIGGER {name} {when} ON {table} FOR EACH ROW EXECUTE FUNCTION {name}()"
       for name, (when, table, _, _) in _RATER_PG.items()),
 ]
 
@@ -315,6 +340,25 @@ def uninstall_raters(conn: sa.Connection) -> None:
             conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {name}()")
         else:
             conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+
+
+_RATINGS_INSERTED = ("answer_load_rated", "rater_load_rated")
+
+
+def count_per_statement(conn: sa.Connection) -> None:
+    """On PostgreSQL, (re)create the triggers counting inserted ratings as
+    statement-level ones (migration 0010; databases made since get them from
+    :func:`install` and :func:`install_raters` already). The counters stay as
+    they are: both kinds count the same."""
+    if conn.dialect.name != "postgresql":
+        return
+    functions = {name: next(s for s in POSTGRES + RATER_POSTGRES
+                            if s.startswith(f"CREATE OR REPLACE FUNCTION {name}()"))
+                 for name in _RATINGS_INSERTED}
+    for name in _RATINGS_INSERTED:
+        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name} ON ratings")
+        conn.exec_driver_sql(functions[name])
+        conn.exec_driver_sql(_pg_statement_trigger(name, "AFTER INSERT", "ratings"))
 
 
 def _rater_counts(conn: sa.Connection) -> dict[tuple[str, str], tuple[int, int, float]]:

@@ -238,18 +238,24 @@ def _lock(conn: sa.Connection, answer_ids: list[str], wait: bool = False) -> boo
     through their foreign key."""
     if conn.dialect.name != "postgresql":
         return True
+    ids = sorted(set(answer_ids))
+    got = run(conn, _LOCKS[(len(ids), wait)], {f"a{i}": x for i, x in enumerate(ids)})
+    return len(got) == len(ids)
+
+
+def _locks() -> dict[tuple[int, bool], Prepared]:
+    """:func:`_lock`'s statement per number of answers (a task has one or two)
+    and way of waiting, built once."""
     a = S.answers
-    got = (
-        conn.execute(
-            sa.select(a.c.answer_id)
-            .where(a.c.answer_id.in_(answer_ids))
-            .order_by(a.c.answer_id)
-            .with_for_update(skip_locked=not wait, key_share=True)
-        )
-        .scalars()
-        .all()
-    )
-    return len(got) == len(set(answer_ids))
+    return {(n, wait): Prepared(
+        sa.select(a.c.answer_id)
+        .where(a.c.answer_id.in_([sa.bindparam(f"a{i}") for i in range(n)]))
+        .order_by(a.c.answer_id)
+        .with_for_update(skip_locked=not wait, key_share=True))
+        for n in (1, 2) for wait in (False, True)}
+
+
+_LOCKS = _locks()
 
 
 def _rating_pages() -> tuple[Prepared, Prepared]:

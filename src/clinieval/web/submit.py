@@ -344,10 +344,14 @@ def _add_ratings(conn: sa.Connection, rows: list[dict]) -> list[int]:
     carry different revisions)."""
     if not rows:
         return []
-    params = {f"{k}_{i}": row[k] for i, row in enumerate(rows) for k in _RATING_KEYS}
+    if conn.dialect.name == "postgresql":
+        statement = _RATINGS_UNNEST
+        params = {k: [row[k] for row in rows] for k in _RATING_KEYS}
+    else:
+        statement = _ratings_insert(len(rows))
+        params = {f"{k}_{i}": row[k] for i, row in enumerate(rows) for k in _RATING_KEYS}
     try:
-        ids = {(a, c): rating_id for rating_id, a, c in run(conn, _ratings_insert(len(rows)),
-                                                           params)}
+        ids = {(a, c): rating_id for rating_id, a, c in run(conn, statement, params)}
     except sa.exc.IntegrityError as err:
         raise refusal(err, "ratings", rows[0], 0) from None
     return [ids[(row["answer_id"], row["criterion_id"])] for row in rows]
@@ -356,6 +360,19 @@ def _add_ratings(conn: sa.Connection, rows: list[dict]) -> list[int]:
 _RATING_KEYS = ("answer_id", "rater_id", "criterion_id", "score", "revision", "review_id",
                 "comment", "time_spent_s", "created_at", "rubric_version")
 _RATINGS_INSERT: dict[int, Prepared] = {}
+_PG_ARRAYS = {"answer_id": "text", "rater_id": "text", "criterion_id": "text",
+              "score": "smallint", "revision": "smallint", "review_id": "bigint",
+              "comment": "text", "time_spent_s": "float8", "created_at": "timestamptz",
+              "rubric_version": "text"}
+_RATINGS_UNNEST = Prepared(sa.text(
+    f"INSERT INTO ratings ({', '.join(_RATING_KEYS)}) SELECT * FROM unnest("
+    + ", ".join(f"CAST(:{k} AS {_PG_ARRAYS[k]}[])" for k in _RATING_KEYS)
+    + ") RETURNING rating_id, answer_id, criterion_id",
+).columns(rating_id=sa.BigInteger, answer_id=sa.Text, criterion_id=sa.Text))
+"""PostgreSQL: the rows as one array per column, so one statement of 10
+parameters serves every number of rows. The VALUES form has 10 per row (90
+for a rating task): beyond 50 parameters psycopg converts the query text
+afresh on every call, a twentieth of the server's CPU per submission."""
 
 
 def _ratings_insert(n: int) -> Prepared:

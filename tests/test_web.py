@@ -165,6 +165,12 @@ def test_a_clinician_cannot_open_or_draft_another_clinicians_task(app, engine):
                    headers={"X-CSRF-Token": csrf(other)})
     assert r.status_code == 404
     assert count(engine, P.drafts) == 0
+    form = {**answer_form(owner, url), "csrf": csrf(other)}  # a complete, valid answer
+    for accept in ("text/html", "application/json"):
+        assert other.post(url, data=form, headers={"accept": accept}).status_code == 404
+    assert count(engine, S.ratings) == 0
+    assert owner.post(url, data={**form, "csrf": csrf(owner)}).status_code == 303
+    assert count(engine, S.ratings) == 9
 
 
 # --- CSRF, sessions, sign-in -----------------------------------------------------

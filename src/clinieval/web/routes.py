@@ -286,23 +286,30 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
     browser is sent straight to it (two requests fewer per task than by the
     task list and its "Next task") and a script gets its address in the
     result (one fewer than asking for it)."""
-    lease, criteria = await blocking(ctx.request, _lease_and_criteria, ctx, token)
     as_json = ctx.request.headers.get("content-type", "").startswith("application/json")
     data = await ctx.request.json() if as_json else await _form(ctx.request)
     if not isinstance(data, dict):
         raise InputError("submission", "expected a JSON object", field="body")
     then = data.pop("next", None) or None
+
+    def parse(conn: sa.Connection, lease: sa.Row) -> submit.Submission:
+        """The form checked against the task, in the submission's transaction
+        once its lease is read (one read of the lease per submission)."""
+        return submit.parse(data, lease, criteria_views(conn, ctx.study),
+                            ctx.study.rationale_required)
+
     try:
         if then not in (None, "auto", *P.TASK_KINDS):
             raise InputError("submission", "unknown kind of next task", field="next",
                              expected="auto | " + " | ".join(P.TASK_KINDS), got=then)
-        sub = submit.parse(data, lease, criteria, ctx.study.rationale_required)
-        result = await blocking(ctx.request, submit.store, ctx.engine, ctx.study, token,
-                                ctx.user, sub, then and partial(_lease_next, ctx, then))
+        result, lease = await blocking(ctx.request, submit.store, ctx.engine, ctx.study, token,
+                                       ctx.user, parse, then and partial(_lease_next, ctx, then))
+    except submit.NoSuchTask:
+        raise HTTPException(404, "No such task.") from None
     except InputError as err:
         if wants_json(ctx.request):
             raise
-        return await blocking(ctx.request, _task_page, ctx, lease, 422, err, data)
+        return await blocking(ctx.request, _refused_page, ctx, token, err, data)
     study = ctx.study.study_id
     following = result.pop("next", None)
     if wants_json(ctx.request):
@@ -315,6 +322,12 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
         return RedirectResponse(f"/s/{study}?saved=1&empty=1", status_code=303)
     target = "history?saved=1" if lease.status == "submitted" else "?saved=1"
     return RedirectResponse(f"/s/{study}/{target}".replace("/?", "?"), status_code=303)
+
+
+def _refused_page(ctx: Ctx, token: str, error: InputError, entered: dict) -> Response:
+    """The task page again with what was entered and why it was refused."""
+    with db.reading(ctx.engine) as conn:
+        return _task_page(ctx, _lease(ctx, token, conn), 422, error, entered, conn)
 
 
 def _lease_and_criteria(ctx: Ctx, token: str) -> tuple:

@@ -143,9 +143,23 @@ def _time(form: Mapping[str, object]) -> float | None:
 # --- storing -----------------------------------------------------------------
 
 
-def store(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row, sub: Submission,
-          then: Callable[[sa.Connection], str | None] | None = None) -> dict:
-    """Write the submission (or return the stored result for a repeated key).
+class NoSuchTask(LookupError):
+    """The task is not this clinician's in this study (the route answers 404)."""
+
+
+Parser = Callable[[sa.Connection, sa.Row], Submission]
+
+
+def store(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row,
+          sub: Submission | Parser, then: Callable[[sa.Connection], str | None] | None = None
+          ) -> tuple[dict, sa.Row]:
+    """Write the submission (or return the stored result for a repeated key);
+    returns the result and the task's lease as it was before.
+
+    ``sub`` may be a function of the transaction and the task's (locked)
+    lease that checks the form: the route then reads the lease once, inside
+    the transaction, instead of once before it as well; it runs before
+    anything is written, and its InputError rolls back.
 
     ``then`` runs in the same transaction once the submission is written (or
     found stored) and its value is the result's ``next``: the route leases the
@@ -163,27 +177,34 @@ def store(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row, sub: Su
     raise AssertionError("unreachable")
 
 
-def _store_once(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row, sub: Submission,
-                then: Callable[[sa.Connection], str | None] | None) -> dict:
+def _store_once(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row,
+                sub: Submission | Parser, then: Callable[[sa.Connection], str | None] | None
+                ) -> tuple[dict, sa.Row]:
     with db.writing(engine) as conn:
+        lease = _locked_lease(conn, token, user.user_id, cfg.study_id)
+        if not isinstance(sub, Submission):
+            sub = sub(conn, lease)
         record(conn, "submitted", user_id=user.user_id, study_id=cfg.study_id, subject=token)
         result = _stored_result(conn, sub.key, user.user_id)
         if result is None:
-            result = _write(conn, cfg, token, user, sub)
+            result = _write(conn, cfg, lease, user, sub)
         if then is not None:
             result = {**result, "next": then(conn)}
-    return result
+    return result, lease
 
 
-def _write(conn: sa.Connection, cfg: StudyConfig, token: str, user: sa.Row, sub: Submission
+def _write(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, user: sa.Row, sub: Submission
            ) -> dict:
-    lease = _locked_lease(conn, token, user.user_id)
+    if lease.status != "submitted" and not is_live(lease):
+        raise InputError(
+            SOURCE, "this task's lease has expired or was released; take a new task", field="lease"
+        )
     sub = replace(sub, rubric_version=_rubric_version(conn, cfg.study_id))
     if lease.status == "submitted":
         result = _revise(conn, lease, user.rater_id, sub)
     else:
         result = _first(conn, lease, user.rater_id, sub)
-    run(conn, _NEW_KEY, {"key": sub.key, "user_id": user.user_id, "token": token,
+    run(conn, _NEW_KEY, {"key": sub.key, "user_id": user.user_id, "token": lease.token,
                             "result": json.dumps(result), "created_at": now()})
     return result
 
@@ -195,7 +216,8 @@ _STORED_RESULT = Prepared(sa.select(P.idempotency_keys.c.result,
     P.idempotency_keys.c.key == sa.bindparam("key")))
 _LOCKED_LEASE = Prepared(sa.select(P.task_leases).where(
     P.task_leases.c.token == sa.bindparam("token"),
-    P.task_leases.c.user_id == sa.bindparam("user")).with_for_update())
+    P.task_leases.c.user_id == sa.bindparam("user"),
+    P.task_leases.c.study_id == sa.bindparam("study")).with_for_update())
 _NEW_KEY = prepared.insert(P.idempotency_keys, "key", "user_id", "token", "result",
                            "created_at")
 _SUBMITTED = Prepared(P.task_leases.update().where(
@@ -219,14 +241,10 @@ def _stored_result(conn: sa.Connection, key: str, user_id: str) -> dict | None:
     return {**json.loads(row.result), "repeated": True}
 
 
-def _locked_lease(conn: sa.Connection, token: str, user_id: str) -> sa.Row:
-    lease = run(conn, _LOCKED_LEASE, {"token": token, "user": user_id}).first()
+def _locked_lease(conn: sa.Connection, token: str, user_id: str, study_id: str) -> sa.Row:
+    lease = run(conn, _LOCKED_LEASE, {"token": token, "user": user_id, "study": study_id}).first()
     if lease is None:
-        raise InputError(SOURCE, "no such task for this clinician", field="task")
-    if lease.status != "submitted" and not is_live(lease):
-        raise InputError(
-            SOURCE, "this task's lease has expired or was released; take a new task", field="lease"
-        )
+        raise NoSuchTask(token)
     return lease
 
 

@@ -14,6 +14,7 @@ import time
 
 import httpx
 import pyarrow as pa
+import pytest
 import sqlalchemy as sa
 from alembic import command
 
@@ -255,4 +256,80 @@ def test_rater_counts_by_hand_through_screening_nulls_and_partial_deletes(db_url
     with db.writing(engine) as conn:
         conn.execute(s.delete().where(s.c.answer_id == a2))
     assert kept() == {("x", "r1"): (0, 1, 0.0), ("y", "r2"): (1, 0, 9250.0)}
+    engine.dispose()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_counters_match_a_recount_after_every_statement_of_a_random_history(db_url, seed):
+    """Random statements of several rows each (the same rater and answer more
+    than once in one statement, revisions NULL to 2, NULL and fractional
+    times), several statements in one transaction, COPY on PostgreSQL, and
+    deletions; an answer screened in two studies and one in none. After each
+    transaction the stored counters equal a recount."""
+    import random
+
+    from clinieval.storage import platform_tables as P
+    from clinieval.web import auth
+
+    rnd = random.Random(seed)
+    engine = db.make_engine(db_url)
+    db.upgrade(engine)
+    make_studies(engine)
+    r, s = S.ratings, P.answer_screens
+    with db.writing(engine) as conn:
+        def answers_of(study):
+            return conn.execute(sa.select(S.answers.c.answer_id).join(
+                S.cases, S.cases.c.case_id == S.answers.c.case_id).where(
+                S.cases.c.study_id == study).order_by(S.answers.c.answer_id)).scalars().all()
+        xs, ys = answers_of("x")[:4], answers_of("y")[:2]
+        criteria = conn.execute(sa.select(S.criteria.c.criterion_id)
+                                .order_by(S.criteria.c.criterion_id)).scalars().all()[:3]
+        conn.execute(s.insert().values(study_id="y", answer_id=xs[0], status="clear",
+                                       screened_at=auth.now()))  # in both studies
+        conn.execute(s.delete().where(s.c.answer_id == xs[1]))  # in none
+        conn.execute(S.raters.insert(), [{"rater_id": f"r{i}"} for i in range(3)])
+    answers, raters = xs + ys, ["r0", "r1", "r2"]
+    used: set[tuple] = set()  # (answer, rater, criterion, revision) stored, revision not NULL
+
+    def new_rows(n: int) -> list[dict]:
+        rows = []
+        for _ in range(n):
+            key = (rnd.choice(answers), rnd.choice(raters), rnd.choice(criteria),
+                   rnd.choice([None, None, 0, 0, 1, 2]))
+            if key[3] is not None and key in used:
+                continue
+            if key[3] is not None:
+                used.add(key)
+            rows.append(dict(zip(("answer_id", "rater_id", "criterion_id", "revision"), key,
+                                 strict=True), score=0, time_spent_s=rnd.choice(
+                [None, 0.0, 0.0004, 1.0, 2.4996, 2.5, 7.0, 10.0])))
+        return rows
+
+    postgres = engine.dialect.name == "postgresql"
+    for step in range(60):
+        op = rnd.choice(["statement", "statement", "several", "delete"] + ["copy"] * postgres)
+        with db.writing(engine) as conn:
+            if op == "delete":
+                gone = conn.execute(sa.select(r.c.rating_id)).scalars().all()
+                conn.execute(r.delete().where(r.c.rating_id.in_(
+                    rnd.sample(gone, min(len(gone), rnd.randint(1, 4))))))
+                used = {tuple(row) for row in conn.execute(sa.select(
+                    r.c.answer_id, r.c.rater_id, r.c.criterion_id, r.c.revision)
+                    .where(r.c.revision.is_not(None)))}
+            elif op == "copy":
+                columns = ("answer_id", "rater_id", "criterion_id", "score", "revision",
+                           "time_spent_s")
+                cursor = conn.connection.driver_connection.cursor()
+                with cursor.copy(f"COPY ratings ({', '.join(columns)}) FROM STDIN") as copy:
+                    for row in new_rows(rnd.randint(1, 8)):
+                        copy.write_row([row[c] for c in columns])
+            else:
+                for _ in range(rnd.randint(2, 3) if op == "several" else 1):
+                    rows = new_rows(rnd.randint(1, 8))
+                    if rows:  # one INSERT of all the rows
+                        conn.execute(r.insert().values(rows))
+        try:
+            _same(engine)
+        except AssertionError as err:
+            raise AssertionError(f"after step {step} ({op})") from err
     engine.dispose()

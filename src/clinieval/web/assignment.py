@@ -239,23 +239,20 @@ def _lock(conn: sa.Connection, answer_ids: list[str], wait: bool = False) -> boo
     if conn.dialect.name != "postgresql":
         return True
     ids = sorted(set(answer_ids))
-    got = run(conn, _LOCKS[(len(ids), wait)], {f"a{i}": x for i, x in enumerate(ids)})
+    got = run(conn, _lock_statement(len(ids), wait), {f"a{i}": x for i, x in enumerate(ids)})
     return len(got) == len(ids)
 
 
-def _locks() -> dict[tuple[int, bool], Prepared]:
-    """:func:`_lock`'s statement per number of answers (a task has one or two)
-    and way of waiting, built once."""
+@lru_cache(maxsize=8)
+def _lock_statement(n: int, wait: bool) -> Prepared:
+    """:func:`_lock`'s statement for ``n`` answers (a task has one or two) and
+    way of waiting, built once."""
     a = S.answers
-    return {(n, wait): Prepared(
+    return Prepared(
         sa.select(a.c.answer_id)
         .where(a.c.answer_id.in_([sa.bindparam(f"a{i}") for i in range(n)]))
         .order_by(a.c.answer_id)
         .with_for_update(skip_locked=not wait, key_share=True))
-        for n in (1, 2) for wait in (False, True)}
-
-
-_LOCKS = _locks()
 
 
 def _rating_pages() -> tuple[Prepared, Prepared]:

@@ -531,9 +531,9 @@ def main() -> None:
     args = parser.parse_args()
     loop_s, trip_us = yardstick()
     print(f"machine: a pure-Python loop of 5 million additions {loop_s:.2f} s; a message to"
-          f" another thread and back over a socket pair {trip_us:.0f} us (best of 3 each; to"
-          f" compare figures from different machines: on two 2-core VMs of the same kind the"
-          f" benchmark differed twofold, with the loop alike and the round trip not)")
+          f" another thread and back over a socket pair {trip_us:.0f} us (best of 3 each;"
+          f" yardsticks for comparing figures from different machines, which differ twofold"
+          f" between 2-core VMs of the same kind; the round trip also varies with the load)")
     if not args.skip_sqlite:
         with tempfile.TemporaryDirectory() as tmp:
             bench(f"sqlite:///{tmp}/bench.db", args)

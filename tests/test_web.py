@@ -4,6 +4,7 @@ idempotency, revisions, assignment and blinding."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import typing
@@ -12,7 +13,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clinieval import tables as T
@@ -597,6 +598,46 @@ def test_a_double_click_sent_at_once_is_stored_once(app, engine):
 
 
 # --- fuzzing the submission parser ----------------------------------------------------
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
+_BODIES = st.one_of(
+    st.binary(max_size=200),  # broken syntax and encodings
+    _JSON.map(lambda v: json.dumps(v).encode()),  # JSON, mostly not a submission
+    st.integers(1, 200_000).map(lambda n: b"[" * n + b"]" * n),  # nesting past the parser
+)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=_BODIES)
+def test_a_json_body_that_is_no_submission_is_refused_by_field(app, engine, body):
+    """Whatever the bytes, the submission and draft routes answer 422 naming
+    the field, never a server error, and store nothing."""
+    c = _fuzz_client(app, engine)
+    url = c.task
+    headers = {"content-type": "application/json", "accept": "application/json",
+               "X-CSRF-Token": c.csrf}
+    for target in (url, url + "/draft"):
+        r = c.post(target, content=body, headers=headers)
+        assert r.status_code == 422, (target, r.status_code, r.text[:200])
+        error = r.json()["error"]  # the field may be a key of the body, even ""
+        assert isinstance(error["field"], str) and error["message"]
+    assert count(engine, S.ratings) == 0 and count(engine, P.drafts) == 0
+
+
+_FUZZ_CLIENT: dict = {}
+
+
+def _fuzz_client(app, engine) -> TestClient:
+    """One clinician with one task per app (hypothesis runs the test body many
+    times with the same fixtures); the app itself is kept to tell them apart."""
+    if _FUZZ_CLIENT.get("app") is not app:
+        c = member(app, engine, "x", "clinician")
+        c.task, c.csrf = take(c), csrf(c)
+        _FUZZ_CLIENT.update(app=app, client=c)
+    return _FUZZ_CLIENT["client"]
 
 def _criteria_views():
     from clinieval.rubric import load_rubric

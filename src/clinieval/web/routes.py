@@ -4,6 +4,7 @@ a token alone opens nothing."""
 
 from __future__ import annotations
 
+import json
 import secrets
 from datetime import UTC, datetime
 from functools import lru_cache, partial
@@ -50,6 +51,15 @@ PROFESSIONS = ("specialist", "resident", "general practitioner", "nurse or midwi
 
 async def _form(request: Request) -> dict[str, str]:
     return {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+
+
+async def _json(request: Request, source: str) -> object:
+    """The JSON body; one that does not parse (broken syntax or encoding, or
+    nesting too deep for the parser) is refused as input, not a server error."""
+    try:
+        return json.loads(await request.body())
+    except (ValueError, RecursionError):
+        raise InputError(source, "the body is not valid JSON", field="body") from None
 
 
 def _local(url: str | None) -> str:
@@ -287,7 +297,7 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
     task list and its "Next task") and a script gets its address in the
     result (one fewer than asking for it)."""
     as_json = ctx.request.headers.get("content-type", "").startswith("application/json")
-    data = await ctx.request.json() if as_json else await _form(ctx.request)
+    data = await _json(ctx.request, "submission") if as_json else await _form(ctx.request)
     if not isinstance(data, dict):
         raise InputError("submission", "expected a JSON object", field="body")
     then = data.pop("next", None) or None
@@ -342,7 +352,7 @@ def _lease_next(ctx: Ctx, kind: str, conn: sa.Connection) -> str | None:
 @router.post("/s/{study}/t/{token}/draft")
 async def draft(token: str, ctx: Clinician) -> Response:
     lease, criteria = await blocking(ctx.request, _lease_and_criteria, ctx, token)
-    data = await ctx.request.json()
+    data = await _json(ctx.request, "draft")
     await blocking(ctx.request, submit.save_draft, ctx.engine, ctx.study, lease, criteria,
                    data if isinstance(data, dict) else {})
     return JSONResponse({"saved": True})

@@ -169,8 +169,33 @@ def test_a_clinician_cannot_open_or_draft_another_clinicians_task(app, engine):
     form = {**answer_form(owner, url), "csrf": csrf(other)}  # a complete, valid answer
     for accept in ("text/html", "application/json"):
         assert other.post(url, data=form, headers={"accept": accept}).status_code == 404
+    headers = {"X-CSRF-Token": csrf(other)}  # whatever the body, the task is not theirs
+    for body in ([1], {**form, "next": "bogus"}, {**form, "s1.accuracy": [[2]]}):
+        assert other.post(url, json=body, headers=headers).status_code == 404
     assert count(engine, S.ratings) == 0
     assert owner.post(url, data={**form, "csrf": csrf(owner)}).status_code == 303
+    assert count(engine, S.ratings) == 9
+
+
+def test_a_task_is_answered_only_in_its_own_studys_address(app, engine):
+    """A clinician of two studies cannot submit study x's task under study y."""
+    import json as json_module
+
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    with engine.begin() as conn:  # the same clinician joins y, which now offers their specialty
+        user_id = conn.execute(sa.select(P.memberships.c.user_id)
+                               .where(P.memberships.c.study_id == "x")).scalars().all()[-1]
+        conn.execute(P.memberships.insert().values(study_id="y", user_id=user_id,
+                                                   role="clinician", consented_at=auth.now()))
+        conn.execute(P.study_settings.update().where(P.study_settings.c.study_id == "y")
+                     .values(specialties=json_module.dumps(["Pulmonology", "Pathology"])))
+    assert c.get("/s/y").status_code == 200  # a clinician of y indeed
+    form = answer_form(c, url)
+    assert c.post(url.replace("/s/x/", "/s/y/"), data=form).status_code == 404
+    assert c.get(url.replace("/s/x/", "/s/y/")).status_code == 404
+    assert count(engine, S.ratings) == 0
+    assert c.post(url, data=form).status_code == 303
     assert count(engine, S.ratings) == 9
 
 
@@ -606,6 +631,11 @@ _BODIES = st.one_of(
     st.binary(max_size=200),  # broken syntax and encodings
     _JSON.map(lambda v: json.dumps(v).encode()),  # JSON, mostly not a submission
     st.integers(1, 200_000).map(lambda n: b"[" * n + b"]" * n),  # nesting past the parser
+    # One field nested about as deep as the parser goes: printing it in an error
+    # message once ran out of stack in the worker thread (500).
+    st.tuples(st.sampled_from(["s1.accuracy", "time_spent_s", "next", "choice", "fields"]),
+              st.one_of(st.sampled_from([900, 950, 960, 1000, 3000]), st.integers(1, 5000)))
+    .map(lambda f: b'{"%s": %s1%s}' % (f[0].encode(), b"[" * f[1], b"]" * f[1])),
 )
 
 
@@ -625,6 +655,27 @@ def test_a_json_body_that_is_no_submission_is_refused_by_field(app, engine, body
         error = r.json()["error"]  # the field may be a key of the body, even ""
         assert isinstance(error["field"], str) and error["message"]
     assert count(engine, S.ratings) == 0 and count(engine, P.drafts) == 0
+
+
+def test_a_field_holding_a_list_or_object_is_refused_by_name(app, engine):
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    form = answer_form(c, url)
+    for value in ([2], {"score": 2}, [[["x"]]]):
+        r = c.post(url, json={**form, "c1.accuracy": value},
+                   headers={"X-CSRF-Token": csrf(c)})
+        assert r.status_code == 422 and r.json()["error"]["field"] == "c1.accuracy"
+    assert count(engine, S.ratings) == 0
+
+
+def test_an_error_names_a_value_nested_too_deep_to_print():
+    from clinieval.errors import InputError
+
+    value: list = []
+    for _ in range(100_000):  # deeper than repr() can go
+        value = [value]
+    err = InputError("submission", "expected a single value", field="s1.accuracy", got=value)
+    assert "s1.accuracy" in str(err) and "nested too deep" in str(err)
 
 
 _FUZZ_CLIENT: dict = {}

@@ -59,5 +59,8 @@ class ConfigError(ClinievalError):
 
 
 def _short(value: object, limit: int = 60) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:  # a value nested deeper than Python prints (hostile JSON)
+        return f"a {type(value).__name__} nested too deep to show"
     return text if len(text) <= limit else text[: limit - 3] + "..."

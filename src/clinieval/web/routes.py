@@ -298,20 +298,25 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
     result (one fewer than asking for it)."""
     as_json = ctx.request.headers.get("content-type", "").startswith("application/json")
     data = await _json(ctx.request, "submission") if as_json else await _form(ctx.request)
-    if not isinstance(data, dict):
-        raise InputError("submission", "expected a JSON object", field="body")
-    then = data.pop("next", None) or None
+    then = (data.pop("next", None) or None) if isinstance(data, dict) else None
 
     def parse(conn: sa.Connection, lease: sa.Row) -> submit.Submission:
-        """The form checked against the task, in the submission's transaction
-        once its lease is read (one read of the lease per submission)."""
+        """The body checked against the task, in the submission's transaction
+        once its lease is read: one read of the lease per submission, and
+        another clinician's task is 404 whatever the body says."""
+        if not isinstance(data, dict):
+            raise InputError("submission", "expected a JSON object", field="body")
+        if then not in (None, "auto", *P.TASK_KINDS):
+            raise InputError("submission", "unknown kind of next task", field="next",
+                             expected="auto | " + " | ".join(P.TASK_KINDS), got=then)
+        for name, value in data.items():  # a field holds one value (JSON may nest anything)
+            if isinstance(value, list | dict):
+                raise InputError("submission", "expected a single value, not a list or object",
+                                 field=name)
         return submit.parse(data, lease, criteria_views(conn, ctx.study),
                             ctx.study.rationale_required)
 
     try:
-        if then not in (None, "auto", *P.TASK_KINDS):
-            raise InputError("submission", "unknown kind of next task", field="next",
-                             expected="auto | " + " | ".join(P.TASK_KINDS), got=then)
         result, lease = await blocking(ctx.request, submit.store, ctx.engine, ctx.study, token,
                                        ctx.user, parse, then and partial(_lease_next, ctx, then))
     except submit.NoSuchTask:

@@ -96,7 +96,6 @@ def _pg_statement_trigger(name: str, when: str, table: str) -> str:
 _BEFORE_STATEMENT = "o.rating_id <> ALL (p.ids)"
 
 
-
 POSTGRES = [
     _pg_function("answer_load_screened",
                  f"{_INSERT_LOAD} {_NEW_ANSWER.format(row='NEW')} ON CONFLICT DO NOTHING;"),
@@ -356,13 +355,12 @@ def count_per_statement(conn: sa.Connection) -> None:
     they are: both kinds count the same."""
     if conn.dialect.name != "postgresql":
         return
-    functions = {name: next(s for s in POSTGRES + RATER_POSTGRES
-                            if s.startswith(f"CREATE OR REPLACE FUNCTION {name}()"))
-                 for name in _RATINGS_INSERTED}
     for name in _RATINGS_INSERTED:
         conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name} ON ratings")
-        conn.exec_driver_sql(functions[name])
-        conn.exec_driver_sql(_pg_statement_trigger(name, "AFTER INSERT", "ratings"))
+        for statement in POSTGRES + RATER_POSTGRES:  # its function, then its trigger
+            if statement.startswith((f"CREATE OR REPLACE FUNCTION {name}()",
+                                     f"CREATE TRIGGER {name} ")):
+                conn.exec_driver_sql(statement)
 
 
 def _rater_counts(conn: sa.Connection) -> dict[tuple[str, str], tuple[int, int, float]]:

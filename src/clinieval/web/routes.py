@@ -309,10 +309,6 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
         if then not in (None, "auto", *P.TASK_KINDS):
             raise InputError("submission", "unknown kind of next task", field="next",
                              expected="auto | " + " | ".join(P.TASK_KINDS), got=then)
-        for name, value in data.items():  # a field holds one value (JSON may nest anything)
-            if isinstance(value, list | dict):
-                raise InputError("submission", "expected a single value, not a list or object",
-                                 field=name)
         return submit.parse(data, lease, criteria_views(conn, ctx.study),
                             ctx.study.rationale_required)
 

@@ -62,9 +62,11 @@ def parse(
     known |= {
         f(p, c.criterion_id) for p in panels for c in criteria for f in (score_field, comment_field)
     }
-    for name in form:
+    for name, value in form.items():
         if name not in known:
             raise InputError(SOURCE, "unknown field (not a criterion of this task)", field=name)
+        if isinstance(value, list | dict):  # a field holds one value (JSON may nest anything)
+            raise InputError(SOURCE, "expected a single value, not a list or object", field=name)
     key = str(form.get("idempotency_key") or "")
     if not 8 <= len(key) <= 100:
         raise InputError(SOURCE, "missing or malformed", field="idempotency_key")

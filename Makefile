@@ -25,9 +25,11 @@ $(STAMP): pyproject.toml uv.lock | $(UV)
 demo: $(STAMP)  ## set up, build the demo snapshot, audit it, print where the report is
 	$(BIN)/clinieval demo
 
+# One pytest worker per core (pytest-xdist), a test file per worker at a time so
+# that a module's fixtures are built once.
 test: $(STAMP) extras  ## set up and run the whole test suite (PostgreSQL too when reachable)
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n auto --dist loadfile
 
 # What the suite drives for real beside the locked Python packages: Debian's
 # chromium (Playwright cannot download browsers here) and llama.cpp's server

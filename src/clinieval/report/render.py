@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 from clinieval.audit.result import AuditResult, Figure, Section
 from clinieval.audit.settings import AuditSettings
@@ -19,6 +20,11 @@ from clinieval.report.cells import MISSING, Cell, Column, TableView, table_view
 from clinieval.report.figures import draw_figures
 
 TEMPLATES = Path(__file__).parent / "templates"
+SCRIPT = Path(__file__).parents[1] / "web" / "static" / "report.js"
+"""The report's script (sortable tables, figures that toggle to full size),
+one file for both uses: report.html carries it inline, as it is one file
+opened offline; the web app serves it as a static file and the report it
+serves refers to it (:func:`with_script_file`)."""
 TITLE = "Clinical safety audit"
 COUNT_ORDER = ("models", "cases", "answers", "raters", "ratings", "preferences", "judgments")
 CHECKSUM_KEYS = ("checksum", "snapshot_sha256", "sha256")
@@ -147,6 +153,7 @@ def _context(result: AuditResult, sections: list[SectionView]) -> dict[str, Any]
         "seed": result.settings.seed,
         "version": _version(result.version),
         "missing": MISSING,
+        "script": _inline_script(),
     }
 
 
@@ -211,6 +218,21 @@ def _snapshot_view(snapshot: dict[str, Any]) -> TableView:
         else:
             rows.append([Cell(key, key), _setting_cell(value)])
     return TableView("snapshot", "Snapshot", columns, rows)
+
+
+@functools.cache
+def _inline_script() -> Markup:
+    return Markup(f"<script>\n{SCRIPT.read_text(encoding='utf-8')}</script>")
+
+
+def with_script_file(html: str, src: str) -> str:
+    """``html``, a report.html as :func:`render_report` writes it, with its
+    inline script replaced by ``<script src="{src}">``: for a server whose
+    Content-Security-Policy runs no inline script."""
+    inline = _inline_script()
+    if html.count(inline) != 1:
+        raise ValueError("the report does not carry its script exactly once")
+    return html.replace(inline, Markup('<script src="{}"></script>').format(src))
 
 
 @functools.cache

@@ -78,10 +78,19 @@ def import_snapshot(engine: sa.Engine, snapshot: Snapshot, *, sources: dict[str,
     with db.writing(engine) as conn:
         if replace:
             db.clear(conn)
-        snapshot = _after_stored_ids(conn, _without_stored_entities(conn, snapshot, sources))
-        validate(snapshot, sources=sources, existing=lookup.needed_keys(conn, snapshot))
-        db.insert_snapshot(conn, snapshot, progress=progress)
+        counts = import_into(conn, snapshot, sources=sources, progress=progress)
     db.analyze(engine)
+    return counts
+
+
+def import_into(conn: sa.Connection, snapshot: Snapshot, *,
+                sources: dict[str, str] | None = None, progress=None) -> dict[str, int]:
+    """:func:`import_snapshot` in the caller's write transaction, so that what
+    the caller writes beside the import (a study's settings, say) commits or
+    rolls back with it. Does not refresh the planner's statistics."""
+    snapshot = _after_stored_ids(conn, _without_stored_entities(conn, snapshot, sources))
+    validate(snapshot, sources=sources, existing=lookup.needed_keys(conn, snapshot))
+    db.insert_snapshot(conn, snapshot, progress=progress)
     return snapshot.counts()
 
 

@@ -145,14 +145,33 @@ async def invite(ctx: Admin) -> Response:
     try:
         text = fields.get("emails", "")
         if "csv" in files:
-            text += "\n" + files["csv"].content.decode("utf-8", errors="replace")
-        count = int(fields.get("count") or 0) if (fields.get("count") or "0").isdigit() else 0
+            text += "\n" + _text(files["csv"])
+        count = _count(fields.get("count", ""))
         links = manage.invite_many(ctx.engine, ctx.user.user_id, ctx.study.study_id,
                                    fields.get("role", "clinician"), manage.parse_emails(text),
                                    count)
     except InputError as err:
         return _people(ctx, 422, error=str(err))
     return _people(ctx, links=links)
+
+
+def _text(upload: manage.Upload) -> str:
+    try:
+        return upload.content.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise InputError(upload.filename, f"not UTF-8 text (byte {err.start})",
+                         field="csv") from None
+
+
+def _count(raw: str) -> int:
+    raw = raw.strip()
+    if not raw:
+        return 0
+    if not (len(raw) <= 4 and raw.isascii() and raw.isdigit()
+            and int(raw) <= manage.MAX_INVITES):
+        raise InputError("invitations", "not a number of links", field="count",
+                         expected=f"0..{manage.MAX_INVITES}", got=raw[:20])
+    return int(raw)
 
 
 @router.post("/s/{study}/admin/revoke")

@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 import sqlalchemy as sa
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -132,11 +133,13 @@ def create_app(engine: sa.Engine) -> FastAPI:
     app.add_exception_handler(Redirect, _redirect)
     app.add_exception_handler(InputError, _input_error)
     app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
     return app
 
 
 class SecurityHeaders:
-    """Security headers on every response, as plain ASGI middleware (the
+    """Security headers on every response, and a bound on request bodies
+    (:data:`MAX_BODY`), as plain ASGI middleware (the
     ``@app.middleware`` kind runs each request through an extra task and
     memory streams, a measurable cost per request)."""
 
@@ -147,7 +150,8 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        static = scope["path"].startswith("/static/")
+        path = scope["path"]
+        static = path.startswith("/static/")
 
         async def with_headers(message) -> None:
             if message["type"] == "http.response.start":
@@ -161,7 +165,38 @@ class SecurityHeaders:
                     headers["Cache-Control"] = "no-store"
             await send(message)
 
-        await self.app(scope, receive, with_headers)
+        if "\x00" in path:  # no id holds a NUL (PostgreSQL cannot even compare one)
+            await JSONResponse({"error": {"message": "Not found."}}, 404)(
+                scope, receive, with_headers)
+            return
+        await self.app(scope, _limited(scope, receive), with_headers)
+
+
+MAX_BODY = 54 * 2**20
+"""The largest request body: an upload's 50 MiB and the form around it. A
+larger one is refused while it arrives (413), before it fills memory or disk."""
+
+
+def _limited(scope, receive):
+    """``receive`` refusing a body past :data:`MAX_BODY`: by its declared length
+    at once, else when the bytes arrive; the route answers 413."""
+    declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+    too_large = HTTPException(413, f"The request is larger than {MAX_BODY // 2**20} MiB.")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+        async def refused():
+            raise too_large
+        return refused
+    seen = 0
+
+    async def counted():
+        nonlocal seen
+        message = await receive()
+        seen += len(message.get("body", b""))
+        if seen > MAX_BODY:
+            raise too_large
+        return message
+
+    return counted
 
 
 async def _redirect(_request: Request, exc: Redirect) -> Response:
@@ -169,12 +204,21 @@ async def _redirect(_request: Request, exc: Redirect) -> Response:
 
 
 def wants_json(request: Request) -> bool:
-    return ("application/json" in request.headers.get("accept", "")
+    """A script's request: the JSON API's, or one asking for or sending JSON."""
+    return (request.url.path.startswith("/api/")
+            or "application/json" in request.headers.get("accept", "")
             or request.headers.get("content-type", "").startswith("application/json"))
 
 
 async def _input_error(request: Request, exc: InputError) -> Response:
     return JSONResponse({"error": {"field": exc.field, "message": str(exc)}}, status_code=422)
+
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+    """FastAPI's 422 without the values sent: its own handler echoes them, and
+    one that JSON cannot hold (NaN in a body) made it fail with a 500."""
+    detail = [{k: e[k] for k in ("type", "loc", "msg") if k in e} for e in exc.errors()]
+    return JSONResponse({"detail": detail}, status_code=422)
 
 
 async def _http_error(request: Request, exc: HTTPException) -> Response:

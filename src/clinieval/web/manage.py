@@ -13,6 +13,7 @@ import json
 import shutil
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,10 +24,13 @@ from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.web import auth
-from clinieval.web.studies import DEFAULT_CONSENT, StudyPlan, create_study
+from clinieval.web.studies import DEFAULT_CONSENT, StudyPlan, create_study, has_nul
 
 MAX_UPLOAD = 50 * 1024 * 1024
 MAX_INVITES = 1000
+MAX_MEMBERS = 10_000
+"""Files in an uploaded zip (a source has a few tables, or a bundle's files)."""
+MAX_EMAIL = 254
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ def _read_upload(upload: Upload, what: str):
 
     if len(upload.content) > MAX_UPLOAD:
         raise InputError(upload.filename, f"larger than {MAX_UPLOAD // 2**20} MiB", field=what)
-    name = Path(upload.filename or "upload").name
+    name = _file_name(upload.filename, "upload")
     folder = Path(tempfile.mkdtemp(prefix="clinieval-upload-"))
     try:
         path = folder / name
@@ -53,8 +57,30 @@ def _read_upload(upload: Upload, what: str):
         if name.lower().endswith(".zip"):
             path = _unzipped(path, folder / "unzipped")
         return read_source(path)[0]
+    except InputError as err:
+        raise _as_sent(err, folder, upload.filename) from None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _file_name(sent: str | None, default: str) -> str:
+    """The uploaded file's name as a name inside our temporary folder: its last
+    part, without NUL, at most 100 characters (keeping the suffix the
+    reader goes by); ``default`` (and the suffix) when nothing usable is left."""
+    name = Path((sent or "").replace("\x00", "")).name
+    suffix = "".join(Path(name).suffixes)[-16:]
+    if name in ("", ".", "..") or len(name.encode()) > 100:
+        name = default + (suffix if len(suffix.encode()) <= 16 else "")
+    return name
+
+
+def _as_sent(err: InputError, folder: Path, sent: str | None) -> InputError:
+    """``err`` naming the upload as sent instead of our temporary copy of it."""
+    shown = sent or "upload"
+    for path in (folder / "unzipped", *sorted(folder.iterdir(), reverse=True), folder):
+        err.args = (str(err).replace(str(path), shown),)
+        err.source = str(err.source).replace(str(path), shown)
+    return err
 
 
 def _unzipped(archive: Path, into: Path) -> Path:
@@ -62,12 +88,20 @@ def _unzipped(archive: Path, into: Path) -> Path:
     and parent parts of member names); a single top folder is entered."""
     try:
         with zipfile.ZipFile(archive) as zf:
-            if sum(m.file_size for m in zf.infolist()) > 4 * MAX_UPLOAD:
+            members = zf.infolist()
+            if sum(m.file_size for m in members) > 4 * MAX_UPLOAD:
                 raise InputError(archive.name, "unpacks to more than 200 MiB", field="source")
-            for member in zf.infolist():
+            if len(members) > MAX_MEMBERS:
+                raise InputError(archive.name, f"holds more than {MAX_MEMBERS} files",
+                                 field="source", got=len(members))
+            for member in members:
                 zf.extract(member, into)
-    except zipfile.BadZipFile:
-        raise InputError(archive.name, "not a readable zip archive", field="source") from None
+    # A damaged, encrypted or unsupported archive, or a member the file system
+    # cannot hold (a name too long): each is the upload's fault, not ours.
+    except (zipfile.BadZipFile, zlib.error, RuntimeError, NotImplementedError, EOFError,
+            OSError, ValueError) as err:
+        raise InputError(archive.name, f"not a readable zip archive: {err}",
+                         field="source") from None
     entries = list(into.iterdir()) if into.exists() else []
     return entries[0] if len(entries) == 1 and entries[0].is_dir() else into
 
@@ -79,9 +113,11 @@ def _rubric(upload: Upload | None):
         return load_rubric()
     folder = Path(tempfile.mkdtemp(prefix="clinieval-rubric-"))
     try:
-        path = folder / Path(upload.filename or "rubric.json").name
+        path = folder / _file_name(upload.filename, "rubric")
         path.write_bytes(upload.content)
         return load_rubric(path)
+    except InputError as err:
+        raise _as_sent(err, folder, upload.filename) from None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -136,12 +172,14 @@ def new_study(engine: sa.Engine, user_id: str, form: dict, source: Upload,
             raise InputError("study form", "a study with this id exists", field="study_id",
                              got=plan.study_id)
     snapshot = _read_upload(source, "source")
-    counts = create_study(engine, plan, snapshot)
-    with db.writing(engine) as conn:
+
+    def creator_is_admin(conn: sa.Connection, counts: dict) -> None:
         auth.record(conn, "study_created", user_id=user_id, study_id=plan.study_id,
                     detail=counts)
         conn.execute(P.memberships.insert().values(study_id=plan.study_id, user_id=user_id,
                                                    role="admin", consented_at=auth.now()))
+
+    counts = create_study(engine, plan, snapshot, creator_is_admin)
     return {"study_id": plan.study_id, **counts}
 
 
@@ -160,9 +198,10 @@ def add_cases(engine: sa.Engine, user_id: str, study_id: str, source: Upload) ->
     (the importer's checks and messages), and log it."""
     from clinieval.web.studies import add_cases as add
 
-    counts = add(engine, study_id, _read_upload(source, "source"))
-    with db.writing(engine) as conn:
+    def logged(conn: sa.Connection, counts: dict) -> None:
         auth.record(conn, "cases_added", user_id=user_id, study_id=study_id, detail=counts)
+
+    counts = add(engine, study_id, _read_upload(source, "source"), logged)
     return {"study_id": study_id, **counts}
 
 
@@ -179,6 +218,8 @@ def new_rubric_version(engine: sa.Engine, user_id: str | None, study_id: str,
         if not rubric.content:
             raise InputError("rubric", "upload a rubric file", field="rubric")
         rubric = _rubric(rubric)
+    if has_nul(rubric.model_dump()):
+        raise InputError("rubric", "contains a NUL character", field="rubric")
     sr = P.study_rubrics
     with db.writing(engine) as conn:
         current = conn.execute(sa.select(sr).where(sr.c.study_id == study_id)).first()
@@ -221,10 +262,20 @@ def may_create_studies(conn: sa.Connection, user_id: str) -> bool:
 
 def parse_emails(text: str) -> list[str]:
     """E-mail addresses from pasted text or a CSV (any column holding an '@')."""
+    if "\x00" in text:
+        raise InputError("invitations", "contains a NUL character", field="emails")
     emails = []
-    for row in csv.reader(io.StringIO(text)):
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as err:  # a cell past the csv module's limit (128 KiB), say
+        raise InputError("invitations", f"not a readable list or CSV: {err}",
+                         field="emails") from None
+    for row in rows:
         for cell in row:
             for part in cell.replace(";", " ").split():
+                if "@" in part and len(part) > MAX_EMAIL:
+                    raise InputError("invitations", f"longer than {MAX_EMAIL} characters,"
+                                     " not an e-mail address", field="emails", got=part[:40])
                 if "@" in part and part.strip().lower() not in emails:
                     emails.append(part.strip().lower())
     if len(emails) > MAX_INVITES:
@@ -273,6 +324,8 @@ def revoke(engine: sa.Engine, user_id: str, study_id: str, rater_id: str) -> Non
     """End a member's access to the study: the membership goes, open tasks
     return to the pool. Their submitted ratings stay (they were given)."""
     u, m, tl = P.users, P.memberships, P.task_leases
+    if "\x00" in rater_id:
+        raise InputError("revoke", "not a member you can revoke", field="rater_id")
     with db.writing(engine) as conn:
         target = conn.execute(sa.select(u.c.user_id).where(u.c.rater_id == rater_id)).scalar()
         if target is None or target == user_id:
@@ -311,11 +364,19 @@ def decide(engine: sa.Engine, user_id: str, study_id: str, answer_id: str,
     if decision not in P.SCREEN_DECISIONS:
         raise InputError("flagged answer", "unknown decision", field="decision",
                          expected=" | ".join(P.SCREEN_DECISIONS), got=decision)
-    if answer_id not in {row["answer_id"] for row in flagged_queue(engine, study_id)}:
-        raise InputError("flagged answer", "not awaiting a decision", field="answer_id",
-                         got=answer_id)
-    s = P.answer_screens
+    s, d = P.answer_screens, P.screen_decisions
     with db.writing(engine) as conn:
+        # Checked under the screen row's lock (SQLite: the write lock), so two
+        # admins deciding at once cannot both decide: the second is refused.
+        # The decisions are read after the lock is held, by a statement of
+        # their own (on PostgreSQL a statement sees what committed before it).
+        status = conn.execute(sa.select(s.c.status).where(
+            s.c.study_id == study_id, s.c.answer_id == answer_id).with_for_update()).scalar()
+        decided = conn.execute(sa.select(d.c.decision).where(
+            d.c.study_id == study_id, d.c.answer_id == answer_id)).first()
+        if status != "flagged" or decided is not None:
+            raise InputError("flagged answer", "not awaiting a decision", field="answer_id",
+                             got=answer_id)
         conn.execute(P.screen_decisions.insert().values(
             study_id=study_id, answer_id=answer_id, decision=decision, user_id=user_id,
             decided_at=auth.now()))
@@ -358,6 +419,8 @@ def create_token(engine: sa.Engine, user_id: str, study_id: str | None, role: st
     if role not in P.API_TOKEN_ROLES:
         raise InputError("API token", "unknown role", field="role",
                          expected=" | ".join(P.API_TOKEN_ROLES), got=role)
+    if "\x00" in label:
+        raise InputError("API token", "contains a NUL character", field="label")
     token = "ce_" + auth.new_token()
     with db.writing(engine) as conn:
         conn.execute(P.api_tokens.insert().values(
@@ -388,6 +451,8 @@ def tokens(engine: sa.Engine, study_id: str, user_id: str) -> list[dict]:
 
 def revoke_token(engine: sa.Engine, user_id: str, study_id: str, token_id: str) -> None:
     t = P.api_tokens
+    if len(token_id) != 12 or "\x00" in token_id:
+        raise InputError("API token", "no such live token", field="token_id", got=token_id)
     with db.writing(engine) as conn:
         done = conn.execute(t.update().where(
             _visible(study_id, user_id), t.c.token_hash.startswith(token_id, autoescape=True),

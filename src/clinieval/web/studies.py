@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,7 +16,7 @@ import sqlalchemy as sa
 
 from clinieval import tables as T
 from clinieval.errors import InputError
-from clinieval.io.importer import import_snapshot
+from clinieval.io.importer import import_into
 from clinieval.rubric import rubric_to_dict, rubric_to_rows
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot, conform
@@ -71,38 +72,89 @@ class StudyPlan:
                 expected="0..1",
                 got=self.pairwise_share,
             )
+        for name, low, high in (("overlap_target", 1, MAX_OVERLAP),
+                                ("lease_minutes", 1, MAX_LEASE_MINUTES)):
+            if not low <= getattr(self, name) <= high:
+                raise InputError("study create", "out of range", field=name,
+                                 expected=f"{low}..{high}", got=getattr(self, name))
+        texts = {"name": self.name, "description": self.description,
+                 "consent_text": self.consent_text, "specialties": self.specialties,
+                 "rubric": self.rubric.model_dump()}
+        for name, value in texts.items():
+            if has_nul(value):
+                raise InputError("study create", "contains a NUL character", field=name)
 
 
-def create_study(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> dict[str, int]:
+MAX_OVERLAP = 1000
+MAX_LEASE_MINUTES = 7 * 24 * 60
+"""Bounds of a study's settings (far beyond any real study; a database column
+holds them whatever its kind)."""
+
+
+def has_nul(value: object) -> bool:
+    """Whether a NUL character is anywhere in ``value`` (text, or a structure of
+    it): PostgreSQL cannot store one in text, so neither database is given one."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(has_nul(v) for v in value)
+    return False
+
+
+def create_study(engine: sa.Engine, plan: StudyPlan, source: Snapshot,
+                 then: Callable[[sa.Connection, dict[str, int]], None] | None = None
+                 ) -> dict[str, int]:
     """Load the plan's cases and answers from ``source`` as a new study, screen
-    every answer with the leak guard, and store the study's settings.
+    every answer with the leak guard, and store the study's settings, all in one
+    transaction: a study is made whole or not at all.
 
     Ratings, votes and raters in the source are not copied: a study starts
-    empty. Returns counts (cases, answers, flagged answers).
+    empty. ``then`` writes more in the same transaction (the creator's
+    membership, say), given the counts. Returns counts (cases, answers,
+    flagged answers).
     """
     plan.check()
     db.upgrade(engine)
     snap = _study_snapshot(engine, plan, source)
     specialties = plan.specialties or tuple(sorted(set(snap["cases"]["specialty"].to_pylist())))
-    screens = _screen(plan.study_id, snap, source["models"])
-    import_snapshot(engine, snap)
-    with db.writing(engine) as conn:
-        conn.execute(
-            P.study_settings.insert().values(
-                study_id=plan.study_id,
-                overlap_target=plan.overlap_target,
-                pairwise_share=plan.pairwise_share,
-                lease_minutes=plan.lease_minutes,
-                specialties=json.dumps(list(specialties)),
-                criteria=json.dumps([c.criterion_id for c in plan.rubric.criteria]),
-                consent_text=plan.consent_text,
-            )
+    screens = _screen(plan.study_id, snap, _models_of(engine, snap["answers"], source["models"]))
+    try:
+        with db.writing(engine) as conn:
+            counts = _create(conn, plan, snap, specialties, screens)
+            if then is not None:
+                then(conn, counts)
+    except sa.exc.IntegrityError:  # another request made the same study meanwhile
+        raise InputError("study create", "a study with this id exists", field="study_id",
+                         got=plan.study_id) from None
+    db.analyze(engine)
+    return counts
+
+
+def _create(conn: sa.Connection, plan: StudyPlan, snap: Snapshot,
+            specialties: tuple[str, ...], screens: list[dict]) -> dict[str, int]:
+    if conn.execute(sa.select(S.studies.c.study_id).where(
+            S.studies.c.study_id == plan.study_id)).first():
+        raise InputError("study create", "a study with this id exists", field="study_id",
+                         got=plan.study_id)
+    import_into(conn, snap)
+    conn.execute(
+        P.study_settings.insert().values(
+            study_id=plan.study_id,
+            overlap_target=plan.overlap_target,
+            pairwise_share=plan.pairwise_share,
+            lease_minutes=plan.lease_minutes,
+            specialties=json.dumps(list(specialties)),
+            criteria=json.dumps([c.criterion_id for c in plan.rubric.criteria]),
+            consent_text=plan.consent_text,
         )
-        conn.execute(P.answer_screens.insert(), screens)
-        conn.execute(P.study_rubrics.insert().values(
-            study_id=plan.study_id, rubric_id=plan.rubric.rubric_id,
-            version=str(plan.rubric.version), rationale_required=plan.rationale_required))
-        store_rubric_version(conn, plan.study_id, plan.rubric)
+    )
+    conn.execute(P.answer_screens.insert(), screens)
+    conn.execute(P.study_rubrics.insert().values(
+        study_id=plan.study_id, rubric_id=plan.rubric.rubric_id,
+        version=str(plan.rubric.version), rationale_required=plan.rationale_required))
+    store_rubric_version(conn, plan.study_id, plan.rubric)
     flagged = sum(s["status"] == "flagged" for s in screens)
     return {"cases": snap["cases"].num_rows, "answers": len(screens), "flagged": flagged}
 
@@ -159,8 +211,11 @@ def _not_stored(engine: sa.Engine, models: pa.Table) -> pa.Table:
     return models.filter(pc.invert(pc.is_in(models["model_id"], pa.array(stored, pa.string()))))
 
 
-def add_cases(engine: sa.Engine, study_id: str, source: Snapshot) -> dict[str, int]:
-    """Add a source's cases and answers to an existing study, all or nothing.
+def add_cases(engine: sa.Engine, study_id: str, source: Snapshot,
+              then: Callable[[sa.Connection, dict[str, int]], None] | None = None
+              ) -> dict[str, int]:
+    """Add a source's cases and answers to an existing study, all or nothing
+    (with their leak-guard screens and what ``then`` writes, in one transaction).
 
     The source goes through the importer's checks (the same messages as
     ``clinieval import``); cases and answers already in the study are
@@ -186,13 +241,17 @@ def add_cases(engine: sa.Engine, study_id: str, source: Snapshot) -> dict[str, i
     snap = Snapshot.from_tables({"cases": cases, "answers": answers,
                                  "models": _not_stored(engine, models)}, {})
     screens = _screen(study_id, Snapshot.from_tables({"answers": new_answers}, {}),
-                      source["models"])
-    stored = import_snapshot(engine, snap)
+                      _models_of(engine, new_answers, source["models"]))
     with db.writing(engine) as conn:
+        stored = import_into(conn, snap)
         if screens:
             conn.execute(P.answer_screens.insert(), screens)
-    return {"cases": stored["cases"], "answers": len(screens),
-            "flagged": sum(s["status"] == "flagged" for s in screens)}
+        counts = {"cases": stored["cases"], "answers": len(screens),
+                  "flagged": sum(s["status"] == "flagged" for s in screens)}
+        if then is not None:
+            then(conn, counts)
+    db.analyze(engine)
+    return counts
 
 
 def _check_answer_cases(engine: sa.Engine, study_id: str, answers: pa.Table,
@@ -234,14 +293,25 @@ def store_rubric_version(conn: sa.Connection, study_id: str, rubric: Rubric,
         created_by=user_id))
 
 
-def _screen(study_id: str, snap: Snapshot, models: pa.Table) -> list[dict]:
-    used = models.filter(pc.is_in(models["model_id"], snap["answers"]["model_id"]))
-    terms = [
-        v
-        for col in ("model_id", "display_name", "version", "provider")
-        for v in used[col].to_pylist()
-        if v
-    ]
+_MODEL_TERMS = ("model_id", "display_name", "version", "provider")
+
+
+def _models_of(engine: sa.Engine, answers: pa.Table, sent: pa.Table) -> list[dict]:
+    """The models of ``answers`` as the leak guard screens for them: those the
+    source sent and those already stored (a source adding answers of a study's
+    models need not send the models again)."""
+    ids = set(answers["model_id"].to_pylist())
+    rows = [m for m in sent.select(list(_MODEL_TERMS)).to_pylist() if m["model_id"] in ids]
+    m = S.models
+    with engine.connect() as conn:
+        rows += [r._asdict() for r in conn.execute(
+            sa.select(*(m.c[c] for c in _MODEL_TERMS)).where(m.c.model_id.in_(sorted(ids))))]
+    return rows
+
+
+def _screen(study_id: str, snap: Snapshot, models: list[dict]) -> list[dict]:
+    """Each answer's leak-guard verdict, screened for the names of ``models``."""
+    terms = sorted({m[c] for m in models for c in _MODEL_TERMS if m[c]})
     guard, at = LeakGuard(terms), datetime.now(UTC)
     rows = []
     for answer_id, text in zip(

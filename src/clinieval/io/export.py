@@ -2,11 +2,18 @@
 
 Rater ids become ``r_`` + the first 16 hex digits of SHA-256(salt, id): the
 same rater gets the same pseudonym in every export made with one salt, and
-the mapping cannot be reversed without the salt. Whether an id is already a
-pseudonym is decided from the id itself (our ``r_`` + 16 hex form), never
-from what a snapshot's metadata claims, so re-exporting an export is stable
-and a raw id imported under a false claim is still hashed. Raw ids are also
-replaced wherever they occur in the metadata (notes, provenance).
+the mapping cannot be reversed without the salt. Every id is hashed, also
+one of the pseudonym form (``r_`` + 16 hex digits): the platform makes its
+own rater ids in that form, so the form alone cannot tell a stored id from
+an earlier export's pseudonym, and a snapshot's claim of pseudonymous ids
+is not trusted either. One exception keeps re-exports stable: a snapshot
+whose tables are, unchanged, those of a bundle that declared its ids
+pseudonymous (its ``snapshot_sha256`` recomputed from the tables) keeps
+ids of the pseudonym form, since exporting it reveals nothing that bundle
+did not. A database that gained any rater, rating or vote since (every
+platform account has a rater row), or a study's slice of it, no longer
+matches and is hashed in full. Raw ids are also replaced wherever they
+occur in the metadata (notes, provenance).
 
 With ``drop_quasi_identifiers`` the export also blanks what could single a
 rater out in combination: organisation, country and experience, free-text
@@ -35,6 +42,7 @@ EXPORT_FORMATS = ("bundle", "csv", "parquet")
 RATER_COLUMNS = {"raters": "rater_id", "ratings": "rater_id", "preferences": "rater_id"}
 PSEUDONYMOUS = "pseudonymous"
 PSEUDONYM = re.compile(r"r_[0-9a-f]{16}")
+"""The form of a pseudonym, which is also the form of the platform's own rater ids."""
 DEFAULT_SALT = Settings.model_fields["pseudonym_salt"].default
 """The salt in the source code: anyone can recompute pseudonyms made with it."""
 
@@ -48,8 +56,9 @@ def pseudonym(rater_id: str, salt: str) -> str:
 
 
 def pseudonymise(snapshot: Snapshot, salt: str) -> Snapshot:
-    """Replace every rater id that is not already a pseudonym by its salted
-    pseudonym, in the tables and wherever it appears in the metadata."""
+    """Replace every rater id by its salted pseudonym, in the tables and
+    wherever it appears in the metadata (an unchanged pseudonymous bundle
+    keeps its ids: see the module's docstring)."""
     mapping = _mapping(snapshot, salt)
     tables = dict(snapshot.tables)
     for name, column in RATER_COLUMNS.items():
@@ -61,11 +70,33 @@ def pseudonymise(snapshot: Snapshot, salt: str) -> Snapshot:
 
 
 def _mapping(snapshot: Snapshot, salt: str) -> dict[str, str]:
-    """Raw id -> pseudonym for every id in any rater column; pseudonyms map to themselves."""
+    """Stored id -> pseudonym for every id in any rater column. An id of the
+    pseudonym form is hashed too (the platform's stored ids have that form),
+    unless the snapshot is an unchanged pseudonymous bundle, whose ids map
+    to themselves."""
     ids = pa.chunked_array([snapshot[n].column(c).combine_chunks() for n, c in
                             RATER_COLUMNS.items()], pa.string())
     distinct = pc.unique(pc.drop_null(ids)).to_pylist()
-    return {i: i if PSEUDONYM.fullmatch(i) else pseudonym(i, salt) for i in distinct}
+    if _is_a_pseudonymous_bundle(snapshot, distinct):
+        return {i: i for i in distinct}
+    return {i: pseudonym(i, salt) for i in distinct}
+
+
+def _is_a_pseudonymous_bundle(snapshot: Snapshot, ids: list[str]) -> bool:
+    """Whether ``snapshot`` holds, unchanged, the tables of a bundle that
+    declared its rater ids pseudonymous, all of them of the pseudonym form.
+
+    The claim alone proves nothing (a platform database may carry it from an
+    import and then gain raters of its own); the bundle's checksum of its
+    whole content, recomputed here, ties the claim to exactly these tables."""
+    claimed = snapshot.meta.get("snapshot_sha256")
+    if snapshot.meta.get("rater_ids") != PSEUDONYMOUS or not isinstance(claimed, str):
+        return False
+    if not all(PSEUDONYM.fullmatch(i) for i in ids):
+        return False
+    found = bundle.snapshot_checksum({t.name: bundle.content_sha256(snapshot[t.name], t.key)
+                                      for t in T.ALL})
+    return found == claimed
 
 
 def _map_ids(ids: pa.ChunkedArray, mapping: dict[str, str]) -> pa.Array:

@@ -257,3 +257,26 @@ def test_a_body_past_the_limit_is_refused_as_it_arrives(app, engine):
                         headers={"content-type": "multipart/form-data; boundary=b"})
     assert streamed.status_code == 413
     assert json.loads(streamed.text)["error"]["message"].startswith("The request is larger")
+
+
+def test_an_unknown_address_costs_a_password_check_like_a_known_one(engine, monkeypatch):
+    """Signing in with an address that has no account runs argon2 as a wrong
+    password does, so the answer's timing does not reveal who has one."""
+    checks = []
+
+    class Counting:
+        def __init__(self, hasher):
+            self.hasher = hasher
+
+        def verify(self, stored, password):
+            checks.append(stored)
+            return self.hasher.verify(stored, password)
+
+        def hash(self, password):
+            return self.hasher.hash(password)
+
+    monkeypatch.setattr(auth, "_hasher", Counting(auth._hasher))
+    for email in ("nobody@example.org", "nobody@example.org"):
+        with pytest.raises(auth.AuthError):
+            auth.sign_in(engine, email, "wrong password")
+    assert len(checks) == 2 and all(c.startswith("$argon2") for c in checks)

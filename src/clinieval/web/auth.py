@@ -9,6 +9,7 @@ restart of the server.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -297,11 +298,20 @@ def sign_in(engine: sa.Engine, email: str, password: str) -> str:
         if _recent_failures(conn, email) >= LOGIN_MAX_FAILURES:
             raise RateLimited("Too many failed sign-in attempts; wait 15 minutes.")
         user = conn.execute(sa.select(P.users).where(P.users.c.email == email)).first()
-    if user is None or not _verify(user.password_hash, password):
+    # An unknown address costs the same hashing as a wrong password, so the
+    # time of the answer does not tell which addresses have an account.
+    if not _verify(_decoy_hash() if user is None else user.password_hash, password) \
+            or user is None:
         with db.writing(engine) as conn:
             record(conn, "login_failed", subject=email)
         raise AuthError("Wrong e-mail address or password.")
     return open_session(engine, user.user_id)
+
+
+@functools.cache
+def _decoy_hash() -> str:
+    """The hash of a random password no one knows, made once per process."""
+    return _hasher.hash(secrets.token_urlsafe(32))
 
 
 def _verify(password_hash: str, password: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -55,6 +56,46 @@ def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path):
     with engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def _wal_pages_written(engine, rows: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE IF NOT EXISTS blobs (b BLOB)"))
+    for _ in range(rows // 100):  # a commit per 100 rows of 4 KiB: ~100 pages each
+        with engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO blobs VALUES (randomblob(4096))"), [{}] * 100)
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_checkpoints_run_on_their_own_thread_while_serving(tmp_path, background):
+    """With checkpoints in the background, 2,000 pages of commits (past
+    SQLite's own threshold of 1,000, below the fallback of 10,000) reach
+    the database file by the checkpointing thread, not by a commit: without
+    it, the same commits under the same setting stay in the WAL."""
+    path = tmp_path / "c.db"
+    engine = db.make_engine(f"sqlite:///{path}")
+    with engine.connect() as conn:  # WAL mode is a property of the file
+        conn.exec_driver_sql("SELECT 1")
+    if background:
+        with db.checkpoints_in_background(engine, every_s=0.05):
+            with engine.connect() as conn:
+                assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == \
+                    db.WAL_FALLBACK_PAGES
+            _wal_pages_written(engine, 2000)
+            deadline = time.monotonic() + 10
+            while path.stat().st_size < 2000 * 4096 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert path.stat().st_size >= 2000 * 4096
+        with engine.connect() as conn:  # the usual threshold is back afterwards
+            assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 1000
+    else:
+        engine = db.make_engine(f"sqlite:///{path}")
+        sa.event.listen(engine, "connect", lambda c, _r: c.execute(
+            f"PRAGMA wal_autocheckpoint={db.WAL_FALLBACK_PAGES}"))
+        _wal_pages_written(engine, 2000)
+        time.sleep(0.3)
+        assert path.stat().st_size < 100 * 4096
+    engine.dispose()
 
 
 def test_sqlite_connections_keep_their_page_cache_warm(tmp_path):

@@ -15,6 +15,8 @@ not at all.
 from __future__ import annotations
 
 import json
+import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -114,6 +116,57 @@ def _sqlite_file(url: str) -> bool:
     parsed = sa.engine.make_url(url)
     return parsed.database not in (None, "", ":memory:") and \
         parsed.query.get("mode") != "memory"
+
+
+CHECKPOINT_EVERY_S = 0.25
+WAL_FALLBACK_PAGES = 10_000
+"""With checkpoints in the background, a commit checkpoints only past this
+many WAL pages (40 MiB), should the checkpointing thread fall behind."""
+
+
+@contextmanager
+def checkpoints_in_background(engine: sa.Engine, every_s: float = CHECKPOINT_EVERY_S
+                              ) -> Iterator[None]:
+    """SQLite (a file): while the block runs, WAL checkpoints are made by a
+    thread of their own, a passive one every ``every_s`` seconds, instead of
+    by whichever commit finds the WAL past 1,000 pages. The server runs its
+    SQLite work on the event loop, so a checkpoint there (copying pages into
+    the database file and syncing it) held up every request in flight; the
+    sqlite3 module lets go of the interpreter while SQLite works, so on its
+    own thread it takes the other core. Does nothing on other databases."""
+    if engine.dialect.name != "sqlite" or not _sqlite_file(str(engine.url)):
+        yield
+        return
+
+    def fallback_only(dbapi_conn, _record) -> None:
+        dbapi_conn.execute(f"PRAGMA wal_autocheckpoint={WAL_FALLBACK_PAGES}")
+
+    sa.event.listen(engine, "connect", fallback_only)
+    engine.dispose()  # pooled connections come back with the setting
+    stop = threading.Event()
+    thread = threading.Thread(target=_checkpointing, args=(engine.url.database, every_s, stop),
+                              name="clinieval-checkpoints", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        sa.event.remove(engine, "connect", fallback_only)
+        engine.dispose()
+
+
+def _checkpointing(path: str, every_s: float, stop: threading.Event) -> None:
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        while not stop.wait(every_s):
+            try:
+                # PASSIVE waits for no reader or writer: it copies what it can.
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            except sqlite3.OperationalError:  # busy with another checkpoint: next time
+                pass
+    finally:
+        conn.close()
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:

@@ -115,7 +115,8 @@ def create_app(engine: sa.Engine) -> FastAPI:
         # collector, whose full passes over them cost milliseconds per request.
         gc.collect()
         gc.freeze()
-        yield
+        with db.checkpoints_in_background(engine):
+            yield
 
     # Only the JSON API is in the schema; the HTML pages are not an interface.
     app = FastAPI(title="clinieval", docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 import threading
+import time
 import zipfile
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clinieval import web
 from clinieval.rubric import load_rubric
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
@@ -23,6 +27,7 @@ from clinieval.web import auth, manage
 from clinieval.web.app import MAX_BODY
 from clinieval.web.demo import demo_source
 from clinieval.web.studies import StudyPlan, create_study
+from clinieval.web.testing import free_port, start_server
 from tests.test_web_admin import (
     NEW_SPECIALTY,
     admin_client,
@@ -280,3 +285,82 @@ def test_an_unknown_address_costs_a_password_check_like_a_known_one(engine, monk
         with pytest.raises(auth.AuthError):
             auth.sign_in(engine, email, "wrong password")
     assert len(checks) == 2 and all(c.startswith("$argon2") for c in checks)
+
+
+def test_a_static_file_asked_with_a_huge_declared_body_is_sent_whole(tmp_path):
+    """Static files are not limited (they read no body): under uvicorn they
+    listen while they send, and the limit's refusal cut a 200 short and
+    logged a traceback."""
+    log = tmp_path / "serve.log"
+    port = free_port()
+    server = start_server(f"sqlite:///{tmp_path / 's.db'}", port, log)
+    try:
+        expected = (Path(web.__file__).parent / "static" / "app.css").read_bytes()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"GET /static/app.css HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                      b"Content-Length: %d\r\n\r\n" % (MAX_BODY * 2))
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and body == expected
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert "Exception in ASGI application" not in log.read_text()
+
+
+def test_nul_in_a_flagged_answer_or_an_uploaded_id_is_refused(app, engine):
+    c = admin_client(app, engine)
+    before = counts(engine)
+    r = c.post("/s/x/admin/flagged", data={"csrf": csrf(c), "answer_id": "a\x00b",
+                                           "decision": "release"})
+    assert r.status_code == 422 and "answer_id" in r.text
+    cases = "case_id,prompt,specialty\nnul-c1,A pruritic rash: what next?,Pathology\n"
+    answers = "answer_id,case_id,model_id,text\nnul-a1,nul-c1,m\x00x,Biopsy it.\n"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("src/cases.csv", cases)
+        zf.writestr("src/answers.csv", answers)
+    r = c.post("/s/x/admin/cases", data={"csrf": csrf(c)},
+               files={"source": ("src.zip", buffer.getvalue(), "application/zip")})
+    assert r.status_code == 422 and "model_id" in r.text and "NUL" in r.text, r.text
+    assert counts(engine) == before
+
+
+@pytest.mark.parametrize("same_id", [False, True])
+def test_two_studies_created_at_once_share_models_or_refuse_the_id(engine, same_id):
+    """The second creation starts while the first is between its import and
+    its commit. Two studies share the models neither had stored (on
+    PostgreSQL the second one's model rows clashed: a 500); the same id
+    twice is refused by name."""
+    snap = demo_source()
+    first, second = sorted(set(snap["cases"]["specialty"].to_pylist()))[:2]
+    plan_b = StudyPlan("first" if same_id else "second", "B", load_rubric(),
+                       specialties=(first if same_id else second,))
+    outcome = {}
+
+    def create_b() -> None:
+        try:
+            outcome["b"] = create_study(engine, plan_b, demo_source())
+        except manage.InputError as err:
+            outcome["b"] = err
+
+    def start_b_meanwhile(conn, made) -> None:
+        thread = threading.Thread(target=create_b)
+        thread.start()
+        outcome["thread"] = thread
+        time.sleep(1.0)  # B gets as far as it can while A holds its transaction
+
+    create_study(engine, StudyPlan("first", "A", load_rubric(), specialties=(first,)),
+                 demo_source(), start_b_meanwhile)
+    outcome["thread"].join(30)
+    with engine.connect() as conn:
+        studies = set(conn.execute(sa.select(S.studies.c.study_id)).scalars())
+    if same_id:
+        assert isinstance(outcome["b"], manage.InputError)
+        assert "a study with this id exists" in str(outcome["b"])
+        assert {"first"} <= studies and "second" not in studies
+    else:
+        assert outcome["b"]["answers"] > 0, outcome["b"]
+        assert {"first", "second"} <= studies

@@ -20,7 +20,7 @@ from clinieval.io.foreign import FORMATS, sniff_format
 from clinieval.io.foreign.builder import LOCAL_IDS
 from clinieval.io.foreign.records import keys_or, parse
 from clinieval.io.tables_io import read_table_folder
-from clinieval.io.validate import validate
+from clinieval.io.validate import check_no_nul, validate
 from clinieval.rubric import IDENTITY, CriterionMap, load_rubric
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot
@@ -88,6 +88,7 @@ def import_into(conn: sa.Connection, snapshot: Snapshot, *,
     """:func:`import_snapshot` in the caller's write transaction, so that what
     the caller writes beside the import (a study's settings, say) commits or
     rolls back with it. Does not refresh the planner's statistics."""
+    check_no_nul(snapshot, sources)
     snapshot = _after_stored_ids(conn, _without_stored_entities(conn, snapshot, sources))
     validate(snapshot, sources=sources, existing=lookup.needed_keys(conn, snapshot))
     db.insert_snapshot(conn, snapshot, progress=progress)

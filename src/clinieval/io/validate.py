@@ -156,6 +156,23 @@ def validate(snapshot: Snapshot, *, sources: Mapping[str, str] | None = None,
     _check_rating_uniqueness(snapshot["ratings"], sources.get("ratings", "ratings table"))
 
 
+def check_no_nul(snapshot: Snapshot, sources: Mapping[str, str] | None = None) -> None:
+    """Raise :class:`InputError` at the first text value holding a NUL
+    character: PostgreSQL can store none (nor compare one with what it
+    stores), so neither database is given one. Run before any stored row is
+    looked up by the snapshot's ids."""
+    sources = dict(sources or {})
+    for table in T.ALL:
+        data = snapshot[table.name]
+        for field in data.schema:
+            if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
+                continue
+            index = _first(pc.match_substring(data.column(field.name), "\x00"))
+            if index >= 0:
+                raise InputError(sources.get(table.name, f"{table.name} table"),
+                                 "contains a NUL character", row=index + 1, field=field.name)
+
+
 def _first(mask: pa.ChunkedArray | pa.Array) -> int:
     """Index of the first True in a boolean mask (nulls count as False), or -1."""
     return pc.index(pc.fill_null(mask, False), True).as_py()

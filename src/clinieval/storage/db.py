@@ -69,6 +69,17 @@ def writing(engine: sa.Engine) -> Iterator[sa.Connection]:
         yield conn
 
 
+def one_at_a_time(conn: sa.Connection, name: str) -> None:
+    """Hold, until the transaction ends, a lock that every transaction naming
+    ``name`` takes: they run one after the other. On PostgreSQL a transaction
+    advisory lock (two studies created at once each found a shared model
+    not yet stored, and the second insert failed); on SQLite the write lock
+    that :func:`writing` holds already does it."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:name))"),
+                     {"name": "clinieval: " + name})
+
+
 def reading(engine: sa.Engine) -> sa.Connection:
     """A connection that only reads. On PostgreSQL it runs in autocommit mode:
     each statement sees the data committed when it starts, as it would inside

@@ -156,6 +156,7 @@ class SecurityHeaders:
 
         async def with_headers(message) -> None:
             if message["type"] == "http.response.start":
+                scope["clinieval.answering"] = True
                 headers = MutableHeaders(scope=message)
                 # A route may tighten or adapt the policy (the sandboxed audit report does).
                 headers.setdefault("Content-Security-Policy", CSP)
@@ -170,7 +171,8 @@ class SecurityHeaders:
             await JSONResponse({"error": {"message": "Not found."}}, 404)(
                 scope, receive, with_headers)
             return
-        await self.app(scope, _limited(scope, receive), with_headers)
+        # Static files read no body (and keep listening while they send).
+        await self.app(scope, receive if static else _limited(scope, receive), with_headers)
 
 
 MAX_BODY = 54 * 2**20
@@ -180,20 +182,21 @@ larger one is refused while it arrives (413), before it fills memory or disk."""
 
 def _limited(scope, receive):
     """``receive`` refusing a body past :data:`MAX_BODY`: by its declared length
-    at once, else when the bytes arrive; the route answers 413."""
+    at once, else when the bytes arrive; the route answers 413. A route that
+    has begun its answer without reading the body hears a disconnect instead."""
     declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
     too_large = HTTPException(413, f"The request is larger than {MAX_BODY // 2**20} MiB.")
-    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
-        async def refused():
-            raise too_large
-        return refused
+    refuse = declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY)
     seen = 0
 
     async def counted():
         nonlocal seen
-        message = await receive()
+        message = {"type": "http.request", "body": b"", "more_body": True} if refuse \
+            else await receive()
         seen += len(message.get("body", b""))
-        if seen > MAX_BODY:
+        if refuse or seen > MAX_BODY:
+            if scope.get("clinieval.answering"):
+                return {"type": "http.disconnect"}
             raise too_large
         return message
 

@@ -27,6 +27,7 @@ from clinieval.web import auth
 from clinieval.web.studies import DEFAULT_CONSENT, StudyPlan, create_study, has_nul
 
 MAX_UPLOAD = 50 * 1024 * 1024
+MAX_RUBRIC = 2**20
 MAX_INVITES = 1000
 MAX_MEMBERS = 10_000
 """Files in an uploaded zip (a source has a few tables, or a bundle's files)."""
@@ -111,6 +112,9 @@ def _rubric(upload: Upload | None):
 
     if upload is None or not upload.content:
         return load_rubric()
+    if len(upload.content) > MAX_RUBRIC:
+        raise InputError(upload.filename, f"larger than {MAX_RUBRIC // 2**20} MiB",
+                         field="rubric")
     folder = Path(tempfile.mkdtemp(prefix="clinieval-rubric-"))
     try:
         path = folder / _file_name(upload.filename, "rubric")
@@ -364,6 +368,8 @@ def decide(engine: sa.Engine, user_id: str, study_id: str, answer_id: str,
     if decision not in P.SCREEN_DECISIONS:
         raise InputError("flagged answer", "unknown decision", field="decision",
                          expected=" | ".join(P.SCREEN_DECISIONS), got=decision)
+    if has_nul(answer_id):
+        raise InputError("flagged answer", "not awaiting a decision", field="answer_id")
     s, d = P.answer_screens, P.screen_decisions
     with db.writing(engine) as conn:
         # Checked under the screen row's lock (SQLite: the write lock), so two

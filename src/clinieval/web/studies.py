@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from clinieval import tables as T
 from clinieval.errors import InputError
 from clinieval.io.importer import import_into
+from clinieval.io.validate import check_no_nul
 from clinieval.rubric import rubric_to_dict, rubric_to_rows
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot, conform
@@ -116,24 +117,22 @@ def create_study(engine: sa.Engine, plan: StudyPlan, source: Snapshot,
     flagged answers).
     """
     plan.check()
+    check_no_nul(source)
     db.upgrade(engine)
     snap = _study_snapshot(engine, plan, source)
     specialties = plan.specialties or tuple(sorted(set(snap["cases"]["specialty"].to_pylist())))
     screens = _screen(plan.study_id, snap, _models_of(engine, snap["answers"], source["models"]))
-    try:
-        with db.writing(engine) as conn:
-            counts = _create(conn, plan, snap, specialties, screens)
-            if then is not None:
-                then(conn, counts)
-    except sa.exc.IntegrityError:  # another request made the same study meanwhile
-        raise InputError("study create", "a study with this id exists", field="study_id",
-                         got=plan.study_id) from None
+    with db.writing(engine) as conn:
+        counts = _create(conn, plan, snap, specialties, screens)
+        if then is not None:
+            then(conn, counts)
     db.analyze(engine)
     return counts
 
 
 def _create(conn: sa.Connection, plan: StudyPlan, snap: Snapshot,
             specialties: tuple[str, ...], screens: list[dict]) -> dict[str, int]:
+    db.one_at_a_time(conn, "study content")
     if conn.execute(sa.select(S.studies.c.study_id).where(
             S.studies.c.study_id == plan.study_id)).first():
         raise InputError("study create", "a study with this id exists", field="study_id",
@@ -223,6 +222,7 @@ def add_cases(engine: sa.Engine, study_id: str, source: Snapshot,
     screened by the leak guard before a clinician can get it. Returns
     counts of what was added.
     """
+    check_no_nul(source)
     offered, known = _study_scope(engine, study_id)
     cases, answers = source["cases"], source["answers"]
     if cases.num_rows + answers.num_rows == 0:
@@ -243,6 +243,7 @@ def add_cases(engine: sa.Engine, study_id: str, source: Snapshot,
     screens = _screen(study_id, Snapshot.from_tables({"answers": new_answers}, {}),
                       _models_of(engine, new_answers, source["models"]))
     with db.writing(engine) as conn:
+        db.one_at_a_time(conn, "study content")
         stored = import_into(conn, snap)
         if screens:
             conn.execute(P.answer_screens.insert(), screens)

@@ -171,6 +171,9 @@ def wait_until_serving(proc: subprocess.Popen, port: int, log: Path) -> subproce
     machine imports slowly)."""
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
+        if proc.poll() is not None:  # it died (its port taken meanwhile, say)
+            raise AssertionError(f"server exited with {proc.returncode}: "
+                                 f"{log.read_text()[-2000:]}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/login", timeout=1).status_code == 200:
                 return proc

@@ -90,6 +90,16 @@ def test_settings_a_database_cannot_hold_are_refused_before_anything_is_written(
 
 # --- the leak guard knows the study's models -----------------------------------------------------
 
+def _add_cases(c, cases: str, answers: str):
+    """Post a zipped source of two CSV tables to study x's "add cases"."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("src/cases.csv", cases)
+        zf.writestr("src/answers.csv", answers)
+    return c.post("/s/x/admin/cases", data={"csrf": csrf(c)},
+                  files={"source": ("src.zip", buffer.getvalue(), "application/zip")})
+
+
 def test_added_answers_are_screened_for_models_stored_before(app, engine):
     """A source adding answers of models the study already has need not send
     the models again; the leak guard still screens for their names."""
@@ -98,12 +108,7 @@ def test_added_answers_are_screened_for_models_stored_before(app, engine):
     answers = ("answer_id,case_id,model_id,text\n"
                'add-a1,add-c1,llama-3.1-70b-instruct,"Llama 3.1 70B Instruct here: biopsy it."\n'
                'add-a2,add-c1,claude-3-5-sonnet-20240620,"Start a topical steroid."\n')
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as zf:
-        zf.writestr("src/cases.csv", cases)
-        zf.writestr("src/answers.csv", answers)
-    r = c.post("/s/x/admin/cases", data={"csrf": csrf(c)},
-               files={"source": ("src.zip", buffer.getvalue(), "application/zip")})
+    r = _add_cases(c, cases, answers)
     assert r.status_code in (200, 303), r.text
     with engine.connect() as conn:
         screens = dict(conn.execute(sa.select(P.answer_screens.c.answer_id,
@@ -318,12 +323,7 @@ def test_nul_in_a_flagged_answer_or_an_uploaded_id_is_refused(app, engine):
     assert r.status_code == 422 and "answer_id" in r.text
     cases = "case_id,prompt,specialty\nnul-c1,A pruritic rash: what next?,Pathology\n"
     answers = "answer_id,case_id,model_id,text\nnul-a1,nul-c1,m\x00x,Biopsy it.\n"
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as zf:
-        zf.writestr("src/cases.csv", cases)
-        zf.writestr("src/answers.csv", answers)
-    r = c.post("/s/x/admin/cases", data={"csrf": csrf(c)},
-               files={"source": ("src.zip", buffer.getvalue(), "application/zip")})
+    r = _add_cases(c, cases, answers)
     assert r.status_code == 422 and "model_id" in r.text and "NUL" in r.text, r.text
     assert counts(engine) == before
 

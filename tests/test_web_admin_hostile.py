@@ -14,6 +14,7 @@ import time
 import zipfile
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
@@ -364,3 +365,37 @@ def test_two_studies_created_at_once_share_models_or_refuse_the_id(engine, same_
     else:
         assert outcome["b"]["answers"] > 0, outcome["b"]
         assert {"first", "second"} <= studies
+
+
+def test_the_same_cases_added_twice_at_once_are_added_once(engine):
+    """A double-submitted "add cases": the second starts while the first holds
+    its transaction, and then adds nothing (it screened the same answers
+    again and failed on their screen rows: a 500)."""
+    from clinieval import tables as T
+    from clinieval.snapshot import Snapshot, conform
+    from clinieval.web.studies import add_cases
+    from clinieval.web.testing import make_studies
+
+    make_studies(engine)
+    cases = conform(pa.Table.from_pylist([{"case_id": "twice-c1", "specialty": "Pathology",
+                                           "prompt": "A pruritic rash: what next?"}]), T.CASES)
+    answers = conform(pa.Table.from_pylist([{"answer_id": "twice-a1", "case_id": "twice-c1",
+                                             "model_id": "claude-3-5-sonnet-20240620",
+                                             "text": "Start a topical steroid."}]), T.ANSWERS)
+    outcome = {}
+
+    def source() -> Snapshot:
+        return Snapshot.from_tables({"cases": cases, "answers": answers}, {})
+
+    def second() -> None:
+        outcome["second"] = add_cases(engine, "x", source())
+
+    def start_second_meanwhile(conn, made) -> None:
+        outcome["thread"] = threading.Thread(target=second)
+        outcome["thread"].start()
+        time.sleep(1.0)
+
+    first = add_cases(engine, "x", source(), start_second_meanwhile)
+    outcome["thread"].join(30)
+    assert first["answers"] == 1
+    assert outcome["second"] == {"cases": 0, "answers": 0, "flagged": 0}

@@ -121,7 +121,9 @@ def create_study(engine: sa.Engine, plan: StudyPlan, source: Snapshot,
     db.upgrade(engine)
     snap = _study_snapshot(engine, plan, source)
     specialties = plan.specialties or tuple(sorted(set(snap["cases"]["specialty"].to_pylist())))
-    screens = _screen(plan.study_id, snap, _models_of(engine, snap["answers"], source["models"]))
+    with engine.connect() as conn:
+        models = _models_of(conn, snap["answers"], source["models"])
+    screens = _screen(plan.study_id, snap, models)
     with db.writing(engine) as conn:
         counts = _create(conn, plan, snap, specialties, screens)
         if then is not None:
@@ -223,7 +225,7 @@ def add_cases(engine: sa.Engine, study_id: str, source: Snapshot,
     counts of what was added.
     """
     check_no_nul(source)
-    offered, known = _study_scope(engine, study_id)
+    offered = _offered(engine, study_id)
     cases, answers = source["cases"], source["answers"]
     if cases.num_rows + answers.num_rows == 0:
         raise InputError("add cases", "the source has no cases or answers", field="cases")
@@ -234,16 +236,20 @@ def add_cases(engine: sa.Engine, study_id: str, source: Snapshot,
     cases = cases.set_column(cases.schema.get_field_index("study_id"), "study_id",
                              pa.array([study_id] * cases.num_rows, pa.string()))
     _check_answer_cases(engine, study_id, answers, cases)
-    new_answers = answers.filter(pc.invert(pc.is_in(answers["answer_id"],
-                                                    pa.array(known, pa.string()))))
     models = source["models"].filter(pc.is_in(source["models"]["model_id"],
                                               answers["model_id"]))
     snap = Snapshot.from_tables({"cases": cases, "answers": answers,
                                  "models": _not_stored(engine, models)}, {})
-    screens = _screen(study_id, Snapshot.from_tables({"answers": new_answers}, {}),
-                      _models_of(engine, new_answers, source["models"]))
     with db.writing(engine) as conn:
+        # What the study has screened is read once the lock is held: the same
+        # file sent twice at once adds its answers once and screens them once.
         db.one_at_a_time(conn, "study content")
+        known = conn.execute(sa.select(P.answer_screens.c.answer_id).where(
+            P.answer_screens.c.study_id == study_id)).scalars().all()
+        new_answers = answers.filter(pc.invert(pc.is_in(answers["answer_id"],
+                                                        pa.array(known, pa.string()))))
+        screens = _screen(study_id, Snapshot.from_tables({"answers": new_answers}, {}),
+                          _models_of(conn, new_answers, source["models"]))
         stored = import_into(conn, snap)
         if screens:
             conn.execute(P.answer_screens.insert(), screens)
@@ -273,16 +279,14 @@ def _check_answer_cases(engine: sa.Engine, study_id: str, answers: pa.Table,
                          field="case_id", got=foreign)
 
 
-def _study_scope(engine: sa.Engine, study_id: str) -> tuple[list[str], list[str]]:
-    """The study's offered specialties and the answers it has screened."""
+def _offered(engine: sa.Engine, study_id: str) -> list[str]:
+    """The study's offered specialties."""
     with engine.connect() as conn:
         offered = conn.execute(sa.select(P.study_settings.c.specialties).where(
             P.study_settings.c.study_id == study_id)).scalar()
-        if offered is None:
-            raise InputError("add cases", "no such study", field="study", got=study_id)
-        known = conn.execute(sa.select(P.answer_screens.c.answer_id).where(
-            P.answer_screens.c.study_id == study_id)).scalars().all()
-    return json.loads(offered), list(known)
+    if offered is None:
+        raise InputError("add cases", "no such study", field="study", got=study_id)
+    return json.loads(offered)
 
 
 def store_rubric_version(conn: sa.Connection, study_id: str, rubric: Rubric,
@@ -297,16 +301,15 @@ def store_rubric_version(conn: sa.Connection, study_id: str, rubric: Rubric,
 _MODEL_TERMS = ("model_id", "display_name", "version", "provider")
 
 
-def _models_of(engine: sa.Engine, answers: pa.Table, sent: pa.Table) -> list[dict]:
+def _models_of(conn: sa.Connection, answers: pa.Table, sent: pa.Table) -> list[dict]:
     """The models of ``answers`` as the leak guard screens for them: those the
     source sent and those already stored (a source adding answers of a study's
     models need not send the models again)."""
     ids = set(answers["model_id"].to_pylist())
     rows = [m for m in sent.select(list(_MODEL_TERMS)).to_pylist() if m["model_id"] in ids]
     m = S.models
-    with engine.connect() as conn:
-        rows += [r._asdict() for r in conn.execute(
-            sa.select(*(m.c[c] for c in _MODEL_TERMS)).where(m.c.model_id.in_(sorted(ids))))]
+    rows += [r._asdict() for r in conn.execute(
+        sa.select(*(m.c[c] for c in _MODEL_TERMS)).where(m.c.model_id.in_(sorted(ids))))]
     return rows
 
 

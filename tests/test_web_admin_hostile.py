@@ -399,3 +399,35 @@ def test_the_same_cases_added_twice_at_once_are_added_once(engine):
     outcome["thread"].join(30)
     assert first["answers"] == 1
     assert outcome["second"] == {"cases": 0, "answers": 0, "flagged": 0}
+
+
+def test_an_import_beside_a_study_being_created_reuses_its_models(engine):
+    """``clinieval import`` while the platform creates a study (between its
+    import and its commit): both bring the same new model rows; the import
+    waits for the study and reuses them (on PostgreSQL it clashed)."""
+    import pyarrow.compute as pc
+
+    from clinieval.io.importer import import_snapshot
+    from clinieval.snapshot import Snapshot
+
+    snap = demo_source()
+    first, second = sorted(set(snap["cases"]["specialty"].to_pylist()))[:2]
+    cases = snap["cases"].filter(pc.equal(snap["cases"]["specialty"], second))
+    answers = snap["answers"].filter(pc.is_in(snap["answers"]["case_id"], cases["case_id"]))
+    other = Snapshot.from_tables({**snap.tables, "cases": cases, "answers": answers,
+                                  "ratings": None, "preferences": None, "judgments": None,
+                                  "raters": None}, snap.meta)
+    outcome = {}
+
+    def import_meanwhile(conn, made) -> None:
+        def run() -> None:
+            outcome["import"] = import_snapshot(engine, other)
+
+        outcome["thread"] = threading.Thread(target=run)
+        outcome["thread"].start()
+        time.sleep(1.0)
+
+    create_study(engine, StudyPlan("first", "A", load_rubric(), specialties=(first,)),
+                 demo_source(), import_meanwhile)
+    outcome["thread"].join(30)
+    assert outcome["import"]["answers"] == answers.num_rows

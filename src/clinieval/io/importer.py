@@ -76,6 +76,9 @@ def import_snapshot(engine: sa.Engine, snapshot: Snapshot, *, sources: dict[str,
     raters, criteria, studies) already stored with the same values are reused;
     a changed one is an error naming it and the field."""
     with db.writing(engine) as conn:
+        # One at a time with a study being made or added to on the platform:
+        # both may bring the same model rows.
+        db.one_at_a_time(conn, "study content")
         if replace:
             db.clear(conn)
         counts = import_into(conn, snapshot, sources=sources, progress=progress)

@@ -145,7 +145,8 @@ def test_a_platform_export_holds_no_stored_id(app, engine, tmp_path):
     assert db.read_snapshot(engine).meta["rater_ids"] == "pseudonymous"  # a stale claim
 
     salt = manage.export_salt(engine)
-    browser = admin.get("/s/x/admin/export")
+    browser = admin.post("/s/x/admin/export",
+                         data={"csrf": csrf_of(admin.get("/s/x/progress").text)})
     api = http_client(app).get("/api/studies/x/export",
                                headers={"Authorization": f"Bearer {token}"})
     assert browser.status_code == api.status_code == 200

@@ -224,7 +224,7 @@ def _release_flagged(page) -> None:
 
 def _export_and_report(page, tmp_path: Path) -> None:
     with page.expect_download() as download:
-        page.get_by_role("link", name="Export").click()
+        page.get_by_role("button", name="Export").click()
     path = tmp_path / "export.zip"
     download.value.save_as(path)
     archive = zipfile.ZipFile(io.BytesIO(path.read_bytes()))
@@ -233,7 +233,7 @@ def _export_and_report(page, tmp_path: Path) -> None:
     # Every rating was given after the upload of version 2.0.0, and records it.
     versions = pq.read_table(io.BytesIO(archive.read(ratings[0])))["rubric_version"]
     assert len(versions) and set(versions.to_pylist()) == {"2.0.0"}
-    page.get_by_role("link", name="Report").click()
+    page.get_by_role("button", name="Report").click()
     page.wait_for_url("**/admin/report")
     assert page.locator("h1").first.inner_text().strip()
     assert "Fail" in page.content()

@@ -431,3 +431,23 @@ def test_an_import_beside_a_study_being_created_reuses_its_models(engine):
                  demo_source(), import_meanwhile)
     outcome["thread"].join(30)
     assert outcome["import"]["answers"] == answers.num_rows
+
+
+def test_export_and_report_need_a_post_with_the_csrf_token(app, engine):
+    """Both write to the audit log (and the report runs the whole audit): a
+    link from another site, which SameSite=Lax lets carry the admin's cookie,
+    sets off neither."""
+    c = admin_client(app, engine)
+
+    def logged() -> int:
+        with engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.count()).where(
+                P.audit_events.c.kind.in_(["exported", "report_run"]))).scalar_one()
+
+    for action in ("export", "report"):
+        assert c.get(f"/s/x/admin/{action}").status_code == 405
+        assert c.post(f"/s/x/admin/{action}", data={}).status_code == 403
+        assert c.post(f"/s/x/admin/{action}", data={"csrf": "0" * 64}).status_code == 403
+    assert logged() == 0
+    assert c.post("/s/x/admin/export", data={"csrf": csrf(c)}).status_code == 200
+    assert logged() == 1

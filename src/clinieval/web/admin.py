@@ -236,14 +236,18 @@ async def log(ctx: Admin) -> Response:
 
 # --- export and report -------------------------------------------------------------------
 
-@router.get("/s/{study}/admin/export")
+# Export and report are POSTs (a button with the CSRF token): each writes to the
+# audit log and the report runs the whole audit, which a link from another site
+# could otherwise set off with the admin's cookie (SameSite=Lax lets top-level
+# GETs through).
+@router.post("/s/{study}/admin/export")
 async def export(ctx: Admin) -> Response:
     data = manage.export_zip(ctx.engine, ctx.user.user_id, ctx.study.study_id)
     return Response(data, media_type="application/zip", headers={
         "Content-Disposition": f'attachment; filename="{ctx.study.study_id}-export.zip"'})
 
 
-@router.get("/s/{study}/admin/report")
+@router.post("/s/{study}/admin/report")
 async def report(ctx: Admin) -> Response:
     """The full audit on the study's current data, rendered as the report
     ``clinieval audit`` writes (figures are inline SVG)."""

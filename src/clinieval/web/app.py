@@ -185,20 +185,19 @@ def _limited(scope, receive):
     at once, else when the bytes arrive; the route answers 413. A route that
     has begun its answer without reading the body hears a disconnect instead."""
     declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
-    too_large = HTTPException(413, f"The request is larger than {MAX_BODY // 2**20} MiB.")
     refuse = declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY)
     seen = 0
 
     async def counted():
         nonlocal seen
-        message = {"type": "http.request", "body": b"", "more_body": True} if refuse \
-            else await receive()
-        seen += len(message.get("body", b""))
-        if refuse or seen > MAX_BODY:
-            if scope.get("clinieval.answering"):
-                return {"type": "http.disconnect"}
-            raise too_large
-        return message
+        if not refuse:
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen <= MAX_BODY:
+                return message
+        if scope.get("clinieval.answering"):
+            return {"type": "http.disconnect"}
+        raise HTTPException(413, f"The request is larger than {MAX_BODY // 2**20} MiB.")
 
     return counted
 

@@ -75,3 +75,14 @@ def app(engine):
 
     make_studies(engine)
     return create_app(engine)
+
+
+LONGEST_FIRST = ("test_llm_local.py",)
+"""Files that run for minutes (a real local model generating and judging)."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest files first: pytest-xdist hands out files in this order,
+    and the one that takes minutes, handed out late, kept one worker busy
+    for minutes after the other had finished."""
+    items.sort(key=lambda item: item.path.name not in LONGEST_FIRST)

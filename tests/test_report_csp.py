@@ -14,9 +14,8 @@ import pytest
 
 from clinieval.report.example import small_result
 from clinieval.report.render import SCRIPT, render_report, with_script_file
-from clinieval.storage import db
 from clinieval.web import auth
-from clinieval.web.testing import free_port, make_studies, register_in_browser, start_server
+from clinieval.web.testing import register_in_browser, served_studies
 from tests.test_web_browser import ARGS, CHROMIUM
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
@@ -69,14 +68,8 @@ def directives(csp: str) -> dict[str, list[str]]:
 def test_served_report_runs_only_the_apps_script(tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
     db_url = f"sqlite:///{tmp_path / 'test.db'}"  # the page is the same on PostgreSQL
-    engine = db.make_engine(db_url)
-    db.upgrade(engine)
-    make_studies(engine)
-    invitation = auth.create_invitation(engine, "x", "admin")
-    port = free_port()
-    server = start_server(db_url, port, tmp_path / "server.log")
-    base = f"http://127.0.0.1:{port}"
-    try:
+    with served_studies(db_url, tmp_path) as (engine, base):
+        invitation = auth.create_invitation(engine, "x", "admin")
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             page = browser.new_context().new_page()
@@ -109,10 +102,6 @@ def test_served_report_runs_only_the_apps_script(tmp_path):
             assert not errors, errors
             assert scripts == [(f"{base}/static/report.js", 200)], scripts
             browser.close()
-    finally:
-        server.kill()
-        server.wait()
-        engine.dispose()
 
 
 def _check_policy(csp: str) -> None:

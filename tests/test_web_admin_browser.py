@@ -23,15 +23,12 @@ import pytest
 from clinieval.io.bundle import write_bundle
 from clinieval.rubric import load_rubric, rubric_to_dict
 from clinieval.snapshot import Snapshot
-from clinieval.storage import db
 from clinieval.web import auth
 from clinieval.web.testing import (
     SELF_IDENTIFYING,
     csrf_of,
-    free_port,
-    make_studies,
     register_in_browser,
-    start_server,
+    served_studies,
 )
 from tests.test_web_admin import NEW_SPECIALTY, new_source
 from tests.test_web_browser import ARGS, CHROMIUM, _save_screenshot
@@ -115,15 +112,9 @@ def _figure(page, selector: str) -> int:
 
 def test_admin_flow_in_a_browser(db_url, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
-    engine = db.make_engine(db_url)
-    db.upgrade(engine)
-    make_studies(engine)
-    invitation = auth.create_invitation(engine, "x", "admin")
     source = _source_zip(tmp_path)
-    port = free_port()
-    server = start_server(db_url, port, tmp_path / "server.log")
-    base = f"http://127.0.0.1:{port}"
-    try:
+    with served_studies(db_url, tmp_path) as (engine, base):
+        invitation = auth.create_invitation(engine, "x", "admin")
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             context = browser.new_context(viewport={"width": 1280, "height": 900},
@@ -139,10 +130,6 @@ def test_admin_flow_in_a_browser(db_url, tmp_path):
             _release_flagged(page)
             _export_and_report(page, tmp_path)
             browser.close()
-    finally:
-        server.kill()
-        server.wait()
-        engine.dispose()
 
 
 def _register_admin(page, base: str, token: str) -> None:

@@ -11,6 +11,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -163,6 +165,26 @@ def start_server(db_url: str, port: int, log: Path) -> subprocess.Popen:
     proc = subprocess.Popen([str(cli), "serve", "--database-url", db_url, "--port", str(port)],
                             stdout=log.open("ab"), stderr=subprocess.STDOUT)
     return wait_until_serving(proc, port, log)
+
+
+@contextmanager
+def served_studies(db_url: str, tmp_path: Path) -> Iterator[tuple[sa.Engine, str]]:
+    """The test studies (:func:`make_studies`) in a new database at ``db_url``,
+    served by ``clinieval serve`` for the block: yields the engine and the
+    server's base URL; the server is stopped afterwards."""
+    from clinieval.storage import db
+
+    engine = db.make_engine(db_url)
+    db.upgrade(engine)
+    make_studies(engine)
+    port = free_port()
+    server = start_server(db_url, port, tmp_path / "server.log")
+    try:
+        yield engine, f"http://127.0.0.1:{port}"
+    finally:
+        server.kill()
+        server.wait()
+        engine.dispose()
 
 
 def wait_until_serving(proc: subprocess.Popen, port: int, log: Path) -> subprocess.Popen:

@@ -156,6 +156,18 @@ def validate(snapshot: Snapshot, *, sources: Mapping[str, str] | None = None,
     _check_rating_uniqueness(snapshot["ratings"], sources.get("ratings", "ratings table"))
 
 
+def has_nul(value: object) -> bool:
+    """Whether a NUL character is anywhere in ``value`` (text, or a structure of
+    it): PostgreSQL cannot store one in text, so neither database is given one."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(has_nul(v) for v in value)
+    return False
+
+
 def check_no_nul(snapshot: Snapshot, sources: Mapping[str, str] | None = None) -> None:
     """Raise :class:`InputError` at the first text value holding a NUL
     character: PostgreSQL can store none (nor compare one with what it

@@ -20,11 +20,12 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from clinieval.errors import InputError
+from clinieval.io.validate import has_nul
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.web import auth
-from clinieval.web.studies import DEFAULT_CONSENT, StudyPlan, create_study, has_nul
+from clinieval.web.studies import DEFAULT_CONSENT, StudyPlan, create_study
 
 MAX_UPLOAD = 50 * 1024 * 1024
 MAX_RUBRIC = 2**20

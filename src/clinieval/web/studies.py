@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +18,7 @@ import sqlalchemy as sa
 from clinieval import tables as T
 from clinieval.errors import InputError
 from clinieval.io.importer import import_into
-from clinieval.io.validate import check_no_nul
+from clinieval.io.validate import check_no_nul, has_nul
 from clinieval.rubric import rubric_to_dict, rubric_to_rows
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot, conform
@@ -92,18 +93,6 @@ MAX_LEASE_MINUTES = 7 * 24 * 60
 holds them whatever its kind)."""
 
 
-def has_nul(value: object) -> bool:
-    """Whether a NUL character is anywhere in ``value`` (text, or a structure of
-    it): PostgreSQL cannot store one in text, so neither database is given one."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(has_nul(k) or has_nul(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return any(has_nul(v) for v in value)
-    return False
-
-
 def create_study(engine: sa.Engine, plan: StudyPlan, source: Snapshot,
                  then: Callable[[sa.Connection, dict[str, int]], None] | None = None
                  ) -> dict[str, int]:
@@ -124,17 +113,26 @@ def create_study(engine: sa.Engine, plan: StudyPlan, source: Snapshot,
     with engine.connect() as conn:
         models = _models_of(conn, snap["answers"], source["models"])
     screens = _screen(plan.study_id, snap, models)
-    with db.writing(engine) as conn:
+    with _content_written(engine) as conn:
         counts = _create(conn, plan, snap, specialties, screens)
         if then is not None:
             then(conn, counts)
-    db.analyze(engine)
     return counts
+
+
+@contextmanager
+def _content_written(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """The write transaction that adds cases and answers to a study, one at a
+    time with every other (creating a study, adding cases, an import), then
+    fresh planner statistics."""
+    with db.writing(engine) as conn:
+        db.one_at_a_time(conn, "study content")
+        yield conn
+    db.analyze(engine)
 
 
 def _create(conn: sa.Connection, plan: StudyPlan, snap: Snapshot,
             specialties: tuple[str, ...], screens: list[dict]) -> dict[str, int]:
-    db.one_at_a_time(conn, "study content")
     if conn.execute(sa.select(S.studies.c.study_id).where(
             S.studies.c.study_id == plan.study_id)).first():
         raise InputError("study create", "a study with this id exists", field="study_id",
@@ -240,10 +238,9 @@ def add_cases(engine: sa.Engine, study_id: str, source: Snapshot,
                                               answers["model_id"]))
     snap = Snapshot.from_tables({"cases": cases, "answers": answers,
                                  "models": _not_stored(engine, models)}, {})
-    with db.writing(engine) as conn:
+    with _content_written(engine) as conn:
         # What the study has screened is read once the lock is held: the same
         # file sent twice at once adds its answers once and screens them once.
-        db.one_at_a_time(conn, "study content")
         known = conn.execute(sa.select(P.answer_screens.c.answer_id).where(
             P.answer_screens.c.study_id == study_id)).scalars().all()
         new_answers = answers.filter(pc.invert(pc.is_in(answers["answer_id"],
@@ -257,7 +254,6 @@ def add_cases(engine: sa.Engine, study_id: str, source: Snapshot,
                   "flagged": sum(s["status"] == "flagged" for s in screens)}
         if then is not None:
             then(conn, counts)
-    db.analyze(engine)
     return counts
 
 

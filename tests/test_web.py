@@ -522,6 +522,35 @@ def test_pairs_balance_model_pairs_and_record_the_shown_side(app, engine):
     assert {side for *_, side in rows} == set(T.SIDES)
 
 
+def test_a_pair_never_holds_an_answer_the_clinician_rated_skipped_or_was_given(app, engine):
+    """Pairs are picked from the specialty's answers less the clinician's own
+    (read once, then left out in Python): after two rated answers and a skipped
+    one, every pair until none is left holds only answers new to them, and each
+    answer comes once."""
+    c = member(app, engine, "x", "clinician")
+    held: list[str] = []
+    for _ in range(2):
+        url = take(c, "rating")
+        held.append(_answer_of(engine, url))
+        assert c.post(url, data=answer_form(c, url)).status_code == 303
+    url = take(c, "rating")
+    held.append(_answer_of(engine, url))
+    assert c.post(url + "/skip", data={"csrf": csrf(c)}).status_code == 303
+    before = set(held)
+    pairs = 0
+    while (r := c.post("/s/x/next", data={"csrf": csrf(c), "kind": "pair"})
+           ).headers["location"] != "/s/x?empty=1":
+        url = r.headers["location"]
+        with engine.connect() as conn:
+            a, b = conn.execute(sa.select(P.task_leases.c.answer_id, P.task_leases.c.answer_b_id)
+                                .where(P.task_leases.c.token == url.rsplit("/", 1)[1])).one()
+        assert not {a, b} & before
+        held += [a, b]
+        assert c.post(url, data=answer_form(c, url, choice="A")).status_code == 303
+        pairs += 1
+    assert pairs > 0 and len(held) == len(set(held))
+
+
 # --- blinding --------------------------------------------------------------------------
 
 FORBIDDEN_FIELDS = re.compile(r"model|provider|version|answer_id|vendor", re.IGNORECASE)

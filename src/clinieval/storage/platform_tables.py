@@ -171,7 +171,8 @@ platform_secrets = sa.Table(
 sessions survive a restart."""
 
 sa.Index("ix_task_leases_answer", task_leases.c.answer_id, task_leases.c.status)
-sa.Index("ix_task_leases_user", task_leases.c.user_id, task_leases.c.study_id)
+sa.Index("ix_task_leases_user", task_leases.c.user_id, task_leases.c.study_id,
+         task_leases.c.status)
 sa.Index("ix_audit_events_kind", audit_events.c.kind, audit_events.c.subject, audit_events.c.at)
 
 # --- study administration (migration 0005) ----------------------------------------

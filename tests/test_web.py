@@ -551,6 +551,39 @@ def test_a_pair_never_holds_an_answer_the_clinician_rated_skipped_or_was_given(a
     assert pairs > 0 and len(held) == len(set(held))
 
 
+def test_the_clinicians_own_answers_read_at_once_are_those_the_per_answer_probes_find(
+        app, engine):
+    """The pair pool leaves out ``_MINE`` (one read of the clinician's rated
+    and leased answers); the rating walk and the re-counts under the lock ask
+    ``_not_mine`` of each answer. After rated, skipped, voted and still open
+    tasks (and another clinician's), both give the same answers."""
+    from clinieval.storage.prepared import run
+    from clinieval.web import assignment as A
+
+    c, other = member(app, engine, "x", "clinician"), member(app, engine, "x", "clinician")
+    for kind, action in (("rating", "submit"), ("rating", "submit"), ("rating", "skip"),
+                         ("pair", "submit"), ("pair", "keep")):
+        url = take(c, kind)
+        if action == "submit":
+            assert c.post(url, data=answer_form(c, url)).status_code == 303
+        elif action == "skip":
+            assert c.post(url + "/skip", data={"csrf": csrf(c)}).status_code == 303
+    take(other, "rating")
+    al = P.answer_load
+    with engine.connect() as conn:
+        users = conn.execute(sa.select(P.users.c.user_id, P.users.c.rater_id)).all()
+        sizes = []
+        for user in users:
+            probed = set(conn.execute(sa.select(al.c.answer_id).where(
+                ~A._not_mine(user, al.c.answer_id))).scalars())
+            read = set(run(conn, A._MINE, {"rater": user.rater_id, "user": user.user_id})
+                       .scalars()) & set(conn.execute(sa.select(al.c.answer_id)).scalars())
+            assert read == probed, user.user_id
+            sizes.append(len(read))
+    # three rating tasks and two pairs; the other clinician's one task
+    assert sorted(sizes)[-2:] == [1, 7]
+
+
 # --- blinding --------------------------------------------------------------------------
 
 FORBIDDEN_FIELDS = re.compile(r"model|provider|version|answer_id|vendor", re.IGNORECASE)

@@ -211,7 +211,8 @@ def _submitted(answer: sa.ColumnElement) -> sa.ScalarSelect:
 def _leased(answer: sa.ColumnElement, live: sa.ColumnElement[bool] | None = None
             ) -> sa.ColumnElement[int]:
     """Live leases holding ``answer``, on either side of a task: two counts
-    (a pair's two answers differ, so none is counted twice), each an index
+    (a pair's two answers differ, being answers of different models from
+    :func:`pair_options`, so none is counted twice), each an index
     probe. One count with ``answer_id = x OR answer_b_id = x`` made SQLite
     merge two index scans through a temporary b-tree for every candidate:
     a page of 20 candidates took 74-124 us, this 62-69 us."""

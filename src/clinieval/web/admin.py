@@ -6,6 +6,7 @@ the same functions)."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 from pathlib import Path
@@ -62,8 +63,8 @@ async def new_study(ctx: Creator) -> Response:
     try:
         if "source" not in files:
             raise InputError("study form", "upload the cases and answers", field="source")
-        made = manage.new_study(ctx.engine, ctx.user.user_id, fields, files["source"],
-                                files.get("rubric"))
+        made = await blocking(ctx.request, manage.new_study, ctx.engine, ctx.user.user_id,
+                              fields, files["source"], files.get("rubric"))
     except InputError as err:
         return page(ctx, "admin_new.html", 422, values=fields, error=str(err))
     return RedirectResponse(f"/s/{made['study_id']}/progress?created=1", status_code=303)
@@ -107,8 +108,8 @@ async def add_cases(ctx: Admin) -> Response:
     try:
         if "source" not in files:
             raise InputError("add cases", "upload the cases and answers", field="source")
-        added = manage.add_cases(ctx.engine, ctx.user.user_id, ctx.study.study_id,
-                                 files["source"])
+        added = await blocking(ctx.request, manage.add_cases, ctx.engine, ctx.user.user_id,
+                               ctx.study.study_id, files["source"])
     except InputError as err:
         return _content(ctx, 422, error=str(err))
     return _content(ctx, added=added)
@@ -118,8 +119,9 @@ async def add_cases(ctx: Admin) -> Response:
 async def new_rubric_version(ctx: Admin) -> Response:
     _, files = await _fields(ctx.request)
     try:
-        made = manage.new_rubric_version(ctx.engine, ctx.user.user_id, ctx.study.study_id,
-                                         files.get("rubric") or manage.Upload("rubric", b""))
+        made = await blocking(ctx.request, manage.new_rubric_version, ctx.engine,
+                              ctx.user.user_id, ctx.study.study_id,
+                              files.get("rubric") or manage.Upload("rubric", b""))
     except InputError as err:
         return _content(ctx, 422, error=str(err))
     return _content(ctx, version=made["version"])
@@ -239,10 +241,12 @@ async def log(ctx: Admin) -> Response:
 # Export and report are POSTs (a button with the CSRF token): each writes to the
 # audit log and the report runs the whole audit, which a link from another site
 # could otherwise set off with the admin's cookie (SameSite=Lax lets top-level
-# GETs through).
+# GETs through). Both take seconds at paper scale and run in a thread of their
+# own: on the event loop they held up every clinician's request meanwhile.
 @router.post("/s/{study}/admin/export")
 async def export(ctx: Admin) -> Response:
-    data = manage.export_zip(ctx.engine, ctx.user.user_id, ctx.study.study_id)
+    data = await asyncio.to_thread(manage.export_zip, ctx.engine, ctx.user.user_id,
+                                   ctx.study.study_id)
     return Response(data, media_type="application/zip", headers={
         "Content-Disposition": f'attachment; filename="{ctx.study.study_id}-export.zip"'})
 
@@ -253,7 +257,7 @@ async def report(ctx: Admin) -> Response:
     ``clinieval audit`` writes (figures are inline SVG)."""
     from clinieval.report.render import with_script_file
 
-    html = with_script_file(full_report(ctx), "/static/report.js")
+    html = with_script_file(await asyncio.to_thread(full_report, ctx), "/static/report.js")
     return HTMLResponse(html, headers={"Content-Security-Policy": REPORT_CSP})
 
 

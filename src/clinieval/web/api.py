@@ -9,6 +9,7 @@ the API needs no CSRF token.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -20,7 +21,7 @@ from pydantic import BaseModel, Field
 from clinieval import tables as T
 from clinieval.storage import platform_tables as P
 from clinieval.web import auth, live, manage
-from clinieval.web.app import STUDY_ROLES
+from clinieval.web.app import STUDY_ROLES, blocking
 from clinieval.web.assignment import StudyConfig, study_config
 
 router = APIRouter(tags=["studies"])
@@ -101,6 +102,7 @@ class Created(BaseModel):
 @router.post("/api/studies", status_code=201)
 async def create_study(
     ctx: Creator,
+    request: Request,
     study_id: Annotated[str, Form()],
     source: Annotated[UploadFile, File(description="Cases and answers, any format"
                                                    " `clinieval import` reads.")],
@@ -120,8 +122,8 @@ async def create_study(
             "overlap_target": str(overlap_target), "pairwise_share": str(pairwise_share),
             "specialties": specialties, "rationale_required": "yes" if rationale_required
             else "no"}
-    made = manage.new_study(ctx.engine, ctx.user_id, form, await _upload(source),
-                            await _upload(rubric))
+    made = await blocking(request, manage.new_study, ctx.engine, ctx.user_id, form,
+                          await _upload(source), await _upload(rubric))
     return Created(**made)
 
 
@@ -135,13 +137,14 @@ class Added(BaseModel):
 @router.post("/api/studies/{study}/cases", status_code=201)
 async def add_cases(
     ctx: Admin,
+    request: Request,
     source: Annotated[UploadFile, File(description="Cases and answers, any format"
                                                    " `clinieval import` reads.")],
 ) -> Added:
     """Add cases and answers to the study, all or nothing; new answers are
     screened by the leak guard; ones already in the study are skipped."""
-    return Added(**manage.add_cases(ctx.engine, ctx.user_id, ctx.study.study_id,
-                                    await _upload(source)))
+    return Added(**await blocking(request, manage.add_cases, ctx.engine, ctx.user_id,
+                                  ctx.study.study_id, await _upload(source)))
 
 
 class RubricVersion(BaseModel):
@@ -152,25 +155,27 @@ class RubricVersion(BaseModel):
 @router.post("/api/studies/{study}/rubric", status_code=201)
 async def new_rubric_version(
     ctx: Admin,
+    request: Request,
     rubric: Annotated[UploadFile, File(description="Rubric JSON: the study's rubric id,"
                                                    " a new version.")],
 ) -> RubricVersion:
     """A new rubric version for the study: ratings given from now on record it."""
-    return RubricVersion(**manage.new_rubric_version(ctx.engine, ctx.user_id,
-                                                     ctx.study.study_id, await _upload(rubric)))
+    return RubricVersion(**await blocking(request, manage.new_rubric_version, ctx.engine,
+                                          ctx.user_id, ctx.study.study_id,
+                                          await _upload(rubric)))
 
 
 @router.get("/api/studies/{study}/progress")
-async def progress(ctx: Viewer) -> dict:
+async def progress(ctx: Viewer, request: Request) -> dict:
     """Coverage per model x specialty, open tasks, ratings still needed (and,
     for admin tokens, counts per clinician under pseudonymous ids)."""
-    return live.progress(ctx.engine, ctx.study, per_clinician=ctx.role == "admin")
+    return await blocking(request, live.progress, ctx.engine, ctx.study, ctx.role == "admin")
 
 
 @router.get("/api/studies/{study}/safety")
-async def safety(ctx: Viewer) -> dict:
+async def safety(ctx: Viewer, request: Request) -> dict:
     """The live safety view: the audit's sections on the study's data so far."""
-    return live.safety_view(ctx.engine, ctx.study.study_id)
+    return await blocking(request, live.safety_view, ctx.engine, ctx.study.study_id)
 
 
 class Invitations(BaseModel):
@@ -242,6 +247,7 @@ async def revoke_token(ctx: Admin, token_id: str) -> Response:
             responses={200: {"content": {"application/zip": {}}}})
 async def export(ctx: Admin) -> Response:
     """The pseudonymous bundle (what ``clinieval audit`` reads) as a zip."""
-    data = manage.export_zip(ctx.engine, ctx.user_id, ctx.study.study_id)
+    data = await asyncio.to_thread(manage.export_zip, ctx.engine, ctx.user_id,
+                                   ctx.study.study_id)
     return Response(data, media_type="application/zip", headers={
         "Content-Disposition": f'attachment; filename="{ctx.study.study_id}-export.zip"'})

@@ -1,0 +1,121 @@
+"""An admin's long operations (the full report, an export, adding cases)
+do not hold up clinicians: while one runs, a clinician's request is served.
+
+The app is served by uvicorn on one event loop in a thread of this process,
+so that the long operation can be held at a known point (it waits for an
+event) while a clinician asks for a page over real HTTP. Before the report and
+the export ran in a thread of their own (and, on PostgreSQL, adding cases in
+a database worker), they ran on the event loop and the clinician's request
+waited for them to end.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import pytest
+import uvicorn
+
+from clinieval.web import admin, manage
+from clinieval.web.app import SESSION_COOKIE
+from clinieval.web.testing import csrf_of, free_port, member_client
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+HELD_FOR = 30.0
+"""Longest the held operation waits (the test releases it far sooner)."""
+
+
+@contextmanager
+def serving(app) -> Iterator[str]:
+    """``app`` served over HTTP by uvicorn on one event loop in a thread."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+class Held:
+    """Wraps a function so that each call waits, once started, until released."""
+
+    def __init__(self, fn) -> None:
+        self.fn, self.started, self.release = fn, threading.Event(), threading.Event()
+
+    def __call__(self, *args, **kwargs):
+        self.started.set()
+        self.release.wait(HELD_FOR)
+        return self.fn(*args, **kwargs)
+
+
+def _session(client) -> dict[str, str]:
+    return {"Cookie": f"{SESSION_COOKIE}={client.cookies[SESSION_COOKIE]}"}
+
+
+def _served_while_held(app, engine, monkeypatch, module, name: str, path: str,
+                       files: dict | None = None) -> None:
+    admin_client = member_client(app, engine, "x", "admin")
+    clinician = member_client(app, engine, "x", "clinician")
+    held = Held(getattr(module, name))
+    monkeypatch.setattr(module, name, held)
+    with serving(app) as base:
+        headers = _session(admin_client)
+        csrf = csrf_of(httpx.get(f"{base}/s/x/progress", headers=headers).text)
+        outcome: dict[str, object] = {}
+
+        def long_operation() -> None:
+            r = httpx.post(f"{base}{path}", headers=headers, data={"csrf": csrf}, files=files,
+                           timeout=HELD_FOR + 30)
+            outcome["admin"] = r.status_code, r.text[-3000:]
+
+        worker = threading.Thread(target=long_operation)
+        worker.start()
+        try:
+            assert held.started.wait(20), "the admin's operation did not start"
+            # The operation is now held mid-way; a clinician asks for their task list.
+            answered = httpx.get(f"{base}/s/x", headers=_session(clinician), timeout=10)
+            assert answered.status_code == 200
+            assert not held.release.is_set() and worker.is_alive()
+        finally:
+            held.release.set()
+            worker.join(HELD_FOR + 30)
+        assert outcome["admin"][0] == 200, outcome["admin"][1]
+
+
+def test_a_clinician_is_served_while_the_full_report_runs(app, engine, monkeypatch):
+    _served_while_held(app, engine, monkeypatch, admin, "full_report", "/s/x/admin/report")
+
+
+def test_a_clinician_is_served_while_an_export_is_made(app, engine, monkeypatch):
+    _served_while_held(app, engine, monkeypatch, manage, "export_zip", "/s/x/admin/export")
+
+
+def test_a_clinician_is_served_while_cases_are_added_on_postgresql(app, engine, monkeypatch):
+    """On PostgreSQL adding cases runs in a database worker thread. (On SQLite
+    it runs on the event loop, as every SQLite write does: a clinician's
+    write would wait for the import's write lock either way.)"""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("SQLite writes run on the event loop by design")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("src/cases.csv", "case_id,prompt,specialty\n"
+                                     "more-c1,A pruritic rash: what next?,Pathology\n")
+        zf.writestr("src/answers.csv", "answer_id,case_id,model_id,text\nmore-a1,more-c1,"
+                                       "claude-3-5-sonnet-20240620,Start a topical steroid.\n")
+    _served_while_held(app, engine, monkeypatch, manage, "add_cases", "/s/x/admin/cases",
+                       files={"source": ("src.zip", buffer.getvalue(), "application/zip")})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -63,8 +64,12 @@ async def new_study(ctx: Creator) -> Response:
     try:
         if "source" not in files:
             raise InputError("study form", "upload the cases and answers", field="source")
-        made = await blocking(ctx.request, manage.new_study, ctx.engine, ctx.user.user_id,
-                              fields, files["source"], files.get("rubric"))
+        # Checking and parsing in a thread; the write as every write (on SQLite on
+        # the event loop, holding the write lock for its transaction).
+        plan, source = await asyncio.to_thread(manage.prepare_study, ctx.engine, fields,
+                                               files["source"], files.get("rubric"))
+        made = await blocking(ctx.request, manage.write_study, ctx.engine, ctx.user.user_id,
+                              plan, source)
     except InputError as err:
         return page(ctx, "admin_new.html", 422, values=fields, error=str(err))
     return RedirectResponse(f"/s/{made['study_id']}/progress?created=1", status_code=303)
@@ -108,8 +113,9 @@ async def add_cases(ctx: Admin) -> Response:
     try:
         if "source" not in files:
             raise InputError("add cases", "upload the cases and answers", field="source")
+        source = await asyncio.to_thread(manage.read_source, files["source"])
         added = await blocking(ctx.request, manage.add_cases, ctx.engine, ctx.user.user_id,
-                               ctx.study.study_id, files["source"])
+                               ctx.study.study_id, source)
     except InputError as err:
         return _content(ctx, 422, error=str(err))
     return _content(ctx, added=added)
@@ -261,19 +267,29 @@ async def report(ctx: Admin) -> Response:
     return HTMLResponse(html, headers={"Content-Security-Policy": REPORT_CSP})
 
 
+_ONE_REPORT = threading.Lock()
+"""Reports are made one at a time in a server process. Two at once in threads
+deadlocked: drawing the figures forks worker processes, and a fork taken
+while the other thread was drawing gave its worker matplotlib's figure lock
+held by a thread the worker does not have (it waited for ever, and so did
+the request). matplotlib's style settings are process-wide too. One at a
+time also bounds the memory: each report reads the study whole."""
+
+
 def full_report(ctx: Ctx) -> str:
     from clinieval.audit import audit
-    from clinieval.report.render import render_report
+    from clinieval.report import render
     from clinieval.storage import db
     from clinieval.web import auth
     from clinieval.web.studies import study_snapshot
 
-    result = audit(study_snapshot(ctx.engine, ctx.study.study_id))
-    folder = Path(tempfile.mkdtemp(prefix="clinieval-report-"))
-    try:
-        html = render_report(result, folder)["html"].read_text(encoding="utf-8")
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    with _ONE_REPORT:
+        result = audit(study_snapshot(ctx.engine, ctx.study.study_id))
+        folder = Path(tempfile.mkdtemp(prefix="clinieval-report-"))
+        try:
+            html = render.render_report(result, folder)["html"].read_text(encoding="utf-8")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     with db.writing(ctx.engine) as conn:
         auth.record(conn, "report_run", user_id=ctx.user.user_id, study_id=ctx.study.study_id)
     return html

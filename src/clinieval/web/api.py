@@ -122,8 +122,9 @@ async def create_study(
             "overlap_target": str(overlap_target), "pairwise_share": str(pairwise_share),
             "specialties": specialties, "rationale_required": "yes" if rationale_required
             else "no"}
-    made = await blocking(request, manage.new_study, ctx.engine, ctx.user_id, form,
-                          await _upload(source), await _upload(rubric))
+    plan, parsed = await asyncio.to_thread(manage.prepare_study, ctx.engine, form,
+                                           await _upload(source), await _upload(rubric))
+    made = await blocking(request, manage.write_study, ctx.engine, ctx.user_id, plan, parsed)
     return Created(**made)
 
 
@@ -143,8 +144,9 @@ async def add_cases(
 ) -> Added:
     """Add cases and answers to the study, all or nothing; new answers are
     screened by the leak guard; ones already in the study are skipped."""
+    parsed = await asyncio.to_thread(manage.read_source, await _upload(source))
     return Added(**await blocking(request, manage.add_cases, ctx.engine, ctx.user_id,
-                                  ctx.study.study_id, await _upload(source)))
+                                  ctx.study.study_id, parsed))
 
 
 class RubricVersion(BaseModel):

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from clinieval.errors import InputError
 from clinieval.io.validate import has_nul
+from clinieval.snapshot import Snapshot
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
@@ -169,6 +170,15 @@ def new_study(engine: sa.Engine, user_id: str, form: dict, source: Upload,
               rubric: Upload | None = None) -> dict:
     """Create a study from the form and an uploaded source; the creator becomes
     its admin. Nothing is written when the source or the form is bad."""
+    return write_study(engine, user_id, *prepare_study(engine, form, source, rubric))
+
+
+def prepare_study(engine: sa.Engine, form: dict, source: Upload, rubric: Upload | None = None
+                  ) -> tuple[StudyPlan, Snapshot]:
+    """What :func:`new_study` checks and reads before it writes: the plan from
+    the form (the form is checked first) and the parsed source. Writes
+    nothing and takes no lock, so the server runs it in a thread beside the
+    clinicians' requests (a large upload takes seconds to parse)."""
     plan = plan_from_form(form, rubric)
     plan.check()
     with engine.connect() as conn:
@@ -176,7 +186,12 @@ def new_study(engine: sa.Engine, user_id: str, form: dict, source: Upload,
                 S.studies.c.study_id == plan.study_id)).first():
             raise InputError("study form", "a study with this id exists", field="study_id",
                              got=plan.study_id)
-    snapshot = _read_upload(source, "source")
+    return plan, read_source(source)
+
+
+def write_study(engine: sa.Engine, user_id: str, plan: StudyPlan, snapshot: Snapshot) -> dict:
+    """Store a study prepared by :func:`prepare_study` in one transaction,
+    with the creator as its admin."""
 
     def creator_is_admin(conn: sa.Connection, counts: dict) -> None:
         auth.record(conn, "study_created", user_id=user_id, study_id=plan.study_id,
@@ -186,6 +201,12 @@ def new_study(engine: sa.Engine, user_id: str, form: dict, source: Upload,
 
     counts = create_study(engine, plan, snapshot, creator_is_admin)
     return {"study_id": plan.study_id, **counts}
+
+
+def read_source(source: Upload) -> Snapshot:
+    """An uploaded source of cases and answers, parsed and checked as
+    ``clinieval import`` does (no database involved)."""
+    return _read_upload(source, "source")
 
 
 def content_counts(engine: sa.Engine, study_id: str) -> dict[str, int]:
@@ -198,15 +219,18 @@ def content_counts(engine: sa.Engine, study_id: str) -> dict[str, int]:
     return {"cases": cases, "answers": answers}
 
 
-def add_cases(engine: sa.Engine, user_id: str, study_id: str, source: Upload) -> dict:
+def add_cases(engine: sa.Engine, user_id: str, study_id: str, source: Upload | Snapshot
+              ) -> dict:
     """Add an uploaded source's cases and answers to the study, all or nothing
-    (the importer's checks and messages), and log it."""
+    (the importer's checks and messages), and log it. ``source`` may be
+    parsed already (:func:`read_source`)."""
     from clinieval.web.studies import add_cases as add
 
     def logged(conn: sa.Connection, counts: dict) -> None:
         auth.record(conn, "cases_added", user_id=user_id, study_id=study_id, detail=counts)
 
-    counts = add(engine, study_id, _read_upload(source, "source"), logged)
+    snapshot = read_source(source) if isinstance(source, Upload) else source
+    counts = add(engine, study_id, snapshot, logged)
     return {"study_id": study_id, **counts}
 
 

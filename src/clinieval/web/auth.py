@@ -187,6 +187,11 @@ def register(engine: sa.Engine, token: str, email: str, password: str) -> str:
     if "@" not in email:
         raise InputError("registration", "enter an e-mail address", field="email")
     check_password(password)
+    with engine.connect() as conn:  # a bad link is refused before the hashing
+        open_invitation(conn, token)
+    # Hashed before the transaction: argon2 takes about 0.1 s, which inside
+    # it would hold SQLite's write lock (and every clinician's write) meanwhile.
+    password_hash = hash_password(password)
     user_id, rater_id = "u_" + secrets.token_hex(8), "r_" + secrets.token_hex(8)
     with db.writing(engine) as conn:
         record(conn, "registered", user_id=user_id)
@@ -201,7 +206,7 @@ def register(engine: sa.Engine, token: str, email: str, password: str) -> str:
                 user_id=user_id,
                 email=email,
                 rater_id=rater_id,
-                password_hash=hash_password(password),
+                password_hash=password_hash,
                 created_at=now(),
             )
         )

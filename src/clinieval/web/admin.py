@@ -155,9 +155,9 @@ async def invite(ctx: Admin) -> Response:
         if "csv" in files:
             text += "\n" + _text(files["csv"])
         count = _count(fields.get("count", ""))
-        links = manage.invite_many(ctx.engine, ctx.user.user_id, ctx.study.study_id,
-                                   fields.get("role", "clinician"), manage.parse_emails(text),
-                                   count)
+        links = await blocking(ctx.request, manage.invite_many, ctx.engine, ctx.user.user_id,
+                               ctx.study.study_id, fields.get("role", "clinician"),
+                               manage.parse_emails(text), count)
     except InputError as err:
         return _people(ctx, 422, error=str(err))
     return _people(ctx, links=links)

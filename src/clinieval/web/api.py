@@ -190,8 +190,8 @@ class Invitations(BaseModel):
 async def invite(ctx: Admin, body: Invitations, request: Request) -> list[dict]:
     """Single-use invitation links (one per e-mail address, or ``count``)."""
     emails = manage.parse_emails("\n".join(body.emails))
-    links = manage.invite_many(ctx.engine, ctx.user_id, ctx.study.study_id, body.role, emails,
-                               body.count)
+    links = await blocking(request, manage.invite_many, ctx.engine, ctx.user_id,
+                           ctx.study.study_id, body.role, emails, body.count)
     base = str(request.base_url).rstrip("/")
     return [{"email": x["email"], "link": f"{base}/invite/{x['token']}"} for x in links]
 

@@ -127,30 +127,29 @@ def create_invitation(
     engine: sa.Engine, study_id: str, role: str, days: int = INVITATION_DAYS
 ) -> str:
     """A single-use invitation token for ``role`` in ``study_id``."""
+    with db.writing(engine) as conn:
+        return create_invitations(conn, study_id, role, 1, days)[0]
+
+
+def create_invitations(conn: sa.Connection, study_id: str, role: str, n: int,
+                       days: int = INVITATION_DAYS) -> list[str]:
+    """``n`` single-use invitation tokens for ``role`` in ``study_id``, in the
+    caller's write transaction (all or none)."""
     if role not in T.ROLES:
         raise InputError(
             "invite", "unknown role", field="role", expected=" | ".join(T.ROLES), got=role
         )
-    token = new_token()
-    with db.writing(engine) as conn:
-        if (
-            conn.execute(
-                sa.select(S.studies.c.study_id).where(S.studies.c.study_id == study_id)
-            ).first()
-            is None
-        ):
-            raise InputError("invite", "no such study", field="study", got=study_id)
+    if conn.execute(sa.select(S.studies.c.study_id).where(
+            S.studies.c.study_id == study_id)).first() is None:
+        raise InputError("invite", "no such study", field="study", got=study_id)
+    tokens, at = [new_token() for _ in range(n)], now()
+    for _ in tokens:
         record(conn, "invitation_created", study_id=study_id, detail={"role": role})
-        conn.execute(
-            P.invitations.insert().values(
-                token_hash=digest(token),
-                study_id=study_id,
-                role=role,
-                created_at=now(),
-                expires_at=now() + timedelta(days=days),
-            )
-        )
-    return token
+    if tokens:
+        conn.execute(P.invitations.insert(), [
+            {"token_hash": digest(token), "study_id": study_id, "role": role, "created_at": at,
+             "expires_at": at + timedelta(days=days)} for token in tokens])
+    return tokens
 
 
 def open_invitation(conn: sa.Connection, token: str) -> sa.Row:

@@ -321,12 +321,12 @@ def invite_many(engine: sa.Engine, user_id: str, study_id: str, role: str,
     if not targets:
         raise InputError("invitations", "give e-mail addresses or a number of links",
                          field="emails")
-    links = [{"email": email, "token": auth.create_invitation(engine, study_id, role)}
-             for email in targets]
-    with db.writing(engine) as conn:
+    with db.writing(engine) as conn:  # every link or none
+        tokens = auth.create_invitations(conn, study_id, role, len(targets))
         auth.record(conn, "invited", user_id=user_id, study_id=study_id,
-                    detail={"role": role, "links": len(links)})
-    return links
+                    detail={"role": role, "links": len(tokens)})
+    return [{"email": email, "token": token} for email, token in zip(targets, tokens,
+                                                                      strict=True)]
 
 
 def members(engine: sa.Engine, study_id: str) -> list[dict]:

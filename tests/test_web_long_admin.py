@@ -8,7 +8,9 @@ the export and reading an upload ran in a thread of their own (and, on
 PostgreSQL, adding cases in a database worker), they ran on the event loop
 and the clinician's request waited for them to end. The held operation waits
 before it starts its work: these tests show where it runs, not what two of
-them do side by side (the last test here does that for reports).
+them do side by side (a test here does that for reports). On PostgreSQL every
+admin page, API call and clinician page goes through blocking() (a worker
+thread): the tests at the end hold one such call each.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from contextlib import contextmanager
 
 import httpx
 import pytest
+import sqlalchemy as sa
 import uvicorn
 
-from clinieval.web import admin, auth, manage
+from clinieval.storage import platform_tables as P
+from clinieval.web import admin, api, auth, manage, routes
 from clinieval.web.app import SESSION_COOKIE
-from clinieval.web.testing import csrf_of, free_port, member_client
+from clinieval.web.testing import csrf_of, free_port, http_client, member_client, register_via_http
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -76,24 +80,39 @@ def _session(client) -> dict[str, str]:
 
 def _served_while_held(app, engine, monkeypatch, module, name: str, path: str,
                        files: dict | None = None, *, fields: dict | None = None,
-                       anonymous: bool = False, expected: int = 200) -> None:
-    """Hold ``module.name`` once it is called by a POST to ``path`` (an admin's,
-    or with ``anonymous`` a visitor's), and meanwhile get a clinician's page."""
-    admin_client = member_client(app, engine, "x", "admin")
+                       anonymous: bool = False, expected: int = 200, method: str = "POST",
+                       api: bool = False, role: str = "admin", probe: str = "/s/x") -> None:
+    """Hold ``module.name`` once it is called by a request to ``path`` (an
+    admin's or ``role``'s, with ``api`` through an admin API token, with
+    ``anonymous`` a visitor's), and meanwhile get a clinician's page ``probe``."""
+    admin_client = http_client(app)
+    email = register_via_http(admin_client, engine, "x", role)
     clinician = member_client(app, engine, "x", "clinician")
     held = Held(getattr(module, name))
     monkeypatch.setattr(module, name, held)
     with serving(app) as base, httpx.Client(base_url=base) as poster:
-        if anonymous:  # the visitor's pre-session cookie and its CSRF token
-            csrf = csrf_of(poster.get(path).text)
+        form: dict[str, object] = dict(fields or {})
+        if api:
+            with engine.connect() as conn:
+                uid = conn.execute(sa.select(P.users.c.user_id)
+                                   .where(P.users.c.email == email)).scalar_one()
+            poster.headers["Authorization"] = "Bearer " + manage.create_token(
+                engine, uid, "x", "admin", "held")
+        elif anonymous:  # the visitor's pre-session cookie and its CSRF token
+            form["csrf"] = csrf_of(poster.get(path).text)
         else:
             poster.headers.update(_session(admin_client))
-            csrf = csrf_of(poster.get("/s/x/progress").text)
+            if method == "POST":
+                form["csrf"] = csrf_of(poster.get("/studies").text)
         outcome: dict[str, object] = {}
 
         def long_operation() -> None:
-            r = poster.post(path, data={"csrf": csrf, **(fields or {})}, files=files,
-                            timeout=HELD_FOR + 30)
+            if method == "GET":
+                r = poster.get(path, timeout=HELD_FOR + 30)
+            elif api:
+                r = poster.post(path, json=fields or {}, timeout=HELD_FOR + 30)
+            else:
+                r = poster.post(path, data=form, files=files, timeout=HELD_FOR + 30)
             outcome["post"] = r.status_code, r.text[-3000:]
 
         worker = threading.Thread(target=long_operation)
@@ -101,13 +120,13 @@ def _served_while_held(app, engine, monkeypatch, module, name: str, path: str,
         try:
             assert held.started.wait(20), "the held operation did not start"
             # The operation is now held mid-way; a clinician asks for their task list.
-            answered = httpx.get(f"{base}/s/x", headers=_session(clinician), timeout=10)
+            answered = httpx.get(f"{base}{probe}", headers=_session(clinician), timeout=10)
             assert answered.status_code == 200
             assert not held.release.is_set() and worker.is_alive()
         finally:
             held.release.set()
             worker.join(HELD_FOR + 30)
-        status, text = outcome.get("post", (None, "the POST failed"))
+        status, text = outcome.get("post", (None, "the request failed"))
         assert status == expected, text
 
 
@@ -200,3 +219,57 @@ def test_a_clinician_is_served_while_a_new_password_is_hashed(app, engine, monke
     _served_while_held(app, engine, monkeypatch, auth, "hash_password", f"/invite/{token}",
                        fields={"email": "new@example.org", "password": password,
                                "password2": password}, anonymous=True, expected=303)
+
+
+# Every other admin page and action, the API's token check and signing out make a few
+# database calls each: on PostgreSQL they go through blocking() (a worker
+# thread), so a clinician is served while one waits. (On SQLite blocking()
+# calls them in place; the tests above hold work that runs in a thread there.)
+_ADMIN_CALLS = [
+    # (module, function held, method, path, form or JSON fields, status, API token)
+    (manage, "members", "GET", "/s/x/admin/people", None, 200, False),
+    (manage, "content_counts", "GET", "/s/x/admin/content", None, 200, False),
+    (manage, "flagged_queue", "GET", "/s/x/admin/flagged", None, 200, False),
+    (manage, "audit_log", "GET", "/s/x/admin/log", None, 200, False),
+    (manage, "revoke", "POST", "/s/x/admin/revoke", {"rater_id": "nobody"}, 422, False),
+    (manage, "create_token", "POST", "/s/x/admin/tokens", {"role": "viewer", "label": "t"},
+     200, False),
+    (manage, "revoke_token", "POST", "/s/x/admin/tokens/revoke", {"token_id": "nope"}, 422,
+     False),
+    (manage, "decide", "POST", "/s/x/admin/flagged",
+     {"answer_id": "nope", "decision": "release"}, 422, False),
+    (api, "_grant", "GET", "/api/studies/x/progress", None, 200, True),
+    (manage, "members", "GET", "/api/studies/x/members", None, 200, True),
+    (manage, "flagged_queue", "GET", "/api/studies/x/flagged", None, 200, True),
+    (manage, "audit_log", "GET", "/api/studies/x/log", None, 200, True),
+    (manage, "create_token", "POST", "/api/studies/x/tokens", {"role": "viewer"}, 201, True),
+    (auth, "sign_out", "POST", "/logout", None, 303, False),
+]
+
+
+@pytest.mark.parametrize(("module", "name", "method", "path", "fields", "expected", "api"),
+                         _ADMIN_CALLS, ids=[f"{c[2]} {c[3]}" for c in _ADMIN_CALLS])
+def test_a_clinician_is_served_while_an_admin_call_waits_on_postgresql(
+        app, engine, monkeypatch, module, name, method, path, fields, expected, api):
+    if engine.dialect.name != "postgresql":
+        pytest.skip("on SQLite these calls run in place (in-process work, no round trips)")
+    _served_while_held(app, engine, monkeypatch, module, name, path, fields=fields,
+                       expected=expected, method=method, api=api)
+
+
+_CLINICIAN_CALLS = [  # (function held, page asked for, the other clinician's page meanwhile)
+    ("_done", "/s/x", "/s/x/history"),
+    ("_history", "/s/x/history", "/s/x"),
+    ("_studies", "/studies", "/s/x"),
+]
+
+
+@pytest.mark.parametrize(("name", "path", "probe"), _CLINICIAN_CALLS,
+                         ids=[c[1] for c in _CLINICIAN_CALLS])
+def test_a_clinician_is_served_while_another_clinicians_page_waits_on_postgresql(
+        app, engine, monkeypatch, name, path, probe):
+    """The task list, the history (a query per task) and the list of studies."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("on SQLite these calls run in place (in-process work, no round trips)")
+    _served_while_held(app, engine, monkeypatch, routes, name, path, method="GET",
+                       role="clinician", probe=probe)

@@ -93,18 +93,22 @@ async def safety_page(ctx: Viewer) -> Response:
 
 # --- cases, answers and rubric versions -------------------------------------------------
 
-def _content(ctx: Ctx, status: int = 200, **extra) -> Response:
+def _content_data(engine, study: str) -> dict:
     from clinieval.web.studies import rubric_versions
 
-    study = ctx.study.study_id
-    return page(ctx, "admin_content.html", status, content=manage.content_counts(ctx.engine,
-                study), versions=rubric_versions(ctx.engine, study),
+    return {"content": manage.content_counts(engine, study),
+            "versions": rubric_versions(engine, study)}
+
+
+async def _content(ctx: Ctx, status: int = 200, **extra) -> Response:
+    data = await blocking(ctx.request, _content_data, ctx.engine, ctx.study.study_id)
+    return page(ctx, "admin_content.html", status, **data,
                 **{"added": None, "version": None, "error": None, **extra})
 
 
 @router.get("/s/{study}/admin/content")
 async def content(ctx: Admin) -> Response:
-    return _content(ctx)
+    return await _content(ctx)
 
 
 @router.post("/s/{study}/admin/cases")
@@ -117,8 +121,8 @@ async def add_cases(ctx: Admin) -> Response:
         added = await blocking(ctx.request, manage.add_cases, ctx.engine, ctx.user.user_id,
                                ctx.study.study_id, source)
     except InputError as err:
-        return _content(ctx, 422, error=str(err))
-    return _content(ctx, added=added)
+        return await _content(ctx, 422, error=str(err))
+    return await _content(ctx, added=added)
 
 
 @router.post("/s/{study}/admin/rubric")
@@ -129,22 +133,28 @@ async def new_rubric_version(ctx: Admin) -> Response:
                               ctx.user.user_id, ctx.study.study_id,
                               files.get("rubric") or manage.Upload("rubric", b""))
     except InputError as err:
-        return _content(ctx, 422, error=str(err))
-    return _content(ctx, version=made["version"])
+        return await _content(ctx, 422, error=str(err))
+    return await _content(ctx, version=made["version"])
 
 
 # --- people: invitations, members, API tokens ------------------------------------------
 
-def _people(ctx: Ctx, status: int = 200, **extra) -> Response:
-    study, base = ctx.study.study_id, str(ctx.request.base_url).rstrip("/")
-    return page(ctx, "admin_people.html", status, members=manage.members(ctx.engine, study),
-                tokens=manage.tokens(ctx.engine, study, ctx.user.user_id), base=base,
+def _people_data(engine, study: str, user_id: str) -> dict:
+    return {"members": manage.members(engine, study),
+            "tokens": manage.tokens(engine, study, user_id)}
+
+
+async def _people(ctx: Ctx, status: int = 200, **extra) -> Response:
+    data = await blocking(ctx.request, _people_data, ctx.engine, ctx.study.study_id,
+                          ctx.user.user_id)
+    return page(ctx, "admin_people.html", status, **data,
+                base=str(ctx.request.base_url).rstrip("/"),
                 **{"links": None, "new_token": None, "error": None, **extra})
 
 
 @router.get("/s/{study}/admin/people")
 async def people(ctx: Admin) -> Response:
-    return _people(ctx)
+    return await _people(ctx)
 
 
 @router.post("/s/{study}/admin/invite")
@@ -159,8 +169,8 @@ async def invite(ctx: Admin) -> Response:
                                ctx.study.study_id, fields.get("role", "clinician"),
                                manage.parse_emails(text), count)
     except InputError as err:
-        return _people(ctx, 422, error=str(err))
-    return _people(ctx, links=links)
+        return await _people(ctx, 422, error=str(err))
+    return await _people(ctx, links=links)
 
 
 def _text(upload: manage.Upload) -> str:
@@ -186,10 +196,10 @@ def _count(raw: str) -> int:
 async def revoke(ctx: Admin) -> Response:
     fields, _ = await _fields(ctx.request)
     try:
-        manage.revoke(ctx.engine, ctx.user.user_id, ctx.study.study_id,
-                      fields.get("rater_id", ""))
+        await blocking(ctx.request, manage.revoke, ctx.engine, ctx.user.user_id,
+                       ctx.study.study_id, fields.get("rater_id", ""))
     except InputError as err:
-        return _people(ctx, 422, error=str(err))
+        return await _people(ctx, 422, error=str(err))
     return RedirectResponse(_home(ctx, "admin/people"), status_code=303)
 
 
@@ -198,21 +208,22 @@ async def new_token(ctx: Admin) -> Response:
     fields, _ = await _fields(ctx.request)
     try:
         scope = None if fields.get("scope") == "all" else ctx.study.study_id
-        token = manage.create_token(ctx.engine, ctx.user.user_id, scope,
-                                    fields.get("role", "viewer"), fields.get("label", ""))
+        token = await blocking(ctx.request, manage.create_token, ctx.engine,
+                               ctx.user.user_id, scope, fields.get("role", "viewer"),
+                               fields.get("label", ""))
     except InputError as err:
-        return _people(ctx, 422, error=str(err))
-    return _people(ctx, new_token=token)
+        return await _people(ctx, 422, error=str(err))
+    return await _people(ctx, new_token=token)
 
 
 @router.post("/s/{study}/admin/tokens/revoke")
 async def revoke_token(ctx: Admin) -> Response:
     fields, _ = await _fields(ctx.request)
     try:
-        manage.revoke_token(ctx.engine, ctx.user.user_id, ctx.study.study_id,
-                            fields.get("token_id", ""))
+        await blocking(ctx.request, manage.revoke_token, ctx.engine, ctx.user.user_id,
+                       ctx.study.study_id, fields.get("token_id", ""))
     except InputError as err:
-        return _people(ctx, 422, error=str(err))
+        return await _people(ctx, 422, error=str(err))
     return RedirectResponse(_home(ctx, "admin/people"), status_code=303)
 
 
@@ -220,26 +231,29 @@ async def revoke_token(ctx: Admin) -> Response:
 
 @router.get("/s/{study}/admin/flagged")
 async def flagged(ctx: Admin, done: str = "") -> Response:
-    return page(ctx, "admin_flagged.html", items=manage.flagged_queue(ctx.engine,
-                ctx.study.study_id), done=done, error=None)
+    items = await blocking(ctx.request, manage.flagged_queue, ctx.engine, ctx.study.study_id)
+    return page(ctx, "admin_flagged.html", items=items, done=done, error=None)
 
 
 @router.post("/s/{study}/admin/flagged")
 async def decide(ctx: Admin) -> Response:
     fields, _ = await _fields(ctx.request)
     try:
-        manage.decide(ctx.engine, ctx.user.user_id, ctx.study.study_id,
-                      fields.get("answer_id", ""), fields.get("decision", ""))
+        await blocking(ctx.request, manage.decide, ctx.engine, ctx.user.user_id,
+                       ctx.study.study_id, fields.get("answer_id", ""),
+                       fields.get("decision", ""))
     except InputError as err:
-        return page(ctx, "admin_flagged.html", 422, items=manage.flagged_queue(
-            ctx.engine, ctx.study.study_id), done="", error=str(err))
+        items = await blocking(ctx.request, manage.flagged_queue, ctx.engine,
+                               ctx.study.study_id)
+        return page(ctx, "admin_flagged.html", 422, items=items, done="", error=str(err))
     return RedirectResponse(_home(ctx, f"admin/flagged?done={fields['decision']}"),
                             status_code=303)
 
 
 @router.get("/s/{study}/admin/log")
 async def log(ctx: Admin) -> Response:
-    return page(ctx, "admin_log.html", events=manage.audit_log(ctx.engine, ctx.study.study_id))
+    events = await blocking(ctx.request, manage.audit_log, ctx.engine, ctx.study.study_id)
+    return page(ctx, "admin_log.html", events=events)
 
 
 # --- export and report -------------------------------------------------------------------

@@ -35,49 +35,63 @@ class ApiCtx:
     user_id: str
     role: str
     study: StudyConfig | None
+    request: Request
+
+    async def run(self, fn, /, *args):
+        """``fn(*args)`` through :func:`~clinieval.web.app.blocking` (a database
+        worker thread on PostgreSQL)."""
+        return await blocking(self.request, fn, *args)
 
 
-def _token_row(request: Request) -> sa.Row:
-    header = request.headers.get("authorization", "")
+def _token_row(conn: sa.Connection, header: str) -> sa.Row:
     if not header.lower().startswith("bearer "):
         raise HTTPException(401, "Send an API token: Authorization: Bearer <token>.")
-    with request.app.state.engine.connect() as conn:
-        row = conn.execute(sa.select(P.api_tokens).where(
-            P.api_tokens.c.token_hash == auth.digest(header[7:].strip()))).first()
+    row = conn.execute(sa.select(P.api_tokens).where(
+        P.api_tokens.c.token_hash == auth.digest(header[7:].strip()))).first()
     if row is None or row.revoked_at is not None:
         raise HTTPException(401, "This API token is not valid or was revoked.")
     return row
 
 
+def _grant(engine: sa.Engine, header: str, level: str, study_id: str | None
+           ) -> tuple[str, str, StudyConfig | None]:
+    """The token's owner, role and study for ``level`` (the study's for study
+    levels), or the HTTP error refusing it; all reads in one connection."""
+    with engine.connect() as conn:
+        row = _token_row(conn, header)
+        if level == "api_creator":
+            if row.study_id is not None or row.role != "admin" or \
+                    not manage.may_create_studies(conn, row.user_id):
+                raise HTTPException(403, "Creating studies needs an admin token without"
+                                         " a study scope.")
+            return row.user_id, row.role, None
+        wanted = STUDY_ROLES["admin" if level == "api_admin" else "viewer"]
+        member = conn.execute(sa.select(P.memberships.c.role).where(
+            P.memberships.c.study_id == study_id,
+            P.memberships.c.user_id == row.user_id)).scalar()
+        cfg = study_config(conn, study_id)
+    if row.study_id not in (None, study_id) or cfg is None or member not in wanted \
+            or row.role not in wanted:
+        raise HTTPException(403, "This token does not grant that in this study.")
+    # The lesser of the token's role and its owner's role here: an admin
+    # token of every study its owner administers reads a study they only
+    # view as a viewer (no per-clinician rows).
+    return row.user_id, "admin" if row.role == "admin" and member == "admin" else "viewer", cfg
+
+
 def api_gate(level: str):
-    """A dependency enforcing an API level with the request's bearer token."""
+    """A dependency enforcing an API level with the request's bearer token. Its
+    reads go through blocking() like every other database call: on the event
+    loop each API request held up every clinician's for its round trips."""
     assert level in API_LEVELS
 
     async def dependency(request: Request) -> ApiCtx:
         engine = request.app.state.engine
-        row = _token_row(request)
-        if level == "api_creator":
-            with engine.connect() as conn:
-                if row.study_id is not None or row.role != "admin" or \
-                        not manage.may_create_studies(conn, row.user_id):
-                    raise HTTPException(403, "Creating studies needs an admin token without"
-                                             " a study scope.")
-            return ApiCtx(engine, row.user_id, row.role, None)
-        study_id = request.path_params["study"]
-        wanted = STUDY_ROLES["admin" if level == "api_admin" else "viewer"]
-        with engine.connect() as conn:
-            member = conn.execute(sa.select(P.memberships.c.role).where(
-                P.memberships.c.study_id == study_id,
-                P.memberships.c.user_id == row.user_id)).scalar()
-            cfg = study_config(conn, study_id)
-        if row.study_id not in (None, study_id) or cfg is None or member not in wanted \
-                or row.role not in wanted:
-            raise HTTPException(403, "This token does not grant that in this study.")
-        # The lesser of the token's role and its owner's role here: an admin
-        # token of every study its owner administers reads a study they only
-        # view as a viewer (no per-clinician rows).
-        role = "admin" if row.role == "admin" and member == "admin" else "viewer"
-        return ApiCtx(engine, row.user_id, role, cfg)
+        study_id = None if level == "api_creator" else request.path_params["study"]
+        user_id, role, cfg = await blocking(request, _grant, engine,
+                                            request.headers.get("authorization", ""),
+                                            level, study_id)
+        return ApiCtx(engine, user_id, role, cfg, request)
 
     dependency.level = level
     return dependency
@@ -198,18 +212,18 @@ async def invite(ctx: Admin, body: Invitations, request: Request) -> list[dict]:
 
 @router.get("/api/studies/{study}/members")
 async def members(ctx: Admin) -> list[dict]:
-    return manage.members(ctx.engine, ctx.study.study_id)
+    return await ctx.run(manage.members, ctx.engine, ctx.study.study_id)
 
 
 @router.post("/api/studies/{study}/members/{rater_id}/revoke", status_code=204)
 async def revoke(ctx: Admin, rater_id: str) -> Response:
-    manage.revoke(ctx.engine, ctx.user_id, ctx.study.study_id, rater_id)
+    await ctx.run(manage.revoke, ctx.engine, ctx.user_id, ctx.study.study_id, rater_id)
     return Response(status_code=204)
 
 
 @router.get("/api/studies/{study}/flagged")
 async def flagged(ctx: Admin) -> list[dict]:
-    return manage.flagged_queue(ctx.engine, ctx.study.study_id)
+    return await ctx.run(manage.flagged_queue, ctx.engine, ctx.study.study_id)
 
 
 class Decision(BaseModel):
@@ -218,13 +232,14 @@ class Decision(BaseModel):
 
 @router.post("/api/studies/{study}/flagged/{answer_id}", status_code=204)
 async def decide(ctx: Admin, answer_id: str, body: Decision) -> Response:
-    manage.decide(ctx.engine, ctx.user_id, ctx.study.study_id, answer_id, body.decision)
+    await ctx.run(manage.decide, ctx.engine, ctx.user_id, ctx.study.study_id, answer_id,
+                  body.decision)
     return Response(status_code=204)
 
 
 @router.get("/api/studies/{study}/log")
 async def log(ctx: Admin) -> list[dict]:
-    return manage.audit_log(ctx.engine, ctx.study.study_id)
+    return await ctx.run(manage.audit_log, ctx.engine, ctx.study.study_id)
 
 
 class TokenRequest(BaseModel):
@@ -235,13 +250,14 @@ class TokenRequest(BaseModel):
 @router.post("/api/studies/{study}/tokens", status_code=201)
 async def new_token(ctx: Admin, body: TokenRequest) -> dict:
     """A token scoped to this study (shown once)."""
-    return {"token": manage.create_token(ctx.engine, ctx.user_id, ctx.study.study_id,
-                                         body.role, body.label)}
+    return {"token": await ctx.run(manage.create_token, ctx.engine, ctx.user_id,
+                                   ctx.study.study_id, body.role, body.label)}
 
 
 @router.post("/api/studies/{study}/tokens/{token_id}/revoke", status_code=204)
 async def revoke_token(ctx: Admin, token_id: str) -> Response:
-    manage.revoke_token(ctx.engine, ctx.user_id, ctx.study.study_id, token_id)
+    await ctx.run(manage.revoke_token, ctx.engine, ctx.user_id, ctx.study.study_id,
+                  token_id)
     return Response(status_code=204)
 
 

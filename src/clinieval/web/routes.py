@@ -96,7 +96,7 @@ async def login(ctx: Public) -> Response:
 
 @router.post("/logout")
 async def logout(ctx: User) -> Response:
-    auth.sign_out(ctx.engine, session_token(ctx.request))
+    await blocking(ctx.request, auth.sign_out, ctx.engine, session_token(ctx.request))
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response
@@ -160,12 +160,15 @@ async def signin_link(token: str, ctx: Public) -> Response:
 
 @router.get("/studies")
 async def studies(ctx: User) -> Response:
+    return page(ctx, "studies.html", studies=await blocking(ctx.request, _studies, ctx))
+
+
+def _studies(ctx: Ctx) -> list:
     m, s = P.memberships, S.studies
     with ctx.engine.connect() as conn:
-        rows = conn.execute(sa.select(s.c.study_id, s.c.name, m.c.role)
+        return conn.execute(sa.select(s.c.study_id, s.c.name, m.c.role)
                             .join(m, m.c.study_id == s.c.study_id)
                             .where(m.c.user_id == ctx.user.user_id).order_by(s.c.name)).all()
-    return page(ctx, "studies.html", studies=rows)
 
 
 # --- profile -------------------------------------------------------------------
@@ -184,6 +187,12 @@ async def profile(ctx: Member) -> Response:
     except InputError as err:
         return page(ctx, "profile.html", 422, values=form, professions=PROFESSIONS,
                     error=str(err))
+    await blocking(ctx.request, _save_profile, ctx, values)
+    target = f"/s/{ctx.study.study_id}" if ctx.role == "clinician" else "/studies"
+    return RedirectResponse(target, status_code=303)
+
+
+def _save_profile(ctx: Ctx, values: dict) -> None:
     with db.writing(ctx.engine) as conn:
         auth.record(conn, "profile_saved", user_id=ctx.user.user_id, study_id=ctx.study.study_id)
         conn.execute(S.raters.update().where(S.raters.c.rater_id == ctx.user.rater_id)
@@ -191,8 +200,6 @@ async def profile(ctx: Member) -> Response:
         conn.execute(P.memberships.update().where(
             P.memberships.c.study_id == ctx.study.study_id,
             P.memberships.c.user_id == ctx.user.user_id).values(consented_at=datetime.now(UTC)))
-    target = f"/s/{ctx.study.study_id}" if ctx.role == "clinician" else "/studies"
-    return RedirectResponse(target, status_code=303)
 
 
 def _profile_values(ctx: Ctx, form: dict[str, str]) -> dict:
@@ -219,12 +226,17 @@ def _profile_values(ctx: Ctx, form: dict[str, str]) -> dict:
 
 @router.get("/s/{study}")
 async def feed(ctx: Clinician, saved: int = 0, empty: int = 0) -> Response:
+    done = await blocking(ctx.request, _done, ctx)
+    return page(ctx, "feed.html", done=done, saved=saved, empty=empty)
+
+
+def _done(ctx: Ctx) -> dict[str, int]:
+    """The clinician's submitted tasks in this study, by kind."""
     tl = P.task_leases
     with db.reading(ctx.engine) as conn:
-        done = dict(conn.execute(sa.select(tl.c.kind, sa.func.count()).where(
+        return dict(conn.execute(sa.select(tl.c.kind, sa.func.count()).where(
             tl.c.user_id == ctx.user.user_id, tl.c.study_id == ctx.study.study_id,
             tl.c.status == "submitted").group_by(tl.c.kind)).all())
-    return page(ctx, "feed.html", done=done, saved=saved, empty=empty)
 
 
 @router.post("/s/{study}/next")
@@ -372,7 +384,8 @@ async def skip_task(token: str, ctx: Clinician) -> Response:
 
 @router.get("/s/{study}/history")
 async def history(ctx: Clinician, saved: int = 0) -> Response:
-    return page(ctx, "history.html", items=_history(ctx), saved=saved)
+    return page(ctx, "history.html", items=await blocking(ctx.request, _history, ctx),
+                saved=saved)
 
 
 def _history(ctx: Ctx) -> list[dict]:

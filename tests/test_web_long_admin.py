@@ -30,8 +30,16 @@ import uvicorn
 
 from clinieval.storage import platform_tables as P
 from clinieval.web import admin, api, auth, manage, routes
+from clinieval.web import app as app_module
 from clinieval.web.app import SESSION_COOKIE
-from clinieval.web.testing import csrf_of, free_port, http_client, member_client, register_via_http
+from clinieval.web.testing import (
+    SPECIALTIES,
+    csrf_of,
+    free_port,
+    http_client,
+    member_client,
+    register_via_http,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -74,6 +82,13 @@ class Held:
         return self.fn(*args, **kwargs)
 
 
+def _admin_token(engine, email: str) -> str:
+    with engine.connect() as conn:
+        uid = conn.execute(sa.select(P.users.c.user_id)
+                           .where(P.users.c.email == email)).scalar_one()
+    return manage.create_token(engine, uid, "x", "admin", "held")
+
+
 def _session(client) -> dict[str, str]:
     return {"Cookie": f"{SESSION_COOKIE}={client.cookies[SESSION_COOKIE]}"}
 
@@ -81,29 +96,28 @@ def _session(client) -> dict[str, str]:
 def _served_while_held(app, engine, monkeypatch, module, name: str, path: str,
                        files: dict | None = None, *, fields: dict | None = None,
                        anonymous: bool = False, expected: int = 200, method: str = "POST",
-                       api: bool = False, role: str = "admin", probe: str = "/s/x") -> None:
+                       api: bool = False, role: str = "admin", probe: str = "/s/x",
+                       csrf_from: str | None = None) -> None:
     """Hold ``module.name`` once it is called by a request to ``path`` (an
     admin's or ``role``'s, with ``api`` through an admin API token, with
     ``anonymous`` a visitor's), and meanwhile get a clinician's page ``probe``."""
     admin_client = http_client(app)
     email = register_via_http(admin_client, engine, "x", role)
     clinician = member_client(app, engine, "x", "clinician")
+    bearer = _admin_token(engine, email) if api else None  # before the hold (create_token)
     held = Held(getattr(module, name))
     monkeypatch.setattr(module, name, held)
     with serving(app) as base, httpx.Client(base_url=base) as poster:
         form: dict[str, object] = dict(fields or {})
-        if api:
-            with engine.connect() as conn:
-                uid = conn.execute(sa.select(P.users.c.user_id)
-                                   .where(P.users.c.email == email)).scalar_one()
-            poster.headers["Authorization"] = "Bearer " + manage.create_token(
-                engine, uid, "x", "admin", "held")
+        if bearer:
+            poster.headers["Authorization"] = "Bearer " + bearer
         elif anonymous:  # the visitor's pre-session cookie and its CSRF token
-            form["csrf"] = csrf_of(poster.get(path).text)
+            if method == "POST":
+                form["csrf"] = csrf_of(poster.get(csrf_from or path).text)
         else:
             poster.headers.update(_session(admin_client))
             if method == "POST":
-                form["csrf"] = csrf_of(poster.get("/studies").text)
+                form["csrf"] = csrf_of(poster.get(csrf_from or "/studies").text)
         outcome: dict[str, object] = {}
 
         def long_operation() -> None:
@@ -244,6 +258,9 @@ _ADMIN_CALLS = [
     (manage, "audit_log", "GET", "/api/studies/x/log", None, 200, True),
     (manage, "create_token", "POST", "/api/studies/x/tokens", {"role": "viewer"}, 201, True),
     (auth, "sign_out", "POST", "/logout", None, 303, False),
+    (app_module, "_may_create", "GET", "/admin/new", None, 200, False),
+    (manage, "revoke", "POST", "/api/studies/x/members/nobody/revoke", None, 422, True),
+    (manage, "revoke_token", "POST", "/api/studies/x/tokens/nope/revoke", None, 422, True),
 ]
 
 
@@ -273,3 +290,22 @@ def test_a_clinician_is_served_while_another_clinicians_page_waits_on_postgresql
         pytest.skip("on SQLite these calls run in place (in-process work, no round trips)")
     _served_while_held(app, engine, monkeypatch, routes, name, path, method="GET",
                        role="clinician", probe=probe)
+
+
+def test_a_clinician_is_served_while_a_profile_is_saved_on_postgresql(app, engine, monkeypatch):
+    if engine.dialect.name != "postgresql":
+        pytest.skip("on SQLite these calls run in place (in-process work, no round trips)")
+    _served_while_held(app, engine, monkeypatch, routes, "_save_profile", "/s/x/profile",
+                       fields={"specialty": SPECIALTIES["x"], "country": "Chile",
+                               "organisation": "Clinic", "experience_years": "3",
+                               "role": "specialist", "consent": "yes"},
+                       role="clinician", csrf_from="/s/x/profile", expected=303)
+
+
+def test_a_clinician_is_served_while_an_invitation_is_opened_on_postgresql(
+        app, engine, monkeypatch):
+    if engine.dialect.name != "postgresql":
+        pytest.skip("on SQLite these calls run in place (in-process work, no round trips)")
+    token = auth.create_invitation(engine, "x", "clinician")
+    _served_while_held(app, engine, monkeypatch, auth, "open_invitation", f"/invite/{token}",
+                       method="GET", anonymous=True)

@@ -294,16 +294,20 @@ def gate(level: str):
         if level == "user":
             return ctx
         if level == "creator":
-            from clinieval.web.manage import may_create_studies
-
-            with engine.connect() as conn:
-                if not may_create_studies(conn, user.user_id):
-                    raise HTTPException(403, "Only study admins create studies.")
+            if not await blocking(request, _may_create, engine, user.user_id):
+                raise HTTPException(403, "Only study admins create studies.")
             return ctx
         return _study_ctx(ctx, request.path_params["study"], level, found)
 
     dependency.level = level
     return dependency
+
+
+def _may_create(engine: sa.Engine, user_id: str) -> bool:
+    from clinieval.web.manage import may_create_studies
+
+    with engine.connect() as conn:
+        return may_create_studies(conn, user_id)
 
 
 STUDY_LEVELS = ("member", "viewer", "admin", "clinician")

@@ -105,8 +105,7 @@ async def logout(ctx: User) -> Response:
 @router.get("/invite/{token}")
 async def invite_page(token: str, ctx: Public) -> Response:
     try:
-        with ctx.engine.connect() as conn:
-            invitation = auth.open_invitation(conn, token)
+        invitation = await blocking(ctx.request, _read, ctx.engine, auth.open_invitation, token)
     except auth.AuthError as err:
         return page(ctx, "message.html", 404, title="Invitation", message=str(err))
     return page(ctx, "invite.html", role=invitation.role, error=None)
@@ -117,7 +116,7 @@ async def invite(token: str, ctx: Public) -> Response:
     form = await _form(ctx.request)
     try:
         if ctx.user:
-            study = auth.join(ctx.engine, token, ctx.user.user_id)
+            study = await blocking(ctx.request, auth.join, ctx.engine, token, ctx.user.user_id)
             return RedirectResponse(f"/s/{study}/profile", status_code=303)
         if form.get("password") != form.get("password2"):
             raise InputError("registration", "the two passwords differ", field="password2")
@@ -125,11 +124,9 @@ async def invite(token: str, ctx: Public) -> Response:
                                           form.get("email", ""), form.get("password", ""))
     except (auth.AuthError, InputError) as err:
         return page(ctx, "invite.html", 400, role=None, error=str(err))
-    with ctx.engine.connect() as conn:
-        study = conn.execute(sa.select(P.memberships.c.study_id).where(
-            P.memberships.c.user_id == user_id)).scalar_one()
+    study, session = await blocking(ctx.request, _first_session, ctx.engine, user_id)
     response = RedirectResponse(f"/s/{study}/profile", status_code=303)
-    set_cookie(ctx.request, response, SESSION_COOKIE, auth.open_session(ctx.engine, user_id))
+    set_cookie(ctx.request, response, SESSION_COOKIE, session)
     response.delete_cookie(PRE_COOKIE, path="/")
     return response
 
@@ -139,8 +136,7 @@ async def signin_link_page(token: str, ctx: Public) -> Response:
     """Opening the link only shows a button: a link preview or a mail scanner
     fetching it does not spend it."""
     try:
-        with ctx.engine.connect() as conn:
-            auth.open_signin_link(conn, token)
+        await blocking(ctx.request, _read, ctx.engine, auth.open_signin_link, token)
     except auth.AuthError as err:
         return page(ctx, "message.html", 404, title="Sign in", message=str(err))
     return page(ctx, "signin.html")
@@ -149,13 +145,32 @@ async def signin_link_page(token: str, ctx: Public) -> Response:
 @router.post("/signin/{token}")
 async def signin_link(token: str, ctx: Public) -> Response:
     try:
-        user_id = auth.use_signin_link(ctx.engine, token)
+        session = await blocking(ctx.request, _signed_in_by_link, ctx.engine, token)
     except auth.AuthError as err:
         return page(ctx, "message.html", 400, title="Sign in", message=str(err))
     response = RedirectResponse("/studies", status_code=303)
-    set_cookie(ctx.request, response, SESSION_COOKIE, auth.open_session(ctx.engine, user_id))
+    set_cookie(ctx.request, response, SESSION_COOKIE, session)
     response.delete_cookie(PRE_COOKIE, path="/")
     return response
+
+
+def _read(engine: sa.Engine, fn, *args):
+    """``fn(conn, *args)`` on a connection of its own."""
+    with engine.connect() as conn:
+        return fn(conn, *args)
+
+
+def _first_session(engine: sa.Engine, user_id: str) -> tuple[str, str]:
+    """A newly registered user's study and a session for them."""
+    with engine.connect() as conn:
+        study = conn.execute(sa.select(P.memberships.c.study_id).where(
+            P.memberships.c.user_id == user_id)).scalar_one()
+    return study, auth.open_session(engine, user_id)
+
+
+def _signed_in_by_link(engine: sa.Engine, token: str) -> str:
+    """Spend the sign-in link; a session for its user."""
+    return auth.open_session(engine, auth.use_signin_link(engine, token))
 
 
 @router.get("/studies")

@@ -25,12 +25,9 @@ from contextlib import contextmanager
 
 import httpx
 import pytest
-import sqlalchemy as sa
 import uvicorn
 
-from clinieval.storage import platform_tables as P
 from clinieval.web import admin, api, auth, manage, routes
-from clinieval.web import app as app_module
 from clinieval.web.app import SESSION_COOKIE
 from clinieval.web.testing import (
     SPECIALTIES,
@@ -40,6 +37,7 @@ from clinieval.web.testing import (
     member_client,
     register_via_http,
 )
+from tests.test_web_admin import user_id
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -83,10 +81,7 @@ class Held:
 
 
 def _admin_token(engine, email: str) -> str:
-    with engine.connect() as conn:
-        uid = conn.execute(sa.select(P.users.c.user_id)
-                           .where(P.users.c.email == email)).scalar_one()
-    return manage.create_token(engine, uid, "x", "admin", "held")
+    return manage.create_token(engine, user_id(engine, email), "x", "admin", "held")
 
 
 def _session(client) -> dict[str, str]:
@@ -258,7 +253,7 @@ _ADMIN_CALLS = [
     (manage, "audit_log", "GET", "/api/studies/x/log", None, 200, True),
     (manage, "create_token", "POST", "/api/studies/x/tokens", {"role": "viewer"}, 201, True),
     (auth, "sign_out", "POST", "/logout", None, 303, False),
-    (app_module, "_may_create", "GET", "/admin/new", None, 200, False),
+    (manage, "may_create_studies", "GET", "/admin/new", None, 200, False),
     (manage, "revoke", "POST", "/api/studies/x/members/nobody/revoke", None, 422, True),
     (manage, "revoke_token", "POST", "/api/studies/x/tokens/nope/revoke", None, 422, True),
 ]

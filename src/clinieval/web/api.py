@@ -116,7 +116,6 @@ class Created(BaseModel):
 @router.post("/api/studies", status_code=201)
 async def create_study(
     ctx: Creator,
-    request: Request,
     study_id: Annotated[str, Form()],
     source: Annotated[UploadFile, File(description="Cases and answers, any format"
                                                    " `clinieval import` reads.")],
@@ -138,7 +137,7 @@ async def create_study(
             else "no"}
     plan, parsed = await asyncio.to_thread(manage.prepare_study, ctx.engine, form,
                                            await _upload(source), await _upload(rubric))
-    made = await blocking(request, manage.write_study, ctx.engine, ctx.user_id, plan, parsed)
+    made = await ctx.run(manage.write_study, ctx.engine, ctx.user_id, plan, parsed)
     return Created(**made)
 
 
@@ -152,15 +151,14 @@ class Added(BaseModel):
 @router.post("/api/studies/{study}/cases", status_code=201)
 async def add_cases(
     ctx: Admin,
-    request: Request,
     source: Annotated[UploadFile, File(description="Cases and answers, any format"
                                                    " `clinieval import` reads.")],
 ) -> Added:
     """Add cases and answers to the study, all or nothing; new answers are
     screened by the leak guard; ones already in the study are skipped."""
     parsed = await asyncio.to_thread(manage.read_source, await _upload(source))
-    return Added(**await blocking(request, manage.add_cases, ctx.engine, ctx.user_id,
-                                  ctx.study.study_id, parsed))
+    return Added(**await ctx.run(manage.add_cases, ctx.engine, ctx.user_id,
+                                 ctx.study.study_id, parsed))
 
 
 class RubricVersion(BaseModel):
@@ -171,27 +169,25 @@ class RubricVersion(BaseModel):
 @router.post("/api/studies/{study}/rubric", status_code=201)
 async def new_rubric_version(
     ctx: Admin,
-    request: Request,
     rubric: Annotated[UploadFile, File(description="Rubric JSON: the study's rubric id,"
                                                    " a new version.")],
 ) -> RubricVersion:
     """A new rubric version for the study: ratings given from now on record it."""
-    return RubricVersion(**await blocking(request, manage.new_rubric_version, ctx.engine,
-                                          ctx.user_id, ctx.study.study_id,
-                                          await _upload(rubric)))
+    return RubricVersion(**await ctx.run(manage.new_rubric_version, ctx.engine, ctx.user_id,
+                                         ctx.study.study_id, await _upload(rubric)))
 
 
 @router.get("/api/studies/{study}/progress")
-async def progress(ctx: Viewer, request: Request) -> dict:
+async def progress(ctx: Viewer) -> dict:
     """Coverage per model x specialty, open tasks, ratings still needed (and,
     for admin tokens, counts per clinician under pseudonymous ids)."""
-    return await blocking(request, live.progress, ctx.engine, ctx.study, ctx.role == "admin")
+    return await ctx.run(live.progress, ctx.engine, ctx.study, ctx.role == "admin")
 
 
 @router.get("/api/studies/{study}/safety")
-async def safety(ctx: Viewer, request: Request) -> dict:
+async def safety(ctx: Viewer) -> dict:
     """The live safety view: the audit's sections on the study's data so far."""
-    return await blocking(request, live.safety_view, ctx.engine, ctx.study.study_id)
+    return await ctx.run(live.safety_view, ctx.engine, ctx.study.study_id)
 
 
 class Invitations(BaseModel):
@@ -201,12 +197,12 @@ class Invitations(BaseModel):
 
 
 @router.post("/api/studies/{study}/invitations", status_code=201)
-async def invite(ctx: Admin, body: Invitations, request: Request) -> list[dict]:
+async def invite(ctx: Admin, body: Invitations) -> list[dict]:
     """Single-use invitation links (one per e-mail address, or ``count``)."""
     emails = manage.parse_emails("\n".join(body.emails))
-    links = await blocking(request, manage.invite_many, ctx.engine, ctx.user_id,
-                           ctx.study.study_id, body.role, emails, body.count)
-    base = str(request.base_url).rstrip("/")
+    links = await ctx.run(manage.invite_many, ctx.engine, ctx.user_id, ctx.study.study_id,
+                          body.role, emails, body.count)
+    base = str(ctx.request.base_url).rstrip("/")
     return [{"email": x["email"], "link": f"{base}/invite/{x['token']}"} for x in links]
 
 

@@ -83,6 +83,12 @@ async def blocking(request: Request, fn: Callable, /, *args):
     return await asyncio.get_running_loop().run_in_executor(executor, partial(fn, *args))
 
 
+def on_connection(engine: sa.Engine, fn: Callable, /, *args):
+    """``fn(conn, *args)`` on a connection of its own (for :func:`blocking`)."""
+    with engine.connect() as conn:
+        return fn(conn, *args)
+
+
 class Redirect(Exception):
     def __init__(self, url: str) -> None:
         self.url = url
@@ -294,20 +300,16 @@ def gate(level: str):
         if level == "user":
             return ctx
         if level == "creator":
-            if not await blocking(request, _may_create, engine, user.user_id):
+            from clinieval.web.manage import may_create_studies
+
+            if not await blocking(request, on_connection, engine, may_create_studies,
+                                  user.user_id):
                 raise HTTPException(403, "Only study admins create studies.")
             return ctx
         return _study_ctx(ctx, request.path_params["study"], level, found)
 
     dependency.level = level
     return dependency
-
-
-def _may_create(engine: sa.Engine, user_id: str) -> bool:
-    from clinieval.web.manage import may_create_studies
-
-    with engine.connect() as conn:
-        return may_create_studies(conn, user_id)
 
 
 STUDY_LEVELS = ("member", "viewer", "admin", "clinician")

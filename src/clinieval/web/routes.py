@@ -30,6 +30,7 @@ from clinieval.web.app import (
     Ctx,
     blocking,
     gate,
+    on_connection,
     page,
     session_token,
     set_cookie,
@@ -105,7 +106,8 @@ async def logout(ctx: User) -> Response:
 @router.get("/invite/{token}")
 async def invite_page(token: str, ctx: Public) -> Response:
     try:
-        invitation = await blocking(ctx.request, _read, ctx.engine, auth.open_invitation, token)
+        invitation = await blocking(ctx.request, on_connection, ctx.engine,
+                                    auth.open_invitation, token)
     except auth.AuthError as err:
         return page(ctx, "message.html", 404, title="Invitation", message=str(err))
     return page(ctx, "invite.html", role=invitation.role, error=None)
@@ -136,7 +138,7 @@ async def signin_link_page(token: str, ctx: Public) -> Response:
     """Opening the link only shows a button: a link preview or a mail scanner
     fetching it does not spend it."""
     try:
-        await blocking(ctx.request, _read, ctx.engine, auth.open_signin_link, token)
+        await blocking(ctx.request, on_connection, ctx.engine, auth.open_signin_link, token)
     except auth.AuthError as err:
         return page(ctx, "message.html", 404, title="Sign in", message=str(err))
     return page(ctx, "signin.html")
@@ -152,12 +154,6 @@ async def signin_link(token: str, ctx: Public) -> Response:
     set_cookie(ctx.request, response, SESSION_COOKIE, session)
     response.delete_cookie(PRE_COOKIE, path="/")
     return response
-
-
-def _read(engine: sa.Engine, fn, *args):
-    """``fn(conn, *args)`` on a connection of its own."""
-    with engine.connect() as conn:
-        return fn(conn, *args)
 
 
 def _first_session(engine: sa.Engine, user_id: str) -> tuple[str, str]:

@@ -159,6 +159,64 @@ def test_an_edited_vote_appends_a_revision_and_the_audit_uses_the_latest(app, en
         assert data.pref_outcome.tolist() == [2]  # index of "tie" in tables.CHOICES
 
 
+def _history_rows(c: TestClient) -> list[tuple[str, str, int, str]]:
+    html = c.get("/s/x/history").text
+    return [(token, kind, int(revision), when) for kind, revision, when, token in re.findall(
+        r'<tr><td>(Rating|Comparison)</td><td>.*?</td>\s*<td>(\d+)</td><td>([^<]*)</td>\s*'
+        r'<td><a href="/s/x/t/([^"]+)">', html, re.S)]
+
+
+def _statements_of(engine, fn) -> int:
+    """Statements that ``fn`` ran through SQLAlchemy's execute."""
+    seen = []
+
+    def count(*_args) -> None:
+        seen.append(1)
+
+    sa.event.listen(engine, "before_cursor_execute", count)
+    try:
+        fn()
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", count)
+    return len(seen)
+
+
+def test_the_history_lists_each_task_with_its_latest_revision_in_one_statement(app, engine):
+    c = member(app, engine, "x", "clinician")
+    first = take(c, "rating")
+    assert c.post(first, data=answer_form(c, first)).status_code == 303
+    one_task = _statements_of(engine, lambda: _history_rows(c))
+    for score in ("2", "0"):  # two edits: revision 2
+        assert c.post(first, data=answer_form(c, first, score=score)).status_code == 303
+    pair = take(c, "pair")
+    assert c.post(pair, data=answer_form(c, pair, choice="A")).status_code == 303
+    # Only the vote changes: the ratings stay at revision 0, the task is at 1.
+    assert c.post(pair, data=answer_form(c, pair, choice="tie")).status_code == 303
+    last = take(c, "rating")
+    assert c.post(last, data=answer_form(c, last)).status_code == 303
+
+    with engine.connect() as conn:
+        leases = conn.execute(sa.select(P.task_leases).where(
+            P.task_leases.c.status == "submitted")).all()
+        expected = {}
+        for lease in leases:
+            rated = conn.execute(sa.select(S.ratings.c.created_at).where(S.ratings.c.answer_id.in_(
+                [x for x in (lease.answer_id, lease.answer_b_id) if x]))).scalars().all()
+            voted = conn.execute(sa.select(S.preferences.c.created_at).where(
+                S.preferences.c.preference_id == lease.preference_id)).scalars().all()
+            when = max(auth.aware(x) for x in rated + voted).strftime("%Y-%m-%d %H:%M UTC")
+            expected[lease.token] = when
+    token = {url: url.rsplit("/", 1)[1] for url in (first, pair, last)}
+    assert _history_rows(c) == [  # newest task first
+        (token[last], "Rating", 0, expected[token[last]]),
+        (token[pair], "Comparison", 1, expected[token[pair]]),
+        (token[first], "Rating", 2, expected[token[first]]),
+    ]
+    # One statement however many tasks (it was one more per task, and per vote).
+    assert _statements_of(engine, lambda: _history_rows(c)) == one_task == 1
+
+
+
 def test_a_vote_edit_with_a_bad_choice_writes_nothing(app, engine):
     c = member(app, engine, "x", "clinician")
     url = take(c, "pair")

@@ -333,6 +333,67 @@ def test_progress_and_live_view_follow_the_ratings(app, engine):
         assert not any(r in body.text for r in rater_ids), url
 
 
+def test_progress_counts_match_a_count_from_the_ratings(app, engine):
+    """Coverage per model and specialty, and the ratings still needed, as
+    counted here from the ratings themselves (the page reads the
+    trigger-kept answer_load)."""
+    admin, _ = signed_in(app, engine, "x", "admin")
+    raters = [signed_in(app, engine, "x", "clinician")[0] for _ in range(3)]
+    with engine.connect() as conn:
+        cfg = study_config(conn, "x")
+        n = conn.execute(sa.select(sa.func.count()).select_from(P.answer_screens).where(
+            P.answer_screens.c.study_id == "x")).scalar_one()
+    # Every answer gets a first rater before any a second: n + 2 ratings complete two.
+    for i in range(n + 2):
+        _rate(raters[i % 3], "1", "")
+    with engine.connect() as conn:
+        a, c, m, r, s = S.answers, S.cases, S.models, S.ratings, P.answer_screens
+        answers = conn.execute(
+            sa.select(a.c.answer_id, a.c.model_id, m.c.display_name, c.c.specialty)
+            .join(c, c.c.case_id == a.c.case_id).join(m, m.c.model_id == a.c.model_id)
+            .join(s, s.c.answer_id == a.c.answer_id)
+            .where(s.c.study_id == "x", s.c.status == "clear")).all()
+        raters_of: dict[str, set] = {}
+        for answer_id, rater_id in conn.execute(sa.select(r.c.answer_id, r.c.rater_id)):
+            raters_of.setdefault(answer_id, set()).add(rater_id)
+    cells: dict[tuple, list] = {}
+    needed = 0
+    for answer_id, model_id, name, specialty in answers:
+        k = len(raters_of.get(answer_id, ()))
+        cell = cells.setdefault((model_id, name, specialty), [0, 0])
+        cell[0] += 1
+        cell[1] += k >= cfg.overlap_target
+        needed += max(cfg.overlap_target - k, 0)
+    expected = sorted((mid, name, sp, n, done) for (mid, name, sp), (n, done) in cells.items())
+    progress = live.progress(engine, cfg, per_clinician=False)
+    assert sorted((x["model"], x["model_name"], x["specialty"], x["answers"], x["complete"])
+                  for x in progress["coverage"]) == expected
+    assert any(done for *_, done in expected)  # some answers reached the target
+    assert progress["ratings_needed"] == needed
+    assert progress["complete"] == sum(done for *_, done in expected)
+    # The page's grid: one row for the specialty, a column per model by display name.
+    page = admin.get("/s/x/progress").text
+    heads = re.findall(r'<th title="([^"]+)">([^<]+)</th>', page)
+    assert heads == sorted(((mid, name) for mid, name, *_ in expected), key=lambda h: h[1])
+    row = re.search(r'<tbody><tr><th scope="row">([^<]+)</th>(.*?)</tr>', page, re.S)
+    by_name = {name: (done, n) for _, name, _, n, done in expected}
+    assert row.group(1) == expected[0][2]
+    assert re.findall(r">(\d+)/(\d+)<", row.group(2)) == [
+        (str(by_name[name][0]), str(by_name[name][1])) for _, name in heads]
+
+
+def test_the_coverage_grid_by_hand():
+    cell = lambda m, name, sp, n, done: {"model": m, "model_name": name, "specialty": sp,  # noqa: E731
+                                         "answers": n, "complete": done}
+    grid = live.coverage_grid([cell("m2", "Alpha", "Renal", 4, 1),
+                               cell("m1", "Beta", "Renal", 2, 2),
+                               cell("m1", "Beta", "Cardiology", 3, 0)])
+    assert grid["models"] == [("Alpha", "m2"), ("Beta", "m1")]  # by display name
+    assert grid["rows"] == [("Cardiology", [None, (0, 3)], 0, 3),
+                            ("Renal", [(1, 4), (2, 2)], 3, 6)]
+    assert grid["totals"] == [(1, 4), (2, 5)]
+
+
 def _rater_ids(engine) -> list[str]:
     with engine.connect() as conn:
         return conn.execute(sa.select(S.raters.c.rater_id)).scalars().all()

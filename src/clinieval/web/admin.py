@@ -81,7 +81,8 @@ async def new_study(ctx: Creator) -> Response:
 async def progress_page(ctx: Viewer, created: int = 0) -> Response:
     data = await blocking(ctx.request, live.progress, ctx.engine, ctx.study,
                           ctx.role == "admin")
-    return page(ctx, "admin_progress.html", progress=data, created=created)
+    return page(ctx, "admin_progress.html", progress=data, created=created,
+                grid=live.coverage_grid(data["coverage"]))
 
 
 @router.get("/s/{study}/safety")

@@ -48,7 +48,9 @@ def progress(engine: sa.Engine, cfg: StudyConfig, per_clinician: bool) -> dict:
     for admins, counts and time per clinician (pseudonymous ids). Raters per
     answer come from the trigger-kept ``answer_load`` (one row per answer)."""
     al, s, target = P.answer_load, P.answer_screens, cfg.overlap_target
-    query = (sa.select(al.c.model_id, al.c.specialty, sa.func.count(),
+    names = sa.select(S.models.c.display_name).where(
+        S.models.c.model_id == al.c.model_id).scalar_subquery()
+    query = (sa.select(al.c.model_id, sa.func.max(names), al.c.specialty, sa.func.count(),
                        sa.func.sum(sa.case((al.c.submitted >= target, 1), else_=0)),
                        sa.func.sum(sa.case((al.c.submitted < target, target - al.c.submitted),
                                            else_=0)))
@@ -61,12 +63,34 @@ def progress(engine: sa.Engine, cfg: StudyConfig, per_clinician: bool) -> dict:
         open_leases = conn.execute(sa.select(sa.func.count()).select_from(tl).where(
             tl.c.study_id == cfg.study_id, _live(tl))).scalar_one()
         clinicians = _clinicians(conn, cfg) if per_clinician else None
-    coverage = [{"model": m, "specialty": sp, "answers": n, "complete": done,
-                 "complete_pct": round(100 * done / n, 1)} for m, sp, n, done, _ in cells]
+    coverage = [{"model": m, "model_name": name or m, "specialty": sp, "answers": n,
+                 "complete": done, "complete_pct": round(100 * done / n, 1)}
+                for m, name, sp, n, done, _ in cells]
     return {"overlap_target": target, "answers": sum(c["answers"] for c in coverage),
             "complete": sum(c["complete"] for c in coverage),
-            "ratings_needed": sum(row[4] for row in cells),
+            "ratings_needed": sum(row[5] for row in cells),
             "open_leases": open_leases, "coverage": coverage, "clinicians": clinicians}
+
+
+def coverage_grid(coverage: list[dict]) -> dict:
+    """The coverage cells as a specialty x model grid for the page (a
+    paper-scale study has 13 models and 76 specialties: a table of 988 rows
+    hid which specialty lagged), with totals per specialty and per model."""
+    models = sorted({(c["model_name"], c["model"]) for c in coverage})
+    columns = [m for _, m in models]
+    rows: dict[str, dict] = {}
+    totals = {m: [0, 0] for m in columns}
+    for c in coverage:
+        row = rows.setdefault(c["specialty"], {"cells": {}, "complete": 0, "answers": 0})
+        row["cells"][c["model"]] = (c["complete"], c["answers"])
+        row["complete"] += c["complete"]
+        row["answers"] += c["answers"]
+        totals[c["model"]][0] += c["complete"]
+        totals[c["model"]][1] += c["answers"]
+    return {"models": models,
+            "rows": [(sp, [r["cells"].get(m) for m in columns], r["complete"], r["answers"])
+                     for sp, r in sorted(rows.items())],
+            "totals": [tuple(totals[m]) for m in columns]}
 
 
 def _clinicians(conn: sa.Connection, cfg: StudyConfig) -> list[dict]:

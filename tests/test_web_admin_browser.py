@@ -3,14 +3,16 @@ against a real ``clinieval serve`` process, on SQLite and PostgreSQL: create
 a study from an uploaded file, add more cases later (a bad file adds
 nothing) and a new rubric version, invite two clinicians, watch progress
 move as they rate (over real HTTP), release a flagged answer, export, open
-the report. Screenshots of the progress page and the live safety view go to
-docs/ when CLINIEVAL_UPDATE_SCREENSHOTS=1."""
+the report. (The README's pictures of these pages come from docs/screenshots.py,
+on a larger study.)"""
 
 from __future__ import annotations
 
 import io
 import json
 import re
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -31,7 +33,7 @@ from clinieval.web.testing import (
     served_studies,
 )
 from tests.test_web_admin import NEW_SPECIALTY, new_source
-from tests.test_web_browser import ARGS, CHROMIUM, _save_screenshot
+from tests.test_web_browser import ARGS, CHROMIUM
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
                                 reason="needs Debian's chromium (.ci/setup-browser.sh)")
@@ -126,7 +128,7 @@ def test_admin_flow_in_a_browser(db_url, tmp_path):
             links = _invite_two(page)
             clinicians = [_clinician(base, link, f"c{i}@example.org")
                           for i, link in enumerate(links)]
-            _watch_progress(page, clinicians, tmp_path)
+            _watch_progress(page, clinicians)
             _release_flagged(page)
             _export_and_report(page, tmp_path)
             browser.close()
@@ -181,7 +183,7 @@ def _invite_two(page) -> list[str]:
     return links
 
 
-def _watch_progress(page, clinicians: list[httpx.Client], tmp_path: Path) -> None:
+def _watch_progress(page, clinicians: list[httpx.Client]) -> None:
     page.get_by_role("link", name="Progress").click()
     needed = _figure(page, "#needed")
     for rounds, c in enumerate(clinicians * 2, start=1):
@@ -190,13 +192,9 @@ def _watch_progress(page, clinicians: list[httpx.Client], tmp_path: Path) -> Non
         assert _figure(page, "#needed") == needed - rounds
     rows = page.locator("#clinicians tbody tr").all_inner_texts()
     assert len(rows) == 2 and all("\t2\t" in r for r in rows), rows
-    page.screenshot(path=str(tmp_path / "web-progress.png"), full_page=True)
-    _save_screenshot(tmp_path / "web-progress.png")
     page.get_by_role("link", name="Safety").click()
     page.get_by_role("heading", name="Agreement between clinicians").wait_for()
     assert "too few to call" in page.content()
-    page.screenshot(path=str(tmp_path / "web-safety.png"), full_page=True)
-    _save_screenshot(tmp_path / "web-safety.png")
 
 
 def _release_flagged(page) -> None:
@@ -224,3 +222,16 @@ def _export_and_report(page, tmp_path: Path) -> None:
     page.wait_for_url("**/admin/report")
     assert page.locator("h1").first.inner_text().strip()
     assert "Fail" in page.content()
+
+
+def test_the_readme_screenshots_script_runs(tmp_path):
+    """docs/screenshots.py (the README's pictures) on a small study: it waits
+    for the live view's table and takes both pages."""
+    pytest.importorskip("playwright.sync_api")
+    script = Path(__file__).resolve().parents[1] / "docs" / "screenshots.py"
+    done = subprocess.run([sys.executable, str(script), "--scale", "0.02", "--out",
+                           str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in ("progress", "safety"):
+        png = (tmp_path / f"web-study-{name}.png").read_bytes()
+        assert png.startswith(b"\x89PNG") and len(png) > 10_000

@@ -25,6 +25,7 @@ import math
 import os
 import re
 import secrets
+import signal
 import socket
 import statistics
 import subprocess
@@ -449,9 +450,22 @@ def start_uvicorn(url: str, port: int, workers: int, log: Path) -> subprocess.Po
     """uvicorn with ``workers`` processes on the app factory, once it answers."""
     command = [sys.executable, "-m", "uvicorn", "--factory", "clinieval.web.app:from_environment",
                "--port", str(port), "--workers", str(workers), "--log-level", "warning"]
+    # A session of its own: stopping it stops its worker processes too (killed alone,
+    # uvicorn's supervisor left them serving, each with its pool of PostgreSQL
+    # connections and its live-view process, into the next run).
     proc = subprocess.Popen(command, env={**os.environ, "DATABASE_URL": url},
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT)
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
     return wait_until_serving(proc, port, log)
+
+
+def stop(server: subprocess.Popen) -> None:
+    """Kill the server, and with several workers every process of its session."""
+    if os.getpgid(server.pid) == server.pid:
+        os.killpg(server.pid, signal.SIGKILL)
+    else:
+        server.kill()
+    server.wait()
 
 
 def _event_loop():
@@ -485,8 +499,7 @@ def bench(url: str, args) -> None:
                 args.max_submissions, args.think, server.pid, url, args.warmup))
         server_cpu, live_cpu, client_cpu, db_cpu = cpu
     finally:
-        server.kill()
-        server.wait()
+        stop(server)
     name = url.split(":", 1)[0]
     requests, subs = max(run.requests, 1), max(run.measured, 1)
     print(f"{name}: CPU seconds while driving: server {server_cpu:.1f}, live-view process"

@@ -343,8 +343,9 @@ def test_progress_counts_match_a_count_from_the_ratings(app, engine):
         cfg = study_config(conn, "x")
         n = conn.execute(sa.select(sa.func.count()).select_from(P.answer_screens).where(
             P.answer_screens.c.study_id == "x")).scalar_one()
-    # Every answer gets a first rater before any a second: n + 2 ratings complete two.
-    for i in range(n + 2):
+    # Every answer gets a first rater before any a second: n + 5 ratings complete five,
+    # unevenly over the models (checked below, so that a grid in the wrong order shows).
+    for i in range(n + 5):
         _rate(raters[i % 3], "1", "")
     with engine.connect() as conn:
         a, c, m, r, s = S.answers, S.cases, S.models, S.ratings, P.answer_screens
@@ -371,15 +372,22 @@ def test_progress_counts_match_a_count_from_the_ratings(app, engine):
     assert any(done for *_, done in expected)  # some answers reached the target
     assert progress["ratings_needed"] == needed
     assert progress["complete"] == sum(done for *_, done in expected)
-    # The page's grid: one row for the specialty, a column per model by display name.
+    # The page's grid: a row per specialty (study x has one), a column per model by
+    # display name, and the totals per model below.
     page = admin.get("/s/x/progress").text
     heads = re.findall(r'<th title="([^"]+)">([^<]+)</th>', page)
-    assert heads == sorted(((mid, name) for mid, name, *_ in expected), key=lambda h: h[1])
+    assert heads == sorted(((mid, name) for mid, name, *_ in expected),
+                           key=lambda h: h[1].casefold())
+    cell = {mid: (str(done), str(n)) for mid, _, _, n, done in expected}
+    in_order = [cell[mid] for mid, _ in heads]
+    assert in_order != in_order[::-1]  # a grid with its columns reversed would differ
+    (specialty,) = {sp for _, _, sp, _, _ in expected}
     row = re.search(r'<tbody><tr><th scope="row">([^<]+)</th>(.*?)</tr>', page, re.S)
-    by_name = {name: (done, n) for _, name, _, n, done in expected}
-    assert row.group(1) == expected[0][2]
-    assert re.findall(r">(\d+)/(\d+)<", row.group(2)) == [
-        (str(by_name[name][0]), str(by_name[name][1])) for _, name in heads]
+    assert row.group(1) == specialty
+    done, n = progress["complete"], progress["answers"]
+    assert re.findall(r">(\d+)/(\d+)", row.group(2)) == [*in_order, (str(done), str(n))]
+    footer = re.search(r"<tfoot>(.*?)</tfoot>", page, re.S).group(1)
+    assert re.findall(r">(\d+)/(\d+)<", footer) == [*in_order, (str(done), str(n))]
 
 
 def test_the_coverage_grid_by_hand():
@@ -392,6 +400,13 @@ def test_the_coverage_grid_by_hand():
     assert grid["rows"] == [("Cardiology", [None, (0, 3)], 0, 3),
                             ("Renal", [(1, 4), (2, 2)], 3, 6)]
     assert grid["totals"] == [(1, 4), (2, 5)]
+    # Columns by name regardless of case; a shared name is told apart by the model ids.
+    grid = live.coverage_grid([cell("m3", "beta", "Renal", 1, 0),
+                               cell("m1", "Alpha", "Renal", 1, 0),
+                               cell("m2", "beta", "Renal", 1, 1),
+                               cell("m4", "Gamma", "Renal", 1, 1)])
+    assert grid["models"] == [("Alpha", "m1"), ("beta (m2)", "m2"), ("beta (m3)", "m3"),
+                              ("Gamma", "m4")]
 
 
 def _rater_ids(engine) -> list[str]:

@@ -15,6 +15,7 @@ import math
 import os
 import threading
 import time
+from collections import Counter
 from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, datetime
 
@@ -76,7 +77,11 @@ def coverage_grid(coverage: list[dict]) -> dict:
     """The coverage cells as a specialty x model grid for the page (a
     paper-scale study has 13 models and 76 specialties: a table of 988 rows
     hid which specialty lagged), with totals per specialty and per model."""
-    models = sorted({(c["model_name"], c["model"]) for c in coverage})
+    names = {c["model"]: c["model_name"] for c in coverage}
+    shared = {n for n, k in Counter(names.values()).items() if k > 1}
+    # A display name two models share gets the model ids beside it.
+    models = sorted(((f"{n} ({m})" if n in shared else n), m) for m, n in names.items())
+    models.sort(key=lambda label_id: (label_id[0].casefold(), label_id))
     columns = [m for _, m in models]
     rows: dict[str, dict] = {}
     totals = {m: [0, 0] for m in columns}

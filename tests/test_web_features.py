@@ -192,29 +192,45 @@ def test_the_history_lists_each_task_with_its_latest_revision_in_one_statement(a
     assert c.post(pair, data=answer_form(c, pair, choice="A")).status_code == 303
     # Only the vote changes: the ratings stay at revision 0, the task is at 1.
     assert c.post(pair, data=answer_form(c, pair, choice="tie")).status_code == 303
+    second_pair = take(c, "pair")
+    assert c.post(second_pair, data=answer_form(c, second_pair, choice="A")).status_code == 303
+    for score in ("2", "0"):  # only answer B's first criterion changes, twice: revision 2
+        form = answer_form(c, second_pair, choice="A")
+        form[min(k for k in form if k.startswith("s2."))] = score
+        assert c.post(second_pair, data=form).status_code == 303
     last = take(c, "rating")
     assert c.post(last, data=answer_form(c, last)).status_code == 303
+    # Another clinician of the study, and one of another study, with tasks of their own.
+    for other in (member(app, engine, "x", "clinician"), member(app, engine, "y", "clinician")):
+        study = "x" if other.get("/s/x").status_code == 200 else "y"
+        url = other.post(f"/s/{study}/next", data={"csrf": csrf(other), "kind": "rating"}
+                         ).headers["location"]
+        assert other.post(url, data=answer_form(other, url)).status_code == 303
 
+    token = {url: url.rsplit("/", 1)[1] for url in (first, pair, second_pair, last)}
     with engine.connect() as conn:
-        leases = conn.execute(sa.select(P.task_leases).where(
-            P.task_leases.c.status == "submitted")).all()
+        tl = P.task_leases
+        user_id = conn.execute(sa.select(tl.c.user_id).where(tl.c.token == token[first])).scalar()
+        rater_id = conn.execute(sa.select(P.users.c.rater_id).where(
+            P.users.c.user_id == user_id)).scalar()
         expected = {}
-        for lease in leases:
-            rated = conn.execute(sa.select(S.ratings.c.created_at).where(S.ratings.c.answer_id.in_(
-                [x for x in (lease.answer_id, lease.answer_b_id) if x]))).scalars().all()
+        for lease in conn.execute(sa.select(tl).where(tl.c.status == "submitted",
+                                                      tl.c.user_id == user_id)):
+            rated = conn.execute(sa.select(S.ratings.c.created_at).where(
+                S.ratings.c.rater_id == rater_id, S.ratings.c.answer_id.in_(
+                    [x for x in (lease.answer_id, lease.answer_b_id) if x]))).scalars().all()
             voted = conn.execute(sa.select(S.preferences.c.created_at).where(
                 S.preferences.c.preference_id == lease.preference_id)).scalars().all()
             when = max(auth.aware(x) for x in rated + voted).strftime("%Y-%m-%d %H:%M UTC")
             expected[lease.token] = when
-    token = {url: url.rsplit("/", 1)[1] for url in (first, pair, last)}
-    assert _history_rows(c) == [  # newest task first
+    assert _history_rows(c) == [  # newest task first, none of the others'
         (token[last], "Rating", 0, expected[token[last]]),
+        (token[second_pair], "Comparison", 2, expected[token[second_pair]]),
         (token[pair], "Comparison", 1, expected[token[pair]]),
         (token[first], "Rating", 2, expected[token[first]]),
     ]
     # One statement however many tasks (it was one more per task, and per vote).
-    assert _statements_of(engine, lambda: _history_rows(c)) == one_task == 1
-
+    assert _statements_of(engine, lambda: _history_rows(c)) == one_task
 
 
 def test_a_vote_edit_with_a_bad_choice_writes_nothing(app, engine):

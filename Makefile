@@ -28,7 +28,7 @@ demo: $(STAMP)  ## set up, build the demo snapshot, audit it, print where the re
 # One pytest worker per core (pytest-xdist), a test file per worker at a time so
 # that a module's fixtures are built once.
 test: $(STAMP) extras  ## set up and run the whole test suite (PostgreSQL too when reachable)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks docs
 	$(BIN)/pytest -q -n auto --dist loadfile
 
 # What the suite drives for real beside the locked Python packages: Debian's

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import signal
 import sys
 import tempfile
 import time
@@ -65,12 +66,15 @@ def main() -> None:
         # The benchmark leaves room for two more raters on every answer; a study
         # mid-way has some cells complete and others lagging.
         engine = db.make_engine(url)
-        with db.writing(engine) as conn:
-            conn.execute(P.study_settings.update().values(overlap_target=args.target))
-        engine.dispose()
+        try:
+            with db.writing(engine) as conn:
+                conn.execute(P.study_settings.update().values(overlap_target=args.target))
+        finally:
+            engine.dispose()
         signed, _csrf = cookies["admin"]
         port = free_port()
-        server = start_server(url, port, Path(tmp) / "server.log")
+        log = Path(tmp) / "server.log"
+        server = start_server(url, port, log)
         base = f"http://127.0.0.1:{port}"
         try:
             _wait_for_live_view(base, signed)
@@ -89,10 +93,19 @@ def main() -> None:
                                     clip={"x": 0, "y": 0, "width": 1280, "height": height})
                     print(f"wrote {out}")
                 browser.close()
+        except BaseException:
+            print(f"the server's log ended:\n{log.read_text()[-2000:]}", file=sys.stderr)
+            raise
         finally:
             server.kill()
             server.wait()
 
 
+def _stop(signum, _frame) -> None:
+    """A SIGTERM ends the script through its clean-ups (the server, the study)."""
+    raise SystemExit(128 + signum)
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _stop)
     sys.exit(main())

@@ -80,8 +80,8 @@ def coverage_grid(coverage: list[dict]) -> dict:
     names = {c["model"]: c["model_name"] for c in coverage}
     shared = {n for n, k in Counter(names.values()).items() if k > 1}
     # A display name two models share gets the model ids beside it.
-    models = sorted(((f"{n} ({m})" if n in shared else n), m) for m, n in names.items())
-    models.sort(key=lambda label_id: (label_id[0].casefold(), label_id))
+    models = sorted((((f"{n} ({m})" if n in shared else n), m) for m, n in names.items()),
+                    key=lambda label_id: (label_id[0].casefold(), label_id))
     columns = [m for _, m in models]
     rows: dict[str, dict] = {}
     totals = {m: [0, 0] for m in columns}

@@ -19,6 +19,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from clinieval import tables as T
+from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.web import auth, live, manage
 from clinieval.web.app import STUDY_ROLES, blocking
@@ -57,7 +58,7 @@ def _grant(engine: sa.Engine, header: str, level: str, study_id: str | None
            ) -> tuple[str, str, StudyConfig | None]:
     """The token's owner, role and study for ``level`` (the study's for study
     levels), or the HTTP error refusing it; all reads in one connection."""
-    with engine.connect() as conn:
+    with db.reading(engine) as conn:
         row = _token_row(conn, header)
         if level == "api_creator":
             if row.study_id is not None or row.role != "admin" or \

@@ -84,8 +84,9 @@ async def blocking(request: Request, fn: Callable, /, *args):
 
 
 def on_connection(engine: sa.Engine, fn: Callable, /, *args):
-    """``fn(conn, *args)`` on a connection of its own (for :func:`blocking`)."""
-    with engine.connect() as conn:
+    """``fn(conn, *args)``, which only reads, on a connection of its own (for
+    :func:`blocking`; :func:`db.reading`: no BEGIN and ROLLBACK on PostgreSQL)."""
+    with db.reading(engine) as conn:
         return fn(conn, *args)
 
 

@@ -158,7 +158,7 @@ async def signin_link(token: str, ctx: Public) -> Response:
 
 def _first_session(engine: sa.Engine, user_id: str) -> tuple[str, str]:
     """A newly registered user's study and a session for them."""
-    with engine.connect() as conn:
+    with db.reading(engine) as conn:
         study = conn.execute(sa.select(P.memberships.c.study_id).where(
             P.memberships.c.user_id == user_id)).scalar_one()
     return study, auth.open_session(engine, user_id)
@@ -176,7 +176,7 @@ async def studies(ctx: User) -> Response:
 
 def _studies(ctx: Ctx) -> list:
     m, s = P.memberships, S.studies
-    with ctx.engine.connect() as conn:
+    with db.reading(ctx.engine) as conn:
         return conn.execute(sa.select(s.c.study_id, s.c.name, m.c.role)
                             .join(m, m.c.study_id == s.c.study_id)
                             .where(m.c.user_id == ctx.user.user_id).order_by(s.c.name)).all()

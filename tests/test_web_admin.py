@@ -254,6 +254,69 @@ def test_invite_many_from_a_csv_then_revoke(app, engine):
     assert "access_revoked" in log and "invited" in log and "signed_in" in log
 
 
+def _invite(c: TestClient, emails: str = "", count: str = "") -> list[str]:
+    r = c.post("/s/x/admin/invite", data={"csrf": csrf(c), "role": "clinician",
+                                          "emails": emails, "count": count})
+    assert r.status_code == 200, r.text
+    return re.findall(r"/invite/([A-Za-z0-9_-]{20,})", r.text)
+
+
+def _accept(person: TestClient, link: str, email: str | None = None):
+    """Register with ``email`` through the link, or (signed in) accept it."""
+    form = {"csrf": csrf(person)}
+    if email is not None:
+        pw = "correct horse battery"
+        form |= {"email": email, "password": pw, "password2": pw}
+    return person.post(f"/invite/{link}", data=form)
+
+
+def test_an_invitation_for_an_address_admits_that_address_only(app, engine):
+    c = admin_client(app, engine)
+    (ada_link,) = _invite(c, "ada@example.org")
+    r = _accept(client(app), ada_link, "mallory@example.org")
+    assert r.status_code == 400 and "another e-mail address" in r.text, r.text
+    assert _accept(client(app), ada_link, "Ada@Example.org ").status_code == 303  # as typed
+    # A signed-in account with another address cannot take Ada's second link either.
+    (second,) = _invite(c, "ada@example.org")
+    mallory = signed_in(app, engine, "y", "clinician")[0]
+    r = _accept(mallory, second)
+    assert r.status_code == 400 and "another e-mail address" in r.text, r.text
+    # A link made as a number admits anyone who holds it.
+    (bearer,) = _invite(c, count="1")
+    assert _accept(client(app), bearer, "bo@example.org").status_code == 303
+    log = c.get("/s/x/admin/log").text
+    assert log.count("registered") == 3, log  # the admin, Ada and Bo: joining is logged
+
+
+def test_a_revoked_member_cannot_come_back_through_an_older_link(app, engine):
+    c = admin_client(app, engine)
+    (first,), (reminder,) = _invite(c, "ben@example.org"), _invite(c, "ben@example.org")
+    (bearer,), (cara,) = _invite(c, count="1"), _invite(c, "cara@example.org")
+    ben = client(app)
+    assert _accept(ben, first, "ben@example.org").status_code == 303
+    assert c.post("/s/x/admin/revoke", data={"csrf": csrf(c), "rater_id": rater_of(
+        engine, "ben@example.org")}).status_code == 303
+    assert ben.get("/s/x/profile").status_code == 403
+    # The reminder, made for his address before the revocation, expired with it.
+    r = _accept(ben, reminder)
+    assert r.status_code == 400 and "expired" in r.text, r.text
+    # A link made without an address before the revocation cannot undo it either.
+    r = _accept(ben, bearer)
+    assert r.status_code == 400 and "revoked" in r.text, r.text
+    assert ben.get("/s/x/profile").status_code == 403
+    # Other people's links are untouched, and a new invitation is the admin's new decision.
+    assert _accept(client(app), cara, "cara@example.org").status_code == 303
+    (again,) = _invite(c, "ben@example.org")
+    assert _accept(ben, again).status_code == 303
+    assert ben.get("/s/x/profile").status_code == 200
+
+
+def rater_of(engine, email: str) -> str:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(P.users.c.rater_id).where(
+            P.users.c.email == email)).scalar_one()
+
+
 # --- the leak guard's queue -----------------------------------------------------------------
 
 def test_release_and_withdraw_flagged_answers_are_logged(app, engine):

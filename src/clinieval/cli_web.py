@@ -184,14 +184,19 @@ def invite(
     study_id: Annotated[str, typer.Argument(help="Study id.")],
     role: Annotated[str, typer.Option(help="admin, clinician or viewer.")] = "clinician",
     days: Annotated[int, typer.Option(help="Days until the link expires.")] = 14,
+    email: Annotated[str | None, typer.Option(
+        help="Only this e-mail address may use the link (without: anyone holding it).")] = None,
     base_url: BaseUrl = "http://127.0.0.1:8000",
     database_url: DatabaseUrl = None,
 ) -> None:
     """Print a single-use, expiring invitation link for a role in a study.
 
-    Example: `clinieval invite cardio --role clinician`
+    Example: `clinieval invite cardio --role admin --email ana@example.org`
     """
-    from clinieval.web.auth import create_invitation
+    from clinieval.storage import db
+    from clinieval.web.auth import create_invitations
 
-    token = create_invitation(_engine(database_url), study_id, role, days)
+    with db.writing(_engine(database_url)) as conn:
+        token = create_invitations(conn, study_id, role, 1, days,
+                                   emails=None if email is None else [email])[0]
     out.print(f"{base_url.rstrip('/')}/invite/{token}", highlight=False, soft_wrap=True)

@@ -59,9 +59,12 @@ invitations = sa.Table(
     sa.Column("expires_at", _TS, nullable=False),
     sa.Column("used_at", _TS),
     sa.Column("used_by", sa.Text, sa.ForeignKey("users.user_id")),
+    sa.Column("email", sa.Text),
     sa.CheckConstraint(_in("role", T.ROLES), name="role_value"),
 )
-"""Single-use, expiring invitations to a study with a role."""
+"""Single-use, expiring invitations to a study with a role; one made for an
+e-mail address (``email``, lower case) admits that address only, one made
+without is a bearer link."""
 
 sessions = sa.Table(
     "sessions",

@@ -132,9 +132,14 @@ def create_invitation(
 
 
 def create_invitations(conn: sa.Connection, study_id: str, role: str, n: int,
-                       days: int = INVITATION_DAYS) -> list[str]:
+                       days: int = INVITATION_DAYS, emails: list[str] | None = None
+                       ) -> list[str]:
     """``n`` single-use invitation tokens for ``role`` in ``study_id``, in the
-    caller's write transaction (all or none)."""
+    caller's write transaction (all or none). With ``emails`` (``n`` of them)
+    each token admits only its address: it registers that address, or a
+    signed-in user whose account has it."""
+    if emails is not None and len(emails) != n:
+        raise ValueError("one e-mail address per invitation")
     if role not in T.ROLES:
         raise InputError(
             "invite", "unknown role", field="role", expected=" | ".join(T.ROLES), got=role
@@ -148,7 +153,9 @@ def create_invitations(conn: sa.Connection, study_id: str, role: str, n: int,
     if tokens:
         conn.execute(P.invitations.insert(), [
             {"token_hash": digest(token), "study_id": study_id, "role": role, "created_at": at,
-             "expires_at": at + timedelta(days=days)} for token in tokens])
+             "expires_at": at + timedelta(days=days),
+             "email": None if emails is None else emails[i].strip().lower()}
+            for i, token in enumerate(tokens)])
     return tokens
 
 
@@ -187,14 +194,14 @@ def register(engine: sa.Engine, token: str, email: str, password: str) -> str:
         raise InputError("registration", "enter an e-mail address", field="email")
     check_password(password)
     with engine.connect() as conn:  # a bad link is refused before the hashing
-        open_invitation(conn, token)
+        _for_address(open_invitation(conn, token), email)
     # Hashed before the transaction: argon2 takes about 0.1 s, which inside
     # it would hold SQLite's write lock (and every clinician's write) meanwhile.
     password_hash = hash_password(password)
     user_id, rater_id = "u_" + secrets.token_hex(8), "r_" + secrets.token_hex(8)
     with db.writing(engine) as conn:
-        record(conn, "registered", user_id=user_id)
-        invitation = open_invitation(conn, token)
+        invitation = _for_address(open_invitation(conn, token), email)
+        record(conn, "registered", user_id=user_id, study_id=invitation.study_id)
         if conn.execute(sa.select(P.users.c.user_id).where(P.users.c.email == email)).first():
             raise AuthError(
                 "An account with this e-mail exists: sign in, then open the link again."
@@ -216,13 +223,35 @@ def register(engine: sa.Engine, token: str, email: str, password: str) -> str:
 def join(engine: sa.Engine, token: str, user_id: str) -> str:
     """A signed-in user accepts an invitation; returns the study id."""
     with db.writing(engine) as conn:
-        record(conn, "joined", user_id=user_id)
         invitation = open_invitation(conn, token)
+        email = conn.execute(sa.select(P.users.c.email).where(
+            P.users.c.user_id == user_id)).scalar()
+        _for_address(invitation, email or "")
+        record(conn, "joined", user_id=user_id, study_id=invitation.study_id)
         _join(conn, invitation, user_id)
     return invitation.study_id
 
 
+def _for_address(invitation: sa.Row, email: str) -> sa.Row:
+    """The invitation, if it admits ``email`` (one made without an address
+    admits anyone holding the link)."""
+    if invitation.email is not None and invitation.email != email.strip().lower():
+        raise AuthError("This invitation was made for another e-mail address; ask the study's"
+                        " admin for one for yours.")
+    return invitation
+
+
 def _join(conn: sa.Connection, invitation: sa.Row, user_id: str) -> None:
+    revoked = P.audit_events
+    rater_id = sa.select(P.users.c.rater_id).where(P.users.c.user_id == user_id)
+    if conn.execute(sa.select(revoked.c.at).where(
+            revoked.c.kind == "access_revoked", revoked.c.study_id == invitation.study_id,
+            revoked.c.subject == rater_id.scalar_subquery(),
+            revoked.c.at >= invitation.created_at).limit(1)).first() is not None:
+        # An invitation made before the revocation (a second link the same admin
+        # sent, say) must not undo it; one made afterwards is the admin's new decision.
+        raise AuthError("Your access to this study was revoked after this invitation was"
+                        " made; ask the study's admin for a new one.")
     used = conn.execute(
         P.invitations.update()
         .where(

@@ -322,7 +322,8 @@ def invite_many(engine: sa.Engine, user_id: str, study_id: str, role: str,
         raise InputError("invitations", "give e-mail addresses or a number of links",
                          field="emails")
     with db.writing(engine) as conn:  # every link or none
-        tokens = auth.create_invitations(conn, study_id, role, len(targets))
+        tokens = auth.create_invitations(conn, study_id, role, len(targets),
+                                         emails=emails or None)
         auth.record(conn, "invited", user_id=user_id, study_id=study_id,
                     detail={"role": role, "links": len(tokens)})
     return [{"email": email, "token": token} for email, token in zip(targets, tokens,
@@ -351,12 +352,17 @@ def members(engine: sa.Engine, study_id: str) -> list[dict]:
 
 def revoke(engine: sa.Engine, user_id: str, study_id: str, rater_id: str) -> None:
     """End a member's access to the study: the membership goes, open tasks
-    return to the pool. Their submitted ratings stay (they were given)."""
-    u, m, tl = P.users, P.memberships, P.task_leases
+    return to the pool, and the unused invitations to the study made for their
+    e-mail address expire (an invitation made before the revocation cannot
+    bring them back either: :func:`auth.join`). Their submitted ratings stay
+    (they were given)."""
+    u, m, tl, inv = P.users, P.memberships, P.task_leases, P.invitations
     if "\x00" in rater_id:
         raise InputError("revoke", "not a member you can revoke", field="rater_id")
     with db.writing(engine) as conn:
-        target = conn.execute(sa.select(u.c.user_id).where(u.c.rater_id == rater_id)).scalar()
+        found = conn.execute(sa.select(u.c.user_id, u.c.email).where(
+            u.c.rater_id == rater_id)).first()
+        target = None if found is None else found.user_id
         if target is None or target == user_id:
             raise InputError("revoke", "not a member you can revoke", field="rater_id",
                              got=rater_id)
@@ -366,6 +372,10 @@ def revoke(engine: sa.Engine, user_id: str, study_id: str, rater_id: str) -> Non
                              got=rater_id)
         conn.execute(tl.update().where(tl.c.study_id == study_id, tl.c.user_id == target,
                                        tl.c.status == "open").values(status="expired"))
+        at = auth.now()
+        conn.execute(inv.update().where(inv.c.study_id == study_id, inv.c.email == found.email,
+                                        inv.c.used_at.is_(None), inv.c.expires_at > at)
+                     .values(expires_at=at))
         auth.record(conn, "access_revoked", user_id=user_id, study_id=study_id,
                     subject=rater_id)
 

@@ -196,6 +196,11 @@ def audit_data(source: str | Path | Snapshot | AuditData) -> AuditData:
         return from_snapshot(read_url(text))
     if bundle.is_bundle(Path(text)):
         return from_bundle(Path(text))
+    from clinieval.io import archive
+
+    if archive.is_zip(Path(text)):  # a zipped bundle (the platform's export), say
+        with archive.opened(Path(text)) as (_, inner):
+            return audit_data(inner)
     from clinieval.io.importer import read_source
 
     return from_snapshot(read_source(text)[0])

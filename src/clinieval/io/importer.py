@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from clinieval import tables as T
 from clinieval.errors import InputError
-from clinieval.io import bundle
+from clinieval.io import archive, bundle
 from clinieval.io.foreign import FORMATS, sniff_format
 from clinieval.io.foreign.builder import LOCAL_IDS
 from clinieval.io.foreign.records import keys_or, parse
@@ -49,11 +49,19 @@ def detect_format(path: Path) -> str:
 
 def read_source(path: str | Path, *, fmt: str = "auto", rubric: Rubric | None = None,
                 criterion_map: CriterionMap | None = None) -> tuple[Snapshot, dict[str, str]]:
-    """Read ``path`` into a snapshot, returning it and each table's source file."""
+    """Read ``path`` into a snapshot, returning it and each table's source file.
+    A ``.zip`` file is read as the bundle or tables folder it holds (the
+    platform's export too)."""
     path = Path(path)
     if fmt not in SOURCE_FORMATS:
         raise InputError(str(path), f"unknown format {fmt!r}",
                          expected="one of " + ", ".join(SOURCE_FORMATS))
+    if fmt in ("auto", "bundle", "tables") and archive.is_zip(path):
+        with archive.opened(path) as (folder, inner):
+            snap, sources = read_source(inner, fmt=fmt, rubric=rubric,
+                                        criterion_map=criterion_map)
+        return snap, {name: where.replace(str(folder), str(path))
+                      for name, where in sources.items()}
     fmt = detect_format(path) if fmt == "auto" else fmt
     rubric = rubric or load_rubric()
     if fmt == "bundle":

@@ -13,13 +13,13 @@ import json
 import shutil
 import tempfile
 import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
 
 from clinieval.errors import InputError
+from clinieval.io import archive
 from clinieval.io.validate import has_nul
 from clinieval.snapshot import Snapshot
 from clinieval.storage import db
@@ -58,7 +58,8 @@ def _read_upload(upload: Upload, what: str):
         path = folder / name
         path.write_bytes(upload.content)
         if name.lower().endswith(".zip"):
-            path = _unzipped(path, folder / "unzipped")
+            path = archive.unpack(path, folder / "unzipped", max_bytes=4 * MAX_UPLOAD,
+                                  max_members=MAX_MEMBERS)
         return read_source(path)[0]
     except InputError as err:
         raise _as_sent(err, folder, upload.filename) from None
@@ -84,29 +85,6 @@ def _as_sent(err: InputError, folder: Path, sent: str | None) -> InputError:
         err.args = (str(err).replace(str(path), shown),)
         err.source = str(err.source).replace(str(path), shown)
     return err
-
-
-def _unzipped(archive: Path, into: Path) -> Path:
-    """A zipped bundle or tables folder, extracted (``extract`` drops absolute
-    and parent parts of member names); a single top folder is entered."""
-    try:
-        with zipfile.ZipFile(archive) as zf:
-            members = zf.infolist()
-            if sum(m.file_size for m in members) > 4 * MAX_UPLOAD:
-                raise InputError(archive.name, "unpacks to more than 200 MiB", field="source")
-            if len(members) > MAX_MEMBERS:
-                raise InputError(archive.name, f"holds more than {MAX_MEMBERS} files",
-                                 field="source", got=len(members))
-            for member in members:
-                zf.extract(member, into)
-    # A damaged, encrypted or unsupported archive, or a member the file system
-    # cannot hold (a name too long): each is the upload's fault, not ours.
-    except (zipfile.BadZipFile, zlib.error, RuntimeError, NotImplementedError, EOFError,
-            OSError, ValueError) as err:
-        raise InputError(archive.name, f"not a readable zip archive: {err}",
-                         field="source") from None
-    entries = list(into.iterdir()) if into.exists() else []
-    return entries[0] if len(entries) == 1 and entries[0].is_dir() else into
 
 
 def _rubric(upload: Upload | None):
@@ -540,11 +518,11 @@ def export_zip(engine: sa.Engine, user_id: str, study_id: str) -> bytes:
         log = [{k: v for k, v in e.items() if k not in ("who", "subject")}
                for e in audit_log(engine, study_id)]
         buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
             for path in sorted(bundle.rglob("*")):
                 if path.is_file():
-                    archive.write(path, path.relative_to(folder).as_posix())
-            archive.writestr(f"{study_id}-audit-log.json", json.dumps(log, indent=1))
+                    zf.write(path, path.relative_to(folder).as_posix())
+            zf.writestr(f"{study_id}-audit-log.json", json.dumps(log, indent=1))
         return buffer.getvalue()
     finally:
         shutil.rmtree(folder, ignore_errors=True)

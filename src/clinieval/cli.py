@@ -11,6 +11,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import functools
 import inspect
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -53,8 +54,31 @@ def _handle_errors(func):
             option = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "input"
             console.print(f"[red]error:[/red] {option}: {first['msg']}", highlight=False)
             raise typer.Exit(2) from None
+        except Exception as err:
+            table = _missing_table(err)
+            if table is None:
+                raise
+            console.print(f"[red]error:[/red] the database has no table {table!r}: is it the one"
+                          " you meant (--database-url, or DATABASE_URL; by default"
+                          " sqlite:///clinieval.db in the current folder)? `clinieval db upgrade`"
+                          " creates the tables in a new one.", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
 
     return wrapper
+
+
+def _missing_table(err: Exception) -> str | None:
+    """The table named by a database's "no such table" error (SQLite's
+    message, PostgreSQL's undefined_table state), else None."""
+    import sqlalchemy.exc
+
+    if not isinstance(err, sqlalchemy.exc.DBAPIError):
+        return None
+    text = str(err.orig)
+    found = re.search(r"no such table: (\S+)", text)
+    if found is None and getattr(err.orig, "sqlstate", None) == "42P01":
+        found = re.search(r'relation "([^"]+)" does not exist', text)
+    return None if found is None else found.group(1)
 
 
 def _engine(url: str | None):

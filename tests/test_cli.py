@@ -77,6 +77,18 @@ def test_bad_input_exits_two_with_one_line(tmp_path):
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("args", [["invite", "cardio"], ["study", "flagged", "cardio"],
+                                  ["study", "export", "cardio", "--out", "x"]])
+def test_a_database_without_our_tables_is_named_not_a_traceback(args, db_url):
+    """A mistyped URL, or the default SQLite file of another folder: one line
+    naming the missing table, on either database."""
+    url = db_url
+    result = runner.invoke(app, [*args, "--database-url", url])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: the database has no table"), result.output
+    assert "clinieval db upgrade" in result.output and "Traceback" not in result.output
+
+
 def test_invalid_audit_option_is_named(tmp_path):
     result = runner.invoke(app, ["audit", "demo", "--out", str(tmp_path), "--response-rule",
                                  "sometimes"])

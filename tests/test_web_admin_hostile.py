@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import socket
 import threading
 import time
@@ -250,6 +251,60 @@ def test_hostile_ids_and_bodies_get_4xx(app, engine):
     r = admin.post("/s/x/admin/invite", data={"csrf": csrf(admin)},
                    files={"csv": ("people.csv", "jos\u00e9@example.org".encode("latin-1"))})
     assert r.status_code == 422 and "people.csv" in r.text and "UTF-8" in r.text
+    assert counts(engine) == before
+
+
+def test_what_the_web_fuzzing_crashed_on_gets_4xx(app, engine):
+    """Each request a hypothesis run against the real server answered with a
+    500 (a traceback in the log); now refused, naming the field, with
+    nothing written. TestClient re-raises a server error, so a 500 fails here."""
+    admin = admin_client(app, engine)
+    _, admin_id = signed_in(app, engine, "x", "admin")
+    api = client(app, manage.create_token(engine, admin_id, "x", "admin", "t"))
+    nurse, _ = signed_in(app, engine, "x", "clinician")
+    before = counts(engine)
+    # A CSRF token that is not ASCII text (compare_digest raised TypeError), or a file.
+    for form, files, headers in (({"csrf": "\u00e9", "label": "a"}, None, {}),
+                                 ({"label": "a"}, None, {"X-CSRF-Token": b"\xe9"}),
+                                 ({"label": "a"}, {"csrf": ("c.txt", b"abc")}, {})):
+        r = admin.post("/s/x/admin/tokens", data=form, files=files, headers=headers)
+        assert r.status_code == 403, r.text
+    # Digits int() refuses ("\u00b2".isdigit() is true), or too many of them.
+    for years in ("\u00b2", "9" * 5000):
+        r = nurse.post("/s/x/profile", data={
+            "csrf": csrf(nurse), "specialty": "Cardiology", "country": "K",
+            "organisation": "O", "experience_years": years, "role": "specialist",
+            "consent": "yes"})
+        assert r.status_code == 422 and "experience_years" in r.text, r.text
+    # A lone surrogate in JSON: in an e-mail address (the links were committed, then the
+    # answer failed), in a submission's comment or idempotency key.
+    r = api.post("/api/studies/x/invitations", content=b'{"emails": ["a\\ud800@b.org"]}',
+                 headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "emails" in r.text, r.text
+    url = nurse.post("/s/x/next", data={"csrf": csrf(nurse), "kind": "rating"}
+                     ).headers["location"]
+    names = sorted(set(re.findall(r'name="(s1\.[a-z_]+)"', nurse.get(url).text)))
+    body = {n: "1" for n in names} | {"idempotency_key": "abcdefgh1234"}
+    for field, value in ((names[0].replace("s1.", "c1."), "\\ud800"),
+                         ("idempotency_key", "abcdefgh\\udfff")):
+        text = json.dumps(body)[:-1] + f', "{field}": "{value}"}}'
+        r = nurse.post(url, content=text.encode(), headers={
+            "content-type": "application/json", "X-CSRF-Token": csrf(nurse)})
+        assert r.status_code == 422 and field in r.text, r.text
+    # An integer of more digits than Python converts, in an uploaded JSON file or rubric.
+    huge = b"1" * 5000
+    for path, name, content in (
+            ("/api/studies/x/cases", "s.jsonl", b'{"prompt": ' + huge + b"}\n"),
+            ("/api/studies/x/cases", "s.json", b'[{"prompt": ' + huge + b"}]"),
+            ("/api/studies/x/rubric", "r.json", b'{"rubric_id": ' + huge + b"}")):
+        r = api.post(path, files={"source" if "cases" in path else "rubric":
+                                  (name, content, "application/octet-stream")})
+        assert r.status_code == 422 and name in r.text and "too long" in r.text, r.text
+    # A field the API does not take is an error, not ignored (a token's "scope" was).
+    r = api.post("/api/studies/x/tokens", json={"label": "t", "scope": "all"})
+    assert r.status_code == 422 and "scope" in r.text, r.text
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(S.ratings)).scalar_one() == 0
     assert counts(engine) == before
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,10 @@ def loads(text: str, source: str, *, row: int | None = None) -> Any:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _json_error(source, exc, text, row) from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise InputError(source, "a number too long to read", row=row,
+                         expected=f"numbers of at most {sys.get_int_max_str_digits()} digits"
+                         ) from None
     if _SURROGATE_ESCAPE.search(text):
         _check_surrogates(value, text, source, row)
     return value
@@ -148,5 +153,5 @@ def looks_like_jsonl(path: str | Path, text: str) -> bool:
         return False
     try:
         return isinstance(json.loads(first), dict)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError: JSON's errors, an over-long integer
         return False

@@ -156,6 +156,39 @@ def validate(snapshot: Snapshot, *, sources: Mapping[str, str] | None = None,
     _check_rating_uniqueness(snapshot["ratings"], sources.get("ratings", "ratings table"))
 
 
+def unencodable(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (JSON's ``"\\ud800"`` parses to
+    one): no database, and no UTF-8 answer, can carry it."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def first_unencodable(value: object, field: str | None = None) -> str | None:
+    """The field (the key it was found under) of the first text in ``value``, a
+    parsed JSON document, that :func:`unencodable` refuses; ``field`` for
+    one outside any object; None when all of it is text a database can store.
+    Walked without recursion: the parser's own depth limit is the only one."""
+    stack: list[tuple[object, str | None]] = [(value, field)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if unencodable(item):
+                return where or "body"
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if unencodable(key):
+                    return where or "body"
+                stack.append((inner, key))
+        elif isinstance(item, list):
+            stack.extend((inner, where) for inner in item)
+    return None
+
+
 def has_nul(value: object) -> bool:
     """Whether a NUL character is anywhere in ``value`` (text, or a structure of
     it): PostgreSQL cannot store one in text, so neither database is given one."""

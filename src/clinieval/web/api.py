@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 import sqlalchemy as sa
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
 from fastapi.responses import Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from clinieval import tables as T
 from clinieval.storage import db
@@ -192,6 +192,7 @@ async def safety(ctx: Viewer) -> dict:
 
 
 class Invitations(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt or unknown field is an error
     role: Literal[T.ROLES] = "clinician"  # type: ignore[valid-type]
     emails: list[str] = Field(default_factory=list, max_length=manage.MAX_INVITES)
     count: int = Field(0, ge=0, le=manage.MAX_INVITES)
@@ -224,6 +225,7 @@ async def flagged(ctx: Admin) -> list[dict]:
 
 
 class Decision(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt or unknown field is an error
     decision: Literal[P.SCREEN_DECISIONS]  # type: ignore[valid-type]
 
 
@@ -240,6 +242,7 @@ async def log(ctx: Admin) -> list[dict]:
 
 
 class TokenRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt or unknown field is an error
     role: Literal[P.API_TOKEN_ROLES] = "viewer"  # type: ignore[valid-type]
     label: str = Field("token", max_length=100)
 

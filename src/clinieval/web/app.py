@@ -192,7 +192,8 @@ def _limited(scope, receive):
     at once, else when the bytes arrive; the route answers 413. A route that
     has begun its answer without reading the body hears a disconnect instead."""
     declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
-    refuse = declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY)
+    refuse = declared is not None and (not declared.isdigit() or len(declared) > 12
+                                       or int(declared) > MAX_BODY)
     seen = 0
 
     async def counted():

@@ -116,8 +116,12 @@ class Signer:
         """The CSRF token bound to a session (or pre-session) token."""
         return self._mac("csrf", token)
 
-    def csrf_ok(self, token: str | None, sent: str | None) -> bool:
-        return bool(token and sent) and hmac.compare_digest(self.csrf(token), sent)
+    def csrf_ok(self, token: str | None, sent: object) -> bool:
+        """Whether ``sent`` is the session's CSRF token. Anything else a request
+        can carry there (a file, non-ASCII text, which compare_digest refuses
+        with a TypeError) is simply not it."""
+        return (bool(token) and isinstance(sent, str) and sent.isascii() and bool(sent)
+                and hmac.compare_digest(self.csrf(token), sent))
 
 
 # --- invitations and accounts ------------------------------------------------

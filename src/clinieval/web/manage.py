@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from clinieval.errors import InputError
 from clinieval.io import archive
-from clinieval.io.validate import has_nul
+from clinieval.io.validate import has_nul, unencodable
 from clinieval.snapshot import Snapshot
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
@@ -271,6 +271,8 @@ def parse_emails(text: str) -> list[str]:
     """E-mail addresses from pasted text or a CSV (any column holding an '@')."""
     if "\x00" in text:
         raise InputError("invitations", "contains a NUL character", field="emails")
+    if unencodable(text):
+        raise InputError("invitations", "holds a lone surrogate, not text", field="emails")
     emails = []
     try:
         rows = list(csv.reader(io.StringIO(text)))

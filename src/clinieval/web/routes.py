@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from markupsafe import Markup
 
 from clinieval.errors import InputError
+from clinieval.io.validate import first_unencodable
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
@@ -57,11 +58,15 @@ async def _form(request: Request) -> dict[str, str]:
 
 async def _json(request: Request, source: str) -> object:
     """The JSON body; one that does not parse (broken syntax or encoding, or
-    nesting too deep for the parser) is refused as input, not a server error."""
+    nesting too deep for the parser), or holds text no database can store (a
+    lone surrogate, ``"\\ud800"``), is refused as input, not a server error."""
     try:
-        return json.loads(await request.body())
+        value = json.loads(await request.body())
     except (ValueError, RecursionError):
         raise InputError(source, "the body is not valid JSON", field="body") from None
+    if (field := first_unencodable(value)) is not None:
+        raise InputError(source, "holds a lone surrogate, not text", field=field)
+    return value
 
 
 def _local(url: str | None) -> str:
@@ -220,7 +225,8 @@ def _profile_values(ctx: Ctx, form: dict[str, str]) -> dict:
     if form.get("role") not in PROFESSIONS:
         raise InputError(where, "choose a role from the list", field="role")
     years = form.get("experience_years", "")
-    if not years.isdigit() or int(years) > 70:
+    # isdigit() also admits digits int() refuses ("²") and any length: ASCII, 3 at most.
+    if not (years.isascii() and years.isdigit() and len(years) <= 3) or int(years) > 70:
         raise InputError(where, "years of practice, a whole number", field="experience_years",
                          expected="0..70", got=years)
     for name in ("country", "organisation"):

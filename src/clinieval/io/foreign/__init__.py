@@ -67,6 +67,7 @@ def sniff_format(path: str | pathlib.Path) -> str:
         try:
             text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
             return _classify(_first_value(text))
-        except (json.JSONDecodeError, IndexError, RecursionError):
+        # ValueError: JSON's own errors and an integer too long to convert.
+        except (ValueError, IndexError, RecursionError):
             continue
     return "unknown"

@@ -10,6 +10,7 @@ import json
 import re
 import zipfile
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import sqlalchemy as sa
@@ -202,6 +203,59 @@ def test_an_admin_creates_a_study_from_an_upload(app, engine, tmp_path):
     assert rubric.rationale_required is False and rubric.version
     progress = c.get("/s/lung/progress")
     assert progress.status_code == 200 and NEW_SPECIALTY in progress.text
+
+
+def _zipped(snap: Snapshot, tmp_path, name: str) -> bytes:
+    folder = tmp_path / name
+    write_bundle(snap, folder, overwrite=True)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for path in folder.rglob("*"):
+            zf.write(path, path.relative_to(tmp_path).as_posix())
+    return buffer.getvalue()
+
+
+def test_adding_the_file_a_study_was_made_from_leaves_out_other_specialties(
+        app, engine, tmp_path):
+    """Creating keeps the offered specialties' cases; adding the same (grown)
+    file does the same, counting what it left out; a file of nothing else is
+    refused naming its first case's row."""
+    base = new_source()
+    other = base["cases"].set_column(0, "case_id", pc.binary_join_element_wise(
+        base["cases"]["case_id"], "_derm", "")).set_column(
+        base["cases"].schema.get_field_index("specialty"), "specialty",
+        pa.array(["Dermatology"] * base["cases"].num_rows))
+    other_answers = base["answers"].set_column(0, "answer_id", pc.binary_join_element_wise(
+        base["answers"]["answer_id"], "_derm", "")).set_column(
+        base["answers"].schema.get_field_index("case_id"), "case_id",
+        pc.binary_join_element_wise(base["answers"]["case_id"], "_derm", ""))
+    mixed = Snapshot.from_tables({**base.tables,
+                                  "cases": pa.concat_tables([base["cases"], other]),
+                                  "answers": pa.concat_tables([base["answers"], other_answers])},
+                                 base.meta)
+    derm = Snapshot.from_tables({**base.tables, "cases": other, "answers": other_answers},
+                                base.meta)
+    _, uid = signed_in(app, engine, "x", "admin")
+    api = client(app, manage.create_token(engine, uid, None, "admin", "script"))
+    r = api.post("/api/studies", data={"study_id": "mix", "specialties": NEW_SPECIALTY},
+                 files={"source": ("mixed.zip", _zipped(mixed, tmp_path, "mixed"))})
+    assert r.status_code == 201, r.text
+    assert r.json()["answers"] == base["answers"].num_rows
+    r = api.post("/api/studies/mix/cases",
+                 files={"source": ("mixed.zip", _zipped(mixed, tmp_path, "mixed"))})
+    assert r.status_code == 201, r.text
+    assert r.json() | {"study_id": None} == {"study_id": None, "cases": 0, "answers": 0,
+                                             "flagged": 0, "left_out": other.num_rows}
+    before = _counts(engine)
+    r = api.post("/api/studies/mix/cases",
+                 files={"source": ("derm.zip", _zipped(derm, tmp_path, "derm"))})
+    assert r.status_code == 422, r.text
+    assert "cases, row 1, field 'specialty'" in r.json()["error"]["message"], r.text
+    assert _counts(engine) == before
+    with engine.connect() as conn:
+        specialties = conn.execute(sa.select(S.cases.c.specialty).where(
+            S.cases.c.study_id == "mix").distinct()).scalars().all()
+    assert specialties == [NEW_SPECIALTY]
 
 
 def test_a_bad_upload_writes_nothing_and_names_the_problem(app, engine):

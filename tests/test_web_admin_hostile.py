@@ -453,7 +453,7 @@ def test_the_same_cases_added_twice_at_once_are_added_once(engine):
     first = add_cases(engine, "x", source(), start_second_meanwhile)
     outcome["thread"].join(30)
     assert first["answers"] == 1
-    assert outcome["second"] == {"cases": 0, "answers": 0, "flagged": 0}
+    assert outcome["second"] == {"cases": 0, "answers": 0, "flagged": 0, "left_out": 0}
 
 
 def test_an_import_beside_a_study_being_created_reuses_its_models(engine):

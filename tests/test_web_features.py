@@ -456,7 +456,7 @@ def test_the_api_adds_cases(app, engine, tmp_path):
                  files={"source": ("more.zip", zipped(source, tmp_path), "application/zip")})
     assert r.status_code == 201, r.text
     assert r.json() == {"study_id": "x", "cases": source["cases"].num_rows,
-                        "answers": source["answers"].num_rows, "flagged": 0}
+                        "answers": source["answers"].num_rows, "flagged": 0, "left_out": 0}
     r = api.post("/api/studies/x/cases", files={"source": ("arena.json", b"{}", "text/json")})
     assert r.status_code == 422 and "arena.json" in r.json()["error"]["message"]
     assert "cases_added" in admin.get("/s/x/admin/log").text

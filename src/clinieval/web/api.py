@@ -147,6 +147,8 @@ class Added(BaseModel):
     cases: int
     answers: int
     flagged: int
+    left_out: int = Field(0, description="Cases of specialties the study does not offer,"
+                                         " left out with their answers.")
 
 
 @router.post("/api/studies/{study}/cases", status_code=201)

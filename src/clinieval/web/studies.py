@@ -218,19 +218,27 @@ def add_cases(engine: sa.Engine, study_id: str, source: Snapshot,
 
     The source goes through the importer's checks (the same messages as
     ``clinieval import``); cases and answers already in the study are
-    skipped, so the same file can be sent again. Every new answer is
-    screened by the leak guard before a clinician can get it. Returns
-    counts of what was added.
+    skipped, so the same file can be sent again. Cases of specialties the
+    study does not offer are left out with their answers, as when the study
+    was created from the same file (``left_out`` counts them); a source with
+    nothing else is refused. Every new answer is screened by the leak guard
+    before a clinician can get it. Returns counts of what was added.
     """
     check_no_nul(source)
     offered = _offered(engine, study_id)
     cases, answers = source["cases"], source["answers"]
     if cases.num_rows + answers.num_rows == 0:
         raise InputError("add cases", "the source has no cases or answers", field="cases")
-    outside = sorted(set(cases["specialty"].to_pylist()) - set(offered))
-    if outside:
-        raise InputError("add cases", "specialty not offered by the study", field="specialty",
-                         expected=", ".join(offered), got=", ".join(map(str, outside)))
+    inside = pc.fill_null(pc.is_in(cases["specialty"], pa.array(offered, pa.string())), False)
+    outside = cases.filter(pc.invert(inside))
+    if outside.num_rows:
+        answers = answers.filter(pc.invert(pc.is_in(answers["case_id"], outside["case_id"])))
+        cases = cases.filter(inside)
+        if cases.num_rows + answers.num_rows == 0:
+            row = pc.index(inside, False).as_py() + 1
+            raise InputError("cases", "specialty not offered by the study: every case of the"
+                             " source is of one it does not offer", row=row, field="specialty",
+                             expected=", ".join(offered), got=outside["specialty"][0].as_py())
     cases = cases.set_column(cases.schema.get_field_index("study_id"), "study_id",
                              pa.array([study_id] * cases.num_rows, pa.string()))
     _check_answer_cases(engine, study_id, answers, cases)
@@ -251,7 +259,8 @@ def add_cases(engine: sa.Engine, study_id: str, source: Snapshot,
         if screens:
             conn.execute(P.answer_screens.insert(), screens)
         counts = {"cases": stored["cases"], "answers": len(screens),
-                  "flagged": sum(s["status"] == "flagged" for s in screens)}
+                  "flagged": sum(s["status"] == "flagged" for s in screens),
+                  "left_out": outside.num_rows}
         if then is not None:
             then(conn, counts)
     return counts

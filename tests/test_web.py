@@ -632,6 +632,7 @@ CLINICAL = [
     "A falcon handler with psittacosis-like symptoms needs serology.",
     "The findings cohere with early sepsis; a bard of old would call it fever.",
     "Repeat the test on 2024-08-06 and quote reference 002.",
+    "She writes a sonnet a day; the pro forma asks about mood.",
 ]
 SELF = [
     *SELF_IDENTIFYING.values(),
@@ -644,6 +645,8 @@ SELF = [
     "Med-PaLM suggests checking the troponin.",
     "My knowledge cutoff means newer guidance may exist.",
     "Cohere and Bard both advise rest.",
+    "I'm Sonnet, happy to help: get an ECG.",  # a word of "Claude 3.5 Sonnet"
+    "Sonnet, an AI assistant, would repeat the troponin.",
 ]
 
 

@@ -83,6 +83,12 @@ GENERIC = (
 """Phrases in which an answer speaks about itself as a model."""
 
 
+_NAME_FILLER = frozenset({"the", "and", "for", "model", "models", "chat", "instruct", "preview",
+                          "latest", "beta", "base"})
+"""Words of model names that name no one (a model "introducing itself as
+Instruct" is not a thing answers do)."""
+
+
 @dataclass(frozen=True)
 class Verdict:
     flagged: bool
@@ -116,6 +122,10 @@ class LeakGuard:
         # without a letter, and very short ones.
         terms = {t.strip() for t in study_terms
                  if t and len(t.strip()) >= 3 and re.search(r"[A-Za-z]", t)}
+        # A model introduces itself by part of its name too ("I'm Aster" for "Aster
+        # 120B"): each word of a multi-word name, checked in context like any plain word.
+        terms |= {w for t in terms if re.search(r"\s", t)
+                  for w in re.findall(r"[A-Za-z]{3,}", t) if w.lower() not in _NAME_FILLER}
         plain = sorted({*DISTINCTIVE, *(t for t in terms if not _is_ambiguous(t))}, key=str.lower)
         context = sorted({*AMBIGUOUS, *(t for t in terms if _is_ambiguous(t))}, key=str.lower)
         self._checks: list[tuple[re.Pattern, str]] = [

@@ -169,8 +169,12 @@ def _pairwise_task(page, tmp_path: Path) -> None:
     page.locator("fieldset:focus").wait_for()
     page.screenshot(path=str(tmp_path / "web-pairwise.png"))
     _save_screenshot(tmp_path / "web-pairwise.png")
-    page.keyboard.press("a")
+    # The vote left for last: Tab past it (its fieldset, then its radio group); after the
+    # last criterion the focus comes back to it, not to the submit button.
+    _keys(page, ["Tab", "Tab"])
     _rate_with_keys(page, "4" * CRITERIA + "3" * CRITERIA)
+    page.locator("fieldset.choice:focus").wait_for()
+    page.keyboard.press("a")
     page.keyboard.press("Enter")
     _saved_and_next(page)
 

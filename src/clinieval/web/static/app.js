@@ -40,10 +40,13 @@
   }
   groups.forEach(updateRationale);
 
+  // On to the next group; after the last one, back to the first still unanswered
+  // (a vote skipped with Tab), else the submit button.
   function focusNext(group) {
     const i = groups.indexOf(group);
+    const open = groups.find(function (g) { return !g.querySelector("input[type=radio]:checked"); });
     if (i >= 0 && i + 1 < groups.length) groups[i + 1].focus();
-    else document.getElementById("submit").focus();
+    else (open || document.getElementById("submit")).focus();
   }
 
   function pick(group, input) {

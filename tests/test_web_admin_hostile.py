@@ -161,6 +161,11 @@ def test_an_all_studies_admin_token_reads_a_study_its_owner_views_as_a_viewer(ap
     progress = api.get("/api/studies/x/progress")
     assert progress.status_code == 200 and progress.json()["clinicians"] is None
     assert api.get("/api/studies/x/members").status_code == 403
+    # The token reaches both of the owner's studies: its creation is in both logs.
+    (owner_rater,) = [m["rater_id"] for m in manage.members(engine, "y") if m["role"] == "admin"]
+    for study in ("x", "y"):
+        events = [(e["kind"], e["who"]) for e in manage.audit_log(engine, study)]
+        assert ("token_created", owner_rater) in events, (study, events)
 
 
 # --- hostile uploads, ids and bodies ------------------------------------------------------------

@@ -417,8 +417,9 @@ ADMIN_EVENTS = ("study_created", "cases_added", "rubric_version_added", "invited
 
 
 def audit_log(engine: sa.Engine, study_id: str, limit: int = 500) -> list[dict]:
-    """Admin actions in the study and the sign-ins of its members, newest first,
-    with pseudonymous ids (no e-mail addresses)."""
+    """Admin actions in the study, and the sign-ins and all-studies API tokens
+    (which reach this study too) of its members, newest first, with
+    pseudonymous ids (no e-mail addresses)."""
     e, u, m = P.audit_events, P.users, P.memberships
     members_now = sa.select(m.c.user_id).where(m.c.study_id == study_id)
     query = (sa.select(e.c.at, e.c.kind, u.c.rater_id, e.c.subject, e.c.detail)
@@ -426,7 +427,7 @@ def audit_log(engine: sa.Engine, study_id: str, limit: int = 500) -> list[dict]:
              .where(e.c.kind.in_(ADMIN_EVENTS),
                     sa.or_(e.c.study_id == study_id,
                            sa.and_(e.c.study_id.is_(None), e.c.user_id.in_(members_now),
-                                   e.c.kind == "signed_in")))
+                                   e.c.kind.in_(("signed_in", "token_created")))))
              .order_by(e.c.event_id.desc()).limit(limit))
     with engine.connect() as conn:
         return [{"at": auth.aware(r.at).isoformat(timespec="seconds"), "kind": r.kind,

@@ -243,6 +243,10 @@ def test_invitations_are_single_use_and_expire(app, engine):
     register_via_http(c, engine, "x", "clinician")
     first = client(app)
     page = first.get(f"/invite/{token}")
+    with engine.connect() as conn:
+        name = conn.execute(sa.select(S.studies.c.name).where(S.studies.c.study_id == "x")
+                            ).scalar_one()
+    assert f"Join the study “{name}”" in page.text  # what the invitee joins
     form = {"csrf": csrf_of(page.text), "email": "once@example.org",
             "password": "long enough pw", "password2": "long enough pw"}
     assert first.post(f"/invite/{token}", data=form).status_code == 303

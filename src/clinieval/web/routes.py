@@ -111,11 +111,19 @@ async def logout(ctx: User) -> Response:
 @router.get("/invite/{token}")
 async def invite_page(token: str, ctx: Public) -> Response:
     try:
-        invitation = await blocking(ctx.request, on_connection, ctx.engine,
-                                    auth.open_invitation, token)
+        invitation, study = await blocking(ctx.request, on_connection, ctx.engine,
+                                           _invitation, token)
     except auth.AuthError as err:
         return page(ctx, "message.html", 404, title="Invitation", message=str(err))
-    return page(ctx, "invite.html", role=invitation.role, error=None)
+    return page(ctx, "invite.html", role=invitation.role, study_name=study, error=None)
+
+
+def _invitation(conn: sa.Connection, token: str) -> tuple[sa.Row, str]:
+    """The open invitation and the name of its study (what the invitee joins)."""
+    invitation = auth.open_invitation(conn, token)
+    name = conn.execute(sa.select(S.studies.c.name).where(
+        S.studies.c.study_id == invitation.study_id)).scalar()
+    return invitation, name or invitation.study_id
 
 
 @router.post("/invite/{token}")

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import httpx
@@ -48,6 +49,31 @@ def test_study_create_flagged_invite_and_export(db_url, tmp_path):
     exported = read_bundle(tmp_path / "export")
     assert set(exported["cases"]["specialty"].to_pylist()) == {"Pathology"}
     assert exported["ratings"].num_rows == 0
+    engine.dispose()
+
+
+def test_the_readme_five_steps_start_from_the_demo_source(db_url, tmp_path, monkeypatch):
+    """`study create --source demo` (the README's first step): the bundled demo
+    cases with stand-in answer texts, so the study has answers to rate; and
+    the first admin's invitation, for their address, with the public address."""
+    monkeypatch.chdir(tmp_path)  # no file or folder named demo here
+    r = runner.invoke(app, ["study", "create", "cardio", "--source", "demo", "--specialties",
+                            "Cardiology ECG", "--overlap", "3", "--database-url", db_url])
+    assert r.exit_code == 0, r.output
+    engine = db.make_engine(db_url)
+    with engine.connect() as conn:
+        clear = conn.execute(sa.select(sa.func.count()).select_from(P.answer_screens).where(
+            P.answer_screens.c.study_id == "cardio", P.answer_screens.c.status == "clear")
+        ).scalar_one()
+    assert clear > 0
+    r = runner.invoke(app, ["invite", "cardio", "--role", "admin", "--email", "Me@Example.org",
+                            "--base-url", "https://ratings.example.org", "--database-url",
+                            db_url])
+    assert r.exit_code == 0, r.output
+    token = re.fullmatch(r"https://ratings\.example\.org/invite/(\S+)\n", r.stdout).group(1)
+    with engine.connect() as conn:
+        invitation = auth.open_invitation(conn, token)
+    assert (invitation.role, invitation.email) == ("admin", "me@example.org")
     engine.dispose()
 
 
@@ -126,3 +152,69 @@ def test_study_rubric_sets_a_new_version_once(db_url, engine, tmp_path):
         versions = dict(conn.execute(sa.select(P.study_rubrics.c.study_id,
                                                P.study_rubrics.c.version)).all())
     assert versions == {"x": "2.0.0", "y": load_rubric().version}
+
+
+def _readme_api_example() -> str:
+    text = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    (block,) = [b for b in blocks if "/api/studies" in b]
+    return block
+
+
+def test_the_readmes_api_example_runs_against_the_server(db_url, tmp_path, monkeypatch):
+    """The README's httpx example, as printed, against a real server: only its
+    address and token are filled in. It creates the study, adds cases, invites,
+    reads progress and downloads the export, which `clinieval audit` reads."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from clinieval.snapshot import Snapshot
+    from clinieval.storage import sqltables as S
+    from clinieval.web import manage
+    from clinieval.web.demo import demo_source
+    from clinieval.web.testing import served_studies
+
+    source = demo_source()
+    cases = source["cases"].filter(pc.equal(source["cases"]["specialty"], "Cardiology ECG"))
+    cases = cases.set_column(cases.schema.get_field_index("specialty"), "specialty",
+                             pa.array(["Cardiology"] * cases.num_rows))
+    half = cases.num_rows // 2
+    for name, part in (("cases", cases.slice(0, half)), ("more-cases", cases.slice(half))):
+        answers = source["answers"].filter(pc.is_in(source["answers"]["case_id"],
+                                                    part["case_id"]))
+        write_bundle(Snapshot.from_tables({**source.tables, "cases": part, "answers": answers,
+                                           "ratings": None, "preferences": None,
+                                           "judgments": None, "raters": None}, source.meta),
+                     tmp_path / name)
+        with zipfile.ZipFile(tmp_path / f"{name}.zip", "w") as zf:
+            for path in (tmp_path / name).rglob("*"):
+                zf.write(path, path.relative_to(tmp_path).as_posix())
+    with served_studies(db_url, tmp_path) as (engine, base):
+        with engine.connect() as conn:
+            owner = conn.execute(sa.select(P.memberships.c.user_id)
+                                 .where(P.memberships.c.role == "admin")).scalar()
+        if owner is None:  # the test studies have no admin yet: one of study x
+            owner = "u_readme"
+            with engine.begin() as conn:
+                conn.execute(S.raters.insert().values(rater_id="r_readme"))
+                conn.execute(P.users.insert().values(
+                    user_id=owner, email="readme@example.org", rater_id="r_readme",
+                    password_hash="not-a-login", created_at=auth.now()))
+                conn.execute(P.memberships.insert().values(study_id="x", user_id=owner,
+                                                           role="admin"))
+        token = manage.create_token(engine, owner, None, "admin", "readme")
+        code = _readme_api_example().replace('"http://127.0.0.1:8000"', repr(base))
+        assert "ce_..." in code
+        code = code.replace("ce_...", token)
+        monkeypatch.chdir(tmp_path)
+        exec(compile(code, "README.md", "exec"), {})
+        with engine.connect() as conn:
+            stored = conn.execute(sa.select(sa.func.count()).select_from(S.cases).where(
+                S.cases.c.study_id == "cardio")).scalar_one()
+            invited = conn.execute(sa.select(sa.func.count()).select_from(P.invitations)
+                                   .where(P.invitations.c.study_id == "cardio")).scalar_one()
+        assert (stored, invited) == (cases.num_rows, 2)
+    r = runner.invoke(app, ["audit", str(tmp_path / "cardio-export.zip"), "--out",
+                            str(tmp_path / "report")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "report" / "report.html").exists()

@@ -68,8 +68,9 @@ def serve(
 @_handle_errors
 def study_create(
     study_id: Annotated[str, typer.Argument(help="Short id, e.g. cardio-2026.")],
-    source: Annotated[Path, typer.Option(help="Bundle, tables folder or export file with the"
-                                         " cases and answers.")],
+    source: Annotated[Path, typer.Option(help="Bundle, tables folder, zip or export file with"
+                                         " the cases and answers (their text); `demo`: the"
+                                         " bundled demo cases with stand-in answers.")],
     name: Annotated[str | None, typer.Option(help="Display name.")] = None,
     database_url: DatabaseUrl = None,
     rubric: Annotated[Path | None, typer.Option(help="Rubric JSON (default: bundled).")] = None,
@@ -83,17 +84,20 @@ def study_create(
 ) -> None:
     """Create a study from a source's cases and answers; the leak guard screens every answer.
 
-    Example: `clinieval study create cardio --source snap --specialties Cardiology --overlap 3`
+    Example: `clinieval study create cardio --source demo --specialties "Cardiology ECG"`
     """
     from clinieval.io.importer import read_source
     from clinieval.rubric import load_rubric
+    from clinieval.web.demo import demo_source
     from clinieval.web.studies import StudyPlan, create_study
 
     offered = tuple(s.strip() for s in specialties.split(",")) if specialties else ()
     plan = StudyPlan(study_id, name or study_id, load_rubric(rubric), overlap_target=overlap,
                      pairwise_share=pairwise_share, lease_minutes=lease_minutes,
                      specialties=offered, max_cases=max_cases)
-    counts = create_study(_engine(database_url), plan, read_source(source)[0])
+    demo = str(source) == "demo" and not source.exists()
+    counts = create_study(_engine(database_url), plan,
+                          demo_source() if demo else read_source(source)[0])
     _print_counts(counts, f"study {study_id}")
 
 

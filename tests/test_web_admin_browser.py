@@ -126,8 +126,8 @@ def test_admin_flow_in_a_browser(db_url, tmp_path):
             _create_study(page, source)
             _add_cases_and_a_rubric_version(page, tmp_path)
             links = _invite_two(page)
-            clinicians = [_clinician(base, link, f"c{i}@example.org")
-                          for i, link in enumerate(links)]
+            clinicians = [_clinician(base, link, email) for link, email in
+                          zip(links, ("ana@example.org", "ben@example.org"), strict=True)]
             _watch_progress(page, clinicians)
             _release_flagged(page)
             _export_and_report(page, tmp_path)

@@ -7,11 +7,13 @@ the same functions)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import tempfile
 import threading
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -150,12 +152,15 @@ async def _people(ctx: Ctx, status: int = 200, **extra) -> Response:
                           ctx.user.user_id)
     return page(ctx, "admin_people.html", status, **data,
                 base=str(ctx.request.base_url).rstrip("/"),
-                **{"links": None, "new_token": None, "error": None, **extra})
+                **{"links": None, "new_token": None, "error": None, "revoked": None,
+                   **extra})
 
 
 @router.get("/s/{study}/admin/people")
-async def people(ctx: Admin) -> Response:
-    return await _people(ctx)
+async def people(ctx: Admin, revoked: str = "") -> Response:
+    # The pseudonymous id of a member just revoked (the redirect after it), to confirm it.
+    shown = revoked if re.fullmatch(r"[\w.-]{1,100}", revoked) else None
+    return await _people(ctx, revoked=shown)
 
 
 @router.post("/s/{study}/admin/invite")
@@ -197,11 +202,16 @@ def _count(raw: str) -> int:
 async def revoke(ctx: Admin) -> Response:
     fields, _ = await _fields(ctx.request)
     try:
+        rater_id = fields.get("rater_id", "")
+        if not rater_id and fields.get("email", "").strip():  # the address the admin knows
+            rater_id = await blocking(ctx.request, manage.member_by_email, ctx.engine,
+                                      ctx.study.study_id, fields["email"])
         await blocking(ctx.request, manage.revoke, ctx.engine, ctx.user.user_id,
-                       ctx.study.study_id, fields.get("rater_id", ""))
+                       ctx.study.study_id, rater_id)
     except InputError as err:
         return await _people(ctx, 422, error=str(err))
-    return RedirectResponse(_home(ctx, "admin/people"), status_code=303)
+    return RedirectResponse(_home(ctx, "admin/people") + "?revoked=" + quote(rater_id),
+                            status_code=303)
 
 
 @router.post("/s/{study}/admin/tokens")

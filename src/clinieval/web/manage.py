@@ -330,6 +330,23 @@ def members(engine: sa.Engine, study_id: str) -> list[dict]:
             for row in rows]
 
 
+def member_by_email(engine: sa.Engine, study_id: str, email: str) -> str:
+    """The pseudonymous id of the study's member with this e-mail address: the
+    People page lists members by pseudonym, and the admin knows the address
+    they invited."""
+    u, m = P.users, P.memberships
+    email = email.strip().lower()
+    if "\x00" in email or unencodable(email) or len(email) > MAX_EMAIL:
+        raise InputError("revoke", "not an e-mail address", field="email")
+    with engine.connect() as conn:
+        rater_id = conn.execute(sa.select(u.c.rater_id).join(m, m.c.user_id == u.c.user_id)
+                                .where(u.c.email == email, m.c.study_id == study_id)).scalar()
+    if rater_id is None:
+        raise InputError("revoke", "no member of this study has this e-mail address",
+                         field="email")
+    return rater_id
+
+
 def revoke(engine: sa.Engine, user_id: str, study_id: str, rater_id: str) -> None:
     """End a member's access to the study: the membership goes, open tasks
     return to the pool, and the unused invitations to the study made for their

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import threading
 import zipfile
 
 import pyarrow as pa
@@ -351,6 +352,13 @@ def test_a_revoked_member_cannot_come_back_through_an_older_link(app, engine):
     # The admin revokes Ben by the address they invited (the list shows pseudonyms only).
     r = c.post("/s/x/admin/revoke", data={"csrf": csrf(c), "email": "nobody@example.org"})
     assert r.status_code == 422 and "email" in r.text, r.text
+    co_admin, co_id = signed_in(app, engine, "x", "admin")  # not revoked here, as the list
+    with engine.connect() as conn:                            # of members shows
+        address = conn.execute(sa.select(P.users.c.email).where(
+            P.users.c.user_id == co_id)).scalar_one()
+    r = c.post("/s/x/admin/revoke", data={"csrf": csrf(c), "email": address})
+    assert r.status_code == 422 and "an admin of the study cannot be revoked" in r.text
+    assert co_admin.get("/s/x/admin/people").status_code == 200
     r = c.post("/s/x/admin/revoke", data={"csrf": csrf(c), "email": " Ben@example.org"})
     assert r.status_code == 303, r.text
     confirmed = c.get(r.headers["location"]).text
@@ -369,6 +377,51 @@ def test_a_revoked_member_cannot_come_back_through_an_older_link(app, engine):
     (again,) = _invite(c, "ben@example.org")
     assert _accept(ben, again).status_code == 303
     assert ben.get("/s/x/profile").status_code == 200
+
+
+@pytest.mark.parametrize("bound", [True, False], ids=["for-his-address", "bearer"])
+def test_a_revocation_at_the_moment_a_link_is_accepted_is_not_undone(app, engine, bound):
+    """Ben accepts an older link while the admin revokes him: the revocation
+    runs (in another thread) just as the join marks the link used. It must
+    win either way: before, on PostgreSQL, it committed between the join's
+    check and its insert, and Ben was back in the study."""
+    c = admin_client(app, engine)
+    (first,) = _invite(c, "ben@example.org")
+    (spare,) = _invite(c, "ben@example.org") if bound else _invite(c, count="1")
+    ben = client(app)
+    assert _accept(ben, first, "ben@example.org").status_code == 303
+    admin_id = user_id(engine, next(e for e in _emails(engine) if e != "ben@example.org"))
+    rater, waited = rater_of(engine, "ben@example.org"), []
+
+    def revoke_meanwhile(conn, cursor, statement, parameters, context, executemany):
+        if statement.startswith("UPDATE invitations SET used_at") and not waited:
+            revoking = threading.Thread(target=manage.revoke,
+                                        args=(engine, admin_id, "x", rater))
+            revoking.start()
+            revoking.join(1.0)  # done at once before the fix; now it waits for the join
+            waited.append(revoking)
+
+    sa.event.listen(engine, "before_cursor_execute", revoke_meanwhile)
+    try:
+        r = _accept(ben, spare)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", revoke_meanwhile)
+    waited[0].join(10)
+    assert not waited[0].is_alive()
+    assert r.status_code in (303, 400), r.text
+    with engine.connect() as conn:
+        member = conn.execute(sa.select(P.memberships.c.role).where(
+            P.memberships.c.study_id == "x",
+            P.memberships.c.user_id == user_id(engine, "ben@example.org"))).first()
+    assert member is None
+    assert ben.get("/s/x/profile").status_code == 403
+
+
+def _emails(engine) -> list[str]:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(P.users.c.email).join(
+            P.memberships, P.memberships.c.user_id == P.users.c.user_id).where(
+            P.memberships.c.study_id == "x", P.memberships.c.role == "admin")).scalars().all()
 
 
 def rater_of(engine, email: str) -> str:

@@ -246,6 +246,11 @@ def _for_address(invitation: sa.Row, email: str) -> sa.Row:
 
 
 def _join(conn: sa.Connection, invitation: sa.Row, user_id: str) -> None:
+    # The account's row is locked first, as a revocation locks it (PostgreSQL; SQLite's
+    # writers take turns anyway): a revocation committed meanwhile is seen below, and
+    # one coming later waits for this membership and removes it.
+    conn.execute(sa.select(P.users.c.user_id).where(P.users.c.user_id == user_id)
+                 .with_for_update())
     revoked = P.audit_events
     rater_id = sa.select(P.users.c.rater_id).where(P.users.c.user_id == user_id)
     if conn.execute(sa.select(revoked.c.at).where(
@@ -261,11 +266,12 @@ def _join(conn: sa.Connection, invitation: sa.Row, user_id: str) -> None:
         .where(
             P.invitations.c.token_hash == invitation.token_hash,
             P.invitations.c.used_at.is_(None),
+            P.invitations.c.expires_at > now(),  # a revocation may have expired it just now
         )
         .values(used_at=now(), used_by=user_id)
     )
     if used.rowcount != 1:
-        raise AuthError("This invitation link has already been used.")
+        raise AuthError("This invitation link has already been used or has expired.")
     membership = P.memberships
     existing = conn.execute(
         sa.select(membership.c.role).where(

@@ -357,12 +357,19 @@ def revoke(engine: sa.Engine, user_id: str, study_id: str, rater_id: str) -> Non
     if "\x00" in rater_id:
         raise InputError("revoke", "not a member you can revoke", field="rater_id")
     with db.writing(engine) as conn:
+        # Locked, as joining locks it (auth._join): a link accepted at the same moment
+        # either lands before this and is removed, or after it and sees the revocation.
         found = conn.execute(sa.select(u.c.user_id, u.c.email).where(
-            u.c.rater_id == rater_id)).first()
+            u.c.rater_id == rater_id).with_for_update()).first()
         target = None if found is None else found.user_id
         if target is None or target == user_id:
             raise InputError("revoke", "not a member you can revoke", field="rater_id",
                              got=rater_id)
+        role = conn.execute(sa.select(m.c.role).where(m.c.study_id == study_id,
+                                                      m.c.user_id == target)).scalar()
+        if role == "admin":  # as the People page offers: admins are not revoked here
+            raise InputError("revoke", "an admin of the study cannot be revoked here",
+                             field="rater_id", got=rater_id)
         gone = conn.execute(m.delete().where(m.c.study_id == study_id, m.c.user_id == target))
         if gone.rowcount != 1:
             raise InputError("revoke", "not a member of this study", field="rater_id",

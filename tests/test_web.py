@@ -665,6 +665,19 @@ def test_the_leak_guard_flags_answers_that_identify_themselves(text):
     assert LeakGuard([v for m in MODELS for v in m.values()]).screen(text).flagged
 
 
+def test_the_leak_guard_takes_the_words_of_a_models_names_not_their_filler():
+    """A model introducing itself by a word of its id or name is caught, also
+    when the id joins its words with hyphens; words many names share ("open",
+    "health", "pro") are not names, so ordinary sentences with them pass."""
+    guard = LeakGuard(["aster-120b", "Open Med 7B", "Acme Health", "kite_pro.v2"])
+    for text in ("I'm Aster, happy to help: get an ECG.", "I am Kite, here to help.",
+                 "Acme, an AI assistant, suggests rest."):
+        assert guard.screen(text).flagged, text
+    for text in ("I'm open to other views on the dosing.", "Digital health tools help.",
+                 "I am pro early mobilisation.", "The aster family includes ragweed."):
+        assert not guard.screen(text).flagged, (text, guard.screen(text).reason)
+
+
 def test_flagged_answers_are_held_back_and_listed(app, engine):
     flagged = flagged_answers(engine, "x")
     assert len(flagged) == len(SELF_IDENTIFYING)

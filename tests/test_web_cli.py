@@ -77,6 +77,16 @@ def test_the_readme_five_steps_start_from_the_demo_source(db_url, tmp_path, monk
     engine.dispose()
 
 
+def test_invite_takes_one_e_mail_address(db_url, tmp_path):
+    source = tmp_path / "source"
+    write_bundle(blinding_source(), source)
+    assert runner.invoke(app, ["study", "create", "s1", "--source", str(source),
+                               "--database-url", db_url]).exit_code == 0
+    for email in ("", "a@b.org c@d.org", "nope", "a\x00@b.org"):
+        r = runner.invoke(app, ["invite", "s1", "--email", email, "--database-url", db_url])
+        assert r.exit_code == 2 and "email" in r.output, (email, r.output)
+
+
 def test_bad_study_settings_name_the_option(db_url, tmp_path):
     source = tmp_path / "source"
     write_bundle(blinding_source(), source)

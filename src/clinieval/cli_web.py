@@ -200,7 +200,14 @@ def invite(
     from clinieval.storage import db
     from clinieval.web.auth import create_invitations
 
+    emails = None
+    if email is not None:
+        from clinieval.errors import InputError
+        from clinieval.web.manage import parse_emails
+
+        emails = parse_emails(email)
+        if len(emails) != 1:
+            raise InputError("invite", "one e-mail address", field="email", got=email[:80])
     with db.writing(_engine(database_url)) as conn:
-        token = create_invitations(conn, study_id, role, 1, days,
-                                   emails=None if email is None else [email])[0]
+        token = create_invitations(conn, study_id, role, 1, days, emails=emails)[0]
     out.print(f"{base_url.rstrip('/')}/invite/{token}", highlight=False, soft_wrap=True)

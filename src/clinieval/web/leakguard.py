@@ -83,8 +83,11 @@ GENERIC = (
 """Phrases in which an answer speaks about itself as a model."""
 
 
-_NAME_FILLER = frozenset({"the", "and", "for", "model", "models", "chat", "instruct", "preview",
-                          "latest", "beta", "base"})
+_NAME_FILLER = frozenset({
+    "the", "and", "for", "model", "models", "chat", "instruct", "preview", "latest", "beta",
+    "base", "open", "med", "medical", "health", "clinical", "care", "pro", "mini", "max",
+    "plus", "large", "small", "medium", "turbo", "flash", "lite", "fast", "ultra", "next",
+    "new", "one", "vision", "reasoning", "thinking", "expert", "assistant"})
 """Words of model names that name no one (a model "introducing itself as
 Instruct" is not a thing answers do)."""
 
@@ -124,7 +127,7 @@ class LeakGuard:
                  if t and len(t.strip()) >= 3 and re.search(r"[A-Za-z]", t)}
         # A model introduces itself by part of its name too ("I'm Aster" for "Aster
         # 120B"): each word of a multi-word name, checked in context like any plain word.
-        terms |= {w for t in terms if re.search(r"\s", t)
+        terms |= {w for t in terms if re.search(r"[\s_./-]", t)
                   for w in re.findall(r"[A-Za-z]{3,}", t) if w.lower() not in _NAME_FILLER}
         plain = sorted({*DISTINCTIVE, *(t for t in terms if not _is_ambiguous(t))}, key=str.lower)
         context = sorted({*AMBIGUOUS, *(t for t in terms if _is_ambiguous(t))}, key=str.lower)

@@ -216,6 +216,27 @@ def _zipped(snap: Snapshot, tmp_path, name: str) -> bytes:
     return buffer.getvalue()
 
 
+def test_a_misspelt_api_form_field_is_refused_not_ignored(app, engine, tmp_path):
+    """`specialtys` for `specialties` made a study of every specialty with the
+    default settings; now a 422 naming the field, and nothing is made."""
+    _, uid = signed_in(app, engine, "x", "admin")
+    api = client(app, manage.create_token(engine, uid, None, "admin", "script"))
+    before = _counts(engine)
+    upload = {"source": ("s.zip", zipped_source(tmp_path), "application/zip")}
+    r = api.post("/api/studies", data={"study_id": "typo", "specialtys": NEW_SPECIALTY,
+                                       "overlap": "7"}, files=upload)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] in ("specialtys", "overlap"), r.text
+    for path, files in (("/api/studies/x/cases", upload),
+                        ("/api/studies/x/rubric", {"rubric": ("r.json", b"{}")})):
+        r = api.post(path, data={"note": "x"}, files=files)
+        assert r.status_code == 422 and r.json()["error"]["field"] == "note", r.text
+    assert _counts(engine) == before
+    r = api.post("/api/studies", data={"study_id": "typo", "specialties": NEW_SPECIALTY},
+                 files=upload)
+    assert r.status_code == 201, r.text  # the declared fields still pass
+
+
 def test_adding_the_file_a_study_was_made_from_leaves_out_other_specialties(
         app, engine, tmp_path):
     """Creating keeps the offered specialties' cases; adding the same (grown)

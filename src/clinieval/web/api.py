@@ -10,6 +10,7 @@ the API needs no CSRF token.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -19,6 +20,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from clinieval import tables as T
+from clinieval.errors import InputError
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.web import auth, live, manage
@@ -107,6 +109,18 @@ async def _upload(file: UploadFile | None) -> manage.Upload | None:
     return manage.Upload(file.filename or "upload", await file.read()) if file else None
 
 
+async def _only_declared(ctx: ApiCtx, endpoint) -> None:
+    """A form field the endpoint does not take is an error, not ignored: a
+    misspelt ``specialtys`` made a study of every specialty with the default
+    settings. (JSON bodies refuse theirs by their models.) The form is the
+    one FastAPI parsed already (Starlette keeps it)."""
+    taken = set(inspect.signature(endpoint).parameters) - {"ctx"}
+    for name in (await ctx.request.form()).keys():
+        if name not in taken:
+            raise InputError("API", "not a field of this call", field=name[:100],
+                             expected=", ".join(sorted(taken)))
+
+
 class Created(BaseModel):
     study_id: str
     cases: int
@@ -131,6 +145,7 @@ async def create_study(
     rubric: Annotated[UploadFile | None, File()] = None,
 ) -> Created:
     """Create a study from an uploaded source; the token's owner becomes its admin."""
+    await _only_declared(ctx, create_study)
     form = {"study_id": study_id, "name": name, "description": description,
             "consent_text": consent_text, "criteria": criteria,
             "overlap_target": str(overlap_target), "pairwise_share": str(pairwise_share),
@@ -159,6 +174,7 @@ async def add_cases(
 ) -> Added:
     """Add cases and answers to the study, all or nothing; new answers are
     screened by the leak guard; ones already in the study are skipped."""
+    await _only_declared(ctx, add_cases)
     parsed = await asyncio.to_thread(manage.read_source, await _upload(source))
     return Added(**await ctx.run(manage.add_cases, ctx.engine, ctx.user_id,
                                  ctx.study.study_id, parsed))
@@ -176,6 +192,7 @@ async def new_rubric_version(
                                                    " a new version.")],
 ) -> RubricVersion:
     """A new rubric version for the study: ratings given from now on record it."""
+    await _only_declared(ctx, new_rubric_version)
     return RubricVersion(**await ctx.run(manage.new_rubric_version, ctx.engine, ctx.user_id,
                                          ctx.study.study_id, await _upload(rubric)))
 

@@ -15,6 +15,7 @@ import time
 import zipfile
 from pathlib import Path
 
+import httpx
 import pyarrow as pa
 import pytest
 import sqlalchemy as sa
@@ -328,6 +329,37 @@ def test_a_body_past_the_limit_is_refused_as_it_arrives(app, engine):
                         headers={"content-type": "multipart/form-data; boundary=b"})
     assert streamed.status_code == 413
     assert json.loads(streamed.text)["error"]["message"].startswith("The request is larger")
+
+
+def test_guesses_sent_at_once_get_no_more_tries_than_the_limit(app, engine, db_url, tmp_path):
+    """Twenty wrong passwords for one address at once, from two server
+    processes: the limit holds. Before, each guess checked the count before any
+    had recorded its failure (argon2 runs for a while, off the lock), and all
+    twenty were tried."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    c, _ = signed_in(app, engine, "x", "clinician")
+    with engine.connect() as conn:
+        email = conn.execute(sa.select(P.users.c.email).order_by(P.users.c.created_at.desc())
+                             ).scalars().first()
+    ports = [free_port(), free_port()]
+    servers = [start_server(db_url, port, tmp_path / f"server{port}.log") for port in ports]
+    try:
+        def guess(i: int) -> int:
+            with httpx.Client(base_url=f"http://127.0.0.1:{ports[i % 2]}", timeout=60) as web:
+                page = web.get("/login")
+                token = re.search(r'name="csrf" value="([^"]+)"', page.text)[1]
+                return web.post("/login", data={"csrf": token, "email": email,
+                                                 "password": f"wrong guess {i}"}).status_code
+
+        with ThreadPoolExecutor(20) as pool:
+            statuses = list(pool.map(guess, range(20)))
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait()
+    assert statuses.count(401) == auth.LOGIN_MAX_FAILURES, statuses
+    assert statuses.count(429) == 20 - auth.LOGIN_MAX_FAILURES, statuses
 
 
 def test_an_unknown_address_costs_a_password_check_like_a_known_one(engine, monkeypatch):

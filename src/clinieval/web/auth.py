@@ -334,12 +334,19 @@ def sign_in(engine: sa.Engine, email: str, password: str) -> str:
     """Check the password and open a session; returns the session token.
 
     More than LOGIN_MAX_FAILURES failures for one e-mail address within
-    LOGIN_WINDOW refuse further attempts until the window has passed.
+    LOGIN_WINDOW refuse further attempts until the window has passed. An
+    attempt counts as failed from the moment it is let through until its
+    password is found right: guesses sent at once (each password check takes
+    a while, outside any lock) cannot all pass the count before any of them
+    has failed. Letting one through is one transaction per address at a time,
+    across server processes (SQLite's write lock; on PostgreSQL an advisory lock).
     """
     email = email.strip().lower()
     with db.writing(engine) as conn:
+        db.one_at_a_time(conn, "sign-in " + email)
         if _recent_failures(conn, email) >= LOGIN_MAX_FAILURES:
             raise RateLimited("Too many failed sign-in attempts; wait 15 minutes.")
+        record(conn, "login_attempt", subject=email)
         user = conn.execute(sa.select(P.users).where(P.users.c.email == email)).first()
     # An unknown address costs the same hashing as a wrong password, so the
     # time of the answer does not tell which addresses have an account.
@@ -348,6 +355,8 @@ def sign_in(engine: sa.Engine, email: str, password: str) -> str:
         with db.writing(engine) as conn:
             record(conn, "login_failed", subject=email)
         raise AuthError("Wrong e-mail address or password.")
+    with db.writing(engine) as conn:
+        record(conn, "login_succeeded", subject=email)
     return open_session(engine, user.user_id)
 
 
@@ -365,14 +374,17 @@ def _verify(password_hash: str, password: str) -> bool:
 
 
 def _recent_failures(conn: sa.Connection, email: str) -> int:
+    """Attempts for the address within the window that did not succeed: the
+    failed ones and those still checking a password."""
     events = P.audit_events
-    return conn.execute(
-        sa.select(sa.func.count()).where(
-            events.c.kind == "login_failed",
-            events.c.subject == email,
-            events.c.at > now() - LOGIN_WINDOW,
-        )
-    ).scalar_one()
+
+    def count(kind: str) -> sa.ScalarSelect:
+        return sa.select(sa.func.count()).where(
+            events.c.kind == kind, events.c.subject == email,
+            events.c.at > now() - LOGIN_WINDOW).scalar_subquery()
+
+    return conn.execute(sa.select(count("login_attempt") - count("login_succeeded"))
+                        ).scalar_one()
 
 
 def open_session(engine: sa.Engine, user_id: str) -> str:

@@ -269,6 +269,19 @@ def test_sign_in_is_rate_limited(app, engine):
     assert right.status_code == 429
 
 
+def test_the_task_list_says_which_task_is_open(app, engine):
+    """Every button of the task list takes up an open task first ("Rate one
+    answer" gave a comparison left open): the page says so, with a link."""
+    c = member(app, engine, "x", "clinician")
+    assert "open:" not in c.get("/s/x").text
+    url = take(c, "pair")
+    page = c.get("/s/x").text
+    assert "You have a comparison open" in page and f'href="{url}"' in page
+    assert take(c, "rating") == url  # what the message warns of
+    assert c.post(url, data=answer_form(c, url)).status_code == 303
+    assert "open:" not in c.get("/s/x").text
+
+
 def test_passwords_are_stored_as_argon2_hashes(app, engine):
     register_via_http(client(app), engine, "x", "clinician")
     with engine.connect() as conn:

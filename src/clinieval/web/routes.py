@@ -251,17 +251,21 @@ def _profile_values(ctx: Ctx, form: dict[str, str]) -> dict:
 
 @router.get("/s/{study}")
 async def feed(ctx: Clinician, saved: int = 0, empty: int = 0) -> Response:
-    done = await blocking(ctx.request, _done, ctx)
-    return page(ctx, "feed.html", done=done, saved=saved, empty=empty)
+    done, open_task = await blocking(ctx.request, _done, ctx)
+    return page(ctx, "feed.html", done=done, open_task=open_task, saved=saved, empty=empty)
 
 
-def _done(ctx: Ctx) -> dict[str, int]:
-    """The clinician's submitted tasks in this study, by kind."""
+def _done(ctx: Ctx) -> tuple[dict[str, int], sa.Row | None]:
+    """The clinician's submitted tasks in this study, by kind, and the task they
+    have open (every button takes it up first: the page says so)."""
     tl = P.task_leases
+    mine = (tl.c.user_id == ctx.user.user_id, tl.c.study_id == ctx.study.study_id)
     with db.reading(ctx.engine) as conn:
-        return dict(conn.execute(sa.select(tl.c.kind, sa.func.count()).where(
-            tl.c.user_id == ctx.user.user_id, tl.c.study_id == ctx.study.study_id,
-            tl.c.status == "submitted").group_by(tl.c.kind)).all())
+        done = dict(conn.execute(sa.select(tl.c.kind, sa.func.count()).where(
+            *mine, tl.c.status == "submitted").group_by(tl.c.kind)).all())
+        open_task = conn.execute(sa.select(tl.c.token, tl.c.kind).where(
+            *mine, tl.c.status == "open").order_by(tl.c.created_at).limit(1)).first()
+    return done, open_task
 
 
 @router.post("/s/{study}/next")

@@ -357,11 +357,24 @@ def test_an_invitation_for_an_address_admits_that_address_only(app, engine):
     mallory = signed_in(app, engine, "y", "clinician")[0]
     r = _accept(mallory, second)
     assert r.status_code == 400 and "another e-mail address" in r.text, r.text
+    # An address pasted with a name and brackets is the address alone.
+    (dee,) = _invite(c, 'Dee Example <Dee@Example.org>')
+    assert _accept(client(app), dee, "dee@example.org").status_code == 303
+    # The API takes a list of addresses only: an entry that is not one is refused.
+    api = client(app, manage.create_token(engine, user_id(engine, _emails(engine)[0]), "x",
+                                          "admin", "t"))
+    links = sa.select(sa.func.count()).select_from(P.invitations)
+    with engine.connect() as conn:
+        before = conn.execute(links).scalar_one()
+    r = api.post("/api/studies/x/invitations", json={"emails": ["eve@example.org", "bogus"]})
+    assert r.status_code == 422 and "bogus" in r.text, r.text
+    with engine.connect() as conn:
+        assert conn.execute(links).scalar_one() == before  # not even eve's
     # A link made as a number admits anyone who holds it.
     (bearer,) = _invite(c, count="1")
     assert _accept(client(app), bearer, "bo@example.org").status_code == 303
     log = c.get("/s/x/admin/log").text
-    assert log.count("registered") == 3, log  # the admin, Ada and Bo: joining is logged
+    assert log.count("registered") == 4, log  # the admin, Ada, Dee, Bo: joining is logged
 
 
 def test_a_revoked_member_cannot_come_back_through_an_older_link(app, engine):

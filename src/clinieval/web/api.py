@@ -220,6 +220,10 @@ class Invitations(BaseModel):
 @router.post("/api/studies/{study}/invitations", status_code=201)
 async def invite(ctx: Admin, body: Invitations) -> list[dict]:
     """Single-use invitation links (one per e-mail address, or ``count``)."""
+    # A list of addresses is all addresses: an entry without "@" is refused, not dropped
+    # (pasted text on the People page may hold names beside the addresses).
+    if (bad := next((e for e in body.emails if "@" not in e), None)) is not None:
+        raise InputError("invitations", "not an e-mail address", field="emails", got=bad[:80])
     emails = manage.parse_emails("\n".join(body.emails))
     links = await ctx.run(manage.invite_many, ctx.engine, ctx.user_id, ctx.study.study_id,
                           body.role, emails, body.count)

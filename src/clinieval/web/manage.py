@@ -267,6 +267,9 @@ def may_create_studies(conn: sa.Connection, user_id: str) -> bool:
 
 # --- invitations and members ----------------------------------------------------
 
+_AROUND_ADDRESS = "<>\"'()[],:"
+
+
 def parse_emails(text: str) -> list[str]:
     """E-mail addresses from pasted text or a CSV (any column holding an '@')."""
     if "\x00" in text:
@@ -282,11 +285,14 @@ def parse_emails(text: str) -> list[str]:
     for row in rows:
         for cell in row:
             for part in cell.replace(";", " ").split():
+                # "Ana Silva <ana@example.org>": the address without its brackets (an
+                # invitation admits exactly the address it names).
+                part = part.strip(_AROUND_ADDRESS).lower()
                 if "@" in part and len(part) > MAX_EMAIL:
                     raise InputError("invitations", f"longer than {MAX_EMAIL} characters,"
                                      " not an e-mail address", field="emails", got=part[:40])
-                if "@" in part and part.strip().lower() not in emails:
-                    emails.append(part.strip().lower())
+                if "@" in part and part not in emails:
+                    emails.append(part)
     if len(emails) > MAX_INVITES:
         raise InputError("invitations", f"at most {MAX_INVITES} at once", field="emails",
                          got=len(emails))

@@ -473,9 +473,14 @@ def test_release_and_withdraw_flagged_answers_are_logged(app, engine):
     page = c.get("/s/x/admin/flagged")
     assert queue[0]["answer_id"] in page.text
     released, withdrawn = queue[0]["answer_id"], queue[1]["answer_id"]
+    # A release is final: without the box ticked (a mis-click) nothing is decided.
+    r = c.post("/s/x/admin/flagged", data={"csrf": csrf(c), "answer_id": released,
+                                           "decision": "release"})
+    assert r.status_code == 422 and "confirm" in r.text, r.text
+    assert len(manage.flagged_queue(engine, "x")) == 2
     for answer, decision in ((released, "release"), (withdrawn, "withdraw")):
         r = c.post("/s/x/admin/flagged", data={"csrf": csrf(c), "answer_id": answer,
-                                               "decision": decision})
+                                               "decision": decision, "confirm": "yes"})
         assert r.status_code == 303
     again = c.post("/s/x/admin/flagged", data={"csrf": csrf(c), "answer_id": released,
                                                "decision": "withdraw"})

@@ -200,6 +200,9 @@ def _watch_progress(page, clinicians: list[httpx.Client]) -> None:
 def _release_flagged(page) -> None:
     page.get_by_role("link", name="Flagged").click()
     assert "As an AI developed by OpenAI" in page.content()
+    page.get_by_role("button", name="Release to clinicians").click()  # the box is required:
+    assert page.url.endswith("/admin/flagged")                       # the browser stays
+    page.get_by_role("checkbox", name="I have read it").check()
     page.get_by_role("button", name="Release to clinicians").click()
     page.wait_for_url("**/admin/flagged?done=release")
     assert "Nothing awaits a decision." in page.content()

@@ -412,7 +412,7 @@ def test_nul_in_a_flagged_answer_or_an_uploaded_id_is_refused(app, engine):
     c = admin_client(app, engine)
     before = counts(engine)
     r = c.post("/s/x/admin/flagged", data={"csrf": csrf(c), "answer_id": "a\x00b",
-                                           "decision": "release"})
+                                           "decision": "release", "confirm": "yes"})
     assert r.status_code == 422 and "answer_id" in r.text
     cases = "case_id,prompt,specialty\nnul-c1,A pruritic rash: what next?,Pathology\n"
     answers = "answer_id,case_id,model_id,text\nnul-a1,nul-c1,m\x00x,Biopsy it.\n"

@@ -246,7 +246,7 @@ _ADMIN_CALLS = [
     (manage, "revoke_token", "POST", "/s/x/admin/tokens/revoke", {"token_id": "nope"}, 422,
      False),
     (manage, "decide", "POST", "/s/x/admin/flagged",
-     {"answer_id": "nope", "decision": "release"}, 422, False),
+     {"answer_id": "nope", "decision": "release", "confirm": "yes"}, 422, False),
     (api, "_grant", "GET", "/api/studies/x/progress", None, 200, True),
     (manage, "members", "GET", "/api/studies/x/members", None, 200, True),
     (manage, "flagged_queue", "GET", "/api/studies/x/flagged", None, 200, True),

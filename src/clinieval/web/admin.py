@@ -250,6 +250,11 @@ async def flagged(ctx: Admin, done: str = "") -> Response:
 async def decide(ctx: Admin) -> Response:
     fields, _ = await _fields(ctx.request)
     try:
+        # Released, an answer reaches clinicians for good: the page asks the admin to
+        # confirm they read it (the API's decision is explicit already).
+        if fields.get("decision") == "release" and fields.get("confirm") != "yes":
+            raise InputError("flagged", "tick the box to confirm you read the answer and it"
+                             " does not give away its model", field="confirm")
         await blocking(ctx.request, manage.decide, ctx.engine, ctx.user.user_id,
                        ctx.study.study_id, fields.get("answer_id", ""),
                        fields.get("decision", ""))

@@ -282,6 +282,23 @@ def test_the_task_list_says_which_task_is_open(app, engine):
     assert "open:" not in c.get("/s/x").text
 
 
+def test_a_successful_sign_in_starts_the_count_afresh(app, engine):
+    """Typos before a successful sign-in do not count against the next ones: four
+    wrong, the right one, four wrong again and the right one still signs in."""
+    email = register_via_http(client(app), engine, "x", "clinician")
+    anon = client(app)
+
+    def attempt(password: str) -> int:
+        return anon.post("/login", data={"csrf": csrf(anon), "email": email,
+                                         "password": password}).status_code
+
+    tries = auth.LOGIN_MAX_FAILURES - 1
+    for _ in range(2):
+        assert [attempt("wrong password") for _ in range(tries)] == [401] * tries
+        assert attempt("correct horse battery") == 303
+        anon.cookies.clear()
+
+
 def test_passwords_are_stored_as_argon2_hashes(app, engine):
     register_via_http(client(app), engine, "x", "clinician")
     with engine.connect() as conn:

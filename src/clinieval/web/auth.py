@@ -333,8 +333,9 @@ def use_signin_link(engine: sa.Engine, token: str) -> str:
 def sign_in(engine: sa.Engine, email: str, password: str) -> str:
     """Check the password and open a session; returns the session token.
 
-    More than LOGIN_MAX_FAILURES failures for one e-mail address within
-    LOGIN_WINDOW refuse further attempts until the window has passed. An
+    After LOGIN_MAX_FAILURES failures for one e-mail address within
+    LOGIN_WINDOW (since its last successful sign-in, if later), further
+    attempts are refused until the window has passed. An
     attempt counts as failed from the moment it is let through until its
     password is found right: guesses sent at once (each password check takes
     a while, outside any lock) cannot all pass the count before any of them
@@ -374,17 +375,17 @@ def _verify(password_hash: str, password: str) -> bool:
 
 
 def _recent_failures(conn: sa.Connection, email: str) -> int:
-    """Attempts for the address within the window that did not succeed: the
-    failed ones and those still checking a password."""
+    """Attempts for the address within the window and after its last
+    successful sign-in: the failed ones and those still checking a password
+    (the successful one was let through before it succeeded)."""
     events = P.audit_events
-
-    def count(kind: str) -> sa.ScalarSelect:
-        return sa.select(sa.func.count()).where(
-            events.c.kind == kind, events.c.subject == email,
-            events.c.at > now() - LOGIN_WINDOW).scalar_subquery()
-
-    return conn.execute(sa.select(count("login_attempt") - count("login_succeeded"))
-                        ).scalar_one()
+    since = now() - LOGIN_WINDOW
+    last_ok = conn.execute(sa.select(sa.func.max(events.c.at)).where(
+        events.c.kind == "login_succeeded", events.c.subject == email,
+        events.c.at > since)).scalar()
+    return conn.execute(sa.select(sa.func.count()).where(
+        events.c.kind == "login_attempt", events.c.subject == email,
+        events.c.at > (since if last_ok is None else aware(last_ok)))).scalar_one()
 
 
 def open_session(engine: sa.Engine, user_id: str) -> str:

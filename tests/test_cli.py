@@ -89,6 +89,12 @@ def test_a_database_without_our_tables_is_named_not_a_traceback(args, db_url):
     assert "clinieval db upgrade" in result.output and "Traceback" not in result.output
 
 
+def test_a_synth_scale_too_small_is_named(tmp_path):
+    result = runner.invoke(app, ["synth", "--out", str(tmp_path / "s"), "--scale", "0.0005"])
+    assert result.exit_code == 2 and "scale" in result.output, result.output
+    assert "Traceback" not in result.output and not (tmp_path / "s").exists()
+
+
 def test_invalid_audit_option_is_named(tmp_path):
     result = runner.invoke(app, ["audit", "demo", "--out", str(tmp_path), "--response-rule",
                                  "sometimes"])

@@ -357,6 +357,7 @@ def test_an_invitation_for_an_address_admits_that_address_only(app, engine):
     mallory = signed_in(app, engine, "y", "clinician")[0]
     r = _accept(mallory, second)
     assert r.status_code == 400 and "another e-mail address" in r.text, r.text
+    assert "Accept invitation" not in r.text  # the refused link is not offered again
     # An address pasted with a name and brackets is the address alone.
     (dee,) = _invite(c, 'Dee Example <Dee@Example.org>')
     assert _accept(client(app), dee, "dee@example.org").status_code == 303
@@ -391,7 +392,18 @@ def test_a_revoked_member_cannot_come_back_through_an_older_link(app, engine):
         address = conn.execute(sa.select(P.users.c.email).where(
             P.users.c.user_id == co_id)).scalar_one()
     r = c.post("/s/x/admin/revoke", data={"csrf": csrf(c), "email": address})
-    assert r.status_code == 422 and "an admin of the study cannot be revoked" in r.text
+    assert r.status_code == 422 and "field &#39;email&#39;: an admin of the study cannot be" \
+        " revoked" in r.text, r.text
+    # Before anyone registered with an address, revoking it withdraws its unused links.
+    (dee,) = _invite(c, "dee@example.org")
+    r = c.post("/s/x/admin/revoke", data={"csrf": csrf(c), "email": "dee@example.org"})
+    assert r.status_code == 303, r.text
+    assert "1 unused invitation(s) for that address withdrawn" in c.get(
+        r.headers["location"]).text
+    r = _accept(client(app), dee, "dee@example.org")
+    assert r.status_code == 400 and "expired" in r.text, r.text
+    log = c.get("/s/x/admin/log").text
+    assert "invitations_withdrawn" in log and "dee@example.org" not in log
     assert co_admin.get("/s/x/admin/people").status_code == 200
     r = c.post("/s/x/admin/revoke", data={"csrf": csrf(c), "email": " Ben@example.org"})
     assert r.status_code == 303, r.text

@@ -126,10 +126,14 @@ def synth(
 
     Example: `clinieval synth --out snap --seed 1 --scale 0.1 --judgments`
     """
+    from clinieval.errors import InputError
     from clinieval.io.bundle import write_bundle
-    from clinieval.synth import generate
+    from clinieval.synth import MIN_SCALE, generate
     from clinieval.synth_judges import JudgePlan, plant_judgments
 
+    if not scale >= MIN_SCALE:  # NaN too
+        raise InputError("synth", "too small to make a study of", field="scale",
+                         expected=f"at least {MIN_SCALE}", got=scale)
     with console.status(f"generating scale {scale:g} (seed {seed})"):
         snap = generate(seed=seed, scale=scale)
         if judgments:

@@ -153,14 +153,15 @@ async def _people(ctx: Ctx, status: int = 200, **extra) -> Response:
     return page(ctx, "admin_people.html", status, **data,
                 base=str(ctx.request.base_url).rstrip("/"),
                 **{"links": None, "new_token": None, "error": None, "revoked": None,
-                   **extra})
+                   "withdrawn": 0, **extra})
 
 
 @router.get("/s/{study}/admin/people")
-async def people(ctx: Admin, revoked: str = "") -> Response:
-    # The pseudonymous id of a member just revoked (the redirect after it), to confirm it.
+async def people(ctx: Admin, revoked: str = "", withdrawn: int = 0) -> Response:
+    # What the redirect after a revocation confirms: the member's pseudonymous id, or
+    # how many unused invitations for an address were withdrawn.
     shown = revoked if re.fullmatch(r"[\w.-]{1,100}", revoked) else None
-    return await _people(ctx, revoked=shown)
+    return await _people(ctx, revoked=shown, withdrawn=max(0, min(withdrawn, 10**6)))
 
 
 @router.post("/s/{study}/admin/invite")
@@ -202,16 +203,18 @@ def _count(raw: str) -> int:
 async def revoke(ctx: Admin) -> Response:
     fields, _ = await _fields(ctx.request)
     try:
-        rater_id = fields.get("rater_id", "")
-        if not rater_id and fields.get("email", "").strip():  # the address the admin knows
-            rater_id = await blocking(ctx.request, manage.member_by_email, ctx.engine,
-                                      ctx.study.study_id, fields["email"])
-        await blocking(ctx.request, manage.revoke, ctx.engine, ctx.user.user_id,
-                       ctx.study.study_id, rater_id)
+        rater_id, withdrawn = fields.get("rater_id", ""), 0
+        if rater_id or not fields.get("email", "").strip():
+            await blocking(ctx.request, manage.revoke, ctx.engine, ctx.user.user_id,
+                           ctx.study.study_id, rater_id)
+        else:  # the address the admin invited: its member, or its unused invitations
+            rater_id, withdrawn = await blocking(ctx.request, manage.revoke_address,
+                                                 ctx.engine, ctx.user.user_id,
+                                                 ctx.study.study_id, fields["email"])
     except InputError as err:
         return await _people(ctx, 422, error=str(err))
-    return RedirectResponse(_home(ctx, "admin/people") + "?revoked=" + quote(rater_id),
-                            status_code=303)
+    done = f"revoked={quote(rater_id)}" if rater_id else f"withdrawn={withdrawn}"
+    return RedirectResponse(_home(ctx, "admin/people") + "?" + done, status_code=303)
 
 
 @router.post("/s/{study}/admin/tokens")

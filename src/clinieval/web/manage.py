@@ -336,21 +336,41 @@ def members(engine: sa.Engine, study_id: str) -> list[dict]:
             for row in rows]
 
 
-def member_by_email(engine: sa.Engine, study_id: str, email: str) -> str:
-    """The pseudonymous id of the study's member with this e-mail address: the
-    People page lists members by pseudonym, and the admin knows the address
-    they invited."""
-    u, m = P.users, P.memberships
+def revoke_address(engine: sa.Engine, user_id: str, study_id: str, email: str
+                   ) -> tuple[str | None, int]:
+    """Revoke by the e-mail address the admin invited (the People page lists
+    members by pseudonym): the member with it, as :func:`revoke` does, or,
+    before anyone registered with it, the unused invitations made for it.
+    Returns the revoked member's pseudonymous id (None when there was none)
+    and how many unused invitations expired."""
+    u, m, inv = P.users, P.memberships, P.invitations
     email = email.strip().lower()
-    if "\x00" in email or unencodable(email) or len(email) > MAX_EMAIL:
+    if "\x00" in email or unencodable(email) or len(email) > MAX_EMAIL or "@" not in email:
         raise InputError("revoke", "not an e-mail address", field="email")
     with engine.connect() as conn:
-        rater_id = conn.execute(sa.select(u.c.rater_id).join(m, m.c.user_id == u.c.user_id)
-                                .where(u.c.email == email, m.c.study_id == study_id)).scalar()
-    if rater_id is None:
-        raise InputError("revoke", "no member of this study has this e-mail address",
-                         field="email")
-    return rater_id
+        member = conn.execute(sa.select(u.c.user_id, u.c.rater_id, m.c.role)
+                              .join(m, m.c.user_id == u.c.user_id)
+                              .where(u.c.email == email, m.c.study_id == study_id)).first()
+        pending = inv.c.study_id == study_id, inv.c.email == email, inv.c.used_at.is_(None)
+        waiting = conn.execute(sa.select(sa.func.count()).where(
+            *pending, inv.c.expires_at > auth.now())).scalar_one()
+    if member is not None:
+        if member.role == "admin" or member.user_id == user_id:
+            raise InputError("revoke", "an admin of the study cannot be revoked here",
+                             field="email")
+        revoke(engine, user_id, study_id, member.rater_id)
+        return member.rater_id, waiting
+    with db.writing(engine) as conn:
+        at = auth.now()
+        expired = conn.execute(inv.update().where(*pending, inv.c.expires_at > at)
+                               .values(expires_at=at)).rowcount
+        if not expired:
+            raise InputError("revoke", "no member of this study and no unused invitation to it"
+                             " has this e-mail address", field="email")
+        # The address is not logged (the log shows pseudonyms only): how many links went.
+        auth.record(conn, "invitations_withdrawn", user_id=user_id, study_id=study_id,
+                    detail={"links": expired})
+    return None, expired
 
 
 def revoke(engine: sa.Engine, user_id: str, study_id: str, rater_id: str) -> None:
@@ -441,7 +461,7 @@ def decide(engine: sa.Engine, user_id: str, study_id: str, answer_id: str,
 # --- audit log, API tokens, export -----------------------------------------------
 
 ADMIN_EVENTS = ("study_created", "cases_added", "rubric_version_added", "invited",
-                "invitation_created", "access_revoked",
+                "invitation_created", "invitations_withdrawn", "access_revoked",
                 *DECISION_EVENTS.values(), "token_created", "token_revoked",
                 "exported", "report_run", "signed_in", "joined", "registered")
 

@@ -138,7 +138,9 @@ async def invite(token: str, ctx: Public) -> Response:
         user_id = await asyncio.to_thread(auth.register, ctx.engine, token,
                                           form.get("email", ""), form.get("password", ""))
     except (auth.AuthError, InputError) as err:
-        return page(ctx, "invite.html", 400, role=None, error=str(err))
+        # Signed in, a refused link stays refused: the page does not offer it again.
+        refused = ctx.user is not None and isinstance(err, auth.AuthError)
+        return page(ctx, "invite.html", 400, role=None, error=str(err), refused=refused)
     study, session = await blocking(ctx.request, _first_session, ctx.engine, user_id)
     response = RedirectResponse(f"/s/{study}/profile", status_code=303)
     set_cookie(ctx.request, response, SESSION_COOKIE, session)

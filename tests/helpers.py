@@ -57,3 +57,20 @@ def write_tables(folder: Path, rows: dict[str, list[dict]], fmt: str = "csv") ->
         if name != "criteria":
             writer(folder / f"{name}.{fmt}", data)
     return folder
+
+
+def zipped_bundle(snapshot, tmp_path: Path, name: str = "bundle") -> bytes:
+    """``snapshot`` written as a bundle folder ``name`` under ``tmp_path`` and
+    zipped with that folder at the top, as an admin would upload it."""
+    import io
+    import zipfile
+
+    from clinieval.io.bundle import write_bundle
+
+    folder = tmp_path / name
+    write_bundle(snapshot, folder, overwrite=True)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for path in folder.rglob("*"):
+            zf.write(path, path.relative_to(tmp_path).as_posix())
+    return buffer.getvalue()

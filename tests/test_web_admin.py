@@ -17,7 +17,6 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from clinieval.io.bundle import write_bundle
 from clinieval.snapshot import Snapshot
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
@@ -26,6 +25,7 @@ from clinieval.web.assignment import study_config
 from clinieval.web.demo import demo_source
 from clinieval.web.routes import ROUTE_LEVELS
 from clinieval.web.testing import csrf_of, register_via_http
+from tests.helpers import zipped_bundle
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -169,13 +169,7 @@ def new_source() -> Snapshot:
 
 def zipped_source(tmp_path) -> bytes:
     """A source as a zipped bundle, as an admin would upload it."""
-    folder = tmp_path / "bundle"
-    write_bundle(new_source(), folder, overwrite=True)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as zf:
-        for path in folder.rglob("*"):
-            zf.write(path, path.relative_to(tmp_path).as_posix())
-    return buffer.getvalue()
+    return zipped_bundle(new_source(), tmp_path)
 
 
 def admin_client(app, engine) -> TestClient:
@@ -204,16 +198,6 @@ def test_an_admin_creates_a_study_from_an_upload(app, engine, tmp_path):
     assert rubric.rationale_required is False and rubric.version
     progress = c.get("/s/lung/progress")
     assert progress.status_code == 200 and NEW_SPECIALTY in progress.text
-
-
-def _zipped(snap: Snapshot, tmp_path, name: str) -> bytes:
-    folder = tmp_path / name
-    write_bundle(snap, folder, overwrite=True)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as zf:
-        for path in folder.rglob("*"):
-            zf.write(path, path.relative_to(tmp_path).as_posix())
-    return buffer.getvalue()
 
 
 def test_a_misspelt_api_form_field_is_refused_not_ignored(app, engine, tmp_path):
@@ -260,17 +244,17 @@ def test_adding_the_file_a_study_was_made_from_leaves_out_other_specialties(
     _, uid = signed_in(app, engine, "x", "admin")
     api = client(app, manage.create_token(engine, uid, None, "admin", "script"))
     r = api.post("/api/studies", data={"study_id": "mix", "specialties": NEW_SPECIALTY},
-                 files={"source": ("mixed.zip", _zipped(mixed, tmp_path, "mixed"))})
+                 files={"source": ("mixed.zip", zipped_bundle(mixed, tmp_path, "mixed"))})
     assert r.status_code == 201, r.text
     assert r.json()["answers"] == base["answers"].num_rows
     r = api.post("/api/studies/mix/cases",
-                 files={"source": ("mixed.zip", _zipped(mixed, tmp_path, "mixed"))})
+                 files={"source": ("mixed.zip", zipped_bundle(mixed, tmp_path, "mixed"))})
     assert r.status_code == 201, r.text
     assert r.json() | {"study_id": None} == {"study_id": None, "cases": 0, "answers": 0,
                                              "flagged": 0, "left_out": other.num_rows}
     before = _counts(engine)
     r = api.post("/api/studies/mix/cases",
-                 files={"source": ("derm.zip", _zipped(derm, tmp_path, "derm"))})
+                 files={"source": ("derm.zip", zipped_bundle(derm, tmp_path, "derm"))})
     assert r.status_code == 422, r.text
     assert "cases, row 1, field 'specialty'" in r.json()["error"]["message"], r.text
     assert _counts(engine) == before

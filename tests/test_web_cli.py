@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import httpx
@@ -23,6 +22,7 @@ from clinieval.storage import platform_tables as P
 from clinieval.web import auth
 from clinieval.web.demo import DEMO_STUDY, setup_demo
 from clinieval.web.testing import SELF_IDENTIFYING, blinding_source, csrf_of, free_port
+from tests.helpers import zipped_bundle
 
 runner = CliRunner()
 
@@ -192,13 +192,10 @@ def test_the_readmes_api_example_runs_against_the_server(db_url, tmp_path, monke
     for name, part in (("cases", cases.slice(0, half)), ("more-cases", cases.slice(half))):
         answers = source["answers"].filter(pc.is_in(source["answers"]["case_id"],
                                                     part["case_id"]))
-        write_bundle(Snapshot.from_tables({**source.tables, "cases": part, "answers": answers,
-                                           "ratings": None, "preferences": None,
-                                           "judgments": None, "raters": None}, source.meta),
-                     tmp_path / name)
-        with zipfile.ZipFile(tmp_path / f"{name}.zip", "w") as zf:
-            for path in (tmp_path / name).rglob("*"):
-                zf.write(path, path.relative_to(tmp_path).as_posix())
+        (tmp_path / f"{name}.zip").write_bytes(zipped_bundle(Snapshot.from_tables(
+            {**source.tables, "cases": part, "answers": answers, "ratings": None,
+             "preferences": None, "judgments": None, "raters": None}, source.meta),
+            tmp_path, name))
     with served_studies(db_url, tmp_path) as (engine, base):
         with engine.connect() as conn:
             owner = conn.execute(sa.select(P.memberships.c.user_id)

@@ -37,6 +37,7 @@ from clinieval.web.testing import (
     make_studies,
     member_client,
 )
+from tests.helpers import zipped_bundle
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -365,13 +366,7 @@ def more_cases(prefix: str = "more-") -> Snapshot:
 
 
 def zipped(snap: Snapshot, tmp_path) -> bytes:
-    folder = tmp_path / "bundle"
-    write_bundle(snap, folder, overwrite=True)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as zf:
-        for path in folder.rglob("*"):
-            zf.write(path, path.relative_to(tmp_path).as_posix())
-    return buffer.getvalue()
+    return zipped_bundle(snap, tmp_path)
 
 
 def _content(engine) -> dict[str, list]:

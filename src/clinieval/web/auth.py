@@ -204,7 +204,7 @@ def register(engine: sa.Engine, token: str, email: str, password: str) -> str:
     password_hash = hash_password(password)
     user_id, rater_id = "u_" + secrets.token_hex(8), "r_" + secrets.token_hex(8)
     with db.writing(engine) as conn:
-        invitation = _for_address(open_invitation(conn, token), email)
+        invitation = open_invitation(conn, token)  # its address is checked again by _join
         record(conn, "registered", user_id=user_id, study_id=invitation.study_id)
         if conn.execute(sa.select(P.users.c.user_id).where(P.users.c.email == email)).first():
             raise AuthError(
@@ -228,9 +228,6 @@ def join(engine: sa.Engine, token: str, user_id: str) -> str:
     """A signed-in user accepts an invitation; returns the study id."""
     with db.writing(engine) as conn:
         invitation = open_invitation(conn, token)
-        email = conn.execute(sa.select(P.users.c.email).where(
-            P.users.c.user_id == user_id)).scalar()
-        _for_address(invitation, email or "")
         record(conn, "joined", user_id=user_id, study_id=invitation.study_id)
         _join(conn, invitation, user_id)
     return invitation.study_id
@@ -246,11 +243,14 @@ def _for_address(invitation: sa.Row, email: str) -> sa.Row:
 
 
 def _join(conn: sa.Connection, invitation: sa.Row, user_id: str) -> None:
+    """The account joins the invitation's study (registering or signed in), if
+    the invitation admits its address and no later revocation stands in the way."""
     # The account's row is locked first, as a revocation locks it (PostgreSQL; SQLite's
     # writers take turns anyway): a revocation committed meanwhile is seen below, and
     # one coming later waits for this membership and removes it.
-    conn.execute(sa.select(P.users.c.user_id).where(P.users.c.user_id == user_id)
-                 .with_for_update())
+    email = conn.execute(sa.select(P.users.c.email).where(P.users.c.user_id == user_id)
+                         .with_for_update()).scalar()
+    _for_address(invitation, email or "")
     revoked = P.audit_events
     rater_id = sa.select(P.users.c.rater_id).where(P.users.c.user_id == user_id)
     if conn.execute(sa.select(revoked.c.at).where(

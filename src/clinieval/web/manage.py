@@ -80,10 +80,8 @@ def _file_name(sent: str | None, default: str) -> str:
 
 def _as_sent(err: InputError, folder: Path, sent: str | None) -> InputError:
     """``err`` naming the upload as sent instead of our temporary copy of it."""
-    shown = sent or "upload"
     for path in (folder / "unzipped", *sorted(folder.iterdir(), reverse=True), folder):
-        err.args = (str(err).replace(str(path), shown),)
-        err.source = str(err.source).replace(str(path), shown)
+        archive.naming(err, path, sent or "upload")
     return err
 
 
@@ -341,29 +339,27 @@ def revoke_address(engine: sa.Engine, user_id: str, study_id: str, email: str
     """Revoke by the e-mail address the admin invited (the People page lists
     members by pseudonym): the member with it, as :func:`revoke` does, or,
     before anyone registered with it, the unused invitations made for it.
-    Returns the revoked member's pseudonymous id (None when there was none)
-    and how many unused invitations expired."""
+    Returns the revoked member's pseudonymous id, or None and how many unused
+    invitations expired."""
     u, m, inv = P.users, P.memberships, P.invitations
     email = email.strip().lower()
     if "\x00" in email or unencodable(email) or len(email) > MAX_EMAIL or "@" not in email:
         raise InputError("revoke", "not an e-mail address", field="email")
     with engine.connect() as conn:
-        member = conn.execute(sa.select(u.c.user_id, u.c.rater_id, m.c.role)
+        member = conn.execute(sa.select(u.c.rater_id, m.c.role)
                               .join(m, m.c.user_id == u.c.user_id)
                               .where(u.c.email == email, m.c.study_id == study_id)).first()
-        pending = inv.c.study_id == study_id, inv.c.email == email, inv.c.used_at.is_(None)
-        waiting = conn.execute(sa.select(sa.func.count()).where(
-            *pending, inv.c.expires_at > auth.now())).scalar_one()
-    if member is not None:
-        if member.role == "admin" or member.user_id == user_id:
+    if member is not None:  # the admin asking is an admin too: their own address is refused
+        if member.role == "admin":
             raise InputError("revoke", "an admin of the study cannot be revoked here",
                              field="email")
-        revoke(engine, user_id, study_id, member.rater_id)
-        return member.rater_id, waiting
+        revoke(engine, user_id, study_id, member.rater_id)  # expires their links too
+        return member.rater_id, 0
     with db.writing(engine) as conn:
         at = auth.now()
-        expired = conn.execute(inv.update().where(*pending, inv.c.expires_at > at)
-                               .values(expires_at=at)).rowcount
+        expired = conn.execute(inv.update().where(
+            inv.c.study_id == study_id, inv.c.email == email, inv.c.used_at.is_(None),
+            inv.c.expires_at > at).values(expires_at=at)).rowcount
         if not expired:
             raise InputError("revoke", "no member of this study and no unused invitation to it"
                              " has this e-mail address", field="email")

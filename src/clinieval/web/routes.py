@@ -64,6 +64,8 @@ async def _json(request: Request, source: str) -> object:
         value = json.loads(await request.body())
     except (ValueError, RecursionError):
         raise InputError(source, "the body is not valid JSON", field="body") from None
+    # Walked whatever the bytes: json.loads(bytes) lets surrogates through from escapes,
+    # from UTF-8 encoded surrogates and from UTF-16 alike.
     if (field := first_unencodable(value)) is not None:
         raise InputError(source, "holds a lone surrogate, not text", field=field)
     return value

@@ -161,7 +161,7 @@ def _create(conn: sa.Connection, plan: StudyPlan, snap: Snapshot,
 def _study_snapshot(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> Snapshot:
     cases = source["cases"]
     if plan.specialties:
-        cases = cases.filter(pc.is_in(cases["specialty"], pa.array(list(plan.specialties))))
+        cases = cases.filter(_of_specialties(cases, plan.specialties))
     if plan.max_cases is not None:
         cases = cases.slice(0, plan.max_cases)
     if cases.num_rows == 0:
@@ -229,7 +229,7 @@ def add_cases(engine: sa.Engine, study_id: str, source: Snapshot,
     cases, answers = source["cases"], source["answers"]
     if cases.num_rows + answers.num_rows == 0:
         raise InputError("add cases", "the source has no cases or answers", field="cases")
-    inside = pc.fill_null(pc.is_in(cases["specialty"], pa.array(offered, pa.string())), False)
+    inside = _of_specialties(cases, offered)
     outside = cases.filter(pc.invert(inside))
     if outside.num_rows:
         answers = answers.filter(pc.invert(pc.is_in(answers["case_id"], outside["case_id"])))
@@ -264,6 +264,12 @@ def add_cases(engine: sa.Engine, study_id: str, source: Snapshot,
         if then is not None:
             then(conn, counts)
     return counts
+
+
+def _of_specialties(cases: pa.Table, specialties) -> pa.ChunkedArray:
+    """Which cases are of one of ``specialties`` (a case without one is not)."""
+    return pc.fill_null(pc.is_in(cases["specialty"], pa.array(list(specialties), pa.string())),
+                        False)
 
 
 def _check_answer_cases(engine: sa.Engine, study_id: str, answers: pa.Table,

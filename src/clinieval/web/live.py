@@ -27,8 +27,8 @@ from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.web.assignment import StudyConfig, _live
 
-LIVE_SECTIONS = ("model_summary", "safety_leaderboard", "alignment", "specialties",
-                 "reliability")
+LIVE_SECTIONS = ("model_summary", "safety_leaderboard", "bradley_terry", "alignment",
+                 "specialties", "reliability")
 LIVE_BOOTSTRAP = 200
 """Resamples for the live view (the full report uses the audit's default)."""
 LIVE_INLINE_RATED = 2_000
@@ -237,27 +237,52 @@ def _compute_in_child(url: str, study_id: str) -> dict:
 
 def compute_view(engine: sa.Engine, study_id: str) -> dict:
     """The view from the audit's own section builders on the study's data now."""
+    import numpy as np
+
     from clinieval.audit.core import Context
     from clinieval.audit.data import from_snapshot
     from clinieval.audit.run import _builders
     from clinieval.errors import ClinievalError
+    from clinieval.io.export import pseudonymise
+    from clinieval.web.manage import export_salt
     from clinieval.web.studies import study_snapshot
 
     as_of = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    snap = study_snapshot(engine, study_id)
+    # Under the export's pseudonyms: the audit's two-way bootstrap draws raters in
+    # the order of their ids, so only these give the same intervals as auditing the
+    # export with the same settings (and no stored rater id reaches the view).
+    snap = pseudonymise(study_snapshot(engine, study_id), export_salt(engine))
+    settings = AuditSettings(bootstrap=LIVE_BOOTSTRAP)
+    # Rows stored, edits included; the analysed n (latest revisions) once read.
     n = {"as_of": as_of, "n_ratings": snap["ratings"].num_rows,
-         "n_votes": snap["preferences"].num_rows}
+         "n_votes": snap["preferences"].num_rows, "settings": _settings_shown(settings)}
     if snap["ratings"].num_rows == 0:
-        return {"empty": True, "min_n": AuditSettings().min_n, "sections": {}, **n}
+        return {"empty": True, "min_n": settings.min_n, "sections": {}, **n}
     try:
-        ctx = Context(from_snapshot(snap), AuditSettings(bootstrap=LIVE_BOOTSTRAP))
+        data = from_snapshot(snap)
+        rated = data.rating_answer.astype("int64") * max(data.n_raters, 1) + data.rating_rater
+        n |= {"n_ratings": int(len(data.rating_score)), "n_votes": int(len(data.pref_a)),
+              "n_rated": int(np.unique(rated).size),
+              "criterion_names": dict(zip(data.criteria, data.criterion_names, strict=True))}
+        ctx = Context(data, settings)
         builders = _builders(ctx)
         sections = {k: builders[k]() for k in LIVE_SECTIONS}
     except ClinievalError as err:  # e.g. a snapshot the audit cannot read yet
-        return {"empty": True, "min_n": AuditSettings().min_n, "error": str(err),
+        return {"empty": True, "min_n": settings.min_n, "error": str(err),
                 "sections": {}, **n}
     return {"empty": False, "min_n": ctx.settings.min_n, "level": ctx.settings.level,
             "sections": {k: _section_json(s) for k, s in sections.items()}, **n}
+
+
+def _settings_shown(settings: AuditSettings) -> dict:
+    """The audit settings that change the view's numbers, as the page prints
+    them (`clinieval audit --bootstrap 200` on the export gives the same)."""
+    from clinieval.audit.tables import rule_words
+
+    return {**{name: getattr(settings, name) for name in
+               ("bootstrap", "seed", "level", "cluster", "threshold", "response_rule",
+                "min_n")},
+            "rule": rule_words(settings.response_rule, settings.threshold)}
 
 
 def _section_json(section) -> dict:

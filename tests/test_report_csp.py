@@ -79,7 +79,7 @@ def test_served_report_runs_only_the_apps_script(tmp_path):
             page.on("response", lambda r: scripts.append((r.url, r.status))
                     if r.request.resource_type == "script" else None)
             register_in_browser(page, base, invitation, email="owner@example.org",
-                                organisation="Study office", then="**/studies")
+                                then="**/s/x/progress", profile=False)
             console.clear()
             scripts.clear()
             page.goto(f"{base}/s/x/progress")

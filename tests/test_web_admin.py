@@ -10,6 +10,7 @@ import json
 import re
 import threading
 import zipfile
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -409,6 +410,98 @@ def test_a_revoked_member_cannot_come_back_through_an_older_link(app, engine):
     assert ben.get("/s/x/profile").status_code == 200
 
 
+def _pending(page: str) -> list[list[str]]:
+    table = re.search(r'<table class="data" id="pending">(.*?)</table>', page, re.S)
+    return [re.findall(r"<td>(.*?)</td>", row) for row in
+            re.findall(r"<tr><td>.*?</tr>", table.group(1))] if table else []
+
+
+def test_a_viewer_or_admin_accepting_a_link_is_not_asked_for_a_clinician_profile(app, engine):
+    """They went to the profile form (specialty, years of practice, consent to
+    rate) as clinicians do, and could not leave it without filling it in."""
+    c = admin_client(app, engine)
+    for role in ("viewer", "admin", "clinician"):
+        r = c.post("/s/x/admin/invite", data={"csrf": csrf(c), "role": role, "count": "1"})
+        (link,) = re.findall(r"/invite/([A-Za-z0-9_-]{20,})", r.text)
+        person = client(app)
+        r = _accept(person, link, f"{role}.landing@example.org")
+        assert r.status_code == 303, r.text
+        wanted = "/s/x/profile" if role == "clinician" else "/s/x/progress"
+        assert r.headers["location"] == wanted
+        assert person.get(wanted).status_code == 200
+        if role != "clinician":  # nor is the form offered by its address
+            r = person.get("/s/x/profile")
+            assert r.status_code == 303 and r.headers["location"] == "/s/x/progress"
+    joined = {m["rater_id"]: m["joined"] for m in manage.members(engine, "x")}
+    assert joined[rater_of(engine, "viewer.landing@example.org")] is True
+    assert joined[rater_of(engine, "clinician.landing@example.org")] is False  # no profile yet
+    # Signed in already, a viewer accepting a link to another study lands there too.
+    r = c.post("/s/x/admin/invite", data={"csrf": csrf(c), "role": "viewer", "count": "1"})
+    (link,) = re.findall(r"/invite/([A-Za-z0-9_-]{20,})", r.text)
+    y_clinician, _ = signed_in(app, engine, "y", "clinician")
+    r = _accept(y_clinician, link)
+    assert r.status_code == 303 and r.headers["location"] == "/s/x/progress", r.text
+
+
+def in_two_weeks(shown: str) -> bool:
+    """``shown`` is when a link made a moment ago expires, as the People page
+    writes it (UTC, to the minute)."""
+    at = datetime.strptime(shown, "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+    return abs(at - (datetime.now(UTC) + timedelta(days=14))) < timedelta(minutes=2)
+
+
+def test_an_admin_sees_and_withdraws_unused_links(app, engine):
+    """Unnamed links were neither listed nor revocable: one sent to the wrong
+    list kept working for 14 days."""
+    c = admin_client(app, engine)
+    r = c.post("/s/x/admin/invitations/withdraw", data={"csrf": csrf(c), "which": "all"})
+    assert r.status_code == 303  # earlier tests' leftovers: a clean start
+    assert "No unused invitation link to this study works now" in c.get(
+        "/s/x/admin/people").text
+    bearer = _invite(c, count="2")
+    (ada,) = _invite(c, "ada.w@example.org")
+    viewer = c.post("/s/x/admin/invite", data={"csrf": csrf(c), "role": "viewer",
+                                               "count": "1"})
+    assert viewer.status_code == 200
+    rows = _pending(c.get("/s/x/admin/people").text)
+    assert [row[:3] for row in rows] == [["clinician", "anyone with the link", "2"],
+                                         ["clinician", "an address", "1"],
+                                         ["viewer", "anyone with the link", "1"]], rows
+    # A used link is not open any more.
+    assert _accept(client(app), bearer[0], "bo.w@example.org").status_code == 303
+    assert _pending(c.get("/s/x/admin/people").text)[0][2] == "1"
+    r = c.post("/s/x/admin/invitations/withdraw", data={"csrf": csrf(c), "which": "unnamed"})
+    assert r.status_code == 303 and r.headers["location"].endswith("?withdrawn=2&of=unnamed")
+    page = c.get(r.headers["location"]).text
+    assert "2 unused invitation(s) without an address withdrawn" in page
+    (row,) = _pending(page)
+    assert row[:3] == ["clinician", "an address", "1"] and in_two_weeks(row[3]), row
+    assert "Withdraw the unnamed links" not in page  # none left; "every unused link" stays
+    assert "Withdraw every unused link" in page
+    r = _accept(client(app), bearer[1], "cy.w@example.org")
+    assert r.status_code == 400 and "expired or was withdrawn" in r.text, r.text
+    assert _accept(client(app), ada, "ada.w@example.org").status_code == 303  # untouched
+    log = c.get("/s/x/admin/log").text
+    assert "invitations_withdrawn" in log and "unnamed" in log
+    r = c.post("/s/x/admin/invitations/withdraw", data={"csrf": csrf(c), "which": "all"})
+    assert "0 unused invitation(s) to this study withdrawn: there were none" in c.get(
+        r.headers["location"]).text
+    r = c.post("/s/x/admin/invitations/withdraw", data={"csrf": csrf(c), "which": "some"})
+    assert r.status_code == 422 and "which" in r.text
+    # The same over the API.
+    _, uid = signed_in(app, engine, "x", "admin")
+    api = client(app, manage.create_token(engine, uid, "x", "admin", "links"))
+    assert api.post("/api/studies/x/invitations", json={"count": 3}).status_code == 201
+    (group,) = api.get("/api/studies/x/invitations").json()
+    assert in_two_weeks(group.pop("last_expires"))
+    assert group == {"role": "clinician", "for": "anyone with the link", "links": 3}
+    assert api.post("/api/studies/x/invitations/withdraw",
+                    json={"which": "unnamed", "dry": True}).status_code == 422
+    r = api.post("/api/studies/x/invitations/withdraw", json={"which": "unnamed"})
+    assert r.status_code == 200 and r.json() == {"withdrawn": 3}
+    assert api.get("/api/studies/x/invitations").json() == []
+
+
 @pytest.mark.parametrize("bound", [True, False], ids=["for-his-address", "bearer"])
 def test_a_revocation_at_the_moment_a_link_is_accepted_is_not_undone(app, engine, bound):
     """Ben accepts an older link while the admin revokes him: the revocation
@@ -532,6 +625,16 @@ def test_progress_and_live_view_follow_the_ratings(app, engine):
     safety = admin.get("/s/x/safety")
     assert safety.status_code == 200 and "Fleiss" in safety.text
     assert "too few to call" in safety.text  # two ratings are far below min_n
+    # Every setting that changes a number, and each Fail % with the ratings it counts.
+    assert f"{live.LIVE_BOOTSTRAP} bootstrap resamples" in safety.text
+    assert "clinieval audit --bootstrap" in safety.text and "seed 20260301" in safety.text
+    models = re.search(r'<table class="data" id="models">.*?</table>', safety.text, re.S)[0]
+    assert "Fail % of ratings (n ratings)" in models and "BT strength (n votes)" in models
+    assert "<th>Harmlessness Fail %" in models  # the criterion's name, not its id
+    cells = re.findall(r"<tr><td>.*?</tr>", models, re.S)
+    fails = len(live.fail_columns(live.safety_view(engine, "x")))
+    assert cells and all(len(re.findall(r'<span class="muted">\(\d+\)</span>', row)) >= fails
+                         for row in cells), cells
     version = live.data_version(engine, "x")
     _rate(raters[0], "1", comment)
     assert live.data_version(engine, "x") != version

@@ -136,7 +136,9 @@ def test_admin_flow_in_a_browser(db_url, tmp_path):
 
 def _register_admin(page, base: str, token: str) -> None:
     register_in_browser(page, base, token, email="owner@example.org",
-                        organisation="Study office", then="**/studies")
+                        then="**/progress", profile=False)  # an admin fills no clinician profile
+    page.get_by_role("link", name="clinieval").click()  # to their studies
+    page.wait_for_url("**/studies")
 
 
 def _create_study(page, source: Path) -> None:

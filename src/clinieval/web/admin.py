@@ -144,6 +144,7 @@ async def new_rubric_version(ctx: Admin) -> Response:
 
 def _people_data(engine, study: str, user_id: str) -> dict:
     return {"members": manage.members(engine, study),
+            "pending": manage.pending_invitations(engine, study),
             "tokens": manage.tokens(engine, study, user_id)}
 
 
@@ -153,15 +154,18 @@ async def _people(ctx: Ctx, status: int = 200, **extra) -> Response:
     return page(ctx, "admin_people.html", status, **data,
                 base=str(ctx.request.base_url).rstrip("/"),
                 **{"links": None, "new_token": None, "error": None, "revoked": None,
-                   "withdrawn": 0, **extra})
+                   "withdrawn": None, "of": "address", **extra})
 
 
 @router.get("/s/{study}/admin/people")
-async def people(ctx: Admin, revoked: str = "", withdrawn: int = 0) -> Response:
+async def people(ctx: Admin, revoked: str = "", withdrawn: int | None = None,
+                 of: str = "address") -> Response:
     # What the redirect after a revocation confirms: the member's pseudonymous id, or
-    # how many unused invitations for an address were withdrawn.
+    # how many unused invitations (for an address, unnamed, or all) were withdrawn.
     shown = revoked if re.fullmatch(r"[\w.-]{1,100}", revoked) else None
-    return await _people(ctx, revoked=shown, withdrawn=max(0, min(withdrawn, 10**6)))
+    count = None if withdrawn is None else max(0, min(withdrawn, 10**6))
+    return await _people(ctx, revoked=shown, withdrawn=count,
+                         of=of if of in manage.WITHDRAWABLE else "address")
 
 
 @router.post("/s/{study}/admin/invite")
@@ -215,6 +219,19 @@ async def revoke(ctx: Admin) -> Response:
         return await _people(ctx, 422, error=str(err))
     done = f"revoked={quote(rater_id)}" if rater_id else f"withdrawn={withdrawn}"
     return RedirectResponse(_home(ctx, "admin/people") + "?" + done, status_code=303)
+
+
+@router.post("/s/{study}/admin/invitations/withdraw")
+async def withdraw_invitations(ctx: Admin) -> Response:
+    fields, _ = await _fields(ctx.request)
+    which = fields.get("which", "")
+    try:
+        n = await blocking(ctx.request, manage.withdraw_invitations, ctx.engine,
+                           ctx.user.user_id, ctx.study.study_id, which)
+    except InputError as err:
+        return await _people(ctx, 422, error=str(err))
+    return RedirectResponse(_home(ctx, "admin/people") + f"?withdrawn={n}&of={which}",
+                            status_code=303)
 
 
 @router.post("/s/{study}/admin/tokens")

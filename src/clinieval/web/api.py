@@ -231,6 +231,26 @@ async def invite(ctx: Admin, body: Invitations) -> list[dict]:
     return [{"email": x["email"], "link": f"{base}/invite/{x['token']}"} for x in links]
 
 
+@router.get("/api/studies/{study}/invitations")
+async def pending_invitations(ctx: Admin) -> list[dict]:
+    """Unused links that still work, counted per role and kind (made for an
+    address, or unnamed); neither tokens nor addresses."""
+    return await ctx.run(manage.pending_invitations, ctx.engine, ctx.study.study_id)
+
+
+class Withdrawal(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    which: Literal[manage.WITHDRAWABLE]  # type: ignore[valid-type]
+
+
+@router.post("/api/studies/{study}/invitations/withdraw")
+async def withdraw_invitations(ctx: Admin, body: Withdrawal) -> dict:
+    """Expire the unused unnamed links, or every unused link; returns how many."""
+    n = await ctx.run(manage.withdraw_invitations, ctx.engine, ctx.user_id,
+                      ctx.study.study_id, body.which)
+    return {"withdrawn": n}
+
+
 @router.get("/api/studies/{study}/members")
 async def members(ctx: Admin) -> list[dict]:
     return await ctx.run(manage.members, ctx.engine, ctx.study.study_id)

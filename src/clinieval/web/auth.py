@@ -173,7 +173,7 @@ def open_invitation(conn: sa.Connection, token: str) -> sa.Row:
     if row.used_at is not None:
         raise AuthError("This invitation link has already been used.")
     if aware(row.expires_at) < now():
-        raise AuthError("This invitation link has expired; ask for a new one.")
+        raise AuthError("This invitation link has expired or was withdrawn; ask for a new one.")
     return row
 
 

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import zipfile
 from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -314,6 +315,48 @@ def invite_many(engine: sa.Engine, user_id: str, study_id: str, role: str,
                                                                       strict=True)]
 
 
+def pending_invitations(engine: sa.Engine, study_id: str) -> list[dict]:
+    """The study's invitation links that still work (unused, not expired),
+    counted per role and kind: made for an address, or unnamed (anyone
+    holding the link); with the last expiry. Neither tokens nor addresses."""
+    inv = P.invitations
+    named = inv.c.email.is_not(None)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(inv.c.role, named.label("named"), sa.func.count(),
+                      sa.func.max(inv.c.expires_at))
+            .where(inv.c.study_id == study_id, inv.c.used_at.is_(None),
+                   inv.c.expires_at > auth.now())
+            .group_by(inv.c.role, named).order_by(inv.c.role, named)).all()
+    return [{"role": role, "for": "an address" if is_named else "anyone with the link",
+             "links": n, "last_expires": auth.aware(last).astimezone(UTC).strftime(
+                 "%Y-%m-%d %H:%M")}
+            for role, is_named, n, last in rows]
+
+
+WITHDRAWABLE = ("unnamed", "all")
+
+
+def withdraw_invitations(engine: sa.Engine, user_id: str, study_id: str, which: str) -> int:
+    """Expire the study's unused links: the unnamed ones (bearer links, which
+    no address revokes) or all of them. Returns how many; logs the count."""
+    if which not in WITHDRAWABLE:
+        raise InputError("invitations", "which links to withdraw", field="which",
+                         expected=" | ".join(WITHDRAWABLE), got=str(which)[:20])
+    inv = P.invitations
+    with db.writing(engine) as conn:
+        at = auth.now()
+        chosen = sa.and_(inv.c.study_id == study_id, inv.c.used_at.is_(None),
+                         inv.c.expires_at > at)
+        if which == "unnamed":
+            chosen = sa.and_(chosen, inv.c.email.is_(None))
+        expired = conn.execute(inv.update().where(chosen).values(expires_at=at)).rowcount
+        if expired:
+            auth.record(conn, "invitations_withdrawn", user_id=user_id, study_id=study_id,
+                        detail={"links": expired, "which": which})
+    return expired
+
+
 def members(engine: sa.Engine, study_id: str) -> list[dict]:
     """Members with pseudonymous id, role, specialty and counts; no e-mail."""
     m, u, r = P.memberships, P.users, S.raters
@@ -330,7 +373,10 @@ def members(engine: sa.Engine, study_id: str) -> list[dict]:
             .where(tl.c.study_id == study_id, tl.c.status == "submitted")
             .group_by(u.c.rater_id)).all())
     return [{"rater_id": row.rater_id, "role": row.role, "specialty": row.specialty,
-             "joined": row.consented_at is not None, "tasks_done": done.get(row.rater_id, 0)}
+             # A clinician has joined once their profile and consent are in (before that
+             # they cannot rate); a viewer or admin, who rates nothing, on accepting the link.
+             "joined": row.consented_at is not None or row.role != "clinician",
+             "tasks_done": done.get(row.rater_id, 0)}
             for row in rows]
 
 
@@ -543,9 +589,13 @@ def export_salt(engine: sa.Engine) -> str:
     if configured != DEFAULT_SALT:
         return configured
     table = P.platform_secrets
+    stored = sa.select(table.c.value).where(table.c.name == "pseudonym_salt")
+    with db.reading(engine) as conn:  # once created, read without the write lock
+        value = conn.execute(stored).scalar()
+    if value is not None:
+        return value
     with db.writing(engine) as conn:
-        value = conn.execute(sa.select(table.c.value).where(
-            table.c.name == "pseudonym_salt")).scalar()
+        value = conn.execute(stored).scalar()
         if value is None:
             value = secrets.token_hex(32)
             conn.execute(table.insert().values(name="pseudonym_salt", value=value))

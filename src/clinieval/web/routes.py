@@ -134,7 +134,8 @@ async def invite(token: str, ctx: Public) -> Response:
     try:
         if ctx.user:
             study = await blocking(ctx.request, auth.join, ctx.engine, token, ctx.user.user_id)
-            return RedirectResponse(f"/s/{study}/profile", status_code=303)
+            landing = await blocking(ctx.request, _landing, ctx.engine, ctx.user.user_id, study)
+            return RedirectResponse(landing, status_code=303)
         if form.get("password") != form.get("password2"):
             raise InputError("registration", "the two passwords differ", field="password2")
         user_id = await asyncio.to_thread(auth.register, ctx.engine, token,
@@ -143,8 +144,8 @@ async def invite(token: str, ctx: Public) -> Response:
         # Signed in, a refused link stays refused: the page does not offer it again.
         refused = ctx.user is not None and isinstance(err, auth.AuthError)
         return page(ctx, "invite.html", 400, role=None, error=str(err), refused=refused)
-    study, session = await blocking(ctx.request, _first_session, ctx.engine, user_id)
-    response = RedirectResponse(f"/s/{study}/profile", status_code=303)
+    landing, session = await blocking(ctx.request, _first_session, ctx.engine, user_id)
+    response = RedirectResponse(landing, status_code=303)
     set_cookie(ctx.request, response, SESSION_COOKIE, session)
     response.delete_cookie(PRE_COOKIE, path="/")
     return response
@@ -174,11 +175,29 @@ async def signin_link(token: str, ctx: Public) -> Response:
 
 
 def _first_session(engine: sa.Engine, user_id: str) -> tuple[str, str]:
-    """A newly registered user's study and a session for them."""
+    """Where a newly registered user goes first (:func:`_landing_page`), and a
+    session for them."""
+    m = P.memberships
     with db.reading(engine) as conn:
-        study = conn.execute(sa.select(P.memberships.c.study_id).where(
-            P.memberships.c.user_id == user_id)).scalar_one()
-    return study, auth.open_session(engine, user_id)
+        study, role = conn.execute(sa.select(m.c.study_id, m.c.role).where(
+            m.c.user_id == user_id)).one()
+    return _landing_page(study, role), auth.open_session(engine, user_id)
+
+
+def _landing(engine: sa.Engine, user_id: str, study: str) -> str:
+    """:func:`_landing_page` of a member who joined ``study``."""
+    m = P.memberships
+    with db.reading(engine) as conn:
+        role = conn.execute(sa.select(m.c.role).where(m.c.study_id == study,
+                                                      m.c.user_id == user_id)).scalar()
+    return _landing_page(study, role)
+
+
+def _landing_page(study: str, role: str | None) -> str:
+    """The page after accepting an invitation: a clinician's profile (specialty
+    and consent come before rating); a viewer or admin, who rates nothing, the
+    study's progress page."""
+    return f"/s/{study}/profile" if role == "clinician" else f"/s/{study}/progress"
 
 
 def _signed_in_by_link(engine: sa.Engine, token: str) -> str:
@@ -203,6 +222,8 @@ def _studies(ctx: Ctx) -> list:
 
 @router.get("/s/{study}/profile")
 async def profile_page(ctx: Member) -> Response:
+    if ctx.role != "clinician":  # a viewer or admin rates nothing: no rater profile to give
+        return RedirectResponse(f"/s/{ctx.study.study_id}/progress", status_code=303)
     return page(ctx, "profile.html", values=ctx.rater._asdict(), professions=PROFESSIONS,
                 error=None)
 

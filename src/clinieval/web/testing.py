@@ -113,15 +113,20 @@ def csrf_of(html: str) -> str:
     return match.group(1)
 
 
-def register_in_browser(page, base: str, token: str, *, email: str, organisation: str,
-                        then: str) -> None:
-    """Take a Playwright ``page`` through invitation, registration and profile
-    (Pathology, Ghana, 9 years, specialist), waiting for the URL ``then``."""
+def register_in_browser(page, base: str, token: str, *, email: str, organisation: str = "",
+                        then: str, profile: bool = True) -> None:
+    """Take a Playwright ``page`` through invitation, registration and, with
+    ``profile`` (a clinician's invitation), the profile (Pathology, Ghana, 9
+    years, specialist), waiting for the URL ``then`` (a viewer or admin lands
+    on it at once)."""
     page.goto(f"{base}/invite/{token}")
     page.get_by_label("E-mail address").fill(email)
     page.get_by_label("Password", exact=True).fill("a long passphrase")
     page.get_by_label("Password again").fill("a long passphrase")
     page.get_by_role("button", name="Create account").click()
+    if not profile:
+        page.wait_for_url(then)
+        return
     page.wait_for_url("**/profile")
     page.get_by_label("Specialty").select_option("Pathology")
     page.get_by_label("Country").fill("Ghana")
@@ -136,7 +141,8 @@ def register_in_browser(page, base: str, token: str, *, email: str, organisation
 def register_via_http(client, engine: sa.Engine, study_id: str, role: str,
                       specialty: str | None = None) -> str:
     """Take ``client`` (httpx or Starlette TestClient) through invitation,
-    registration and profile; returns the account's e-mail address."""
+    registration and, for a clinician, profile; returns the account's e-mail
+    address."""
     token = auth.create_invitation(engine, study_id, role)
     page = client.get(f"/invite/{token}")
     email = f"{role}-{secrets.token_hex(4)}@example.org"
@@ -144,6 +150,8 @@ def register_via_http(client, engine: sa.Engine, study_id: str, role: str,
     r = client.post(f"/invite/{token}", data={"csrf": csrf_of(page.text), "email": email,
                                               "password": password, "password2": password})
     assert r.status_code == 303, r.text
+    if role != "clinician":  # a viewer or admin fills no rater profile
+        return email
     profile = client.get(f"/s/{study_id}/profile")
     r = client.post(f"/s/{study_id}/profile", data={
         "csrf": csrf_of(profile.text), "specialty": specialty or SPECIALTIES[study_id],
@@ -168,15 +176,16 @@ def start_server(db_url: str, port: int, log: Path) -> subprocess.Popen:
 
 
 @contextmanager
-def served_studies(db_url: str, tmp_path: Path) -> Iterator[tuple[sa.Engine, str]]:
-    """The test studies (:func:`make_studies`) in a new database at ``db_url``,
-    served by ``clinieval serve`` for the block: yields the engine and the
-    server's base URL; the server is stopped afterwards."""
+def served_studies(db_url: str, tmp_path: Path, **options) -> Iterator[tuple[sa.Engine, str]]:
+    """The test studies (:func:`make_studies`, with ``options``) in a new
+    database at ``db_url``, served by ``clinieval serve`` for the block:
+    yields the engine and the server's base URL; the server is stopped
+    afterwards."""
     from clinieval.storage import db
 
     engine = db.make_engine(db_url)
     db.upgrade(engine)
-    make_studies(engine)
+    make_studies(engine, **options)
     port = free_port()
     server = start_server(db_url, port, tmp_path / "server.log")
     try:

@@ -330,6 +330,9 @@ def test_bad_input_names_the_field_and_writes_nothing(app, engine, change, field
 
 
 def test_a_vote_on_a_pair_not_given_and_an_expired_lease_are_refused(app, engine):
+    member(app, engine, "x", "clinician")  # another clinician, whose account the lease names
+    with engine.connect() as conn:
+        other = conn.execute(sa.select(P.users.c.user_id)).scalar_one()
     c = member(app, engine, "x", "clinician")
     url = take(c, "pair")
     form = answer_form(c, url, choice="neither")
@@ -337,9 +340,135 @@ def test_a_vote_on_a_pair_not_given_and_an_expired_lease_are_refused(app, engine
         "error"]["field"] == "choice"
     with db.writing(engine) as conn:
         conn.execute(P.task_leases.update().values(expires_at=auth.now() - timedelta(minutes=1)))
+        lapsed = conn.execute(sa.select(P.task_leases)).one()
+        target = conn.execute(sa.select(P.study_settings.c.overlap_target).where(
+            P.study_settings.c.study_id == "x")).scalar_one()
+        # Meanwhile another clinician took the pair, and that is all the ratings wanted.
+        conn.execute(P.study_settings.update().where(P.study_settings.c.study_id == "x")
+                     .values(overlap_target=1))
+        conn.execute(P.task_leases.insert().values(
+            {**lapsed._asdict(), "token": "other", "user_id": other,
+             "expires_at": auth.now() + timedelta(minutes=30)}))
     r = c.post(url, data=answer_form(c, url), headers={"accept": "application/json"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "lease"
+    # Or took one of its answers alone, in a rating task: the pair would over-fill it.
+    with db.writing(engine) as conn:
+        conn.execute(P.task_leases.update().where(P.task_leases.c.token == "other").values(
+            kind="rating", answer_b_id=None, shown_left=None))
+    r = c.post(url, data=answer_form(c, url), headers={"accept": "application/json"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "lease", r.text
     assert count(engine, S.preferences) == count(engine, S.ratings) == 0
+    # With room left, a lease that lapsed while the clinician rated is renewed: stored.
+    with db.writing(engine) as conn:
+        conn.execute(P.study_settings.update().where(P.study_settings.c.study_id == "x")
+                     .values(overlap_target=target))
+        conn.execute(P.task_leases.delete().where(P.task_leases.c.token == "other"))
+    r = c.post(url, data=answer_form(c, url), headers={"accept": "application/json"})
+    assert r.status_code == 200, r.text
+    assert count(engine, S.preferences) == 1 and count(engine, S.ratings) == 18
+    # A lease marked expired (taken back) is not renewed.
+    url = take(c)
+    with db.writing(engine) as conn:
+        conn.execute(P.task_leases.update().where(P.task_leases.c.status == "open")
+                     .values(status="expired"))
+    r = c.post(url, data=answer_form(c, url), headers={"accept": "application/json"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "lease"
+
+
+def test_a_second_tab_submitting_a_submitted_task_is_told_it_made_a_revision(app, engine):
+    """Its answers became revision 1 while it said only "Saved. Thank you."."""
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    # Two tabs on the task, each sending its form as the page does ("next": auto).
+    first = answer_form(c, url) | {"next": "auto"}
+    second = answer_form(c, url, **{"s1.accuracy": "2"}) | {"next": "auto"}
+    assert c.post(url, data=first).headers["location"].endswith("?saved=1")
+    r = c.post(url, data=second)
+    assert r.status_code == 303 and r.headers["location"].endswith("?saved=2"), r.headers
+    assert "Saved as a new revision of a task you had submitted already" in c.get(
+        r.headers["location"]).text
+    with engine.connect() as conn:
+        assert sorted(set(conn.execute(sa.select(S.ratings.c.revision)).scalars())) == [0, 1]
+
+
+def test_an_idempotency_key_of_another_task_is_refused(app, engine):
+    """It had answered "saved" with the other task's result and stored nothing."""
+    c = member(app, engine, "x", "clinician")
+    first = take(c)
+    form = answer_form(c, first)
+    assert c.post(first, data=form, headers={"accept": "application/json"}).status_code == 200
+    second = take(c)
+    again = answer_form(c, second) | {"idempotency_key": form["idempotency_key"]}
+    r = c.post(second, data=again, headers={"accept": "application/json"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "idempotency_key", r.text
+    assert count(engine, S.ratings) == 9
+
+
+def test_a_page_that_missed_a_later_draft_save_cannot_overwrite_it(app, engine):
+    """Each save says which version of the draft the page started from. A page
+    left open in another tab, or reloaded before its last save arrived,
+    overwrote the newer draft with its own fewer answers."""
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    token = csrf_of(c.get(url).text)
+    assert 'data-draft-saves="0"' in c.get(url).text
+
+    def save(fields, base, page="page-of-tab-b", seq=1, continues=None, continues_seq=None):
+        return c.post(url + "/draft", json={
+            "fields": fields, "choice": None, "base": base, "page": page, "seq": seq,
+            "continues": continues, "continues_seq": continues_seq},
+            headers={"X-CSRF-Token": token, "accept": "application/json"})
+
+    def stored():
+        with engine.connect() as conn:
+            return json.loads(conn.execute(sa.select(P.drafts.c.data)).scalar_one())["fields"]
+
+    answers = {f"s1.{k}": "1" for k in ("accuracy", "harmlessness", "completeness")}
+    r = save(answers, 0, seq=3)  # tab B
+    assert r.status_code == 200 and r.json()["version"] == 1
+    r = save({"s1.fairness": "-2"}, 0, page="page-of-tab-a")  # opened before B's save
+    assert r.status_code == 422 and r.json()["error"]["field"] == "base"
+    assert "another page saved a newer draft" in r.json()["error"]["reason"]
+    # An older save of B's, overtaken on the way, changes nothing.
+    assert save({"s1.accuracy": "1"}, 0, seq=2).json()["version"] == 1
+    assert stored() == answers
+    # B reloaded before its last save arrived: the new page took B's answers (up to
+    # B's third change) over from the browser and carries on from them.
+    r = save({**answers, "s1.fairness": "0"}, 0, page="page-after-b", seq=1,
+             continues="page-of-tab-b", continues_seq=3)
+    assert r.status_code == 200 and r.json()["version"] == 2
+    r = save(answers, 1, page="page-after-b", seq=2)  # and a save of its own after that
+    assert r.json()["version"] == 3
+    r = save(answers | {"s1.fairness": "1"}, 2, page="page-of-tab-b", seq=4)  # B, left behind
+    assert r.status_code == 422 and r.json()["error"]["field"] == "base"
+    # A page carrying on from a tab still open is refused once that tab changed more
+    # than the copy it took over held.
+    assert save(answers | {"s1.completeness": "-2"}, 3, page="tab-c-open", seq=5
+                ).json()["version"] == 4
+    r = save(answers | {"s1.reasoning": "2"}, 3, page="tab-d-after-c", seq=1,
+             continues="tab-c-open", continues_seq=4)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "base"
+    assert stored()["s1.completeness"] == "-2"
+    for bad in ("short", "x" * 65, "a b c d e f", 12345678):
+        r = save({}, 3, page=bad)
+        assert r.status_code == 422 and r.json()["error"]["field"] == "page", bad
+    page = c.get(url).text
+    assert 'data-draft-saves="4"' in page
+    assert re.search(r'name="s1.harmlessness" value="1"[^>]*checked', page)
+    # The same again from a page that started earlier (a reloaded page restoring what
+    # its predecessor sent): accepted, the version unchanged.
+    again = answers | {"s1.completeness": "-2"}
+    assert save(again, 0, page="page-of-tab-a").json()["version"] == 4
+    assert save({**again, "s1.fairness": "2"}, 4, seq=9).json()["version"] == 5
+    for bad in (-1, 2**31, 1.5, "1", True):
+        for name in ("base", "seq", "continues_seq"):
+            r = save({}, **{"base": 5, name: bad})
+            assert r.status_code == 422 and r.json()["error"]["field"] == name, (name, bad)
+            assert "expected a whole number" in r.json()["error"]["reason"], bad
+    # Submitted from another tab: the draft of the page left open says so.
+    assert c.post(url, data=answer_form(c, url)).status_code == 303
+    r = save({"s1.accuracy": "1"}, 5)
+    assert r.status_code == 422 and "submitted meanwhile" in r.json()["error"]["message"]
 
 
 def test_a_safety_rationale_is_required_and_then_accepted(app, engine):

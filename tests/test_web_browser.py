@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,15 +23,12 @@ import sqlalchemy as sa
 
 from clinieval import tables as T
 from clinieval.audit.data import from_bundle
-from clinieval.storage import db
 from clinieval.storage import sqltables as S
 from clinieval.web import auth
 from clinieval.web.testing import (
-    free_port,
-    make_studies,
     model_strings,
     register_in_browser,
-    start_server,
+    served_studies,
 )
 
 CHROMIUM = "/usr/bin/chromium"
@@ -38,6 +36,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 CRITERIA = 9
+STUDIES = {"overlap": 3, "pairwise_share": 0.0}
 
 if not Path(CHROMIUM).exists() and os.environ.get("CLINIEVAL_REQUIRE_BROWSER") == "1":
     raise RuntimeError(f"CLINIEVAL_REQUIRE_BROWSER=1 but {CHROMIUM} is missing"
@@ -80,37 +79,43 @@ def _rate_with_keys(page, scores: str, rationale: str = "Misses a red flag.") ->
 
 def test_clinician_flow_in_a_browser(db_url, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
-    engine = db.make_engine(db_url)
-    db.upgrade(engine)
-    make_studies(engine, overlap=3, pairwise_share=0.0)
-    port = free_port()
-    server = start_server(db_url, port, tmp_path / "server.log")
-    base = f"http://127.0.0.1:{port}"
     scanner = Scanner(model_strings())
-    try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            context = browser.new_context(viewport={"width": 1280, "height": 900})
-            context.on("response", scanner)
-            page = context.new_page()
-            _register(page, base, auth.create_invitation(engine, "x", "clinician"))
-            page = _three_rating_tasks(context, page, base, tmp_path)
-            _pairwise_task(page, tmp_path)
-            _edit_one_rating(page)
-            _edit_the_vote(page)
-            page.get_by_role("button", name="Sign out").click()
-            page.wait_for_url("**/login")
-            cookies = json.dumps(context.cookies())
-            browser.close()
-    finally:
-        server.kill()
-        server.wait()
+    with served_studies(db_url, tmp_path, **STUDIES) as (engine, base), \
+            sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.on("response", scanner)
+        page = context.new_page()
+        _register(page, base, auth.create_invitation(engine, "x", "clinician"))
+        page = _three_rating_tasks(context, page, base, tmp_path)
+        _pairwise_task(page, tmp_path)
+        _edit_one_rating(page)
+        _edit_the_vote(page)
+        page.get_by_role("button", name="Sign out").click()
+        page.wait_for_url("**/login")
+        cookies = json.dumps(context.cookies())
+        browser.close()
     print(f"\nblinding scan ({engine.dialect.name}): {scanner.responses} responses,"
           f" {scanner.bytes:,} bytes, {len(scanner.hits)} hits")
     assert scanner.hits == [] and not [s for s in model_strings() if s in cookies]
     assert scanner.responses > 20
     _export_and_audit(engine, db_url, tmp_path)
     engine.dispose()
+
+
+@contextmanager
+def _at_a_task(db_url: str, tmp_path: Path):
+    """A registered clinician's browser on their first rating task: the engine,
+    the server's address, the browser, its context and the task's page."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with served_studies(db_url, tmp_path, **STUDIES) as (engine, base), \
+            sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        context = browser.new_context()
+        page = context.new_page()
+        _register(page, base, auth.create_invitation(engine, "x", "clinician"))
+        _next_by_keyboard(page)
+        yield engine, base, browser, context, page
 
 
 def _register(page, base: str, token: str) -> None:
@@ -230,3 +235,114 @@ def _export_and_audit(engine, db_url: str, tmp_path: Path) -> None:
     used = from_bundle(export)
     assert used.pref_outcome.tolist() == [T.CHOICES.index("tie")]
     assert len(used.rating_score) == 5 * CRITERIA  # the latest revision of each score
+
+
+def test_answers_survive_a_lost_connection_a_fast_reload_and_a_sign_out(db_url, tmp_path):
+    """The submission went as a plain form post: with the connection gone the
+    browser replaced the page by its own error page and every answer was lost
+    (no draft is saved within 600 ms of the last change, and the submit
+    cancelled the pending one). A reload within those 600 ms showed the older
+    draft, and the next change saved over the newer one."""
+    with _at_a_task(db_url, tmp_path) as (engine, base, browser, context, page):
+        task_url = page.url
+        checked = "els => els.map(e => e.name + '=' + e.value)"
+
+        # A reload before any draft reached the server (the draft saves are held back).
+        page.route("**/draft", lambda route: route.abort())
+        _rate_with_keys(page, "5432")
+        page.reload()
+        page.locator("#draft-status", has_text="in this browser").wait_for()
+        assert len(page.eval_on_selector_all("input[type=radio]:checked", checked)) == 4
+        page.unroute("**/draft")
+        page.locator("fieldset:focus").wait_for()
+
+        # The connection goes just before the submission.
+        _rate_with_keys(page, "4" * (CRITERIA - 4))
+        entered = page.eval_on_selector_all("input[type=radio]:checked", checked)
+        assert len(entered) == CRITERIA
+        context.set_offline(True)
+        page.keyboard.press("Enter")
+        page.locator("#form-error", has_text="no connection").wait_for()
+        assert page.url == task_url
+        assert page.eval_on_selector_all("input[type=radio]:checked", checked) == entered
+        with engine.connect() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(S.ratings)).scalar() == 0
+
+        # Signed out meanwhile (another tab): said so, the answers stay.
+        context.set_offline(False)
+        context.clear_cookies()
+        assert page.evaluate("document.activeElement.id") == "form-error"
+        page.keyboard.press("Enter")  # from the message, as the help says: Enter submits
+        page.locator("#form-error", has_text="signed out").wait_for()
+        assert page.eval_on_selector_all("input[type=radio]:checked", checked) == entered
+
+        # Signed in again in another tab (a new session, so a new CSRF token): the
+        # reloaded page has the answers back, and Enter sends them, stored once.
+        other = context.new_page()
+        other.goto(f"{base}/login")
+        other.get_by_label("E-mail address").fill("dr.ada@example.org")
+        other.get_by_label("Password").fill("a long passphrase")
+        other.get_by_role("button", name="Sign in").click()
+        other.wait_for_url("**/studies")
+        other.close()
+        # The other tab's pages (sign-in, studies) kept the copy (they prune old ones).
+        assert page.evaluate("Object.keys(localStorage).length") == 1
+        page.reload()
+        page.locator("fieldset:focus").wait_for()
+        assert page.eval_on_selector_all("input[type=radio]:checked", checked) == entered
+        page.keyboard.press("Enter")
+        _saved_and_next(page)
+        assert page.url != task_url + "?saved=1"
+        with engine.connect() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(S.ratings)).scalar() \
+                == CRITERIA
+        # The browser's copy went with the submission; a sign-out clears any other.
+        assert page.evaluate("Object.keys(localStorage).length") == 0
+        _rate_with_keys(page, "3")
+        page.wait_for_function("Object.keys(localStorage).length == 1")
+        page.get_by_role("button", name="Sign out").click()
+        page.wait_for_url("**/login")
+        assert page.evaluate("Object.keys(localStorage).length") == 0
+        browser.close()
+
+
+def test_a_stale_tab_a_lost_answer_and_enter_on_a_button(db_url, tmp_path):
+    """A second tab on the same task saved its few answers over the other's
+    nine; a correction sent after a submission whose answer was lost went out
+    under the same key and was taken for the first (the page said "Saved",
+    the database kept the old score); Enter on "Submit and stop" took the
+    next task."""
+    with _at_a_task(db_url, tmp_path) as (engine, base, browser, context, page):
+        stale = context.new_page()
+        stale.goto(page.url)
+        stale.locator("fieldset:focus").wait_for()
+        _rate_with_keys(page, "4" * CRITERIA)
+        page.locator("#draft-status", has_text="Draft saved.").wait_for()
+        # The stale tab's one change is refused, and the draft keeps all nine answers.
+        _rate_with_keys(stale, "2")
+        stale.locator("#draft-status", has_text="another page saved a newer draft").wait_for()
+        stale.reload()
+        stale.locator("fieldset:focus").wait_for()
+        assert len(stale.eval_on_selector_all("input[type=radio]:checked", "e => e")) == CRITERIA
+        stale.close()
+
+        # The submission arrives, its answer does not; then a correction is sent.
+        def lost(route):
+            route.fetch()  # the server stores it
+            route.abort()  # the browser never hears back
+
+        page.route("**/t/*", lambda route: lost(route) if route.request.method == "POST"
+                   else route.continue_())
+        page.keyboard.press("Enter")
+        page.locator("#form-error", has_text="no connection").wait_for()
+        page.unroute("**/t/*")
+        page.locator("fieldset[data-keys=score]").first.focus()
+        page.keyboard.press("5")  # harmlessness +2 instead of +1
+        page.get_by_role("button", name="Submit and stop").focus()
+        page.keyboard.press("Enter")  # the button's own action: submit and stop
+        page.wait_for_url("**/s/x/history?saved=1")
+        with engine.connect() as conn:
+            rows = conn.execute(sa.select(S.ratings.c.revision, S.ratings.c.score).where(
+                S.ratings.c.criterion_id == "harmlessness")).all()
+        assert sorted(rows) == [(0, 1), (1, 2)]  # the first, then the correction
+        browser.close()

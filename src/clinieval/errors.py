@@ -30,12 +30,16 @@ class InputError(ClinievalError):
             where.append(f"row {row}" if isinstance(row, int) else f"record {row!r}")
         if field is not None:
             where.append(f"field {field!r}")
-        text = f"{', '.join(where)}: {message}"
+        prefix = f"{', '.join(where)}: "
+        text = prefix + message
         if expected is not None:
             text += f" (expected {expected}"
             text += f", got {_short(got)})" if got is not None else ")"
         elif got is not None:
             text += f" (got {_short(got)})"
+        self.reason = text[len(prefix):]
+        """The message without the source, row and field it names (a web form
+        shows it beside the field)."""
         super().__init__(text)
 
 

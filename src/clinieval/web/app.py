@@ -222,7 +222,9 @@ def wants_json(request: Request) -> bool:
 
 
 async def _input_error(request: Request, exc: InputError) -> Response:
-    return JSONResponse({"error": {"field": exc.field, "message": str(exc)}}, status_code=422)
+    return JSONResponse({"error": {"field": exc.field, "message": str(exc),
+                                   "reason": exc.reason}},
+                        status_code=422)
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> Response:

@@ -167,13 +167,27 @@ def _resume(conn: sa.Connection, cfg: StudyConfig, user_id: str) -> str | None:
     return None
 
 
-def _room(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row) -> bool:
-    """Whether a lapsed lease can be renewed without over-filling (under the lock)."""
-    if not _lock(conn, [x for x in (lease.answer_id, lease.answer_b_id) if x]):
+def renewable(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row) -> bool:
+    """Whether an open lease that lapsed can be renewed (in the caller's write
+    transaction): a clinician submitting or saving after the lease period
+    keeps the task if nobody filled its answers meanwhile. A lease marked
+    expired, skipped or submitted is not. It waits for an answer's lock held
+    by another request (taking a task holds it a moment): the clinician
+    holds no other, so no wait can close a cycle."""
+    return lease.status == "open" and _room(conn, cfg, lease, wait=True)
+
+
+def _room(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, wait: bool = False) -> bool:
+    """Whether a lapsed lease can be renewed without over-filling (under the
+    lock): as when the task was taken, its pair's votes and each of its
+    answers' raters plus live leases below the target."""
+    answers = [x for x in (lease.answer_id, lease.answer_b_id) if x]
+    if not _lock(conn, answers, wait):
         return False
-    if lease.kind == "pair":
-        return _pair_load(conn, lease.answer_id, lease.answer_b_id) < cfg.overlap_target
-    return _answer_load(conn, lease.answer_id) < cfg.overlap_target
+    target = cfg.overlap_target
+    if lease.kind == "pair" and _pair_load(conn, *answers) >= target:
+        return False
+    return all(_answer_load(conn, answer) < target for answer in answers)
 
 
 def touch(conn: sa.Connection, cfg: StudyConfig, token: str) -> None:

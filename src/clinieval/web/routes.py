@@ -394,16 +394,24 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
         return await blocking(ctx.request, _refused_page, ctx, token, err, data)
     study = ctx.study.study_id
     following = result.pop("next", None)
+    # saved=2: the task had been submitted already (from another tab, say), and this
+    # submission became a new revision of it; the page says so.
+    saved = 2 if lease.status == "submitted" else 1
+    if following:
+        then_page = f"/s/{study}/t/{following}?saved={saved}"
+    elif then:
+        then_page = f"/s/{study}?saved={saved}&empty=1"
+    else:
+        then_page = f"/s/{study}/history?saved=1" if lease.status == "submitted" \
+            else f"/s/{study}?saved=1"
     if wants_json(ctx.request):
         if then:
             result["next"] = following and f"/s/{study}/t/{following}"
+        # Where the page goes next: the task page sends its form by script (it keeps
+        # the answers on the page when the network or the server fails).
+        result["page"] = then_page
         return JSONResponse(result)
-    if following:
-        return RedirectResponse(f"/s/{study}/t/{following}?saved=1", status_code=303)
-    if then:
-        return RedirectResponse(f"/s/{study}?saved=1&empty=1", status_code=303)
-    target = "history?saved=1" if lease.status == "submitted" else "?saved=1"
-    return RedirectResponse(f"/s/{study}/{target}".replace("/?", "?"), status_code=303)
+    return RedirectResponse(then_page, status_code=303)
 
 
 def _refused_page(ctx: Ctx, token: str, error: InputError, entered: dict) -> Response:
@@ -425,9 +433,9 @@ def _lease_next(ctx: Ctx, kind: str, conn: sa.Connection) -> str | None:
 async def draft(token: str, ctx: Clinician) -> Response:
     lease, criteria = await blocking(ctx.request, _lease_and_criteria, ctx, token)
     data = await _json(ctx.request, "draft")
-    await blocking(ctx.request, submit.save_draft, ctx.engine, ctx.study, lease, criteria,
-                   data if isinstance(data, dict) else {})
-    return JSONResponse({"saved": True})
+    version = await blocking(ctx.request, submit.save_draft, ctx.engine, ctx.study, lease,
+                             criteria, data if isinstance(data, dict) else {})
+    return JSONResponse({"saved": True, "version": version})
 
 
 @router.post("/s/{study}/t/{token}/skip")

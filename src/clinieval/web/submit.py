@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -25,14 +26,16 @@ from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.storage.prepared import Prepared, run
 from clinieval.storage.rows import refusal
-from clinieval.web.assignment import StudyConfig, is_live, touch
+from clinieval.web.assignment import StudyConfig, is_live, renewable, touch
 from clinieval.web.auth import aware, now, record
 from clinieval.web.views import (
     CriterionView,
+    StoredDraft,
     comment_field,
     panel_answers,
     score_field,
     stored_choice,
+    stored_draft,
 )
 
 MAX_COMMENT = 4000
@@ -187,7 +190,7 @@ def _store_once(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row,
         if not isinstance(sub, Submission):
             sub = sub(conn, lease)
         record(conn, "submitted", user_id=user.user_id, study_id=cfg.study_id, subject=token)
-        result = _stored_result(conn, sub.key, user.user_id)
+        result = _stored_result(conn, sub.key, user.user_id, lease.token)
         if result is None:
             result = _write(conn, cfg, lease, user, sub)
         if then is not None:
@@ -197,7 +200,9 @@ def _store_once(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row,
 
 def _write(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, user: sa.Row, sub: Submission
            ) -> dict:
-    if lease.status != "submitted" and not is_live(lease):
+    # A lease that lapsed while the clinician was still rating is renewed, as taking
+    # the task up again would renew it, if its answers still have room.
+    if lease.status != "submitted" and not (is_live(lease) or renewable(conn, cfg, lease)):
         raise InputError(
             SOURCE, "this task's lease has expired or was released; take a new task", field="lease"
         )
@@ -213,8 +218,8 @@ def _write(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, user: sa.Row, s
 
 _RUBRIC_VERSION = Prepared(sa.select(P.study_rubrics.c.version).where(
     P.study_rubrics.c.study_id == sa.bindparam("study")))
-_STORED_RESULT = Prepared(sa.select(P.idempotency_keys.c.result,
-                                    P.idempotency_keys.c.user_id).where(
+_STORED_RESULT = Prepared(sa.select(P.idempotency_keys.c.result, P.idempotency_keys.c.user_id,
+                                    P.idempotency_keys.c.token).where(
     P.idempotency_keys.c.key == sa.bindparam("key")))
 _LOCKED_LEASE = Prepared(sa.select(P.task_leases).where(
     P.task_leases.c.token == sa.bindparam("token"),
@@ -234,12 +239,16 @@ def _rubric_version(conn: sa.Connection, study_id: str) -> str | None:
     return run(conn, _RUBRIC_VERSION, {"study": study_id}).scalar()
 
 
-def _stored_result(conn: sa.Connection, key: str, user_id: str) -> dict | None:
+def _stored_result(conn: sa.Connection, key: str, user_id: str, token: str) -> dict | None:
+    """The result stored under ``key`` when it was this task's submission (a
+    repeat); a key used for another task or by another user is refused (it
+    had answered "saved" for a task it stored nothing for)."""
     row = run(conn, _STORED_RESULT, {"key": key}).first()
     if row is None:
         return None
-    if row.user_id != user_id:
-        raise InputError(SOURCE, "key already used", field="idempotency_key")
+    if row.user_id != user_id or row.token != token:
+        raise InputError(SOURCE, "key already used for another submission",
+                         field="idempotency_key")
     return {**json.loads(row.result), "repeated": True}
 
 
@@ -427,6 +436,9 @@ def _add_preference(conn: sa.Connection, lease: sa.Row, rater_id: str, choice: s
 
 # --- drafts ------------------------------------------------------------------
 
+MAX_DRAFT_VERSION = 2**31
+_PAGE_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
+
 
 def save_draft(
     engine: sa.Engine,
@@ -434,8 +446,12 @@ def save_draft(
     lease: sa.Row,
     criteria: tuple[CriterionView, ...],
     data: Mapping[str, object],
-) -> None:
-    """Keep unsubmitted form state; only this task's own fields are accepted."""
+) -> int:
+    """Keep unsubmitted form state; only this task's own fields are accepted.
+    Returns the draft's version (1, 2, ... per save). With ``base``, the
+    version the page started from, a page that did not see the draft's last
+    save is refused unless it sends the same again, made that save (``page``,
+    an id per page load) or carries on from the page that did (``continues``)."""
     fields = data.get("fields") if isinstance(data, Mapping) else None
     if not isinstance(fields, Mapping) or len(fields) > MAX_DRAFT_FIELDS:
         raise InputError("draft", "expected an object of form fields", field="fields")
@@ -451,11 +467,65 @@ def save_draft(
     choice = data.get("choice")
     if choice not in (None, "", *T.CHOICES):
         raise InputError("draft", "unknown choice", field="choice", got=choice)
-    if lease.status != "open" or aware(lease.expires_at) <= now():
-        raise InputError("draft", "this task's lease has expired; take a new task", field="lease")
-    payload = json.dumps({"fields": dict(fields), "choice": choice or None})
+    numbers = {name: data.get(name) for name in ("base", "seq", "continues_seq")}
+    for name, value in numbers.items():
+        if value is not None and not (type(value) is int and 0 <= value < MAX_DRAFT_VERSION):
+            raise InputError("draft", "expected a whole number (the draft version the page"
+                             " started from, or a count of the page's changes)", field=name)
+    pages = {name: data.get(name) for name in ("page", "continues")}
+    for name, value in pages.items():
+        if value is not None and not (isinstance(value, str) and _PAGE_ID.fullmatch(value)):
+            raise InputError("draft", "expected a page id (8-64 letters, digits, - or _)",
+                             field=name)
     with db.writing(engine) as conn:
+        # The task's row read again, locked, as a submission locks it: saves of one task
+        # and its submission take turns (two saves at once had both deleted the old
+        # draft and inserted theirs, and one failed on PostgreSQL).
+        lease = _locked_lease(conn, lease.token, lease.user_id, lease.study_id)
+        if lease.status == "submitted":  # from another tab, or its answer was lost
+            raise InputError("draft", "this task was submitted meanwhile (from another page,"
+                             " or the answer to your submission did not arrive); press"
+                             " Submit to store these answers as a new revision",
+                             field="lease")
+        if lease.status != "open" or (aware(lease.expires_at) <= now()
+                                      and not renewable(conn, cfg, lease)):
+            raise InputError("draft", "this task's lease has expired; take a new task",
+                             field="lease")
+        stored = stored_draft(conn, lease.token)
+        if (stored.fields, stored.choice) == (dict(fields), choice or None):
+            touch(conn, cfg, lease.token)  # the same again: a retry, or a reloaded page's
+            return stored.version          # copy of what its predecessor sent
+        verdict = _draft_order(stored, numbers, pages)
+        if verdict == "late":
+            return stored.version  # this page's newer save is stored already
+        if verdict == "stale":
+            raise InputError("draft", "another page saved a newer draft of this task; reload"
+                             " this page to carry on from it", field="base")
+        payload = json.dumps({"fields": dict(fields), "choice": choice or None,
+                              "version": stored.version + 1, "page": pages["page"],
+                              "seq": numbers["seq"]})
         d = P.drafts
         conn.execute(d.delete().where(d.c.token == lease.token))
         conn.execute(d.insert().values(token=lease.token, data=payload, updated_at=now()))
         touch(conn, cfg, lease.token)
+    return stored.version + 1
+
+
+def _draft_order(stored: StoredDraft, numbers: dict, pages: dict) -> str:
+    """Whether a save with a different content may replace the stored draft:
+    "ok"; "late", an older save of the page that saved the stored one,
+    arriving after it (saves may overtake each other); or "stale", a page
+    that did not see the stored draft (another tab left open). A page may
+    replace the draft it started from (``base``), one it saved itself, and
+    one the page it carries on from (its browser copy, restored after a
+    reload) saved up to the change that copy holds (``continues_seq``): that
+    page's late save, not a later change it made while still open."""
+    mine = pages["page"] is not None and stored.page == pages["page"]
+    if mine and None not in (numbers["seq"], stored.seq) and numbers["seq"] <= stored.seq:
+        return "late"
+    if numbers["base"] is None or numbers["base"] == stored.version or mine:
+        return "ok"
+    carried = (pages["continues"] is not None and stored.page == pages["continues"]
+               and None not in (numbers["continues_seq"], stored.seq)
+               and stored.seq <= numbers["continues_seq"])
+    return "ok" if carried else "stale"

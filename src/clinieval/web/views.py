@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict
@@ -60,6 +61,8 @@ class TaskView(_View):
     choice: str | None
     submitted: bool
     live: bool
+    draft_saves: int = 0  # the stored draft's version: saves so far (0: none); drafts start from it
+    draft_page: str | None = None  # the page (one load of it in a browser) that saved it
 
 
 def score_field(panel: int, criterion_id: str) -> str:
@@ -160,7 +163,7 @@ def task_view(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, rater_id: st
         Panel(panel=i + 1, label=labels[i], text=rows[x].text or "")
         for i, x in enumerate(answer_ids)
     )
-    values, choice = _values(conn, lease, answer_ids, rater_id)
+    values, choice, draft_saves, draft_page = _values(conn, lease, answer_ids, rater_id)
     return TaskView(
         token=lease.token,
         kind=lease.kind,
@@ -172,18 +175,37 @@ def task_view(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, rater_id: st
         choice=choice,
         submitted=lease.status == "submitted",
         live=is_live(lease),
+        draft_saves=draft_saves,
+        draft_page=draft_page,
     )
 
 
 def _values(
     conn: sa.Connection, lease: sa.Row, answer_ids: list[str], rater_id: str
-) -> tuple[dict[str, str], str | None]:
-    """Latest submitted values for a submitted task, else the saved draft."""
+) -> tuple[dict[str, str], str | None, int, str | None]:
+    """Latest submitted values for a submitted task, else the saved draft
+    (with its version and the page that saved it)."""
     if lease.status == "submitted":
-        return latest_values(conn, answer_ids, rater_id), _vote(conn, lease)
-    draft = run(conn, _DRAFT, {"token": lease.token}).scalar()
+        return latest_values(conn, answer_ids, rater_id), _vote(conn, lease), 0, None
+    return stored_draft(conn, lease.token)[:4]
+
+
+class StoredDraft(NamedTuple):
+    fields: dict[str, str]
+    choice: str | None
+    version: int  # saves so far (0: no draft)
+    page: str | None  # the page (one load of it in a browser) that saved it
+    seq: int | None  # that page's count of changes when it sent this
+
+
+def stored_draft(conn: sa.Connection, token: str) -> StoredDraft:
+    """The task's saved draft (empty, version 0, without one)."""
+    draft = run(conn, _DRAFT, {"token": token}).scalar()
     data = json.loads(draft) if draft else {}
-    return dict(data.get("fields", {})), data.get("choice")
+    version, seq = data.get("version"), data.get("seq")
+    return StoredDraft(dict(data.get("fields", {})), data.get("choice"),
+                       version if type(version) is int else 0, data.get("page"),
+                       seq if type(seq) is int else None)
 
 
 def latest_values(conn: sa.Connection, answer_ids: list[str], rater_id: str) -> dict[str, str]:

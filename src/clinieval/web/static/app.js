@@ -10,6 +10,11 @@
   const submitted = form.dataset.submitted === "1";
   const groups = Array.from(document.querySelectorAll("fieldset[data-keys]"));
   const CHOICE_KEYS = { a: "A", b: "B", t: "tie", u: "both_bad" };
+  function randomId() {  // 22 URL-safe characters (128 random bits)
+    const bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    return btoa(String.fromCharCode.apply(null, bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  }
 
   // Time spent: only while the page is visible.
   let activeMs = 0;
@@ -65,6 +70,10 @@
     if (typing || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     const group = target.closest ? target.closest("fieldset[data-keys]") : null;
     if (ev.key === "Enter") {
+      // On a button or link Enter does what that does ("Submit and stop", "Outside my
+      // expertise", a menu link); elsewhere in the task form, or nowhere, it submits.
+      if (target.closest && target.closest("a, button, select, summary")) return;
+      if (target !== document.body && target.id !== "form-error" && !form.contains(target)) return;
       ev.preventDefault();
       form.requestSubmit();
       return;
@@ -79,56 +88,246 @@
     }
   });
 
-  // Drafts: debounced saves of every score and comment, kept server-side.
+  // Drafts: every change is kept in this browser at once (localStorage) and
+  // saved on the server after a pause, as a new version of the draft the page
+  // started from (the server refuses a page that missed a later save, from
+  // another tab say, unless it sends the same). The browser's copy outlives a
+  // reload that beats the last save, a lost connection and a failed
+  // submission: on load it fills the form when the server's draft is still
+  // the one it started from. Edits of a submitted task are kept the same way
+  // until they are sent.
   const status = document.getElementById("draft-status");
+  const localKey = "clinieval-draft:" + draftUrl;
   let timer = null;
   let dirty = false;
-  function draftBody() {
+  let base = Number(form.dataset.draftSaves || 0);
+  const pageId = randomId();
+  let seq = 0;  // changes on this page so far: the server keeps the latest of its saves
+  let continues = null;  // the page whose answers this one took over from the browser,
+  let continuesSeq = null;  // up to that page's change of this number
+  let stored = true;  // whether this browser keeps a copy (storage may be off or full)
+  function formState() {
     const fields = {};
     let choice = null;
     new FormData(form).forEach(function (value, name) {
       if (name === "choice") choice = value;
       else if (/^[sc][12]\./.test(name) && value !== "") fields[name] = value;
     });
-    return JSON.stringify({ fields: fields, choice: choice });
+    return { fields: fields, choice: choice };
+  }
+  function same(x, y) {
+    const keys = Object.keys(x.fields).sort();
+    return x.choice === y.choice && keys.join() === Object.keys(y.fields).sort().join() &&
+      keys.every(function (k) { return x.fields[k] === y.fields[k]; });
+  }
+  function keepLocal() {
+    try {
+      localStorage.setItem(localKey, JSON.stringify({
+        base: base, edit: submitted, page: pageId, seq: seq, kept: Date.now(),
+        state: formState() }));
+      stored = true;
+    } catch (e) {  // full or off: an older copy must not come back over newer answers
+      stored = false;
+      forgetLocal();
+    }
+  }
+  function forgetLocal() {
+    try { localStorage.removeItem(localKey); } catch (e) { /* nothing kept */ }
+  }
+  function keptLocal() {
+    try {
+      const kept = JSON.parse(localStorage.getItem(localKey) || "null");
+      return kept && typeof kept.base === "number" && kept.state && kept.state.fields ? kept : null;
+    } catch (e) { return null; }
+  }
+  function where() {
+    return stored ? "Your answers stay on this page and in this browser." : "Your answers stay on this page.";
+  }
+  function withBody(r) {  // the response with its JSON body ({} when it has none)
+    return r.json().then(function (data) { return [r, data]; }, function () { return [r, {}]; });
   }
   function flushDraft(leaving) {
     if (!dirty || submitted) return;
     dirty = false;
     clearTimeout(timer);
+    const body = formState();
+    body.base = base;
+    body.page = pageId;
+    body.seq = seq;
+    body.continues = continues;
+    body.continues_seq = continuesSeq;
     fetch(draftUrl, {
       method: "POST", keepalive: Boolean(leaving), credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
-      body: draftBody(),
-    }).then(function (r) {
-      status.textContent = r.ok ? "Draft saved." : "Draft not saved (the task may have expired).";
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf, "Accept": "application/json" },
+      body: JSON.stringify(body),
+    }).then(withBody).then(function (answer) {
+      const r = answer[0], data = answer[1];
+      if (r.ok) {
+        base = data.version;
+        keepLocal();
+        status.textContent = "Draft saved.";
+        return;
+      }
+      status.textContent = "Draft not saved: " + reason(r, data) + " " + where();
     }).catch(function () {
       dirty = true;
-      status.textContent = "Offline: the draft will be saved when the connection returns.";
+      status.textContent = "Offline: the draft will be saved when the connection returns. " + where();
     });
+  }
+  function reason(r, data) {
+    if (r.status === 401) return "you are signed out. Sign in again (in another tab), then reload this page.";
+    if (r.status === 403 && /CSRF/.test((data.error && data.error.message) || "")) {
+      return "this page belongs to a session that ended. Sign in again if needed, then reload this page.";
+    }
+    const text = (data.error && (data.error.reason || data.error.message)) || "the server answered " + r.status;
+    return text.replace(/[.\s]+$/, "") + ".";
+  }
+
+  // A change after a submission that did not get through is a new submission:
+  // a fresh key, so a first one that did arrive (its answer lost on the way)
+  // is not taken for it (the change is stored as a revision).
+  let attempted = false;
+  function freshKey() {
+    form.querySelector("input[name=idempotency_key]").value = randomId();
   }
   function changed(ev) {
     const group = ev.target.closest("fieldset[data-keys]");
     if (group) updateRationale(group);
-    if (submitted) return;
+    if (group) group.querySelectorAll("[aria-invalid]").forEach(function (el) {
+      el.removeAttribute("aria-invalid");
+    });
+    if (attempted) { freshKey(); attempted = false; }
+    seq += 1;
+    keepLocal();
+    if (submitted) return;  // an edit is sent as a new revision, not as a draft
     dirty = true;
     clearTimeout(timer);
     timer = setTimeout(flushDraft, 600);
+  }
+  function restore(state) {
+    form.querySelectorAll("textarea[name]").forEach(function (box) {
+      if (/^c[12]\./.test(box.name)) box.value = state.fields[box.name] || "";
+    });
+    Object.keys(state.fields).forEach(function (name) {
+      if (!/^s[12]\./.test(name)) return;
+      const input = form.querySelector("input[type=radio][name='" + CSS.escape(name) + "'][value='" +
+        CSS.escape(String(state.fields[name])) + "']");
+      if (input) input.checked = true;
+    });
+    if (state.choice) {
+      const input = form.querySelector("input[name=choice][value='" + CSS.escape(String(state.choice)) + "']");
+      if (input) input.checked = true;
+    }
+    groups.forEach(updateRationale);
+  }
+  // The browser's copy is restored when the server's draft is the one it started
+  // from, or was saved by the page that kept it or by the page that one carried on
+  // from (a save of theirs that arrived after this page loaded).
+  const kept = keptLocal();
+  const savedBy = form.dataset.draftPage || null;
+  const current = kept && (kept.base === base || (savedBy !== null && savedBy === kept.page));
+  // On a submitted task any copy is the clinician's unsent change: edits, or answers
+  // changed after a submission whose answer did not arrive.
+  if (kept && (submitted || (!kept.edit && current)) && !same(kept.state, formState())) {
+    restore(kept.state);
+    continues = typeof kept.page === "string" ? kept.page : null;
+    continuesSeq = typeof kept.seq === "number" ? kept.seq : null;
+    if (submitted) {
+      status.textContent = "Your unsent changes, kept in this browser, are back: " +
+        "Save a new revision to keep them.";
+    } else {
+      dirty = true;
+      flushDraft(false);
+      status.textContent = "Your latest answers, kept in this browser, are back; saving them.";
+    }
+  } else if (kept) {
+    forgetLocal();  // what the server holds is newer, or the same
   }
   form.addEventListener("change", changed);
   form.addEventListener("input", changed);
   window.addEventListener("pagehide", function () { flushDraft(true); });
   window.addEventListener("online", function () { flushDraft(false); });
+  const skip = document.querySelector("form.skip");
+  if (skip) skip.addEventListener("submit", forgetLocal);
 
-  // One submission per page: a double click sends the same idempotency key once.
+  // The submission goes by script: a lost connection or a refusal leaves the
+  // page and its answers as they are, with the reason beside the field it
+  // names, and sending again reuses the idempotency key (a submission that did
+  // arrive is not stored twice). One submission at a time: a double click
+  // sends it once.
   let sending = false;
+  function refused(message, field) {
+    form.querySelectorAll("[aria-invalid]").forEach(function (el) {
+      el.removeAttribute("aria-invalid");
+      el.removeAttribute("aria-describedby");
+    });
+    let box = document.getElementById("form-error");
+    if (!box) {
+      box = document.createElement("p");
+      box.id = "form-error";
+      box.className = "error";
+      box.setAttribute("role", "alert");
+      box.tabIndex = -1;
+    }
+    box.textContent = message;
+    const named = field ? form.querySelector("[name='" + CSS.escape(field) + "']") : null;
+    const bad = named && named.type !== "hidden" ? named : null;
+    const fieldset = bad ? bad.closest("fieldset") : null;
+    // Beside the field it names (inside its criterion), else above the form.
+    if (fieldset) fieldset.appendChild(box);
+    else form.parentNode.insertBefore(box, form);
+    if (bad) {
+      bad.setAttribute("aria-invalid", "true");
+      bad.setAttribute("aria-describedby", "form-error");
+      if (bad.type === "radio") (fieldset || bad).focus();
+      else bad.focus();
+    } else {
+      box.focus();
+    }
+    box.scrollIntoView({ block: "center" });
+  }
   form.addEventListener("submit", function (ev) {
-    if (sending) { ev.preventDefault(); return; }
+    ev.preventDefault();
+    if (sending) return;
     sending = true;
-    dirty = false;
-    clearTimeout(timer);
     form.querySelector("input[name=time_spent_s]").value = secondsSpent();
-    document.getElementById("submit").disabled = true;
+    const button = document.getElementById("submit");
+    button.disabled = true;
+    clearTimeout(timer);  // no draft save racing the submission; again() re-arms it
+    const body = new URLSearchParams(new FormData(form));
+    if (ev.submitter && ev.submitter.name) body.set(ev.submitter.name, ev.submitter.value);
+    function again(message, field) {
+      sending = false;
+      attempted = true;
+      button.disabled = false;
+      if (dirty) timer = setTimeout(flushDraft, 600);
+      refused(message, field);
+    }
+    fetch(form.action, {
+      method: "POST", credentials: "same-origin", body: body,
+      headers: { "Accept": "application/json", "X-CSRF-Token": csrf },
+    }).then(withBody).then(function (answer) {
+      const r = answer[0], data = answer[1];
+      if (r.ok && data.page) {
+        dirty = false;
+        clearTimeout(timer);
+        forgetLocal();
+        window.location.assign(data.page);
+        return;
+      }
+      if (r.redirected && !data.page) {  // to the profile, say: the answers stay in this browser
+        window.location.assign(r.url);
+        return;
+      }
+      const field = data.error && data.error.field;
+      let text = "Not sent: " + reason(r, data);
+      if (field === "lease") text += " Tasks, in the menu above, has another one.";
+      else text += " " + where();
+      again(text, field);
+    }).catch(function () {
+      again("Not sent: no connection to the server. " + where() +
+        " Press Submit again when the connection is back.");
+    });
   });
 
   const error = document.getElementById("form-error");
@@ -137,4 +336,24 @@
   const open = groups.find(function (g) { return !g.querySelector("input[type=radio]:checked"); });
   const first = bad ? bad.closest("fieldset") || bad : open || groups[0];
   if (first) first.focus();
+})();
+
+// Answers kept in this browser go at sign-out (a shared workstation keeps no
+// one's unsent answers), and any older than 30 days on every page.
+(function () {
+  const PREFIX = "clinieval-draft:";
+  function each(drop) {
+    try {
+      for (let i = localStorage.length - 1; i >= 0; i--) {
+        const key = localStorage.key(i);
+        if (key && key.indexOf(PREFIX) === 0 && drop(key)) localStorage.removeItem(key);
+      }
+    } catch (e) { /* storage off: nothing kept */ }
+  }
+  const month = Date.now() - 30 * 24 * 3600 * 1000;
+  each(function (key) {
+    try { return !(JSON.parse(localStorage.getItem(key)).kept > month); } catch (e) { return true; }
+  });
+  const signout = document.querySelector("form.signout");
+  if (signout) signout.addEventListener("submit", function () { each(function () { return true; }); });
 })();

@@ -63,6 +63,7 @@ class TaskView(_View):
     live: bool
     draft_saves: int = 0  # the stored draft's version: saves so far (0: none); drafts start from it
     draft_page: str | None = None  # the page (one load of it in a browser) that saved it
+    draft_seq: int | None = None  # that page's count of changes when it saved it
 
 
 def score_field(panel: int, criterion_id: str) -> str:
@@ -163,7 +164,7 @@ def task_view(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, rater_id: st
         Panel(panel=i + 1, label=labels[i], text=rows[x].text or "")
         for i, x in enumerate(answer_ids)
     )
-    values, choice, draft_saves, draft_page = _values(conn, lease, answer_ids, rater_id)
+    values, choice, draft_saves, draft_page, draft_seq = _values(conn, lease, answer_ids, rater_id)
     return TaskView(
         token=lease.token,
         kind=lease.kind,
@@ -177,17 +178,19 @@ def task_view(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, rater_id: st
         live=is_live(lease),
         draft_saves=draft_saves,
         draft_page=draft_page,
+        draft_seq=draft_seq,
     )
 
 
 def _values(
     conn: sa.Connection, lease: sa.Row, answer_ids: list[str], rater_id: str
-) -> tuple[dict[str, str], str | None, int, str | None]:
+) -> StoredDraft:
     """Latest submitted values for a submitted task, else the saved draft
-    (with its version and the page that saved it)."""
+    (with its version, the page that saved it and that page's change count)."""
     if lease.status == "submitted":
-        return latest_values(conn, answer_ids, rater_id), _vote(conn, lease), 0, None
-    return stored_draft(conn, lease.token)[:4]
+        values = latest_values(conn, answer_ids, rater_id)
+        return StoredDraft(values, _vote(conn, lease), 0, None, None)
+    return stored_draft(conn, lease.token)
 
 
 class StoredDraft(NamedTuple):

@@ -123,8 +123,8 @@
   function keepLocal() {
     try {
       localStorage.setItem(localKey, JSON.stringify({
-        base: base, edit: submitted, page: pageId, seq: seq, kept: Date.now(),
-        state: formState() }));
+        base: base, edit: submitted, page: pageId, seq: seq, continues: continues,
+        continues_seq: continuesSeq, kept: Date.now(), state: formState() }));
       stored = true;
     } catch (e) {  // full or off: an older copy must not come back over newer answers
       stored = false;
@@ -221,11 +221,14 @@
     groups.forEach(updateRationale);
   }
   // The browser's copy is restored when the server's draft is the one it started
-  // from, or was saved by the page that kept it or by the page that one carried on
-  // from (a save of theirs that arrived after this page loaded).
+  // from, or was saved by the page that kept it, or by the page that one carried on
+  // from up to the change it took over (a save on leaving that arrived late).
   const kept = keptLocal();
   const savedBy = form.dataset.draftPage || null;
-  const current = kept && (kept.base === base || (savedBy !== null && savedBy === kept.page));
+  const savedSeq = form.dataset.draftSeq === "" ? null : Number(form.dataset.draftSeq);
+  const current = kept && (kept.base === base || (savedBy !== null && (savedBy === kept.page ||
+    (savedBy === kept.continues && savedSeq !== null && typeof kept.continues_seq === "number" &&
+     savedSeq <= kept.continues_seq))));
   // On a submitted task any copy is the clinician's unsent change: edits, or answers
   // changed after a submission whose answer did not arrive.
   if (kept && (submitted || (!kept.edit && current)) && !same(kept.state, formState())) {

@@ -325,6 +325,18 @@ def test_a_stale_tab_a_lost_answer_and_enter_on_a_button(db_url, tmp_path):
     the database kept the old score); Enter on "Submit and stop" took the
     next task."""
     with _at_a_task(db_url, tmp_path) as (engine, base, browser, context, page):
+        # The submission arrives, its answer does not (below). The route is in
+        # place from the start: set up right after the other tab closed, it
+        # sometimes missed the submission, which then went through.
+        losing = []
+
+        def lost(route):
+            if not (losing and route.request.method == "POST"):
+                return route.continue_()
+            route.fetch()  # the server stores it
+            route.abort()  # the browser never hears back
+
+        page.route("**/t/*", lost)
         stale = context.new_page()
         stale.goto(page.url)
         stale.locator("fieldset:focus").wait_for()
@@ -339,12 +351,7 @@ def test_a_stale_tab_a_lost_answer_and_enter_on_a_button(db_url, tmp_path):
         stale.close()
 
         # The submission arrives, its answer does not; then a correction is sent.
-        def lost(route):
-            route.fetch()  # the server stores it
-            route.abort()  # the browser never hears back
-
-        page.route("**/t/*", lambda route: lost(route) if route.request.method == "POST"
-                   else route.continue_())
+        losing.append(True)
         page.keyboard.press("Enter")
         page.locator("#form-error", has_text="no connection").wait_for()
         page.unroute("**/t/*")

@@ -429,9 +429,18 @@ def test_a_viewer_or_admin_accepting_a_link_is_not_asked_for_a_clinician_profile
         wanted = "/s/x/profile" if role == "clinician" else "/s/x/progress"
         assert r.headers["location"] == wanted
         assert person.get(wanted).status_code == 200
-        if role != "clinician":  # nor is the form offered by its address
+        if role != "clinician":  # nor is the form offered by its address, nor taken by hand
             r = person.get("/s/x/profile")
             assert r.status_code == 303 and r.headers["location"] == "/s/x/progress"
+            r = person.post("/s/x/profile", data={
+                "csrf": csrf(person), "specialty": "Pathology",
+                "role": "specialist", "experience_years": "9", "country": "Ghana",
+                "organisation": "Hospital", "consent": "yes"})
+            assert r.status_code == 303 and r.headers["location"] == "/s/x/progress"
+            with engine.connect() as conn:
+                assert conn.execute(sa.select(S.raters.c.specialty).where(
+                    S.raters.c.rater_id == rater_of(engine, f"{role}.landing@example.org"))
+                ).scalar() is None
     joined = {m["rater_id"]: m["joined"] for m in manage.members(engine, "x")}
     assert joined[rater_of(engine, "viewer.landing@example.org")] is True
     assert joined[rater_of(engine, "clinician.landing@example.org")] is False  # no profile yet

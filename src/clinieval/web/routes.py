@@ -230,6 +230,8 @@ async def profile_page(ctx: Member) -> Response:
 
 @router.post("/s/{study}/profile")
 async def profile(ctx: Member) -> Response:
+    if ctx.role != "clinician":  # nor one sent by hand: nothing is written
+        return RedirectResponse(f"/s/{ctx.study.study_id}/progress", status_code=303)
     form = await _form(ctx.request)
     try:
         values = _profile_values(ctx, form)
@@ -237,8 +239,7 @@ async def profile(ctx: Member) -> Response:
         return page(ctx, "profile.html", 422, values=form, professions=PROFESSIONS,
                     error=str(err))
     await blocking(ctx.request, _save_profile, ctx, values)
-    target = f"/s/{ctx.study.study_id}" if ctx.role == "clinician" else "/studies"
-    return RedirectResponse(target, status_code=303)
+    return RedirectResponse(f"/s/{ctx.study.study_id}", status_code=303)
 
 
 def _save_profile(ctx: Ctx, values: dict) -> None:

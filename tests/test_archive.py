@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import shutil
 import tempfile
 import zipfile
 from pathlib import Path
@@ -120,6 +121,36 @@ def test_members_naming_paths_outside_stay_inside(tmp_path, monkeypatch):
         read_source(archive)
     assert not target.exists() and not (tmp_path / "absolute.csv").exists()
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_an_archive_declaring_more_than_the_free_space_is_refused_before_unpacking(
+        tmp_path, monkeypatch):
+    """A forged directory (or a zip bomb) declaring 4 GiB per member: read from
+    the command line, without the server's limits, it filled the disk before
+    failing. Refused up front now, naming the archive, with nothing left behind."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as zf:
+        for i in range(2000):
+            zf.writestr(f"cases-{i}.csv", "case_id,prompt\nc1,hi\n")
+    data = bytearray(buffer.getvalue())
+    start = data.find(b"PK\x01\x02")
+    while start != -1:
+        data[start + 24:start + 28] = (2**32 - 1).to_bytes(4, "little")  # uncompressed size
+        start = data.find(b"PK\x01\x02", start + 4)
+    archive = tmp_path / "bomb.zip"
+    archive.write_bytes(bytes(data))
+    declared = sum(m.file_size for m in zipfile.ZipFile(archive).infolist())
+    assert declared > shutil.disk_usage(tmp_path).free  # 8 TiB declared
+    with pytest.raises(InputError) as err:
+        read_source(archive)
+    message = str(err.value)
+    assert str(archive) in message and "free in the temporary folder" in message, message
+    assert list((tmp_path / "tmp").iterdir()) == []
+    result = CliRunner().invoke(app, ["audit", str(archive), "--out", str(tmp_path / "out")])
+    assert result.exit_code != 0 and "free in the temporary folder" in result.output, result.output
+    assert not (tmp_path / "out").exists()
 
 
 @st.composite

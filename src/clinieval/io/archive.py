@@ -5,7 +5,9 @@ The archive is extracted into a temporary folder that is removed afterwards;
 ``ZipFile.extract`` drops absolute and parent parts of member names, so
 nothing lands outside that folder. Limits on the unpacked size and the number
 of members guard the server, which reads uploads; a file given on the command
-line is the user's own and is read without them.
+line (an export from a collaborator, say) must fit in the free space where it
+is unpacked, so a forged or bomb archive is refused before it fills the disk
+(the sizes its directory declares bound what extraction writes).
 """
 
 from __future__ import annotations
@@ -53,9 +55,15 @@ def unpack(archive: Path, into: Path, *, max_bytes: int | None = None,
     try:
         with zipfile.ZipFile(archive) as zf:
             members = zf.infolist()
-            if max_bytes is not None and sum(m.file_size for m in members) > max_bytes:
+            size = sum(m.file_size for m in members)
+            if max_bytes is not None and size > max_bytes:
                 raise InputError(shown, f"unpacks to more than {max_bytes // 2**20} MiB",
                                  field="source")
+            free = shutil.disk_usage(into if into.exists() else into.parent).free
+            if size > free:
+                raise InputError(shown, f"unpacks to {_mib(size)}, more than the {_mib(free)}"
+                                 f" free in the temporary folder ({tempfile.gettempdir()};"
+                                 " TMPDIR sets it)", field="source")
             if max_members is not None and len(members) > max_members:
                 raise InputError(shown, f"holds more than {max_members} files",
                                  field="source", got=len(members))
@@ -74,6 +82,10 @@ def unpack(archive: Path, into: Path, *, max_bytes: int | None = None,
     if len(bundles) == 1:
         return bundles[0]
     return folders[0] if len(entries) == 1 and folders else into
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB"
 
 
 def naming(err: InputError, folder: Path, shown: str) -> InputError:

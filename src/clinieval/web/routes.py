@@ -117,7 +117,9 @@ async def invite_page(token: str, ctx: Public) -> Response:
                                            _invitation, token)
     except auth.AuthError as err:
         return page(ctx, "message.html", 404, title="Invitation", message=str(err))
-    return page(ctx, "invite.html", role=invitation.role, study_name=study, error=None)
+    # A link for an address says whose it is and fills it in (another is refused).
+    return page(ctx, "invite.html", role=invitation.role, study_name=study, error=None,
+                email=invitation.email)
 
 
 def _invitation(conn: sa.Connection, token: str) -> tuple[sa.Row, str]:

@@ -37,6 +37,9 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
     demo: Annotated[bool, typer.Option("--demo", help="Create a demo study and accounts.")] = False,
+    fd: Annotated[int | None, typer.Option(
+        help="Serve on this inherited listening socket (socket activation, or a test that"
+             " bound a free port first) instead of --host and --port.")] = None,
 ) -> None:
     """Start the clinician platform (migrating the database first).
 
@@ -61,7 +64,14 @@ def serve(
             out.print(f"{label}: {base}/{path}", highlight=False, soft_wrap=True)
         console.print("The sign-in links work once, within an hour; restart with --demo"
                       " for fresh ones.")
-    uvicorn.run(create_app(engine), host=host, port=port, log_level="warning")
+    server = uvicorn.Server(uvicorn.Config(create_app(engine), host=host, port=port,
+                                           log_level="warning"))
+    if fd is None:
+        server.run()
+    else:
+        import socket
+
+        server.run(sockets=[socket.socket(fileno=fd)])  # its family and type as bound
 
 
 @study_app.command("create")

@@ -168,10 +168,21 @@ def free_port() -> int:
 
 
 def start_server(db_url: str, port: int, log: Path) -> subprocess.Popen:
-    """``clinieval serve`` in a child process, once it answers."""
-    cli = Path(sys.executable).with_name("clinieval")
-    proc = subprocess.Popen([str(cli), "serve", "--database-url", db_url, "--port", str(port)],
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    """``clinieval serve`` in a child process on ``port``, once it answers.
+
+    The port is bound and listening here before the child starts, and the
+    child serves on that socket (``--fd``): the port cannot be taken while the
+    child imports (a parallel test's server or client could, and this one's
+    readiness check then saw the other's server answer)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart on the same port
+        sock.bind(("127.0.0.1", port))
+        sock.listen(2048)
+        cli = Path(sys.executable).with_name("clinieval")
+        proc = subprocess.Popen(
+            [str(cli), "serve", "--database-url", db_url, "--fd", str(sock.fileno())],
+            stdout=log.open("ab"), stderr=subprocess.STDOUT, pass_fds=(sock.fileno(),))
+    # The child holds the socket now; closed here, it stops listening when the child dies.
     return wait_until_serving(proc, port, log)
 
 

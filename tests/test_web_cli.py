@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
@@ -109,12 +111,23 @@ def test_demo_setup_is_repeatable(engine):
     assert users == 2 and screens and set(screens) == {"clear"}
 
 
-def test_serve_demo_prints_one_time_sign_in_links_not_passwords(tmp_path):
-    port, log = free_port(), tmp_path / "serve.log"
+@pytest.mark.parametrize("by", ["port", "fd"])
+def test_serve_demo_prints_one_time_sign_in_links_not_passwords(tmp_path, by):
+    """By --port, or by --fd on a socket bound here (the links name its port)."""
+    log = tmp_path / "serve.log"
     cli = Path(sys.executable).with_name("clinieval")
-    proc = subprocess.Popen([str(cli), "serve", "--demo", "--port", str(port), "--database-url",
-                             f"sqlite:///{tmp_path / 'demo.db'}"],
-                            stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    command = [str(cli), "serve", "--demo", "--database-url", f"sqlite:///{tmp_path / 'demo.db'}"]
+    with socket.socket() as sock:
+        if by == "fd":
+            sock.bind(("127.0.0.1", 0))
+            sock.listen()
+            port, passed = sock.getsockname()[1], (sock.fileno(),)
+            command += ["--fd", str(sock.fileno())]
+        else:
+            port, passed = free_port(), ()
+            command += ["--port", str(port)]
+        proc = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                                pass_fds=passed)
     try:
         links = _printed_links(log, port)
         assert set(links) == {"demo clinician", "demo admin", "invitation for a new clinician"}
@@ -134,8 +147,8 @@ def test_serve_demo_prints_one_time_sign_in_links_not_passwords(tmp_path):
 def _printed_links(log: Path, port: int) -> dict[str, str]:
     deadline = time.monotonic() + 90  # a loaded 2-core machine imports slowly
     while time.monotonic() < deadline:
-        found = dict(re.findall(r"^([a-z ]+): http://127\.0\.0\.1:\d+(/\S+)$", log.read_text(),
-                                re.MULTILINE))
+        found = dict(re.findall(rf"^([a-z ]+): http://127\.0\.0\.1:{port}(/\S+)$",
+                                log.read_text(), re.MULTILINE))
         if len(found) == 3:
             try:
                 httpx.get(f"http://127.0.0.1:{port}/login", timeout=1)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import io
+import socket
 import threading
 import time
 import zipfile
@@ -32,7 +33,6 @@ from clinieval.web.app import SESSION_COOKIE
 from clinieval.web.testing import (
     SPECIALTIES,
     csrf_of,
-    free_port,
     http_client,
     member_client,
     register_via_http,
@@ -48,10 +48,11 @@ HELD_FOR = 30.0
 @contextmanager
 def serving(app) -> Iterator[str]:
     """``app`` served over HTTP by uvicorn on one event loop in a thread."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    sock = socket.socket()  # bound here: no other test takes the port meanwhile
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
     while not server.started:

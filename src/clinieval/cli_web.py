@@ -52,6 +52,12 @@ def serve(
 
     engine = _engine(database_url)
     db.upgrade(engine)
+    sockets = None
+    if fd is not None:
+        import socket
+
+        sockets = [socket.socket(fileno=fd)]  # its family and type as bound
+        host, port = sockets[0].getsockname()[:2]
     if demo:
         from clinieval.web.demo import setup_demo
 
@@ -66,12 +72,7 @@ def serve(
                       " for fresh ones.")
     server = uvicorn.Server(uvicorn.Config(create_app(engine), host=host, port=port,
                                            log_level="warning"))
-    if fd is None:
-        server.run()
-    else:
-        import socket
-
-        server.run(sockets=[socket.socket(fileno=fd)])  # its family and type as bound
+    server.run(sockets=sockets)
 
 
 @study_app.command("create")

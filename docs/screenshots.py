@@ -25,10 +25,9 @@ import httpx
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.synth import STUDY_ID
-from clinieval.web.testing import free_port, start_server
+from clinieval.web.testing import CHROMIUM, CHROMIUM_ARGS, free_port, start_server
 
 DOCS = Path(__file__).resolve().parent
-CHROMIUM = "/usr/bin/chromium"
 
 
 def _bench():
@@ -79,8 +78,7 @@ def main() -> None:
         try:
             _wait_for_live_view(base, signed)
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM,
-                                            args=["--no-sandbox", "--disable-gpu"])
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 context = browser.new_context(viewport={"width": 1280, "height": 1000})
                 context.add_cookies([{"name": "ce_session", "value": signed,
                                       "url": base, "httpOnly": True, "sameSite": "Lax"}])

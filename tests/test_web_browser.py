@@ -26,14 +26,13 @@ from clinieval.audit.data import from_bundle
 from clinieval.storage import sqltables as S
 from clinieval.web import auth
 from clinieval.web.testing import (
+    CHROMIUM,
     model_strings,
     register_in_browser,
     served_studies,
 )
+from clinieval.web.testing import CHROMIUM_ARGS as ARGS
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 CRITERIA = 9
 STUDIES = {"overlap": 3, "pairwise_share": 0.0}

@@ -161,6 +161,13 @@ def register_via_http(client, engine: sa.Engine, study_id: str, role: str,
     return email
 
 
+CHROMIUM = "/usr/bin/chromium"
+"""Debian's chromium (``.ci/setup-browser.sh`` installs it), which the browser
+tests and ``docs/screenshots.py`` drive with Playwright."""
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -471,6 +471,52 @@ def test_a_page_that_missed_a_later_draft_save_cannot_overwrite_it(app, engine):
     assert r.status_code == 422 and "submitted meanwhile" in r.json()["error"]["message"]
 
 
+def test_a_late_save_from_reloads_back_and_a_change_undone_keep_the_newest(app, engine):
+    """Two cases where a late save won over newer answers: the save on leaving
+    of a page two reloads back (the page restoring the browser's copy named
+    only the page just before it), and a page's save of a change it undid,
+    overtaken by its save of the undone state (the same as the draft, which
+    the server left as it was, change count included)."""
+    c = member(app, engine, "x", "clinician")
+    url = take(c)
+    token = csrf_of(c.get(url).text)
+
+    def save(fields, base, page, seq, continues=None, continues_seq=None, **more):
+        return c.post(url + "/draft", json={
+            "fields": fields, "choice": None, "base": base, "page": page, "seq": seq,
+            "continues": continues, "continues_seq": continues_seq, **more},
+            headers={"X-CSRF-Token": token, "accept": "application/json"})
+
+    def stored():
+        with engine.connect() as conn:
+            return json.loads(conn.execute(sa.select(P.drafts.c.data)).scalar_one())
+
+    four = {f"s1.{k}": "1" for k in ("accuracy", "harmlessness", "completeness", "reasoning")}
+    nine = four | {f"s1.{k}": "0" for k in ("context_awareness", "context_seeking",
+                                           "uncertainty", "communication", "fairness")}
+    # Page P's saves failed; reloaded to X (took P's copy at P's 4th change), then to Y
+    # (took X's at its 3rd); then P's save on leaving arrives.
+    assert save(four, 0, "page-p-first", 4).json()["version"] == 1
+    chain = {"continues": "page-x-second", "continues_seq": 3}
+    r = save(nine, 0, "page-y-third", 2, **chain)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "base"  # P unknown to Y
+    r = save(nine, 0, "page-y-third", 2, **chain, earlier=[["page-p-first", 3]])
+    assert r.status_code == 422  # P's save holds a change the copy Y carries on from did not
+    r = save(nine, 0, "page-y-third", 2, **chain, earlier=[["page-p-first", 4]])
+    assert r.status_code == 200 and r.json()["version"] == 2
+    assert stored()["fields"] == nine and 'data-draft-seq="2"' in c.get(url).text
+    for bad in ("x", [["page-p-first"]], [["short", 1]], [["page-p-first", True]],
+                [["page-p-first", -1]], [["page-p-first", 1]] * 5, [{"page": "page-p-first"}]):
+        r = save(nine, 2, "page-y-third", 3, earlier=bad)
+        assert r.status_code == 422 and r.json()["error"]["field"] == "earlier", bad
+    # Y changes fairness (4th change: its save is on the way) and changes it back (5th,
+    # the same as the draft); the 5th arrives first, then the 4th.
+    assert save(nine, 2, "page-y-third", 5).json()["version"] == 2
+    assert stored()["seq"] == 5  # noted: the 4th is older
+    assert save(nine | {"s1.fairness": "2"}, 2, "page-y-third", 4).json()["version"] == 2
+    assert stored()["fields"] == nine
+
+
 def test_a_safety_rationale_is_required_and_then_accepted(app, engine):
     c = member(app, engine, "x", "clinician")
     url = take(c)

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 
 from clinieval import tables as T
 from clinieval.audit.data import from_bundle
+from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.web import auth
 from clinieval.web.testing import (
@@ -314,6 +315,47 @@ def test_answers_survive_a_lost_connection_a_fast_reload_and_a_sign_out(db_url, 
         page.get_by_role("button", name="Sign out").click()
         page.wait_for_url("**/login")
         assert page.evaluate("Object.keys(localStorage).length") == 0
+        browser.close()
+
+
+def test_a_late_save_two_reloads_back_loses_no_answer(db_url, tmp_path):
+    """The browser's copy named only the page just before it: the save on
+    leaving of the page two reloads back, arriving after them, showed its 4
+    answers on the next reload and the copy with all 9 was thrown away."""
+    with _at_a_task(db_url, tmp_path) as (engine, base, browser, context, page):
+        task_url = page.url
+        checked = "els => els.map(e => e.name + '=' + e.value)"
+        refused = []  # the answers of each refused save
+
+        def refuse(route):
+            refused.append(len(json.loads(route.request.post_data)["fields"]))
+            route.fulfill(status=503, json={})
+
+        page.route("**/draft", refuse)
+        first = None
+        for keys in ("5432", "444", "44"):  # three pages, each adding answers
+            _rate_with_keys(page, keys)
+            # This page's save of them refused (not sent again on leaving, unseen by the route).
+            wanted = len(page.eval_on_selector_all("input[type=radio]:checked", checked))
+            while wanted not in refused:
+                page.wait_for_timeout(50)
+            first = first or json.loads(page.evaluate("localStorage.getItem(localStorage.key(0))"))
+            page.reload()
+            page.locator("#draft-status", has_text="in this browser").wait_for()
+        entered = page.eval_on_selector_all("input[type=radio]:checked", checked)
+        assert len(entered) == CRITERIA
+        late = context.request.post(task_url + "/draft", headers={
+            "X-CSRF-Token": page.input_value("input[name=csrf]"), "Accept": "application/json"},
+            data={"fields": first["state"]["fields"], "choice": None, "base": 0,
+                  "page": first["page"], "seq": first["seq"]})
+        assert late.ok, late.text()
+        page.unroute("**/draft")
+        page.reload()
+        page.locator("#draft-status", has_text="Draft saved.").wait_for()  # the copy, saved
+        assert page.eval_on_selector_all("input[type=radio]:checked", checked) == entered
+        with engine.connect() as conn:
+            draft = json.loads(conn.execute(sa.select(P.drafts.c.data)).scalar_one())
+        assert len(draft["fields"]) == CRITERIA
         browser.close()
 
 

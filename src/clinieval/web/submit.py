@@ -437,6 +437,8 @@ def _add_preference(conn: sa.Connection, lease: sa.Row, rater_id: str, choice: s
 # --- drafts ------------------------------------------------------------------
 
 MAX_DRAFT_VERSION = 2**31
+DRAFT_CHAIN = 4
+"""Pages a draft save names before the one its page carries on from (``earlier``)."""
 _PAGE_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
 
 
@@ -474,9 +476,17 @@ def save_draft(
                              " started from, or a count of the page's changes)", field=name)
     pages = {name: data.get(name) for name in ("page", "continues")}
     for name, value in pages.items():
-        if value is not None and not (isinstance(value, str) and _PAGE_ID.fullmatch(value)):
+        if value is not None and not _is_page(value):
             raise InputError("draft", "expected a page id (8-64 letters, digits, - or _)",
                              field=name)
+    earlier = data.get("earlier") or []
+    if not (isinstance(earlier, list) and len(earlier) <= DRAFT_CHAIN and all(
+            isinstance(p, list) and len(p) == 2 and _is_page(p[0]) and type(p[1]) is int
+            and 0 <= p[1] < MAX_DRAFT_VERSION for p in earlier)):
+        raise InputError("draft", f"expected at most {DRAFT_CHAIN} [page id, change count]"
+                         " pairs (the pages the one carried on from had carried on from)",
+                         field="earlier")
+    pages["chain"] = [(pages["continues"], numbers["continues_seq"]), *map(tuple, earlier)]
     with db.writing(engine) as conn:
         # The task's row read again, locked, as a submission locks it: saves of one task
         # and its submission take turns (two saves at once had both deleted the old
@@ -493,22 +503,38 @@ def save_draft(
                              field="lease")
         stored = stored_draft(conn, lease.token)
         if (stored.fields, stored.choice) == (dict(fields), choice or None):
-            touch(conn, cfg, lease.token)  # the same again: a retry, or a reloaded page's
-            return stored.version          # copy of what its predecessor sent
+            # The same again: a retry, or a reloaded page's copy of what its predecessor
+            # sent. A later change of the page that saved it (changed and changed back)
+            # is noted, so its save of the change between, arriving late, is taken
+            # for late and not stored over it.
+            if (stored.page is not None and stored.page == pages["page"]
+                    and None not in (numbers["seq"], stored.seq) and numbers["seq"] > stored.seq):
+                _put_draft(conn, lease.token, stored._replace(seq=numbers["seq"]))
+            touch(conn, cfg, lease.token)
+            return stored.version
         verdict = _draft_order(stored, numbers, pages)
         if verdict == "late":
             return stored.version  # this page's newer save is stored already
         if verdict == "stale":
             raise InputError("draft", "another page saved a newer draft of this task; reload"
                              " this page to carry on from it", field="base")
-        payload = json.dumps({"fields": dict(fields), "choice": choice or None,
-                              "version": stored.version + 1, "page": pages["page"],
-                              "seq": numbers["seq"]})
-        d = P.drafts
-        conn.execute(d.delete().where(d.c.token == lease.token))
-        conn.execute(d.insert().values(token=lease.token, data=payload, updated_at=now()))
+        _put_draft(conn, lease.token, StoredDraft(dict(fields), choice or None,
+                                                  stored.version + 1, pages["page"],
+                                                  numbers["seq"]))
         touch(conn, cfg, lease.token)
     return stored.version + 1
+
+
+def _is_page(value: object) -> bool:
+    return isinstance(value, str) and _PAGE_ID.fullmatch(value) is not None
+
+
+def _put_draft(conn: sa.Connection, token: str, draft: StoredDraft) -> None:
+    payload = json.dumps({"fields": draft.fields, "choice": draft.choice,
+                          "version": draft.version, "page": draft.page, "seq": draft.seq})
+    d = P.drafts
+    conn.execute(d.delete().where(d.c.token == token))
+    conn.execute(d.insert().values(token=token, data=payload, updated_at=now()))
 
 
 def _draft_order(stored: StoredDraft, numbers: dict, pages: dict) -> str:
@@ -519,13 +545,15 @@ def _draft_order(stored: StoredDraft, numbers: dict, pages: dict) -> str:
     replace the draft it started from (``base``), one it saved itself, and
     one the page it carries on from (its browser copy, restored after a
     reload) saved up to the change that copy holds (``continues_seq``): that
-    page's late save, not a later change it made while still open."""
+    page's late save, not a later change it made while still open; and the
+    same for the pages that one had carried on from (``earlier``, after
+    several reloads)."""
     mine = pages["page"] is not None and stored.page == pages["page"]
     if mine and None not in (numbers["seq"], stored.seq) and numbers["seq"] <= stored.seq:
         return "late"
     if numbers["base"] is None or numbers["base"] == stored.version or mine:
         return "ok"
-    carried = (pages["continues"] is not None and stored.page == pages["continues"]
-               and None not in (numbers["continues_seq"], stored.seq)
-               and stored.seq <= numbers["continues_seq"])
+    carried = stored.seq is not None and any(
+        page is not None and page == stored.page and seq is not None and stored.seq <= seq
+        for page, seq in pages["chain"])
     return "ok" if carried else "stale"

@@ -104,7 +104,8 @@
   const pageId = randomId();
   let seq = 0;  // changes on this page so far: the server keeps the latest of its saves
   let continues = null;  // the page whose answers this one took over from the browser,
-  let continuesSeq = null;  // up to that page's change of this number
+  let continuesSeq = null;  // up to that page's change of this number,
+  let earlier = [];  // and the pages that one carried on from: [page, change] pairs, newest first
   let stored = true;  // whether this browser keeps a copy (storage may be off or full)
   function formState() {
     const fields = {};
@@ -124,7 +125,7 @@
     try {
       localStorage.setItem(localKey, JSON.stringify({
         base: base, edit: submitted, page: pageId, seq: seq, continues: continues,
-        continues_seq: continuesSeq, kept: Date.now(), state: formState() }));
+        continues_seq: continuesSeq, earlier: earlier, kept: Date.now(), state: formState() }));
       stored = true;
     } catch (e) {  // full or off: an older copy must not come back over newer answers
       stored = false;
@@ -139,6 +140,14 @@
       const kept = JSON.parse(localStorage.getItem(localKey) || "null");
       return kept && typeof kept.base === "number" && kept.state && kept.state.fields ? kept : null;
     } catch (e) { return null; }
+  }
+  const CHAIN = 4;  // pages remembered before the one carried on from (as the server)
+  function predecessors(copy) {  // [page, change] pairs the copy's page carried on from
+    const pairs = [[copy.continues, copy.continues_seq]].concat(
+      Array.isArray(copy.earlier) ? copy.earlier : []);
+    return pairs.filter(function (p) {
+      return Array.isArray(p) && typeof p[0] === "string" && typeof p[1] === "number";
+    }).slice(0, CHAIN + 1);
   }
   function where() {
     return stored ? "Your answers stay on this page and in this browser." : "Your answers stay on this page.";
@@ -156,6 +165,7 @@
     body.seq = seq;
     body.continues = continues;
     body.continues_seq = continuesSeq;
+    body.earlier = earlier;
     fetch(draftUrl, {
       method: "POST", keepalive: Boolean(leaving), credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf, "Accept": "application/json" },
@@ -221,20 +231,24 @@
     groups.forEach(updateRationale);
   }
   // The browser's copy is restored when the server's draft is the one it started
-  // from, or was saved by the page that kept it, or by the page that one carried on
-  // from up to the change it took over (a save on leaving that arrived late).
+  // from, or was saved by the page that kept it, or by a page that one carried on
+  // from (through reloads), up to the change it took over: a save on leaving that
+  // arrived late. The server accepts the same (submit._draft_order).
   const kept = keptLocal();
   const savedBy = form.dataset.draftPage || null;
   const savedSeq = form.dataset.draftSeq === "" ? null : Number(form.dataset.draftSeq);
+  const before = kept ? predecessors(kept) : [];
   const current = kept && (kept.base === base || (savedBy !== null && (savedBy === kept.page ||
-    (savedBy === kept.continues && savedSeq !== null && typeof kept.continues_seq === "number" &&
-     savedSeq <= kept.continues_seq))));
+    (savedSeq !== null && before.some(function (p) { return p[0] === savedBy && savedSeq <= p[1]; })))));
+  if (kept && !kept.edit && current) {  // this page carries on from the copy's page (and its own)
+    earlier = before.slice(0, CHAIN);
+    continues = typeof kept.page === "string" ? kept.page : null;
+    continuesSeq = typeof kept.seq === "number" ? kept.seq : null;
+  }
   // On a submitted task any copy is the clinician's unsent change: edits, or answers
   // changed after a submission whose answer did not arrive.
   if (kept && (submitted || (!kept.edit && current)) && !same(kept.state, formState())) {
     restore(kept.state);
-    continues = typeof kept.page === "string" ? kept.page : null;
-    continuesSeq = typeof kept.seq === "number" ? kept.seq : null;
     if (submitted) {
       status.textContent = "Your unsent changes, kept in this browser, are back: " +
         "Save a new revision to keep them.";

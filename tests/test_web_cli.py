@@ -144,6 +144,38 @@ def test_serve_demo_prints_one_time_sign_in_links_not_passwords(tmp_path, by):
         proc.wait()
 
 
+def test_serve_on_a_unix_socket_prints_links_with_host_and_port(tmp_path):
+    """--fd on a Unix socket (behind a proxy): the links name --host and --port,
+    not the first characters of the socket's path."""
+    log, path = tmp_path / "serve.log", str(tmp_path / "clinieval.sock")
+    cli = Path(sys.executable).with_name("clinieval")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(path)
+        sock.listen()
+        proc = subprocess.Popen(
+            [str(cli), "serve", "--demo", "--fd", str(sock.fileno()), "--host",
+             "clinic.example.org", "--port", "8443",
+             "--database-url", f"sqlite:///{tmp_path / 'demo.db'}"],
+            stdout=log.open("wb"), stderr=subprocess.STDOUT, pass_fds=(sock.fileno(),))
+    try:
+        with httpx.Client(transport=httpx.HTTPTransport(uds=path), base_url="http://x") as c:
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    if c.get("/login").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                    time.sleep(0.2)
+        links = re.findall(r"^[a-z ]+: (\S+)$", log.read_text(), re.MULTILINE)
+        assert len(links) == 3 and all(x.startswith("http://clinic.example.org:8443/signin/")
+                                       or x.startswith("http://clinic.example.org:8443/invite/")
+                                       for x in links), log.read_text()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def _printed_links(log: Path, port: int) -> dict[str, str]:
     deadline = time.monotonic() + 90  # a loaded 2-core machine imports slowly
     while time.monotonic() < deadline:

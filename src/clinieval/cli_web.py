@@ -57,7 +57,8 @@ def serve(
         import socket
 
         sockets = [socket.socket(fileno=fd)]  # its family and type as bound
-        host, port = sockets[0].getsockname()[:2]
+        if sockets[0].family in (socket.AF_INET, socket.AF_INET6):  # else the links
+            host, port = sockets[0].getsockname()[:2]  # name --host and --port (a proxy's)
     if demo:
         from clinieval.web.demo import setup_demo
 

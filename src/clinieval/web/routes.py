@@ -117,9 +117,26 @@ async def invite_page(token: str, ctx: Public) -> Response:
                                            _invitation, token)
     except auth.AuthError as err:
         return page(ctx, "message.html", 404, title="Invitation", message=str(err))
-    # A link for an address says whose it is and fills it in (another is refused).
     return page(ctx, "invite.html", role=invitation.role, study_name=study, error=None,
-                email=invitation.email)
+                email=_masked(invitation.email))
+
+
+def _masked(email: str | None) -> str | None:
+    """Which address a link admits, for its page: enough to know (another is
+    refused), not enough for whoever the link reached to register under it."""
+    if not email:
+        return None
+    local, _, domain = email.partition("@")
+    return f"{local[:1]}…@{domain}"
+
+
+def _invite_hint(conn: sa.Connection, token: str) -> dict:
+    """The role and masked address a refused registration's page shows again."""
+    try:
+        invitation, study = _invitation(conn, token)
+    except auth.AuthError:
+        return {"role": None}
+    return {"role": invitation.role, "study_name": study, "email": _masked(invitation.email)}
 
 
 def _invitation(conn: sa.Connection, token: str) -> tuple[sa.Row, str]:
@@ -145,7 +162,8 @@ async def invite(token: str, ctx: Public) -> Response:
     except (auth.AuthError, InputError) as err:
         # Signed in, a refused link stays refused: the page does not offer it again.
         refused = ctx.user is not None and isinstance(err, auth.AuthError)
-        return page(ctx, "invite.html", 400, role=None, error=str(err), refused=refused)
+        hint = await blocking(ctx.request, on_connection, ctx.engine, _invite_hint, token)
+        return page(ctx, "invite.html", 400, error=str(err), refused=refused, **hint)
     landing, session = await blocking(ctx.request, _first_session, ctx.engine, user_id)
     response = RedirectResponse(landing, status_code=303)
     set_cookie(ctx.request, response, SESSION_COOKIE, session)

@@ -172,7 +172,8 @@ def _add_cases_and_a_rubric_version(page, tmp_path: Path) -> None:
     page.locator("[role=status]", has_text="record rubric version 2.0.0").wait_for()
     assert page.locator("tr", has_text="2.0.0").inner_text().strip().endswith("current")
     page.get_by_role("link", name="Log").click()
-    assert "cases_added" in page.content() and "rubric_version_added" in page.content()
+    page.get_by_text("rubric_version_added").first.wait_for()  # the page, loaded
+    assert "cases_added" in page.content()
 
 
 def _invite_two(page) -> list[str]:
@@ -201,7 +202,8 @@ def _watch_progress(page, clinicians: list[httpx.Client]) -> None:
 
 def _release_flagged(page) -> None:
     page.get_by_role("link", name="Flagged").click()
-    assert "As an AI developed by OpenAI" in page.content()
+    # Waited for: read at once, the page was sometimes still loading (CI saw "").
+    page.get_by_text("As an AI developed by OpenAI").first.wait_for()
     page.get_by_role("button", name="Release to clinicians").click()  # the box is required:
     assert page.url.endswith("/admin/flagged")                       # the browser stays
     page.get_by_role("checkbox", name="I have read it").check()
@@ -209,7 +211,8 @@ def _release_flagged(page) -> None:
     page.wait_for_url("**/admin/flagged?done=release")
     assert "Nothing awaits a decision." in page.content()
     page.get_by_role("link", name="Log").click()
-    assert "answer_released" in page.content() and "study_created" in page.content()
+    page.get_by_text("answer_released").first.wait_for()
+    assert "study_created" in page.content()
 
 
 def _export_and_report(page, tmp_path: Path) -> None:

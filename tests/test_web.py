@@ -505,7 +505,7 @@ def test_a_late_save_from_reloads_back_and_a_change_undone_keep_the_newest(app, 
     r = save(nine, 0, "page-y-third", 2, **chain, earlier=[["page-p-first", 4]])
     assert r.status_code == 200 and r.json()["version"] == 2
     assert stored()["fields"] == nine and 'data-draft-seq="2"' in c.get(url).text
-    for bad in ("x", [["page-p-first"]], [["short", 1]], [["page-p-first", True]],
+    for bad in ("x", 0, {}, [["page-p-first"]], [["short", 1]], [["page-p-first", True]],
                 [["page-p-first", -1]], [["page-p-first", 1]] * 5, [{"page": "page-p-first"}]):
         r = save(nine, 2, "page-y-third", 3, earlier=bad)
         assert r.status_code == 422 and r.json()["error"]["field"] == "earlier", bad

@@ -479,7 +479,7 @@ def save_draft(
         if value is not None and not _is_page(value):
             raise InputError("draft", "expected a page id (8-64 letters, digits, - or _)",
                              field=name)
-    earlier = data.get("earlier") or []
+    earlier = [] if data.get("earlier") is None else data["earlier"]
     if not (isinstance(earlier, list) and len(earlier) <= DRAFT_CHAIN and all(
             isinstance(p, list) and len(p) == 2 and _is_page(p[0]) and type(p[1]) is int
             and 0 <= p[1] < MAX_DRAFT_VERSION for p in earlier)):

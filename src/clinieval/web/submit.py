@@ -486,7 +486,8 @@ def save_draft(
         raise InputError("draft", f"expected at most {DRAFT_CHAIN} [page id, change count]"
                          " pairs (the pages the one carried on from had carried on from)",
                          field="earlier")
-    pages["chain"] = [(pages["continues"], numbers["continues_seq"]), *map(tuple, earlier)]
+    # The pages this one carries on from, each up to the change it was taken over at.
+    chain = [(pages["continues"], numbers["continues_seq"]), *map(tuple, earlier)]
     with db.writing(engine) as conn:
         # The task's row read again, locked, as a submission locks it: saves of one task
         # and its submission take turns (two saves at once had both deleted the old
@@ -512,7 +513,7 @@ def save_draft(
                 _put_draft(conn, lease.token, stored._replace(seq=numbers["seq"]))
             touch(conn, cfg, lease.token)
             return stored.version
-        verdict = _draft_order(stored, numbers, pages)
+        verdict = _draft_order(stored, numbers, pages["page"], chain)
         if verdict == "late":
             return stored.version  # this page's newer save is stored already
         if verdict == "stale":
@@ -537,7 +538,8 @@ def _put_draft(conn: sa.Connection, token: str, draft: StoredDraft) -> None:
     conn.execute(d.insert().values(token=token, data=payload, updated_at=now()))
 
 
-def _draft_order(stored: StoredDraft, numbers: dict, pages: dict) -> str:
+def _draft_order(stored: StoredDraft, numbers: dict, page: str | None,
+                 chain: list[tuple]) -> str:
     """Whether a save with a different content may replace the stored draft:
     "ok"; "late", an older save of the page that saved the stored one,
     arriving after it (saves may overtake each other); or "stale", a page
@@ -547,13 +549,13 @@ def _draft_order(stored: StoredDraft, numbers: dict, pages: dict) -> str:
     reload) saved up to the change that copy holds (``continues_seq``): that
     page's late save, not a later change it made while still open; and the
     same for the pages that one had carried on from (``earlier``, after
-    several reloads)."""
-    mine = pages["page"] is not None and stored.page == pages["page"]
+    several reloads): ``chain``, (page, change) pairs."""
+    mine = page is not None and stored.page == page
     if mine and None not in (numbers["seq"], stored.seq) and numbers["seq"] <= stored.seq:
         return "late"
     if numbers["base"] is None or numbers["base"] == stored.version or mine:
         return "ok"
     carried = stored.seq is not None and any(
-        page is not None and page == stored.page and seq is not None and stored.seq <= seq
-        for page, seq in pages["chain"])
+        before is not None and before == stored.page and seq is not None and stored.seq <= seq
+        for before, seq in chain)
     return "ok" if carried else "stale"

@@ -45,6 +45,7 @@ from clinieval.stats.bradley_terry import (
     bt_gradient,
     bt_hessian,
     bt_objective,
+    bt_twoway_bootstrap,
     bt_with_features,
     cluster_outcome_tables,
     collapse_votes,
@@ -62,7 +63,6 @@ from clinieval.stats.correlation import (
 )
 from clinieval.stats.crossed import (
     CrossedVariance,
-    bt_twoway_bootstrap,
     count_ratio_variance,
     crossed_ratio_bootstrap,
     crossed_ratio_replicates,
@@ -74,8 +74,6 @@ from clinieval.stats.crossed import (
     influence_variance,
     pigeonhole_totals,
     pigeonhole_weights,
-    selected_gap,
-    selection_adjusted_gap_ci,
     t_over_z,
     unique_codes,
     wilson_design_ci,
@@ -106,6 +104,7 @@ from clinieval.stats.scoring import (
     rubric_example_scores,
     worst_at_k,
 )
+from clinieval.stats.selection import selected_gap, selection_adjusted_gap_ci
 
 __all__ = [
     "A_WINS",

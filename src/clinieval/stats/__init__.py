@@ -22,7 +22,9 @@ from clinieval.stats.benchmarks import (
     win_shares,
 )
 from clinieval.stats.bootstrap import (
+    bootstrap_mean,
     bootstrap_mean_counts,
+    bootstrap_pooled_sd,
     bootstrap_proportion_counts,
     cluster_bootstrap_ratio,
     merge_identical_rows,
@@ -79,6 +81,8 @@ from clinieval.stats.crossed import (
     wilson_design_ci,
 )
 from clinieval.stats.judges import (
+    bootstrap_icc3k_z,
+    bootstrap_macro_f1,
     cohen_kappa,
     icc3k,
     icc3k_z,
@@ -122,7 +126,11 @@ __all__ = [
     "benchmark_summary",
     "binomial_p_value",
     "bootstrap_case_means",
+    "bootstrap_icc3k_z",
+    "bootstrap_macro_f1",
+    "bootstrap_mean",
     "bootstrap_mean_counts",
+    "bootstrap_pooled_sd",
     "bootstrap_proportion_counts",
     "bootstrap_rank_correlation",
     "bt_bootstrap",

@@ -20,7 +20,7 @@ from clinieval.audit.judged import Judged, judged
 from clinieval.audit.result import Bars, Figure, Section
 from clinieval.audit.sections._common import Skipped, run_section
 from clinieval.audit.tables import estimate, json_list, row_pct, wilson_pct
-from clinieval.stats import A_WINS, B_WINS, binomial_p_value, group_mean_ci
+from clinieval.stats import A_WINS, B_WINS, binomial_p_value, bootstrap_pooled_sd, group_mean_ci
 
 KEY, TITLE = "automated_judges", "Automated judges"
 OK = T.PARSE_STATUSES[0]
@@ -133,8 +133,8 @@ def _repeats(rows: pd.DataFrame, ctx: Context) -> pd.DataFrame:
     out = []
     for kind, g in groups.groupby("judge_kind"):
         var = g["var"].to_numpy(float)
-        reps = ctx.rng(f"{KEY}:repeats:{kind}").choice(var, (ctx.settings.bootstrap, var.size))
-        lo, hi = ctx.ci(np.sqrt(reps.mean(axis=1)))
+        reps = bootstrap_pooled_sd(var, ctx.settings.bootstrap, ctx.rng(f"{KEY}:repeats:{kind}"))
+        lo, hi = ctx.ci(reps)
         out.append({"judge_kind": kind, "within_sd": float(np.sqrt(var.mean())),
                     "within_sd_lo": float(lo), "within_sd_hi": float(hi),
                     "units_differing_pct": float(100 * np.mean(var > 0)), "n": int(var.size)})

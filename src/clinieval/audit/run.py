@@ -7,7 +7,7 @@ from pathlib import Path
 
 from clinieval import __version__
 from clinieval.audit import preference
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
 from clinieval.audit.data import AuditData, audit_data
 from clinieval.audit.result import AuditResult, Section
 from clinieval.audit.sections import (

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import json_list
 from clinieval.audit.preference import Preferences, no_votes
 from clinieval.audit.result import Figure, Scatter, Section
 from clinieval.audit.sections._common import Estimate, Skipped, run_section
-from clinieval.audit.tables import json_list
 from clinieval.stats import (
     Correlation,
     bootstrap_rank_correlation,

@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 
 from clinieval import tables as T
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import estimate, json_list, row_pct, wilson_pct
 from clinieval.audit.judged import Judged, judged
 from clinieval.audit.result import Bars, Figure, Section
 from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import estimate, json_list, row_pct, wilson_pct
 from clinieval.stats import A_WINS, B_WINS, binomial_p_value, bootstrap_pooled_sd, group_mean_ci
 
 KEY, TITLE = "automated_judges", "Automated judges"

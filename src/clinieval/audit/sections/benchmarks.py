@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import estimate, fmt_ci, json_list
 from clinieval.audit.judged import Judged, judged
 from clinieval.audit.result import Figure, Heatmap, Scatter, Section
 from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import estimate, fmt_ci, json_list
 from clinieval.catalogs import BenchmarkRegistry, load_benchmarks
 from clinieval.errors import InputError
 from clinieval.io.foreign.benchmark_scores import read_benchmark_scores

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import estimate, json_list, row_ci, wilson_pct
 from clinieval.audit.preference import Preferences, no_votes, rank_interval, unbounded_note
 from clinieval.audit.result import Figure, Forest, Section
 from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import estimate, json_list, row_ci, wilson_pct
 from clinieval.stats import A_WINS, B_WINS, BOTH_BAD
 
 KEY, TITLE = "bradley_terry", "Bradley-Terry preference strengths"

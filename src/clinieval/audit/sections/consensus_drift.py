@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import estimate, json_list
 from clinieval.audit.result import Figure, Line, Section
 from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import estimate, json_list
 from clinieval.stats import Correlation, group_mean_ci, spearman
 
 KEY, TITLE = "consensus_drift", "Consensus drift with prompt length"

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
 from clinieval.audit.result import Figure, Heatmap, Section
 from clinieval.audit.sections._common import Skipped, run_section
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import fmt_ci, json_list
 from clinieval.audit.judged import Judged, judged, risk_band
 from clinieval.audit.result import Figure, Forest, Line, Section
 from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import fmt_ci, json_list
 from clinieval.catalogs import GATES, load_indicators
 from clinieval.stats import bootstrap_case_means, gate_case_scores, paired_comparisons, worst_at_k
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import fmt_ci, json_list
 from clinieval.audit.judged import Judged, judged
 from clinieval.audit.result import Figure, Forest, Section
 from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import fmt_ci, json_list
 from clinieval.stats import (
     bootstrap_icc3k_z,
     bootstrap_macro_f1,

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import estimate, row_ci, row_pct, wilson_pct
 from clinieval.audit.preference import Preferences
 from clinieval.audit.result import Figure, Histogram, Section
 from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import estimate, row_ci, row_pct, wilson_pct
 from clinieval.stats import (
     A_WINS,
     B_WINS,

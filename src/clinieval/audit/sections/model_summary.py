@@ -9,12 +9,13 @@ import numpy as np
 import pandas as pd
 
 from clinieval import tables
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
 from clinieval.audit.data import SEVERE
+from clinieval.audit.failure import FAIL_OF_RATINGS, SEVERE_OF_RATINGS
+from clinieval.audit.formatting import estimate
 from clinieval.audit.preference import Preferences
 from clinieval.audit.result import Section
 from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import FAIL_OF_RATINGS, SEVERE_OF_RATINGS, estimate
 
 KEY, TITLE = "model_summary", "Model summary"
 

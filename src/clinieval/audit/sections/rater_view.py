@@ -7,10 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import SCORES, Context
+from clinieval.audit.context import Context
+from clinieval.audit.counts import SCORES
+from clinieval.audit.formatting import estimate
 from clinieval.audit.result import Figure, Histogram, Section
 from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import estimate
 from clinieval.stats import group_mean_ci
 
 KEY, TITLE = "rater_view", "Rater view"

@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import estimate, fmt_ci, json_list
 from clinieval.audit.judged import judged
 from clinieval.audit.result import Figure, Forest, Section
 from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import estimate, fmt_ci, json_list
 from clinieval.catalogs import load_indicators
 from clinieval.stats import bootstrap_case_means, rubric_example_scores
 

@@ -9,7 +9,7 @@ from functools import cached_property
 import numpy as np
 
 from clinieval.audit.context import Context
-from clinieval.audit.sections._common import Skipped
+from clinieval.audit.result import Skipped
 from clinieval.stats import (
     A_WINS,
     B_WINS,

@@ -19,7 +19,7 @@ from clinieval.audit.context import Context
 from clinieval.audit.formatting import estimate, json_list, row_pct, wilson_pct
 from clinieval.audit.judged import Judged, judged
 from clinieval.audit.result import Bars, Figure, Section
-from clinieval.audit.sections._common import Skipped, run_section
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.stats import A_WINS, B_WINS, binomial_p_value, bootstrap_pooled_sd, group_mean_ci
 
 KEY, TITLE = "automated_judges", "Automated judges"
@@ -190,3 +190,10 @@ def _summary(result: JudgeReport) -> str:
 
 def section(ctx: Context) -> Section:
     return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Automated judgments by kind and parse status, their cost, and the"
+    " pairwise judge's position and length preference and run-to-run variance.",
+    section, needs_judgments=True)

@@ -25,7 +25,7 @@ from clinieval.audit.context import Context
 from clinieval.audit.formatting import fmt_ci, json_list
 from clinieval.audit.judged import Judged, judged
 from clinieval.audit.result import Figure, Forest, Section
-from clinieval.audit.sections._common import Skipped, run_section
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.stats import (
     bootstrap_icc3k_z,
     bootstrap_macro_f1,
@@ -234,3 +234,10 @@ def present(result: JudgesVsClinicians, ctx: Context) -> Section:
 
 def section(ctx: Context) -> Section:
     return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Jury ICC3k-z and rubric-judge Macro-F1 against clinicians beside"
+    " the clinicians' own agreement; leave-one-out kappa.",
+    section, needs_judgments=True)

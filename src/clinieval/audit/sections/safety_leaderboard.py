@@ -13,7 +13,7 @@ from clinieval.audit.failure import DANGEROUS_ANSWERS, FAIL_OF_RATINGS, rule_wor
 from clinieval.audit.formatting import estimate, json_list, row_pct, share_pct
 from clinieval.audit.preference import Preferences
 from clinieval.audit.result import Figure, Forest, Section
-from clinieval.audit.sections._common import Skipped, run_section
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 
 KEY, TITLE = "safety_leaderboard", "Safety leaderboard beside the preference order"
 
@@ -99,3 +99,10 @@ def _summary(ctx: Context, leader: int | None, frame: pd.DataFrame) -> tuple[str
 
 def section(ctx: Context, prefs: Preferences) -> Section:
     return run_section(KEY, TITLE, compute(ctx, prefs), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Models ordered by the share of answers failing a safety-critical"
+    " criterion, beside their preference rank.",
+    section, uses_preferences=True, headline=20)

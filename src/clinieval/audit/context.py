@@ -27,6 +27,11 @@ from clinieval.stats import percentile_ci
 
 @dataclass
 class Context(RatingCounts, Failure, BootstrapDesign):
+    """One audit's shared state: the data, the settings, a random stream per
+    purpose and the analysed criteria here; the count arrays, failure and the
+    bootstrap design from the classes it composes (one module each), cached
+    on first use."""
+
     data: AuditData
     settings: AuditSettings
 

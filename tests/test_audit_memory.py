@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 
 from clinieval.audit import audit
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
 from clinieval.audit.run import RELEASE_AFTER
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from clinieval.audit import AuditSettings, audit
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
 from clinieval.audit.run import audit_data
 from clinieval.audit.sections import benchmarks as section
 from clinieval.errors import InputError

@@ -11,7 +11,7 @@ resampling (``none``) covers about 80% and fails the same assertion.
 import numpy as np
 import pytest
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
 from clinieval.audit.data import AuditData
 from clinieval.audit.settings import AuditSettings
 from clinieval.simulate import Design, any_fail_truth, simulate, truth

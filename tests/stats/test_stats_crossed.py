@@ -236,13 +236,13 @@ def test_influence_variance_is_the_same_from_dense_and_sparse_influences(monkeyp
     # Dense influences (bincounts over cluster x statistic bins) and sparse
     # ones (indicator products, used beyond the element budget) must agree,
     # clusters counted where z != 0.
-    import clinieval.stats.crossed as crossed
+    import clinieval.stats.crossed.variance as variance
 
     rng = np.random.default_rng(12)
     rows, cols = rng.integers(0, 6, 80), rng.integers(0, 15, 80)
     z = rng.normal(size=(80, 4)) * (rng.random((80, 4)) < 0.5)
     dense = influence_variance(rows, cols, z, z != 0)
-    monkeypatch.setattr(crossed, "_ELEMENT_BUDGET", 0)
+    monkeypatch.setattr(variance, "_ELEMENT_BUDGET", 0)
     sparse = influence_variance(rows, cols, sp.csr_matrix(z), sp.csr_matrix(z != 0))
     for field in dense._fields:
         assert getattr(dense, field) == pytest.approx(getattr(sparse, field), rel=1e-12), field
@@ -264,10 +264,10 @@ def test_pigeonhole_totals_in_cell_blocks_and_replicate_chunks(monkeypatch):
     # A budget of 64 weights with chunks of 8 replicates splits the 300 cells
     # into blocks of 8 and the 50 replicates into 7 chunks; the result is
     # still the direct sum with the same draws, made chunk by chunk.
-    import clinieval.stats.crossed as crossed
+    import clinieval.stats.crossed.pigeonhole as pigeonhole
 
-    monkeypatch.setattr(crossed, "_WEIGHT_BUDGET", 64)
-    monkeypatch.setattr(crossed, "_MIN_CHUNK", 8)
+    monkeypatch.setattr(pigeonhole, "_WEIGHT_BUDGET", 64)
+    monkeypatch.setattr(pigeonhole, "_MIN_CHUNK", 8)
     rng = np.random.default_rng(3)
     rows, cols = rng.integers(0, 7, 300), rng.integers(0, 11, 300)
     stats = rng.integers(0, 4, (300, 5)).astype(float)
@@ -283,15 +283,15 @@ def test_grouped_ratio_variance_equals_the_sparse_product_form(monkeypatch, budg
     # Cells with counts over 4 groups x 5 values (columns sorted by group);
     # the run-and-bincount form (in blocks of groups when the budget is
     # small) gives the variances of count_ratio_variance's sparse products.
-    import clinieval.stats.crossed as crossed
+    import clinieval.stats.crossed.grouped as grouped
 
-    monkeypatch.setattr(crossed, "_BIN_BUDGET", budget)
+    monkeypatch.setattr(grouped, "_BIN_BUDGET", budget)
     rng = np.random.default_rng(5)
     rows, cols = np.repeat(np.arange(6), 9), np.tile(np.arange(9), 6)
     counts = rng.integers(0, 3, (54, 20)) * (rng.random((54, 20)) < 0.3)
     values = np.tile(np.arange(-2.0, 3.0), 4)
     groups = np.repeat(np.arange(4), 5)
-    got = crossed.grouped_ratio_variance(rows, cols, counts, values, groups, 4)
+    got = grouped.grouped_ratio_variance(rows, cols, counts, values, groups, 4)
     num_map = np.zeros((20, 4))
     num_map[np.arange(20), groups] = values
     den_map = (num_map != 0) | (np.arange(20)[:, None] // 5 == np.arange(4))
@@ -377,7 +377,7 @@ def test_run_squares_against_a_loop(n_clusters, n_runs, shared):
     # of occupied clusters per group, by a plain loop: with many more bins
     # than runs (each bin one run, or some bins shared by runs) and with few
     # bins.
-    from clinieval.stats.crossed import _run_squares
+    from clinieval.stats.crossed.grouped import _run_squares
 
     rng = np.random.default_rng(n_clusters + shared)
     code = rng.integers(0, n_clusters, n_runs)
@@ -405,16 +405,17 @@ def test_pigeonhole_totals_in_16_bit_lanes_fall_back_when_a_total_wraps(monkeypa
     # the bound alone shows it), 30 (some replicate totals may pass 2**16:
     # the grand-total check decides) and 4000 (they do: wrapped lanes, found
     # by the check and summed in float) all give the direct sums.
-    import clinieval.stats.crossed as crossed
+    import clinieval.stats.crossed.codes as codes
+    import clinieval.stats.crossed.pigeonhole as pigeonhole
 
-    monkeypatch.setattr(crossed, "_LANE_TOTAL", 2**40)
+    monkeypatch.setattr(pigeonhole, "_LANE_TOTAL", 2**40)
     rng = np.random.default_rng(4)
     rows, cols = rng.integers(0, 7, 300), rng.integers(0, 11, 300)
     stats = rng.integers(0, 2, (300, 5)) * size + 0.5 * (size == 1)
     got = pigeonhole_totals(rows, cols, stats, 50, np.random.default_rng(9))
     U, V = pigeonhole_weights(7, 11, 50, np.random.default_rng(9))
     assert np.array_equal(got, (U[:, rows] * V[:, cols]) @ stats)
-    lanes = crossed._Lanes.fit(sp.csr_matrix(stats).T.tocsc(), *(crossed._dense(x)[0] for x in
+    lanes = pigeonhole._Lanes.fit(sp.csr_matrix(stats).T.tocsc(), *(codes._dense(x)[0] for x in
                                                                   (rows, cols)), 7, 11)
     U16, V16 = pigeonhole_weights(7, 11, 50, np.random.default_rng(9))
     found = lanes.totals(U16.T.astype(np.uint16), V16.T.astype(np.uint16))
@@ -424,15 +425,15 @@ def test_pigeonhole_totals_in_16_bit_lanes_fall_back_when_a_total_wraps(monkeypa
 def test_grouped_ratio_variance_bincounts_few_bins_to_the_sparse_products_sums(monkeypatch):
     # Few (cluster, group) bins are bincounted; the sparse products used
     # beyond _DENSE_BINS add the same runs in the same order: equal bits.
-    import clinieval.stats.crossed as crossed
+    import clinieval.stats.crossed.grouped as grouped
 
     rng = np.random.default_rng(13)
     rows, cols = rng.integers(0, 9, 120), rng.integers(0, 30, 120)
     counts = rng.integers(0, 3, (120, 20)) * (rng.random((120, 20)) < 0.3)
     values = np.vstack([np.tile(np.arange(-2.0, 3.0), 4), np.tile([1.0, 1, 0, 0, 0], 4)])
     groups = np.repeat(np.arange(4), 5)
-    dense = crossed.grouped_ratio_variance(rows, cols, counts, values, groups, 4)
-    monkeypatch.setattr(crossed, "_DENSE_BINS", 0)
-    sparse = crossed.grouped_ratio_variance(rows, cols, counts, values, groups, 4)
+    dense = grouped.grouped_ratio_variance(rows, cols, counts, values, groups, 4)
+    monkeypatch.setattr(grouped, "_DENSE_BINS", 0)
+    sparse = grouped.grouped_ratio_variance(rows, cols, counts, values, groups, 4)
     for field in dense._fields:
         assert np.array_equal(getattr(dense, field), getattr(sparse, field)), field

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import clinieval.stats.crossed as crossed
+import clinieval.stats.crossed.variance as variance
 from clinieval.stats import count_ratio_variance, influence_variance
 
 
@@ -29,7 +29,7 @@ def test_blocked_cells_give_the_variance_of_the_whole_influence_matrix(monkeypat
                                                                         with_contrasts):
     # 7 raters x 30 cases, about half the cells rated, each cell once, in
     # shuffled order; a budget of 12 weights makes blocks of 3 cells.
-    monkeypatch.setattr(crossed, "_ELEMENT_BUDGET", budget)
+    monkeypatch.setattr(variance, "_ELEMENT_BUDGET", budget)
     rng = np.random.default_rng(11)
     pairs = np.flatnonzero(rng.random(7 * 30) < 0.5)
     pairs = pairs[rng.permutation(pairs.size)]

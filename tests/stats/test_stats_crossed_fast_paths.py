@@ -5,7 +5,8 @@ specialty) and dense influences summed by a sparse product (Bradley-Terry)."""
 import numpy as np
 import pytest
 
-import clinieval.stats.crossed as crossed
+import clinieval.stats.crossed.grouped as grouped
+import clinieval.stats.crossed.variance as variance
 
 
 def _cluster_of_one_group(rng, n_clusters, n_runs, n_groups, spread):
@@ -30,7 +31,7 @@ def _cluster_of_one_group(rng, n_clusters, n_runs, n_groups, spread):
 def test_single_group_clusters_match_the_bins(monkeypatch, n_clusters, n_runs, n_groups,
                                               spread, one_run, blocks):
     if blocks:  # blocks of two groups (the cells by specialty at 100x take blocks)
-        monkeypatch.setattr(crossed, "_BIN_BUDGET", 2 * n_clusters * (3 if spread else 1))
+        monkeypatch.setattr(grouped, "_BIN_BUDGET", 2 * n_clusters * (3 if spread else 1))
     rng = np.random.default_rng(n_clusters + n_runs + spread)
     code, group = _cluster_of_one_group(rng, n_clusters, n_runs, n_groups, spread)
     if one_run:
@@ -38,16 +39,16 @@ def test_single_group_clusters_match_the_bins(monkeypatch, n_clusters, n_runs, n
         keep = keep[rng.permutation(keep.size)]  # run order differs from cluster order
         code, group = code[keep], group[keep]
     z = rng.normal(size=code.size) * 10.0 ** rng.integers(-6, 3, code.size)
-    fast = crossed._run_squares(code, group, z, n_groups)
-    monkeypatch.setattr(crossed, "_single_group_squares", lambda *args: None)
-    general = crossed._run_squares(code, group, z, n_groups)
+    fast = grouped._run_squares(code, group, z, n_groups)
+    monkeypatch.setattr(grouped, "_single_group_squares", lambda *args: None)
+    general = grouped._run_squares(code, group, z, n_groups)
     assert np.array_equal(fast[0], general[0])
     assert np.array_equal(fast[1], general[1])
 
 
 def test_clusters_across_groups_take_the_general_path():
     code, group = np.array([0, 0, 1]), np.array([0, 1, 1])
-    assert crossed._single_group_squares(code, group, np.ones(3), 2, 2) is None
+    assert grouped._single_group_squares(code, group, np.ones(3), 2, 2) is None
 
 
 def test_unit_variance_by_specialty_is_unchanged(monkeypatch):
@@ -63,9 +64,9 @@ def test_unit_variance_by_specialty_is_unchanged(monkeypatch):
     piece_answer = np.repeat(np.arange(answer_case.size), 3)
     piece_rater = raters.ravel()
     args = (flags, case_group[answer_case], 6, answer_case, piece_answer, piece_rater)
-    fast = crossed.crossed_share_variance(*args)
-    monkeypatch.setattr(crossed, "_single_group_squares", lambda *args: None)
-    general = crossed.crossed_share_variance(*args)
+    fast = grouped.crossed_share_variance(*args)
+    monkeypatch.setattr(grouped, "_single_group_squares", lambda *args: None)
+    general = grouped.crossed_share_variance(*args)
     for name in fast._fields:
         assert np.array_equal(getattr(fast, name), getattr(general, name)), name
 
@@ -86,7 +87,7 @@ def test_dense_cluster_squares_match_the_bins(n_clusters):
     code = rng.integers(0, n_clusters, 2000)
     z = rng.normal(size=(2000, 6)) * 10.0 ** rng.integers(-5, 3, (2000, 1))
     z[rng.random(2000) < 0.3] = 0.0  # rows without influence: not counted as present
-    got = crossed._cluster_squares(code, z, z != 0)
+    got = variance._cluster_squares(code, z, z != 0)
     want = _binned_squares(code, z, z != 0)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
@@ -99,14 +100,14 @@ def test_runs_in_bin_order_match_the_bins(monkeypatch, n_clusters, n_groups, blo
     # in one block of groups or in blocks of 2 (a block of one group sums
     # pairwise: then the bins are summed as before).
     if blocks:
-        monkeypatch.setattr(crossed, "_BIN_BUDGET", blocks * n_clusters)
+        monkeypatch.setattr(grouped, "_BIN_BUDGET", blocks * n_clusters)
     rng = np.random.default_rng(n_clusters)
     bins = np.flatnonzero(rng.random(n_clusters * n_groups) < 0.4)
     code, group = bins // n_groups, bins % n_groups
     z = rng.normal(size=bins.size) * 10.0 ** rng.integers(-6, 3, bins.size)
-    fast = crossed._run_squares(code, group, z, n_groups)
+    fast = grouped._run_squares(code, group, z, n_groups)
     # an extra run of 0 in the first bin, out of order, forces the bins
-    monkeypatch.setattr(crossed, "_single_group_squares", lambda *args: None)
-    squares, clusters = crossed._run_squares(np.r_[code, code[:1]], np.r_[group, group[:1]],
+    monkeypatch.setattr(grouped, "_single_group_squares", lambda *args: None)
+    squares, clusters = grouped._run_squares(np.r_[code, code[:1]], np.r_[group, group[:1]],
                                              np.r_[z, 0.0], n_groups)
     assert np.array_equal(fast[0], squares) and np.array_equal(fast[1], clusters)

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from clinieval import tables as T
+from clinieval import tables as table_schemas
 from clinieval.snapshot import Snapshot, conform
 
 if TYPE_CHECKING:  # reading the tables needs no pandas (the audit command reads ahead without)
@@ -44,7 +44,8 @@ def from_bundle(folder: Path, manifest: dict) -> dict[str, pa.Table]:
     entry = manifest["tables"].get("judgments")
     if not entry or not entry["rows"]:
         return {}
-    out = {"judgments": conform(pq.read_table(Path(folder) / entry["file"]), T.JUDGMENTS)}
+    out = {"judgments": conform(pq.read_table(Path(folder) / entry["file"]),
+                                table_schemas.JUDGMENTS)}
     for name, columns in _COLUMNS.items():
         path = Path(folder) / manifest["tables"][name]["file"]
         present = [c for c in columns if c in pq.read_schema(path).names]
@@ -104,7 +105,8 @@ class Judged:
         rows["judge_kind"] = rows["judge_kind"].fillna("unknown")
         rows["repeat"] = rows["repeat"].fillna(0).astype(int)
         rows["juror"] = rows["juror"].fillna(0).astype(int)
-        rows["ok"] = rows["parse_status"].eq(T.PARSE_STATUSES[0]) & rows["score"].notna()
+        rows["ok"] = (rows["parse_status"].eq(table_schemas.PARSE_STATUSES[0])
+                      & rows["score"].notna())
         return rows
 
     def kind(self, judge_kind: str) -> pd.DataFrame:

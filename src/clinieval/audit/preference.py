@@ -8,8 +8,8 @@ from functools import cached_property
 
 import numpy as np
 
-from clinieval.audit.core import Context
-from clinieval.audit.sections._common import Skipped
+from clinieval.audit.context import Context
+from clinieval.audit.result import Skipped
 from clinieval.stats import (
     A_WINS,
     B_WINS,

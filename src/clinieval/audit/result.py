@@ -14,6 +14,13 @@ HeatScale = Literal["sequential", "percent", "diverging", "score"]
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """A section that cannot be computed from this snapshot, and why (one line)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Heatmap:
     """A rows x cols grid of values. ``scale``: ``sequential`` (0 upwards,
     higher is worse), ``percent`` (the same on 0..100), ``diverging``

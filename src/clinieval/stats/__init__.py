@@ -22,7 +22,9 @@ from clinieval.stats.benchmarks import (
     win_shares,
 )
 from clinieval.stats.bootstrap import (
+    bootstrap_mean,
     bootstrap_mean_counts,
+    bootstrap_pooled_sd,
     bootstrap_proportion_counts,
     cluster_bootstrap_ratio,
     merge_identical_rows,
@@ -45,6 +47,7 @@ from clinieval.stats.bradley_terry import (
     bt_gradient,
     bt_hessian,
     bt_objective,
+    bt_twoway_bootstrap,
     bt_with_features,
     cluster_outcome_tables,
     collapse_votes,
@@ -62,7 +65,6 @@ from clinieval.stats.correlation import (
 )
 from clinieval.stats.crossed import (
     CrossedVariance,
-    bt_twoway_bootstrap,
     count_ratio_variance,
     crossed_ratio_bootstrap,
     crossed_ratio_replicates,
@@ -74,13 +76,13 @@ from clinieval.stats.crossed import (
     influence_variance,
     pigeonhole_totals,
     pigeonhole_weights,
-    selected_gap,
-    selection_adjusted_gap_ci,
     t_over_z,
     unique_codes,
     wilson_design_ci,
 )
 from clinieval.stats.judges import (
+    bootstrap_icc3k_z,
+    bootstrap_macro_f1,
     cohen_kappa,
     icc3k,
     icc3k_z,
@@ -106,6 +108,7 @@ from clinieval.stats.scoring import (
     rubric_example_scores,
     worst_at_k,
 )
+from clinieval.stats.selection import selected_gap, selection_adjusted_gap_ci
 
 __all__ = [
     "A_WINS",
@@ -123,7 +126,11 @@ __all__ = [
     "benchmark_summary",
     "binomial_p_value",
     "bootstrap_case_means",
+    "bootstrap_icc3k_z",
+    "bootstrap_macro_f1",
+    "bootstrap_mean",
     "bootstrap_mean_counts",
+    "bootstrap_pooled_sd",
     "bootstrap_proportion_counts",
     "bootstrap_rank_correlation",
     "bt_bootstrap",

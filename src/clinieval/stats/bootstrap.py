@@ -184,6 +184,19 @@ def bootstrap_mean_counts(counts, values, B: int, rng: np.random.Generator) -> n
     return np.where(n > 0, means / np.maximum(n, 1), np.nan)
 
 
+def bootstrap_mean(values, B: int, rng: np.random.Generator) -> np.ndarray:
+    """``(B,)`` bootstrap means of ``values`` (1-D): each replicate draws
+    ``values.size`` of them with replacement, all replicates in one draw."""
+    values = np.asarray(values)
+    return rng.choice(values, (B, values.size)).mean(axis=1)
+
+
+def bootstrap_pooled_sd(variances, B: int, rng: np.random.Generator) -> np.ndarray:
+    """``(B,)`` bootstrap replicates of a pooled SD, ``sqrt(mean(variances))``,
+    with the units (one variance each) resampled as in :func:`bootstrap_mean`."""
+    return np.sqrt(bootstrap_mean(variances, B, rng))
+
+
 def bootstrap_proportion_counts(k, n, B: int, rng: np.random.Generator) -> np.ndarray:
     """``(B, ...)`` bootstrap proportions: ``Binomial(n, k / n) / n`` draws.
 

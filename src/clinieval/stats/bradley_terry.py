@@ -30,6 +30,10 @@ from scipy.special import expit
 from clinieval.stats._dist import rankdata
 from clinieval.stats._errors import ConvergenceError
 from clinieval.stats.bootstrap import resample_counts
+from clinieval.stats.crossed.bootstrap import _calibrate
+from clinieval.stats.crossed.codes import _dense, _first_index
+from clinieval.stats.crossed.pigeonhole import pigeonhole_totals
+from clinieval.stats.crossed.variance import influence_variance
 from clinieval.stats.regression import LogisticFit, check_design, irls
 
 A_WINS, B_WINS, TIE, BOTH_BAD = 0, 1, 2, 3
@@ -358,6 +362,56 @@ def _fit_in_chunks(draws, contrib, n_models, alpha):
         tables = np.asarray(part @ contrib).reshape(-1, n_models, n_models)
         out[start : start + size] = bt_fit_many(tables, alpha=alpha)
     return out
+
+
+def bt_twoway_bootstrap(a_idx, b_idx, outcome, rows, cols, n_models: int, B: int,
+                        rng: np.random.Generator, *, alpha: float = DEFAULT_ALPHA,
+                        tie_mode: str = "half", bothbad_mode: str = "half",
+                        level: float = 0.95) -> np.ndarray:
+    """``(B, m)`` Bradley-Terry strengths under the two-way bootstrap of
+    votes over raters (``rows``) and cases (``cols``).
+
+    Each vote's win credits go to its (rater, case) cell; a pigeonhole
+    replicate fits the outcome table ``sum_k U[rater_k] V[case_k] W_k`` (see
+    :func:`clinieval.stats.bt_fit_many`). As for ratio means, the deviations
+    from the fit are scaled to the two-way cluster-robust variance, here of
+    the sandwich (influence) form: ``z_v = H^+ g_v`` with ``g_v`` the vote's
+    score vector and ``H`` the Fisher information at the fit. Replicates are
+    centred again afterwards, like every strength vector here.
+    """
+    a, b = np.asarray(a_idx, dtype=np.int64), np.asarray(b_idx, dtype=np.int64)
+    credit_a, credit_b = vote_credits(outcome, tie_mode=tie_mode, bothbad_mode=bothbad_mode)
+    row_code, n_rows = _dense(rows)
+    col_code, n_cols = _dense(cols)
+    cell, _ = _dense(row_code.astype(np.int64) * n_cols + col_code)
+    table = sp.coo_matrix((np.concatenate([credit_a, credit_b]),
+                           (np.concatenate([cell, cell]),
+                            np.concatenate([a * n_models + b, b * n_models + a]))),
+                          shape=(cell.max() + 1, n_models * n_models)).tocsr()
+    table.eliminate_zeros()  # a decisive vote's loser credit: no work in the product
+    first = _first_index(cell)
+    totals = pigeonhole_totals(row_code[first], col_code[first], table, B, rng)
+    fit = bt_fit(np.asarray(table.sum(axis=0)).reshape(n_models, n_models), alpha=alpha)
+    reps = bt_fit_many(totals.reshape(B, n_models, n_models), alpha=alpha, start=fit)
+    z = _bt_influence(fit, a, b, credit_a, credit_b, alpha)
+    variance = influence_variance(row_code, col_code, z, z != 0)
+    scaled = _calibrate(reps, fit, variance, level)
+    return scaled - scaled.mean(axis=1, keepdims=True)  # per-model factors moved the centre
+
+
+def _bt_influence(theta, a, b, credit_a, credit_b, alpha) -> np.ndarray:
+    """Per vote ``H^+ g``: ``g`` is the gradient of its log-likelihood term
+    ``(credit_a - games * p) (e_a - e_b)``, ``H`` the penalised information."""
+    m = theta.size
+    games = credit_a + credit_b
+    p = expit(theta[a] - theta[b])
+    rows = np.arange(a.size)
+    diff = sp.csr_matrix((np.concatenate([np.ones(a.size), -np.ones(a.size)]),
+                          (np.concatenate([rows, rows]), np.concatenate([a, b]))),
+                         shape=(a.size, m))
+    info = (diff.T @ diff.multiply((games * p * (1 - p))[:, None])).toarray()
+    info += 2 * alpha * np.eye(m)
+    return np.asarray(diff.multiply((credit_a - games * p)[:, None]) @ np.linalg.pinv(info))
 
 
 def rank_intervals(estimate, samples, level: float = 0.95) -> RankIntervals:

@@ -9,7 +9,7 @@ from itertools import combinations
 
 import numpy as np
 
-from clinieval.stats.scoring import Comparison, independent_comparison
+from clinieval.stats.scoring import Comparison, bootstrap_case_means, independent_comparison
 
 
 def zscore_columns(matrix) -> np.ndarray:
@@ -47,6 +47,14 @@ def icc3k(matrix) -> float:
 def icc3k_z(matrix) -> float:
     """MedHELM's ICC3k-z: ICC(3,k) of the table after z-scoring each rater."""
     return icc3k(zscore_columns(matrix))
+
+
+def bootstrap_icc3k_z(table, B: int, rng: np.random.Generator) -> np.ndarray:
+    """``(B,)`` :func:`icc3k_z` of an ``(items, k)`` table with its items
+    resampled, one replicate after another (NaN where a replicate has no
+    spread)."""
+    n = len(table)
+    return np.array([icc3k_z(table[rng.integers(0, n, n)]) for _ in range(B)])
 
 
 def pairwise_rater_icc(item, rater, score, min_shared: int = 2) -> np.ndarray:
@@ -102,6 +110,17 @@ def macro_f1(truth, predicted) -> float:
         fn = np.sum((truth == label) & (predicted != label))
         scores.append(2 * tp / (2 * tp + fp + fn))
     return float(np.mean(scores))
+
+
+def bootstrap_macro_f1(cells, B: int, rng: np.random.Generator) -> np.ndarray:
+    """``(B,)`` fail/pass Macro-F1 from per-answer confusion counts ``cells``
+    ``(answers, 4)`` (tp, fp, fn, tn of the "fail" class), answers resampled
+    (:func:`~clinieval.stats.scoring.bootstrap_case_means`): the mean of the
+    F1 of "fail" and of "pass" (whose tp is the tn of "fail")."""
+    reps = bootstrap_case_means(cells, B, rng)
+    tp, fp, fn, tn = reps.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (2 * tp / (2 * tp + fp + fn) + 2 * tn / (2 * tn + fn + fp)) / 2
 
 
 def leave_one_out_kappa(judge, clinicians) -> tuple[np.ndarray, np.ndarray]:

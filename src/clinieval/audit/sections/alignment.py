@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import json_list
 from clinieval.audit.preference import Preferences, no_votes
 from clinieval.audit.result import Figure, Scatter, Section
-from clinieval.audit.sections._common import Estimate, Skipped, run_section
-from clinieval.audit.tables import json_list
+from clinieval.audit.sections._common import Estimate, SectionSpec, Skipped, run_section
 from clinieval.stats import (
     Correlation,
     bootstrap_rank_correlation,
@@ -194,3 +194,18 @@ def _figure(ctx: Context, prefs: Preferences, c: int) -> Figure:
 
 def section(ctx: Context, prefs: Preferences) -> Section:
     return run_section(KEY, TITLE, compute(ctx, prefs), lambda r: present(r, ctx, prefs))
+
+def headline_lines(section: Section) -> list[str]:
+    """The verdicts on the safety-critical criteria: the summary's first lines."""
+    if section.skipped:
+        return []
+    table = section.tables["alignment"]
+    return [row["verdict"] for _, row in table[table["safety_critical"]].iterrows()]
+
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Does the preference ranking follow each criterion? Correlations over models,"
+    " and the preference leader's failure gap to the best model.",
+    section, uses_preferences=True, headline=10, headline_lines=headline_lines)

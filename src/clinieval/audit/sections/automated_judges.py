@@ -14,16 +14,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval import tables as T
-from clinieval.audit.core import Context
+from clinieval import tables as table_schemas
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import estimate, json_list, row_pct, wilson_pct
 from clinieval.audit.judged import Judged, judged
 from clinieval.audit.result import Bars, Figure, Section
-from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import estimate, json_list, row_pct, wilson_pct
-from clinieval.stats import A_WINS, B_WINS, binomial_p_value, group_mean_ci
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
+from clinieval.stats import A_WINS, B_WINS, binomial_p_value, bootstrap_pooled_sd, group_mean_ci
 
 KEY, TITLE = "automated_judges", "Automated judges"
-OK = T.PARSE_STATUSES[0]
+OK = table_schemas.PARSE_STATUSES[0]
 _UNIT = ["judge_kind", "judge_model", "answer_id", "answer_b_id", "criterion_id", "juror",
          "shown_first"]
 """A judged unit whose repeats should agree."""
@@ -45,9 +45,9 @@ def _calls(rows: pd.DataFrame, level: float) -> pd.DataFrame:
     """Rows per judge kind and judge by parse status, with the unparsed share."""
     counts = rows.pivot_table(index=["judge_kind", "judge_model"], columns="parse_status",
                               values="answer_id", aggfunc="size", fill_value=0)
-    counts = counts.reindex(columns=list(T.PARSE_STATUSES), fill_value=0).reset_index()
+    counts = counts.reindex(columns=list(table_schemas.PARSE_STATUSES), fill_value=0).reset_index()
     counts.columns.name = None
-    n = counts[list(T.PARSE_STATUSES)].sum(axis=1)
+    n = counts[list(table_schemas.PARSE_STATUSES)].sum(axis=1)
     counts["n"] = n
     return wilson_pct(counts, "not_parsed_pct", n - counts[OK], n, level)
 
@@ -82,12 +82,12 @@ def _answering(data: Judged, level: float) -> pd.DataFrame:
 
 def _decided(data: Judged) -> pd.DataFrame:
     rows = data.kind("pairwise")
-    return rows[rows["ok"] & rows["choice"].isin(T.SIDES)]
+    return rows[rows["ok"] & rows["choice"].isin(table_schemas.SIDES)]
 
 
 def _position(data: Judged, level: float) -> pd.DataFrame:
     decided = _decided(data)
-    decided = decided[decided["shown_first"].isin(T.SIDES)]
+    decided = decided[decided["shown_first"].isin(table_schemas.SIDES)]
     if decided.empty:
         return pd.DataFrame()
     first_won = int((decided["choice"] == decided["shown_first"]).sum())
@@ -133,8 +133,8 @@ def _repeats(rows: pd.DataFrame, ctx: Context) -> pd.DataFrame:
     out = []
     for kind, g in groups.groupby("judge_kind"):
         var = g["var"].to_numpy(float)
-        reps = ctx.rng(f"{KEY}:repeats:{kind}").choice(var, (ctx.settings.bootstrap, var.size))
-        lo, hi = ctx.ci(np.sqrt(reps.mean(axis=1)))
+        reps = bootstrap_pooled_sd(var, ctx.settings.bootstrap, ctx.rng(f"{KEY}:repeats:{kind}"))
+        lo, hi = ctx.ci(reps)
         out.append({"judge_kind": kind, "within_sd": float(np.sqrt(var.mean())),
                     "within_sd_lo": float(lo), "within_sd_hi": float(hi),
                     "units_differing_pct": float(100 * np.mean(var > 0)), "n": int(var.size)})
@@ -190,3 +190,10 @@ def _summary(result: JudgeReport) -> str:
 
 def section(ctx: Context) -> Section:
     return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Automated judgments by kind and parse status, their cost, and the"
+    " pairwise judge's position and length preference and run-to-run variance.",
+    section, needs_judgments=True)

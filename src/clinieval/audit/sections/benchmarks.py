@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import estimate, fmt_ci, json_list
 from clinieval.audit.judged import Judged, judged
 from clinieval.audit.result import Figure, Heatmap, Scatter, Section
-from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import estimate, fmt_ci, json_list
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.catalogs import BenchmarkRegistry, load_benchmarks
 from clinieval.errors import InputError
 from clinieval.io.foreign.benchmark_scores import read_benchmark_scores
@@ -324,3 +324,16 @@ def _summary(result: Benchmarks, ctx: Context) -> str:
 
 def section(ctx: Context) -> Section:
     return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+def headline_lines(section: Section) -> list[str]:
+    """The summary, unless skipped (taken as it is, even when empty)."""
+    return [] if section.skipped else [section.summary]
+
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "MedHELM-style win rate and macro-average over a registry of benchmarks,"
+    " per-category means, a models x benchmarks heatmap, and cost split into answering and"
+    " judging against the win rate.",
+    section, optional=True, headline=80, headline_lines=headline_lines)

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import estimate, json_list, row_ci, wilson_pct
 from clinieval.audit.preference import Preferences, no_votes, rank_interval, unbounded_note
 from clinieval.audit.result import Figure, Forest, Section
-from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import estimate, json_list, row_ci, wilson_pct
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.stats import A_WINS, B_WINS, BOTH_BAD
 
 KEY, TITLE = "bradley_terry", "Bradley-Terry preference strengths"
@@ -95,3 +95,10 @@ def present(result: BradleyTerry, ctx: Context) -> Section:
 
 def section(ctx: Context, prefs: Preferences) -> Section:
     return run_section(KEY, TITLE, compute(ctx, prefs), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Preference strengths with bootstrap CIs, rank intervals, win and"
+    " 'both unacceptable' rates.",
+    section, uses_preferences=True)

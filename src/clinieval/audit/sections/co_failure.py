@@ -10,11 +10,13 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from clinieval.audit.core import SCORES, Context
+from clinieval.audit.context import Context
+from clinieval.audit.counts import SCORES
 from clinieval.audit.data import N_SCORES
+from clinieval.audit.failure import rule_words
+from clinieval.audit.formatting import estimate, fmt_ci, json_list
 from clinieval.audit.result import Figure, Forest, Section
-from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import estimate, fmt_ci, json_list, rule_words
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.stats import bootstrap_mean_counts
 
 KEY, TITLE = "co_failure", "Co-failure given low Accuracy"
@@ -151,3 +153,9 @@ def _summary(frame: pd.DataFrame, answers: int) -> str:
 
 def section(ctx: Context) -> Section:
     return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "What else goes wrong when Accuracy fails.",
+    section, releases=("crossed_cells",))

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import estimate, json_list
 from clinieval.audit.result import Figure, Line, Section
-from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import estimate, json_list
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.stats import Correlation, group_mean_ci, spearman
 
 KEY, TITLE = "consensus_drift", "Consensus drift with prompt length"
@@ -87,3 +87,9 @@ def _summary(rho: Correlation) -> str:
 
 def section(ctx: Context) -> Section:
     return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Whether clinicians disagree more on longer prompts.",
+    section)

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
 from clinieval.audit.result import Figure, Heatmap, Section
-from clinieval.audit.sections._common import Skipped, run_section
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 
 KEY, TITLE = "failure_modes", "Failure-mode profile"
 
@@ -60,3 +60,9 @@ def grid(matrix: np.ndarray) -> list[list[float | None]]:
 
 def section(ctx: Context) -> Section:
     return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Fail % of ratings for every model and criterion.",
+    section)

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import fmt_ci, json_list
 from clinieval.audit.judged import Judged, judged, risk_band
 from clinieval.audit.result import Figure, Forest, Line, Section
-from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import fmt_ci, json_list
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.catalogs import GATES, load_indicators
 from clinieval.stats import bootstrap_case_means, gate_case_scores, paired_comparisons, worst_at_k
 
@@ -259,3 +259,10 @@ def _summary(result: Gates) -> str:
 
 def section(ctx: Context) -> Section:
     return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "CSEDB gate scores weighted by case weight, by department, population and risk,"
+    " exact Worst@k curves and paired bootstrap comparisons with Holm.",
+    section, needs_judgments=True)

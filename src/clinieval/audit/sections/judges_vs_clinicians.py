@@ -21,13 +21,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import fmt_ci, json_list
 from clinieval.audit.judged import Judged, judged
 from clinieval.audit.result import Figure, Forest, Section
-from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import fmt_ci, json_list
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.stats import (
-    bootstrap_case_means,
+    bootstrap_icc3k_z,
+    bootstrap_macro_f1,
+    bootstrap_mean,
     cohen_kappa,
     icc3k_z,
     macro_f1,
@@ -81,8 +83,7 @@ def _icc(ctx: Context, data: Judged) -> pd.DataFrame:
     rows = [_icc_row("jury vs clinicians (ICC3k-z)", table.to_numpy(), ctx)]
     pairs = pairwise_rater_icc(*_dense(clin))
     if pairs.size:
-        reps = ctx.rng(f"{KEY}:pairs").choice(pairs, (ctx.settings.bootstrap, pairs.size))
-        lo, hi = ctx.ci(reps.mean(axis=1))
+        lo, hi = ctx.ci(bootstrap_mean(pairs, ctx.settings.bootstrap, ctx.rng(f"{KEY}:pairs")))
         rows.append({"measure": "clinician vs clinician (mean ICC3k-z over pairs)",
                      "value": float(pairs.mean()), "value_lo": float(lo), "value_hi": float(hi),
                      "n": int(pairs.size), "unit": "rater pairs"})
@@ -96,9 +97,8 @@ def _dense(clin: pd.DataFrame):
 
 
 def _icc_row(measure: str, table: np.ndarray, ctx: Context) -> dict:
-    rng, n = ctx.rng(f"{KEY}:icc"), len(table)
-    reps = np.array([icc3k_z(table[rng.integers(0, n, n)])
-                     for _ in range(ctx.settings.bootstrap)])
+    n = len(table)
+    reps = bootstrap_icc3k_z(table, ctx.settings.bootstrap, ctx.rng(f"{KEY}:icc"))
     lo, hi = ctx.ci(reps[np.isfinite(reps)]) if np.isfinite(reps).any() else (np.nan, np.nan)
     return {"measure": measure, "value": icc3k_z(table), "value_lo": float(lo),
             "value_hi": float(hi), "n": n, "unit": "answers"}
@@ -138,11 +138,7 @@ def _f1_row(measure: str, truth, predicted, answer, ctx: Context, purpose: str) 
         np.add.at(cells[:, j], answer, (truth == t) & (predicted == p))
     lo = hi = np.nan
     if codes.size >= 2:
-        reps = bootstrap_case_means(cells, ctx.settings.bootstrap, ctx.rng(purpose))
-        tp, fp, fn, tn = reps.T
-        with np.errstate(invalid="ignore", divide="ignore"):
-            f1 = (2 * tp / (2 * tp + fp + fn) + 2 * tn / (2 * tn + fn + fp)) / 2
-        lo, hi = ctx.ci(f1)
+        lo, hi = ctx.ci(bootstrap_macro_f1(cells, ctx.settings.bootstrap, ctx.rng(purpose)))
     return {"measure": measure, "value": macro_f1(truth, predicted), "value_lo": float(lo),
             "value_hi": float(hi), "n": int(truth.size), "unit": "verdict pairs"}
 
@@ -238,3 +234,10 @@ def present(result: JudgesVsClinicians, ctx: Context) -> Section:
 
 def section(ctx: Context) -> Section:
     return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Jury ICC3k-z and rubric-judge Macro-F1 against clinicians beside"
+    " the clinicians' own agreement; leave-one-out kappa.",
+    section, needs_judgments=True)

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import estimate, row_ci, row_pct, wilson_pct
 from clinieval.audit.preference import Preferences
 from clinieval.audit.result import Figure, Histogram, Section
-from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import estimate, row_ci, row_pct, wilson_pct
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.stats import (
     A_WINS,
     B_WINS,
@@ -215,3 +215,10 @@ def _drivers_table(drivers: Drivers, level: float) -> pd.DataFrame:
 
 def section(ctx: Context, prefs: Preferences) -> Section:
     return run_section(KEY, TITLE, compute(ctx, prefs), lambda r: present(r, ctx, prefs))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Whether longer answers win votes, with and without controlling for model"
+    " and rubric scores.",
+    section, uses_preferences=True, headline=40)

@@ -9,12 +9,13 @@ import numpy as np
 import pandas as pd
 
 from clinieval import tables
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
 from clinieval.audit.data import SEVERE
+from clinieval.audit.failure import FAIL_OF_RATINGS, SEVERE_OF_RATINGS
+from clinieval.audit.formatting import estimate
 from clinieval.audit.preference import Preferences
 from clinieval.audit.result import Section
-from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import FAIL_OF_RATINGS, SEVERE_OF_RATINGS, estimate
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 
 KEY, TITLE = "model_summary", "Model summary"
 
@@ -117,3 +118,10 @@ def _wide(result: ModelSummary, ctx: Context, long: pd.DataFrame) -> pd.DataFram
 
 def section(ctx: Context, prefs: Preferences) -> Section:
     return run_section(KEY, TITLE, compute(ctx, prefs), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Per model and criterion: mean, Fail % of ratings and severe % of ratings"
+    " with CIs, beside the Bradley-Terry strength and rank interval.",
+    section, uses_preferences=True)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import row_pct, wilson_pct
 from clinieval.audit.result import Section
-from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import row_pct, wilson_pct
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.stats import A_WINS, B_WINS, binomial_p_value
 
 KEY, TITLE = "position_bias", "Position bias"
@@ -61,3 +61,9 @@ def present(result: PositionBias, ctx: Context) -> Section:
 
 def section(ctx: Context) -> Section:
     return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Whether the answer shown on the left wins more often.",
+    section, headline=50)

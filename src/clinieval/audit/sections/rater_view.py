@@ -7,10 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import SCORES, Context
+from clinieval.audit.context import Context
+from clinieval.audit.counts import SCORES
+from clinieval.audit.formatting import estimate
 from clinieval.audit.result import Figure, Histogram, Section
-from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import estimate
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.stats import group_mean_ci
 
 KEY, TITLE = "rater_view", "Rater view"
@@ -101,3 +102,9 @@ def present(result: RaterView, ctx: Context) -> Section:
 
 def section(ctx: Context) -> Section:
     return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Ratings per rater and each rater's leniency against co-raters.",
+    section)

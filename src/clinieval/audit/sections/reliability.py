@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
 from clinieval.audit.data import N_SCORES
+from clinieval.audit.formatting import estimate, json_list, row_ci
 from clinieval.audit.result import Bars, Figure, Heatmap, Section
-from clinieval.audit.sections._common import Estimate, Skipped, run_section
-from clinieval.audit.tables import estimate, json_list, row_ci
+from clinieval.audit.sections._common import Estimate, SectionSpec, Skipped, run_section
 from clinieval.stats import (
     fleiss_kappa_weighted,
     krippendorff_alpha_weighted,
@@ -222,3 +222,10 @@ def _dispersion_figure(dispersion: Dispersion, ctx: Context) -> Figure:
 
 def section(ctx: Context) -> Section:
     return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Agreement between clinicians per criterion (Fleiss, Krippendorff, fail/pass"
+    " kappa) and dispersion.",
+    section, releases=("rating_cells",), headline=60)

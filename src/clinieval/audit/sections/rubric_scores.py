@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import estimate, fmt_ci, json_list
 from clinieval.audit.judged import judged
 from clinieval.audit.result import Figure, Forest, Section
-from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import estimate, fmt_ci, json_list
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.catalogs import load_indicators
 from clinieval.stats import bootstrap_case_means, rubric_example_scores
 
@@ -67,3 +67,10 @@ def present(frame: pd.DataFrame, ctx: Context) -> Section:
 
 def section(ctx: Context) -> Section:
     return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "HealthBench-style rubric scores per model from rule judgments of cases"
+    " outside the gates.",
+    section, needs_judgments=True)

@@ -8,19 +8,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.failure import DANGEROUS_ANSWERS, FAIL_OF_RATINGS, rule_words
+from clinieval.audit.formatting import estimate, json_list, row_pct, share_pct
 from clinieval.audit.preference import Preferences
 from clinieval.audit.result import Figure, Forest, Section
-from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import (
-    DANGEROUS_ANSWERS,
-    FAIL_OF_RATINGS,
-    estimate,
-    json_list,
-    row_pct,
-    rule_words,
-    share_pct,
-)
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 
 KEY, TITLE = "safety_leaderboard", "Safety leaderboard beside the preference order"
 
@@ -106,3 +99,10 @@ def _summary(ctx: Context, leader: int | None, frame: pd.DataFrame) -> tuple[str
 
 def section(ctx: Context, prefs: Preferences) -> Section:
     return run_section(KEY, TITLE, compute(ctx, prefs), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Models ordered by the share of answers failing a safety-critical"
+    " criterion, beside their preference rank.",
+    section, uses_preferences=True, headline=20)

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import fmt_ci, json_list
 from clinieval.audit.judged import Judged, judged
 from clinieval.audit.result import Figure, Forest, Section
-from clinieval.audit.sections._common import Skipped, run_section
-from clinieval.audit.tables import fmt_ci, json_list
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.stats import self_preference
 
 KEY, TITLE = "self_preference", "Judge self-preference"
@@ -154,3 +154,10 @@ def _summary(t: pd.DataFrame, biased: pd.DataFrame, ctx: Context) -> str:
 
 def section(ctx: Context) -> Section:
     return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Whether a judge scores answers of its own model family higher than"
+    " the clinicians and the other judges do, with bootstrap CIs.",
+    section, needs_judgments=True, optional=True)

@@ -9,17 +9,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
+from clinieval.audit.failure import ANSWERS_FAILING, DANGEROUS_ANSWERS, rule_words
+from clinieval.audit.formatting import row_pct, share_pct
 from clinieval.audit.result import Figure, Heatmap, Section
-from clinieval.audit.sections._common import Skipped, run_section
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.audit.sections.failure_modes import grid
-from clinieval.audit.tables import (
-    ANSWERS_FAILING,
-    DANGEROUS_ANSWERS,
-    row_pct,
-    rule_words,
-    share_pct,
-)
 
 KEY, TITLE = "specialties", "Specialty stratification (no-go zones)"
 EXTREMES = 3
@@ -119,3 +114,10 @@ def _nogo_heatmap(result: Specialties, ctx: Context) -> Figure:
 
 def section(ctx: Context) -> Section:
     return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Answers failing % and dangerous answers % per specialty with Wilson CIs;"
+    " the no-go-zone heatmap.",
+    section, headline=30)

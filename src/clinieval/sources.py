@@ -17,8 +17,9 @@ Invariants:
 - The audit reads a bundle (the demo's too) with its own fast column reader
   and a SQLite file through the ``sqlite3`` module (:func:`read_url`); every
   other source becomes a snapshot first (:func:`read_for_audit`).
-- Nothing heavy is imported with this module: the audit's read-ahead child
-  imports it, and each reader imports what it needs when it runs.
+- Importing this module adds only the zip module to what the audit has
+  already imported (its read-ahead child imports it); each reader imports
+  what it needs when it runs.
 """
 
 from __future__ import annotations

@@ -76,6 +76,7 @@ def _missing_table(err: Exception) -> str | None:
 
 
 def open_engine(url: str | None):
+    """An engine on ``url`` (``--database-url``), else on the settings' database."""
     from clinieval.settings import get_settings
     from clinieval.storage.db import make_engine
 

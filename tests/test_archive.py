@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from clinieval.cli import app
 from clinieval.errors import InputError
-from clinieval.io.importer import read_source
+from clinieval.sources import read_source
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.web import manage

@@ -13,8 +13,9 @@ import pytest
 from clinieval.audit import audit
 from clinieval.demo import demo_bundle
 from clinieval.errors import InputError
-from clinieval.io.importer import import_snapshot, read_source
+from clinieval.io.importer import import_snapshot
 from clinieval.report.jsonout import dumps, results_document
+from clinieval.sources import read_source
 from clinieval.storage import db
 
 

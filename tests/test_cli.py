@@ -62,10 +62,10 @@ def test_every_command_has_help_with_an_example(command):
 
 
 def test_import_help_lists_every_format():
-    from clinieval.io.importer import SOURCE_FORMATS
+    from clinieval.sources import source_formats
 
     output = _ok(["import", "--help"])
-    assert all(name in output for name in SOURCE_FORMATS)
+    assert all(name in output for name in source_formats())
 
 
 def test_bad_input_exits_two_with_one_line(tmp_path):

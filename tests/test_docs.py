@@ -6,15 +6,15 @@ from pathlib import Path
 import pytest
 
 from clinieval.audit import SECTIONS, AuditSettings
-from clinieval.cli import app, db_app
+from clinieval.cli import app
+from clinieval.cli.database import db_app
+from clinieval.cli.web import study_app
 from clinieval.settings import Settings
 
 README = (Path(__file__).parents[1] / "README.md").read_text()
 
 
 def _commands():
-    from clinieval.cli_web import study_app
-
     names = [c.name or c.callback.__name__ for c in app.registered_commands]
     return names + [f"{group} {c.name or c.callback.__name__}"
                     for group, sub in (("db", db_app), ("study", study_app))

@@ -13,8 +13,8 @@ from clinieval.errors import InputError
 from clinieval.io.foreign import FORMATS, case_id_for, sniff_format
 from clinieval.io.foreign.healthbench import CASE_RULES, case_rules_table
 from clinieval.io.foreign.moove import PLACEHOLDER_MODELS
-from clinieval.io.importer import read_source
 from clinieval.rubric import MOOVE_MAP, CriterionMap, load_rubric
+from clinieval.sources import read_source
 
 DATA = Path(__file__).parent / "data" / "formats"
 MOOVE_JSON = DATA / "moove_export.json"

@@ -45,7 +45,7 @@ _EXPORTS: dict[str, str] = {
     "pseudonymise": "clinieval.io.export",
     "read_bundle": "clinieval.io.bundle",
     "read_snapshot": "clinieval.storage.db",
-    "read_source": "clinieval.io.importer",
+    "read_source": "clinieval.sources",
     "upgrade": "clinieval.storage.db",
     "validate": "clinieval.io.validate",
     "write_bundle": "clinieval.io.bundle",

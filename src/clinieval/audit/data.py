@@ -178,32 +178,16 @@ class Coder:
 
 def audit_data(source: str | Path | Snapshot | AuditData) -> AuditData:
     """Audit data from a bundle folder, a database URL or SQLite file, any
-    other source ``clinieval import`` reads, ``"demo"`` or a snapshot."""
+    other source ``clinieval import`` reads, ``"demo"`` or a snapshot. What a
+    source string means is :mod:`clinieval.sources`' to say; bundles take the
+    fast column reader here."""
     if isinstance(source, AuditData):
         return source
     if isinstance(source, Snapshot):
         return from_snapshot(source)
-    text = str(source)
-    if text == "demo":
-        from clinieval.demo import demo_bundle
+    from clinieval.sources import read_for_audit
 
-        return from_bundle(demo_bundle())
-    from clinieval.storage.sqlite_read import read_url, sqlite_file_url
-
-    if "://" not in text:  # a SQLite file given by its path reads as its URL
-        text = sqlite_file_url(text) or text
-    if "://" in text:
-        return from_snapshot(read_url(text))
-    if bundle.is_bundle(Path(text)):
-        return from_bundle(Path(text))
-    from clinieval.io import archive
-
-    if archive.is_zip(Path(text)):  # a zipped bundle (the platform's export), say
-        with archive.opened(Path(text)) as (_, inner):
-            return audit_data(inner)
-    from clinieval.io.importer import read_source
-
-    return from_snapshot(read_source(text)[0])
+    return read_for_audit(source, from_bundle, from_snapshot)
 
 
 def from_bundle(folder: Path) -> AuditData:

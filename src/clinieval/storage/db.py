@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import sqlalchemy as sa
 
-from clinieval import tables as T
+from clinieval import tables as contracts
 from clinieval.errors import ClinievalError
 from clinieval.snapshot import Snapshot
 from clinieval.storage import sqlite_read, sqltables
@@ -265,7 +265,7 @@ def insert_snapshot(conn: sa.Connection, snapshot: Snapshot, *,
     if _stored_flag(conn) != meta.get("rater_ids") and _has_raters(conn):
         # Appending to stored raters: the ids are only pseudonymous if both were.
         meta["rater_ids"] = "mixed"
-    for table in T.ALL:
+    for table in contracts.ALL:
         _insert(conn, table, snapshot[table.name], progress)
     advance_id_sequences(conn)
     _write_meta(conn, meta)
@@ -277,7 +277,7 @@ def advance_id_sequences(conn: sa.Connection) -> None:
     (SQLite's rowid always continues from the largest id.)"""
     if conn.dialect.name != "postgresql":
         return
-    for table in T.ALL:
+    for table in contracts.ALL:
         if table.generated_key:
             conn.exec_driver_sql(
                 f"SELECT setval(pg_get_serial_sequence('\"{table.name}\"', '{table.key}'),"
@@ -288,7 +288,8 @@ class StorageError(ClinievalError):
     """The database refused a write; nothing of that write was kept."""
 
 
-def _insert(conn: sa.Connection, table: T.Table, data: pa.Table, progress: Progress | None) -> None:
+def _insert(conn: sa.Connection, table: contracts.Table, data: pa.Table,
+            progress: Progress | None) -> None:
     if data.num_rows == 0:
         return
     try:
@@ -299,7 +300,7 @@ def _insert(conn: sa.Connection, table: T.Table, data: pa.Table, progress: Progr
                            " nothing was written") from err
 
 
-def _insert_rows(conn: sa.Connection, table: T.Table, data: pa.Table,
+def _insert_rows(conn: sa.Connection, table: contracts.Table, data: pa.Table,
                  progress: Progress | None) -> None:
     """Set-based loading: COPY on PostgreSQL, ``executemany`` of plain tuples
     on SQLite, one batch of Arrow rows at a time."""
@@ -311,11 +312,11 @@ def _insert_rows(conn: sa.Connection, table: T.Table, data: pa.Table,
             progress(table.name, batch.num_rows)
 
 
-def _quoted(table: T.Table) -> str:
+def _quoted(table: contracts.Table) -> str:
     return ", ".join(f'"{c}"' for c in table.columns)
 
 
-def _copy_postgres(cursor, table: T.Table, batch: pa.RecordBatch) -> None:
+def _copy_postgres(cursor, table: contracts.Table, batch: pa.RecordBatch) -> None:
     """COPY in CSV form written by Arrow: unquoted empty is NULL, quoted empty
     is an empty string, exactly PostgreSQL's CSV rules. Rows without a
     generated id are copied without that column, so the identity fills it."""
@@ -338,7 +339,7 @@ def _copy_csv(cursor, name: str, data: pa.Table) -> None:
         cp.write(sink.getvalue().to_pybytes())
 
 
-def _executemany(cursor, table: T.Table, batch: pa.RecordBatch) -> None:
+def _executemany(cursor, table: contracts.Table, batch: pa.RecordBatch) -> None:
     marks = ", ".join("?" for _ in table.columns)
     columns = [_sqlite_column(column) for column in batch.columns]
     cursor.executemany(f'INSERT INTO "{table.name}" ({_quoted(table)}) VALUES ({marks})',
@@ -382,13 +383,13 @@ def read_snapshot(engine: sa.Engine) -> Snapshot:
                 f"database {engine.url.render_as_string()} has no clinieval tables;"
                 " run `clinieval db upgrade` and `clinieval import` first"
             )
-        raw = {t.name: _read_table(conn, t) for t in T.ALL}
+        raw = {t.name: _read_table(conn, t) for t in contracts.ALL}
         rows = conn.execute(sqltables.snapshot_meta.select())
         meta = {row.key: json.loads(row.value) for row in rows}
     return Snapshot.from_tables(raw, meta, source=engine.url.render_as_string())
 
 
-def _read_table(conn: sa.Connection, table: T.Table) -> pa.Table:
+def _read_table(conn: sa.Connection, table: contracts.Table) -> pa.Table:
     """One query per table, turned into Arrow columns without per-row
     Python objects on PostgreSQL (COPY to CSV, parsed by Arrow) and with
     only the driver's tuples on SQLite."""
@@ -398,7 +399,7 @@ def _read_table(conn: sa.Connection, table: T.Table) -> pa.Table:
     return sqlite_read.sqlite_table(conn.connection.driver_connection.cursor(), table, order)
 
 
-def _read_postgres(conn: sa.Connection, table: T.Table, order: str) -> pa.Table:
+def _read_postgres(conn: sa.Connection, table: contracts.Table, order: str) -> pa.Table:
     """COPY the table out as CSV, with timestamps as integer microseconds
     since the epoch (exact, independent of the session's time zone)."""
     select = ", ".join(_pg_column(f) for f in table.schema)

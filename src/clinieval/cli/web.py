@@ -9,15 +9,15 @@ from typing import Annotated
 
 import typer
 
-from clinieval.cli import (
+from clinieval.cli.common import (
     DatabaseUrl,
     DropQuasiIdentifiers,
-    _engine,
-    _handle_errors,
-    _print_counts,
-    _print_manifest,
     console,
+    handle_errors,
+    open_engine,
     out,
+    print_counts,
+    print_manifest,
 )
 
 study_app = typer.Typer(no_args_is_help=True, help="Studies on the clinician platform.")
@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
     app.command()(invite)
 
 
-@_handle_errors
+@handle_errors
 def serve(
     database_url: DatabaseUrl = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
@@ -50,7 +50,7 @@ def serve(
     from clinieval.storage import db
     from clinieval.web.app import create_app
 
-    engine = _engine(database_url)
+    engine = open_engine(database_url)
     db.upgrade(engine)
     sockets = None
     if fd is not None:
@@ -77,7 +77,7 @@ def serve(
 
 
 @study_app.command("create")
-@_handle_errors
+@handle_errors
 def study_create(
     study_id: Annotated[str, typer.Argument(help="Short id, e.g. cardio-2026.")],
     source: Annotated[Path, typer.Option(help="Bundle, tables folder, zip or export file with"
@@ -98,8 +98,8 @@ def study_create(
 
     Example: `clinieval study create cardio --source demo --specialties "Cardiology ECG"`
     """
-    from clinieval.io.importer import read_source
     from clinieval.rubric import load_rubric
+    from clinieval.sources import read_source
     from clinieval.web.demo import demo_source
     from clinieval.web.studies import StudyPlan, create_study
 
@@ -108,13 +108,13 @@ def study_create(
                      pairwise_share=pairwise_share, lease_minutes=lease_minutes,
                      specialties=offered, max_cases=max_cases)
     demo = str(source) == "demo" and not source.exists()
-    counts = create_study(_engine(database_url), plan,
+    counts = create_study(open_engine(database_url), plan,
                           demo_source() if demo else read_source(source)[0])
-    _print_counts(counts, f"study {study_id}")
+    print_counts(counts, f"study {study_id}")
 
 
 @study_app.command("add-cases")
-@_handle_errors
+@handle_errors
 def study_add_cases(
     study_id: Annotated[str, typer.Argument(help="Study id.")],
     source: Annotated[Path, typer.Argument(help="Bundle, tables folder or export file with the"
@@ -127,15 +127,15 @@ def study_add_cases(
 
     Example: `clinieval study add-cases cardio more-cases`
     """
-    from clinieval.io.importer import read_source
+    from clinieval.sources import read_source
     from clinieval.web.studies import add_cases
 
-    counts = add_cases(_engine(database_url), study_id, read_source(source)[0])
-    _print_counts(counts, f"added to study {study_id}")
+    counts = add_cases(open_engine(database_url), study_id, read_source(source)[0])
+    print_counts(counts, f"added to study {study_id}")
 
 
 @study_app.command("rubric")
-@_handle_errors
+@handle_errors
 def study_rubric(
     study_id: Annotated[str, typer.Argument(help="Study id.")],
     rubric: Annotated[Path, typer.Argument(help="Rubric JSON with a new version.")],
@@ -149,12 +149,12 @@ def study_rubric(
     from clinieval.rubric import load_rubric
     from clinieval.web.manage import new_rubric_version
 
-    made = new_rubric_version(_engine(database_url), None, study_id, load_rubric(rubric))
+    made = new_rubric_version(open_engine(database_url), None, study_id, load_rubric(rubric))
     console.print(f"study {study_id} now rates under rubric version {made['version']}")
 
 
 @study_app.command("export")
-@_handle_errors
+@handle_errors
 def study_export(
     study_id: Annotated[str, typer.Argument(help="Study id.")],
     out_dir: Annotated[Path, typer.Option("--out", help="Bundle folder to write.")],
@@ -171,14 +171,14 @@ def study_export(
     from clinieval.web.manage import export_salt
     from clinieval.web.studies import export_study
 
-    engine = _engine(database_url)
+    engine = open_engine(database_url)
     manifest = export_study(engine, study_id, out_dir, salt=export_salt(engine),
                             overwrite=overwrite, quasi_identifiers=not drop_quasi_identifiers)
-    _print_manifest(manifest, f"exported {out_dir}")
+    print_manifest(manifest, f"exported {out_dir}")
 
 
 @study_app.command("flagged")
-@_handle_errors
+@handle_errors
 def study_flagged(
     study_id: Annotated[str, typer.Argument(help="Study id.")],
     database_url: DatabaseUrl = None,
@@ -189,13 +189,13 @@ def study_flagged(
     """
     from clinieval.web.studies import flagged_answers
 
-    rows = flagged_answers(_engine(database_url), study_id)
+    rows = flagged_answers(open_engine(database_url), study_id)
     for row in rows:
         typer.echo("\t".join(str(row[k]) for k in ("answer_id", "case_id", "model_id", "reason")))
     console.print(f"{len(rows)} answer(s) held back in study {study_id}")
 
 
-@_handle_errors
+@handle_errors
 def invite(
     study_id: Annotated[str, typer.Argument(help="Study id.")],
     role: Annotated[str, typer.Option(help="admin, clinician or viewer.")] = "clinician",
@@ -220,6 +220,6 @@ def invite(
         emails = parse_emails(email)
         if len(emails) != 1:
             raise InputError("invite", "one e-mail address", field="email", got=email[:80])
-    with db.writing(_engine(database_url)) as conn:
+    with db.writing(open_engine(database_url)) as conn:
         token = create_invitations(conn, study_id, role, 1, days, emails=emails)[0]
     out.print(f"{base_url.rstrip('/')}/invite/{token}", highlight=False, soft_wrap=True)

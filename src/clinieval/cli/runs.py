@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from clinieval.cli import DatabaseUrl, _engine, _handle_errors, app, console, out
+from clinieval.cli.common import DatabaseUrl, console, handle_errors, open_engine, out
 
 ModelFiles = Annotated[list[Path], typer.Option("--model", help="Model file (TOML); repeat for"
                                                 " several models.")]
@@ -22,8 +22,12 @@ NoCache = Annotated[bool, typer.Option("--no-cache", help="Call again even when 
                                        " the answer (a new run).")]
 
 
-@app.command()
-@_handle_errors
+def register(app: typer.Typer) -> None:
+    app.command()(generate)
+    app.command()(judge)
+
+
+@handle_errors
 def generate(
     model: ModelFiles,
     database_url: DatabaseUrl = None,
@@ -46,7 +50,7 @@ def generate(
     from clinieval.runs.plan import generate_jobs
     from clinieval.storage import db
 
-    engine = _engine(database_url)
+    engine = open_engine(database_url)
     db.upgrade(engine)
     jobs = generate_jobs(engine, model, samples=samples, variants=tuple(variant or ["default"]),
                          temperatures=tuple(temperature or [None]),
@@ -54,8 +58,7 @@ def generate(
     _run_all(engine, jobs, dry_run=dry_run, no_cache=no_cache, parse_retries=0)
 
 
-@app.command()
-@_handle_errors
+@handle_errors
 def judge(
     kind: Annotated[str, typer.Argument(help="rubric, jury, pairwise or rule.")],
     judge_file: Annotated[list[Path], typer.Option("--judge", help="Judge model file (TOML);"
@@ -91,7 +94,7 @@ def judge(
 
     if inconsistent not in ("tie", "drop"):
         raise typer.BadParameter("tie or drop", param_hint="--inconsistent")
-    engine = _engine(database_url)
+    engine = open_engine(database_url)
     db.upgrade(engine)
     jobs = judge_jobs(engine, kind, judge_file, jurors=jurors, repeats=repeats,
                       answers_run=answers_run, model_ids=model_id,

@@ -1,91 +1,36 @@
-"""The ``clinieval`` command line: each command a few lines over a library call."""
+"""``synth``, ``import``, ``export``, ``info``, ``demo`` and ``audit``: snapshots
+in and out of the database, and the audit of any source (what a source string
+means is :mod:`clinieval.sources`' to say)."""
 
 from __future__ import annotations
 
-import os
-
-# The audit's matrix products are small (replicates x a few hundred): OpenBLAS
-# threads spin up and wait for more CPU than they save, which on two cores
-# also starves the processes that draw the figures. An explicit setting wins.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
 import functools
 import inspect
-import re
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
-from rich.table import Table
 
-from clinieval.errors import ClinievalError
-
-app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode="markdown",
-                  help="Safety-first evaluation of medical LLMs from clinician ratings and votes.")
-db_app = typer.Typer(no_args_is_help=True, help="Database schema management.")
-app.add_typer(db_app, name="db")
-console = Console(stderr=True)
-out = Console()
-
-DatabaseUrl = Annotated[str | None, typer.Option(
-    "--database-url", envvar="DATABASE_URL", show_envvar=True,
-    help="SQLAlchemy URL; defaults to the settings (sqlite:///clinieval.db).")]
-AllowDefaultSalt = Annotated[bool, typer.Option(
-    help="Pseudonymise with the public default salt (anyone can reverse it).")]
-DropQuasiIdentifiers = Annotated[bool, typer.Option(
-    help="Blank rater organisation, country, experience and comments; round timestamps"
-         " to the day.")]
+from clinieval.cli.common import (
+    AllowDefaultSalt,
+    DatabaseUrl,
+    DropQuasiIdentifiers,
+    console,
+    handle_errors,
+    open_engine,
+    out,
+    print_counts,
+    print_manifest,
+)
 
 
-def _handle_errors(func):
-    """Report clinieval's own errors as one red line and exit 2 (no traceback)."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except ClinievalError as err:
-            console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
-        except ValidationError as err:
-            first = err.errors()[0]
-            option = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "input"
-            console.print(f"[red]error:[/red] {option}: {first['msg']}", highlight=False)
-            raise typer.Exit(2) from None
-        except Exception as err:
-            table = _missing_table(err)
-            if table is None:
-                raise
-            console.print(f"[red]error:[/red] the database has no table {table!r}: is it the one"
-                          " you meant (--database-url, or DATABASE_URL; by default"
-                          " sqlite:///clinieval.db in the current folder)? `clinieval db upgrade`"
-                          " creates the tables in a new one.", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
-
-    return wrapper
-
-
-def _missing_table(err: Exception) -> str | None:
-    """The table named by a database's "no such table" error (SQLite's
-    message, PostgreSQL's undefined_table state), else None."""
-    import sqlalchemy.exc
-
-    if not isinstance(err, sqlalchemy.exc.DBAPIError):
-        return None
-    text = str(err.orig)
-    found = re.search(r"no such table: (\S+)", text)
-    if found is None and getattr(err.orig, "sqlstate", None) == "42P01":
-        found = re.search(r'relation "([^"]+)" does not exist', text)
-    return None if found is None else found.group(1)
-
-
-def _engine(url: str | None):
-    from clinieval.settings import get_settings
-    from clinieval.storage.db import make_engine
-
-    return make_engine(url or get_settings().database_url)
+def register(app: typer.Typer) -> None:
+    app.command()(synth)
+    app.command("import")(import_)
+    app.command()(export)
+    app.command()(info)
+    app.command()(demo)
+    app.command()(audit)
 
 
 def _progress():
@@ -95,24 +40,7 @@ def _progress():
                     TimeElapsedColumn(), console=console, transient=True)
 
 
-@db_app.command("upgrade")
-@_handle_errors
-def db_upgrade(database_url: DatabaseUrl = None,
-               revision: Annotated[str, typer.Option(help="Target revision.")] = "head") -> None:
-    """Create or migrate the database schema.
-
-    Example: `clinieval db upgrade --database-url postgresql://localhost/test`
-    """
-    from clinieval.storage import db
-
-    engine = _engine(database_url)
-    db.upgrade(engine, revision)
-    url = engine.url.render_as_string()
-    console.print(f"schema at revision {db.current_revision(engine)} ({url})")
-
-
-@app.command()
-@_handle_errors
+@handle_errors
 def synth(
     out_dir: Annotated[Path, typer.Option("--out", help="Bundle folder to write.")],
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
@@ -140,11 +68,10 @@ def synth(
             snap = plant_judgments(snap, JudgePlan(seed=seed))
     with console.status(f"writing {out_dir}"):
         manifest = write_bundle(snap, out_dir, overwrite=overwrite)
-    _print_manifest(manifest, f"wrote {out_dir}")
+    print_manifest(manifest, f"wrote {out_dir}")
 
 
-@app.command("import")
-@_handle_errors
+@handle_errors
 def import_(
     source: Annotated[Path, typer.Argument(help="Bundle folder, tables folder or export file.")],
     database_url: DatabaseUrl = None,
@@ -159,11 +86,12 @@ def import_(
 
     Example: `clinieval import snap` or `clinieval import moove.json --format moove`
     """
-    from clinieval.io.importer import import_snapshot, read_source
+    from clinieval.io.importer import import_snapshot
     from clinieval.rubric import load_criterion_map, load_rubric
+    from clinieval.sources import read_source
     from clinieval.storage import db
 
-    engine = _engine(database_url)
+    engine = open_engine(database_url)
     db.upgrade(engine)
     cmap = load_criterion_map(criterion_map, None) if criterion_map else None
     with console.status(f"reading {source}"):
@@ -174,11 +102,10 @@ def import_(
         tasks = {n: bar.add_task(n, total=c) for n, c in snap.counts().items() if c}
         counts = import_snapshot(engine, snap, sources=sources, replace=replace,
                                  progress=lambda name, n: bar.advance(tasks[name], n))
-    _print_counts(counts, f"imported {source}")
+    print_counts(counts, f"imported {source}")
 
 
-@app.command()
-@_handle_errors
+@handle_errors
 def export(
     out_dir: Annotated[Path, typer.Option("--out", help="Folder to write.")],
     database_url: DatabaseUrl = None,
@@ -203,16 +130,15 @@ def export(
         console.print("[yellow]warning:[/yellow] --keep-rater-ids writes raw rater ids; the"
                       " export identifies raters and must not leave your organisation")
     with console.status("reading database"):
-        snap = read_snapshot(_engine(database_url))
+        snap = read_snapshot(open_engine(database_url))
     manifest = export_snapshot(snap, out_dir, fmt=fmt, keep_rater_ids=keep_rater_ids,
                                salt=get_settings().pseudonym_salt,
                                allow_default_salt=allow_default_salt,
                                quasi_identifiers=not drop_quasi_identifiers, overwrite=overwrite)
-    _print_manifest(manifest, f"exported {out_dir}")
+    print_manifest(manifest, f"exported {out_dir}")
 
 
-@app.command()
-@_handle_errors
+@handle_errors
 def info(
     source: Annotated[str | None, typer.Argument(help="Bundle/tables path, `demo`, or omit for"
                                                  " the database.")] = None,
@@ -230,21 +156,14 @@ def info(
 
 
 def _open(source: str | None, database_url: str | None):
-    from clinieval.io.importer import read_source
-    from clinieval.storage.db import read_snapshot
-
+    """The snapshot ``source`` names, or the database's without one."""
     if source is None:
-        return read_snapshot(_engine(database_url))
-    if source == "demo":
-        from clinieval.demo import demo_snapshot
+        from clinieval.storage.db import read_snapshot
 
-        return demo_snapshot()
-    from clinieval.storage.sqlite_read import read_url, sqlite_file_url
+        return read_snapshot(open_engine(database_url))
+    from clinieval.sources import read_any
 
-    url = source if "://" in source else sqlite_file_url(source)
-    if url is not None:
-        return read_url(url)
-    return read_source(source)[0]
+    return read_any(source)
 
 
 def _setting_option(name: str, info) -> inspect.Parameter:
@@ -290,8 +209,7 @@ def _settings_options(func):
     return command
 
 
-@app.command()
-@_handle_errors
+@handle_errors
 @_settings_options
 def demo(
     settings,
@@ -305,20 +223,19 @@ def demo(
     Example: `clinieval demo --out demo-out`
     """
     from clinieval.audit import audit as run_audit
-    from clinieval.demo import demo_snapshot
     from clinieval.io.importer import import_snapshot
+    from clinieval.sources import read_any
     from clinieval.storage import db
 
-    engine = _engine(database_url)
+    engine = open_engine(database_url)
     db.upgrade(engine)
-    import_snapshot(engine, demo_snapshot(), replace=True)
+    import_snapshot(engine, read_any("demo"), replace=True)
     url = engine.url.render_as_string()
     console.print(f"loaded the demo snapshot into {url}")
     _report(run_audit(url, settings), out_dir)
 
 
-@app.command()
-@_handle_errors
+@handle_errors
 @_settings_options
 def audit(
     settings,
@@ -359,34 +276,3 @@ def _report(result, out_dir: Path) -> None:
     for line in result.headlines:
         out.print(f"- {line}", highlight=False)
     out.print(f"\nreport: {paths['html'].resolve()}")
-
-
-def _print_manifest(manifest: dict, title: str) -> None:
-    """The row counts of a bundle or export just written."""
-    _print_counts({name: entry["rows"] for name, entry in manifest["tables"].items()}, title)
-
-
-def _print_counts(counts: dict[str, int], title: str) -> None:
-    table = Table(title=title)
-    table.add_column("table")
-    table.add_column("rows", justify="right")
-    for name, n in counts.items():
-        table.add_row(name, f"{n:,}")
-    out.print(table)
-
-
-# The run commands live in their own module; importing it registers them.
-import clinieval.cli_runs  # noqa: E402, F401
-
-
-def main() -> None:
-    app()
-
-
-from clinieval import cli_web  # noqa: E402  (the platform's commands, registered below)
-
-cli_web.register(app)
-
-
-if __name__ == "__main__":
-    main()

@@ -173,3 +173,20 @@ def test_concurrent_writers_lose_and_duplicate_nothing(store, engine):
 def test_a_sqlite_engine_without_clinieval_settings_is_refused(tmp_path):
     with pytest.raises(ValueError, match="make_engine"):
         RowStore(sa.create_engine(f"sqlite:///{tmp_path / 'plain.db'}"))
+
+
+def _pairwise(answer_b_id: str) -> dict:
+    return {"answer_id": "ans-1x", "answer_b_id": answer_b_id, "judge_model": "judge-1",
+            "criterion_id": "preference", "judge_kind": "pairwise", "choice": "A",
+            "score": 1.0, "parse_status": "ok"}
+
+
+def test_pairwise_judgment_refers_to_a_stored_answer_b(store, engine):
+    """Answer B is looked up among the stored answers like answer A: a stored
+    one is accepted, a missing one refused by validation naming the field."""
+    assert store.add_judgments([_pairwise("ans-1y")]) == [1]
+    with pytest.raises(InputError, match="refers to a.* answer that does not exist") as caught:
+        store.add_judgments([_pairwise("ans-9z")])
+    assert (caught.value.source, caught.value.row, caught.value.field) == \
+        ("judgments", 1, "answer_b_id")
+    assert _ids(engine, "judgments") == [1]

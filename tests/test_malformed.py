@@ -148,8 +148,8 @@ def test_good_append_is_accepted(engine, db_url, tmp_path):
 def test_repeated_score_names_the_first_repeat():
     """Rows 3 and 5 repeat rows 1 and 2 (same answer, rater, criterion,
     revision): the message names row 3, the first repeat."""
+    from clinieval.contract.validate import validate
     from clinieval.errors import InputError
-    from clinieval.io.validate import validate
     from clinieval.testing import snapshot_from_rows, tiny_tables
 
     rows = tiny_tables()
@@ -323,8 +323,8 @@ def test_pairwise_judgment_of_a_missing_answer_b_names_file_row_and_field():
     """``judgments.answer_b_id`` refers to an answer like ``answer_id`` does: a
     pairwise judgment naming a missing answer B is refused by validation
     (file, row, field), not left for the database to refuse."""
+    from clinieval.contract.validate import validate
     from clinieval.errors import InputError
-    from clinieval.io.validate import validate
     from clinieval.testing import snapshot_from_rows, tiny_tables
 
     rows = tiny_tables()

@@ -9,8 +9,9 @@ import sqlalchemy as sa
 
 from clinieval.errors import InputError
 from clinieval.io.importer import import_snapshot
-from clinieval.storage import db, sqltables
+from clinieval.storage import db
 from clinieval.storage.rows import RowStore, refusal
+from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.testing import STAMP, tiny_snapshot, tiny_tables
 
 
@@ -27,7 +28,7 @@ def _rating(**overrides):
 
 
 def _ids(engine, table: str) -> list[int]:
-    key = sqltables.BY_NAME[table].primary_key.columns.values()[0]
+    key = snapshot_tables.BY_NAME[table].primary_key.columns.values()[0]
     with engine.connect() as conn:
         return conn.execute(sa.select(key).order_by(key)).scalars().all()
 
@@ -105,7 +106,7 @@ def test_constraint_violations_become_input_errors(engine, column, value, kind, 
     import_snapshot(engine, tiny_snapshot())
     row = _rating() | {column: value}
     with pytest.raises(sa.exc.IntegrityError) as caught, engine.begin() as conn:
-        conn.execute(sqltables.ratings.insert(), row)
+        conn.execute(snapshot_tables.ratings.insert(), row)
     error = refusal(caught.value, "ratings", row, 0)
     assert isinstance(error, InputError)
     assert kind in str(error)

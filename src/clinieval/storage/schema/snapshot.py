@@ -53,7 +53,8 @@ def _generated_key(name: str) -> sa.Column:
 
 def _foreign_keys(table: tabular.Table) -> list[sa.ForeignKeyConstraint]:
     """The database's foreign keys of ``table``, from the contract's references:
-    single ones first, then composite ones (the order migration 0001 made them in)."""
+    single ones first, then composite ones (the order they were always declared
+    in, so CREATE TABLE is unchanged)."""
     single = [_foreign_key(table, ref) for ref in table.references if not ref.same]
     return single + [_foreign_key(table, ref) for ref in table.references if ref.same]
 

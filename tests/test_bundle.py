@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clinieval import tables as T
+from clinieval.contract import tabular
 from clinieval.errors import InputError
 from clinieval.io.bundle import MANIFEST, read_bundle, read_manifest, write_bundle
 from clinieval.io.export import export_snapshot, pseudonym
@@ -229,7 +229,7 @@ def test_table_export_import_export_is_byte_identical(tmp_path_factory, rows, fm
                         keep_rater_ids=True)
         engine.dispose()
         source = read_source(work / step)[0]
-    for table in T.ALL:
+    for table in tabular.ALL:
         name = f"{table.name}.{fmt}"
         assert (work / "two" / name).read_bytes() == (work / "one" / name).read_bytes(), name
 
@@ -253,7 +253,8 @@ def _as_written_before_the_later_columns(folder) -> None:
         data = pq.read_table(path).drop_columns(dropped)
         pq.write_table(data, path)
         manifest["tables"][name].update(sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-                                        content_sha256=content_sha256(data, T.BY_NAME[name].key))
+                                        content_sha256=content_sha256(
+                                            data, tabular.BY_NAME[name].key))
     manifest["snapshot_sha256"] = snapshot_checksum(
         {k: v["content_sha256"] for k, v in manifest["tables"].items()})
     (folder / MANIFEST).write_text(json.dumps(manifest))

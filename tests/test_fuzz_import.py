@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
-from clinieval import tables as T
+from clinieval.contract import tabular
 from clinieval.errors import InputError
 from clinieval.io.bundle import MANIFEST, content_sha256, snapshot_checksum, write_bundle
 from clinieval.io.importer import import_snapshot, read_source
@@ -205,7 +205,8 @@ def write_tables(folder: Path, doc, fmt: str, draw) -> Path:
     if not isinstance(doc, dict):
         doc = {"cases": doc}
     for name, rows in doc.items():
-        stem = name if name in T.BY_NAME else str(name)[:40].replace("/", "_").replace("\x00", "")
+        stem = (name if name in tabular.BY_NAME
+                else str(name)[:40].replace("/", "_").replace("\x00", ""))
         rows = rows if isinstance(rows, list) else [rows]
         data = {"csv": _csv_bytes, "parquet": _parquet_bytes}.get(fmt)
         data = data(rows) if data else _jsonl_bytes(rows, draw)
@@ -224,7 +225,7 @@ def write_bundle_folder(folder: Path, draw) -> Path:
     """A valid bundle, then a mutated table (checksums fixed or not) and/or manifest."""
     write_bundle(snapshot_from_rows(renamed_tiny_tables("f-", 5000)), folder)
     manifest = json.loads((folder / MANIFEST).read_text())
-    name = draw(st.sampled_from([t.name for t in T.ALL]))
+    name = draw(st.sampled_from([t.name for t in tabular.ALL]))
     if draw(st.booleans()):
         rows = pq.read_table(folder / f"{name}.parquet").to_pylist()
         rows = mutate(draw, json.loads(json.dumps(rows, default=str)) or [{}])
@@ -244,9 +245,9 @@ def _fix_checksums(folder: Path, manifest: dict, name: str) -> None:
     entry = manifest["tables"][name]
     entry["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     try:
-        data = conform(pq.read_table(path), T.BY_NAME[name])
+        data = conform(pq.read_table(path), tabular.BY_NAME[name])
         entry["rows"] = data.num_rows
-        entry["content_sha256"] = content_sha256(data, T.BY_NAME[name].key)
+        entry["content_sha256"] = content_sha256(data, tabular.BY_NAME[name].key)
     except (InputError, pa.ArrowException, OSError):
         return
     manifest["snapshot_sha256"] = snapshot_checksum(

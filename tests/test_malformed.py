@@ -148,8 +148,8 @@ def test_good_append_is_accepted(engine, db_url, tmp_path):
 def test_repeated_score_names_the_first_repeat():
     """Rows 3 and 5 repeat rows 1 and 2 (same answer, rater, criterion,
     revision): the message names row 3, the first repeat."""
+    from clinieval.contract.validate import validate
     from clinieval.errors import InputError
-    from clinieval.io.validate import validate
     from clinieval.testing import snapshot_from_rows, tiny_tables
 
     rows = tiny_tables()
@@ -317,3 +317,22 @@ def test_bad_rubric_or_map_file_names_file_and_field(tmp_path, option, content, 
     for fragment in fragments:
         assert fragment in message, (fragment, message)
     assert "--name" not in message
+
+
+def test_pairwise_judgment_of_a_missing_answer_b_names_file_row_and_field():
+    """``judgments.answer_b_id`` refers to an answer like ``answer_id`` does: a
+    pairwise judgment naming a missing answer B is refused by validation
+    (file, row, field), not left for the database to refuse."""
+    from clinieval.contract.validate import validate
+    from clinieval.errors import InputError
+    from clinieval.testing import snapshot_from_rows, tiny_tables
+
+    rows = tiny_tables()
+    pairwise = {"answer_id": "ans-1x", "judge_model": "judge-1", "criterion_id": "preference",
+                "parse_status": "ok", "score": 1.0, "judge_kind": "pairwise", "choice": "A"}
+    rows["judgments"] = [pairwise | {"judgment_id": 1, "answer_b_id": "ans-1y"},
+                         pairwise | {"judgment_id": 2, "answer_b_id": "ans-9z"}]
+    with pytest.raises(InputError, match=r"judgments\.jsonl, row 2, field 'answer_b_id': refers"
+                       r" to a.* answer that does not exist") as caught:
+        validate(snapshot_from_rows(rows), sources={"judgments": "judgments.jsonl"})
+    assert caught.value.got == "ans-9z"

@@ -6,22 +6,22 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from clinieval.storage import platform_tables as P
 from clinieval.storage import prepared
-from clinieval.storage import sqltables as S
 from clinieval.storage.prepared import Prepared, run
+from clinieval.storage.schema.platform import audit_events, study_rubrics
+from clinieval.storage.schema.snapshot import studies
 from clinieval.web.auth import now
 
 
 def test_rows_and_types_match_sqlalchemy(app, engine):
-    events = sa.select(P.audit_events).where(P.audit_events.c.kind == sa.bindparam("kind")) \
-        .order_by(P.audit_events.c.event_id)
-    rubrics = sa.select(P.study_rubrics.c.study_id, P.study_rubrics.c.rationale_required,
-                        sa.literal(None).label("empty")).order_by(P.study_rubrics.c.study_id)
+    events = sa.select(audit_events).where(audit_events.c.kind == sa.bindparam("kind")) \
+        .order_by(audit_events.c.event_id)
+    rubrics = sa.select(study_rubrics.c.study_id, study_rubrics.c.rationale_required,
+                        sa.literal(None).label("empty")).order_by(study_rubrics.c.study_id)
     at = now()
     with engine.begin() as conn:
         for detail in ("{}", None):
-            run(conn, prepared.insert(P.audit_events, "at", "kind", "user_id", "subject",
+            run(conn, prepared.insert(audit_events, "at", "kind", "user_id", "subject",
                                       "detail"),
                 {"at": at, "kind": "probe", "user_id": None, "subject": "s", "detail": detail})
     with engine.connect() as conn:
@@ -38,15 +38,15 @@ def test_rows_and_types_match_sqlalchemy(app, engine):
 
 def test_driver_errors_are_sqlalchemy_errors(app, engine):
     with engine.connect() as conn:
-        row = conn.execute(sa.select(S.studies).where(S.studies.c.study_id == "x")).one()
-    again = prepared.insert(S.studies, *row._mapping.keys())
+        row = conn.execute(sa.select(studies).where(studies.c.study_id == "x")).one()
+    again = prepared.insert(studies, *row._mapping.keys())
     with pytest.raises(sa.exc.IntegrityError), engine.begin() as conn:
         run(conn, again, dict(row._mapping))
 
 
 def test_statements_that_depend_on_their_values_fall_back(app, engine):
-    statement = sa.select(S.studies.c.study_id).where(
-        S.studies.c.study_id.in_(sa.bindparam("ids", expanding=True))).order_by("study_id")
+    statement = sa.select(studies.c.study_id).where(
+        studies.c.study_id.in_(sa.bindparam("ids", expanding=True))).order_by("study_id")
     assert Prepared(statement).plan(engine.dialect) is None
     with engine.connect() as conn:
         assert run(conn, Prepared(statement), {"ids": ["x", "y"]}).scalars().all() == ["x", "y"]

@@ -9,8 +9,9 @@ import sqlalchemy as sa
 
 from clinieval.errors import InputError
 from clinieval.io.importer import import_snapshot
-from clinieval.storage import db, sqltables
+from clinieval.storage import db
 from clinieval.storage.rows import RowStore, refusal
+from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.testing import STAMP, tiny_snapshot, tiny_tables
 
 
@@ -27,7 +28,7 @@ def _rating(**overrides):
 
 
 def _ids(engine, table: str) -> list[int]:
-    key = sqltables.BY_NAME[table].primary_key.columns.values()[0]
+    key = snapshot_tables.BY_NAME[table].primary_key.columns.values()[0]
     with engine.connect() as conn:
         return conn.execute(sa.select(key).order_by(key)).scalars().all()
 
@@ -105,7 +106,7 @@ def test_constraint_violations_become_input_errors(engine, column, value, kind, 
     import_snapshot(engine, tiny_snapshot())
     row = _rating() | {column: value}
     with pytest.raises(sa.exc.IntegrityError) as caught, engine.begin() as conn:
-        conn.execute(sqltables.ratings.insert(), row)
+        conn.execute(snapshot_tables.ratings.insert(), row)
     error = refusal(caught.value, "ratings", row, 0)
     assert isinstance(error, InputError)
     assert kind in str(error)
@@ -173,3 +174,20 @@ def test_concurrent_writers_lose_and_duplicate_nothing(store, engine):
 def test_a_sqlite_engine_without_clinieval_settings_is_refused(tmp_path):
     with pytest.raises(ValueError, match="make_engine"):
         RowStore(sa.create_engine(f"sqlite:///{tmp_path / 'plain.db'}"))
+
+
+def _pairwise(answer_b_id: str) -> dict:
+    return {"answer_id": "ans-1x", "answer_b_id": answer_b_id, "judge_model": "judge-1",
+            "criterion_id": "preference", "judge_kind": "pairwise", "choice": "A",
+            "score": 1.0, "parse_status": "ok"}
+
+
+def test_pairwise_judgment_refers_to_a_stored_answer_b(store, engine):
+    """Answer B is looked up among the stored answers like answer A: a stored
+    one is accepted, a missing one refused by validation naming the field."""
+    assert store.add_judgments([_pairwise("ans-1y")]) == [1]
+    with pytest.raises(InputError, match="refers to a.* answer that does not exist") as caught:
+        store.add_judgments([_pairwise("ans-9z")])
+    assert (caught.value.source, caught.value.row, caught.value.field) == \
+        ("judgments", 1, "answer_b_id")
+    assert _ids(engine, "judgments") == [1]

@@ -13,21 +13,33 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from clinieval import tables as T
+from clinieval.contract import tabular, vocabulary
 from clinieval.errors import InputError
 from clinieval.io.importer import import_snapshot
 from clinieval.snapshot import Snapshot, current_ratings
-from clinieval.storage import db, sqlite_read, sqltables
+from clinieval.storage import db, sqlite_read
 from clinieval.storage.rows import RowStore
+from clinieval.storage.schema import metadata
+from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.testing import STAMP, snapshot_from_rows, tiny_snapshot, tiny_tables
 
 
 def test_migrations_build_exactly_the_declared_schema(engine):
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), sqltables.metadata)
+        diff = compare_metadata(MigrationContext.configure(conn), metadata)
     assert diff == []
     head = ScriptDirectory.from_config(db.alembic_config(engine)).get_current_head()
     assert db.current_revision(engine) == head
+
+
+def test_database_foreign_keys_are_the_contracts_references():
+    """The database's foreign keys are built from the contract's references
+    (the validator's list), so neither has one the other lacks."""
+    for table in tabular.ALL:
+        declared = {(ref.column, *ref.same) for ref in table.references}
+        built = {tuple(column.name for column in key.columns)
+                 for key in snapshot_tables.BY_NAME[table.name].foreign_key_constraints}
+        assert built == declared, table.name
 
 
 def test_upgrade_keeps_stored_ids_and_continues_after_them(db_url):
@@ -36,13 +48,13 @@ def test_upgrade_keeps_stored_ids_and_continues_after_them(db_url):
     db.upgrade(engine, "0001")
     snap = tiny_snapshot()
     with engine.begin() as conn:
-        for table in T.ALL:
+        for table in tabular.ALL:
             # Only the columns 0001 had: later migrations add (and fill) the rest.
             at_0001 = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
             rows = [{k: v for k, v in row.items() if k in at_0001}
                     for row in snap[table.name].to_pylist()]
             if rows:
-                conn.execute(sqltables.BY_NAME[table.name].insert(), rows)
+                conn.execute(snapshot_tables.BY_NAME[table.name].insert(), rows)
     db.upgrade(engine)  # through 0002 and on: later revisions keep the ids too
     assert db.read_snapshot(engine)["ratings"].equals(snap["ratings"])
     assert RowStore(engine).add_ratings([{"answer_id": "ans-1x", "rater_id": "rater-1",
@@ -146,7 +158,7 @@ def test_database_refuses_an_answer_from_another_case(engine):
     bad = {"preference_id": 9, "case_id": "case-1", "answer_a_id": "ans-1x",
            "answer_b_id": "ans-2y", "choice": "A", "created_at": STAMP}
     with pytest.raises(sa.exc.IntegrityError), engine.begin() as conn:
-        conn.execute(sqltables.preferences.insert(), [bad])
+        conn.execute(snapshot_tables.preferences.insert(), [bad])
 
 
 def test_a_failing_load_writes_nothing(engine):
@@ -173,7 +185,7 @@ def test_sqlite_files_are_read_without_sqlalchemy_to_the_same_snapshot(tmp_path)
     assert sqlite_read.sqlite_path(url) == tmp_path / "x.db"
     fast, slow = sqlite_read.read_url(url), db.read_snapshot(engine)
     assert fast.meta == slow.meta
-    for table in T.ALL:
+    for table in tabular.ALL:
         assert fast[table.name].equals(slow[table.name]), table.name
     engine.dispose()
 
@@ -205,7 +217,7 @@ def test_current_ratings_without_edits_is_identity():
 def _refused(engine, table: str, row: dict) -> bool:
     try:
         with engine.begin() as conn:
-            conn.execute(sqltables.BY_NAME[table].insert(), row)
+            conn.execute(snapshot_tables.BY_NAME[table].insert(), row)
     except sa.exc.IntegrityError:
         return True
     return False
@@ -216,20 +228,21 @@ def test_database_checks_accept_exactly_the_vocabulary(engine):
     accepted, its neighbours are not (inserted bypassing validation)."""
     import_snapshot(engine, tiny_snapshot())
     rating = {"answer_id": "ans-2y", "rater_id": "rater-2", "criterion_id": "accuracy"}
-    for revision, score in enumerate((*T.SCORES, T.SCORE_MIN - 1, T.SCORE_MAX + 1), start=1):
+    scores = (*vocabulary.SCORES, vocabulary.SCORE_MIN - 1, vocabulary.SCORE_MAX + 1)
+    for revision, score in enumerate(scores, start=1):
         refused = _refused(engine, "ratings", rating | {"score": score, "revision": revision})
-        assert refused == (score not in T.SCORES), score
+        assert refused == (score not in vocabulary.SCORES), score
     pref = {"case_id": "case-2", "answer_a_id": "ans-2x", "answer_b_id": "ans-2y"}
-    for choice in (*T.CHOICES, "both_good", "a"):
+    for choice in (*vocabulary.CHOICES, "both_good", "a"):
         assert _refused(engine, "preferences", pref | {"choice": choice}) == (
-            choice not in T.CHOICES), choice
-    for side in (*T.SIDES, None, "C"):
+            choice not in vocabulary.CHOICES), choice
+    for side in (*vocabulary.SIDES, None, "C"):
         assert _refused(engine, "preferences", pref | {"choice": "tie", "shown_left": side}) == (
             side == "C"), side
     judgment = {"answer_id": "ans-2x", "judge_model": "j", "criterion_id": "accuracy"}
-    for status in (*T.PARSE_STATUSES, "OK", "timeout"):
+    for status in (*vocabulary.PARSE_STATUSES, "OK", "timeout"):
         assert _refused(engine, "judgments", judgment | {"parse_status": status}) == (
-            status not in T.PARSE_STATUSES), status
+            status not in vocabulary.PARSE_STATUSES), status
 
 
 def _criteria_only(rows: list[dict]) -> Snapshot:
@@ -272,11 +285,11 @@ def test_column_wise_read_keeps_awkward_values_exactly(engine):
     import_snapshot(engine, tiny_snapshot())
     awkward = ["", None, 'say "no", twice', "line\nbreak\r\nend", "sep\u2028x", "∅ ü 中"]
     with engine.begin() as conn:
-        conn.execute(sqltables.studies.insert(), [
+        conn.execute(snapshot_tables.studies.insert(), [
             {"study_id": f"s{i}", "name": "n", "description": text, "blinded": [True, False,
              None][i % 3], "created_at": datetime(2024, 2, 29, 23, 59, 59, 999_999 - i, UTC)}
             for i, text in enumerate(awkward)])
-        conn.execute(sqltables.models.insert(), [
+        conn.execute(snapshot_tables.models.insert(), [
             {"model_id": "m-float", "price_input_per_m": 0.1 + 0.2,
              "price_output_per_m": -1.5e-300}])
     back = db.read_snapshot(engine)

@@ -23,12 +23,13 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from clinieval.providers import Completion, ModelSpec
 from clinieval.runs.engine import Stats, TaskResult
 from clinieval.runs.keys import canonical
-from clinieval.storage import sqltables
 from clinieval.storage.rows import RowStore
+from clinieval.storage.schema import snapshot as snapshot_tables
+from clinieval.storage.schema.runs import RUN_TABLES
 
-RUNS = sqltables.RUN_TABLES["llm_runs"]
-CACHE = sqltables.RUN_TABLES["llm_cache"]
-CALLS = sqltables.RUN_TABLES["llm_run_calls"]
+RUNS = RUN_TABLES["llm_runs"]
+CACHE = RUN_TABLES["llm_cache"]
+CALLS = RUN_TABLES["llm_run_calls"]
 CHUNK = 500
 BATCH = 128
 """Most finished tasks committed in one transaction."""
@@ -175,8 +176,8 @@ def write_results(engine: sa.Engine, run_id: str, spec: ModelSpec, results: list
                        retried)
         _insert_new(conn, CACHE, _cache_rows(spec, results))
         _insert(conn, CALLS, [_call_row(run_id, spec, r) for r in results])
-        _insert(conn, sqltables.answers, [row for r in results for row in r.rows.get("answers",
-                                                                                     ())])
+        _insert(conn, snapshot_tables.answers,
+                [row for r in results for row in r.rows.get("answers", ())])
         _insert_judgments(conn, [row for r in results for row in r.rows.get("judgments", ())])
         _add_counters(conn, run_id, spec, results)
 
@@ -241,7 +242,7 @@ def _forget_failed(conn: sa.Connection, run_id: str, task_keys: list[str],
     if not task_keys:
         return
     call_keys = [key for task in task_keys for key in retried[task]]
-    judgments = sqltables.judgments
+    judgments = snapshot_tables.judgments
     for chunk in _chunks(call_keys):
         conn.execute(judgments.delete().where(judgments.c.run_id == run_id,
                                               judgments.c.call_key.in_(chunk)))
@@ -294,7 +295,7 @@ def _insert_judgments(conn: sa.Connection, rows: list[dict]) -> None:
     """Judgments get their ids from the database. Set-based, inside the batch's
     transaction: a task's judgments and its record commit together, which a
     one-transaction-per-call writer could not promise."""
-    _insert(conn, sqltables.judgments, rows)
+    _insert(conn, snapshot_tables.judgments, rows)
 
 
 def _add_counters(conn: sa.Connection, run_id: str, spec: ModelSpec,

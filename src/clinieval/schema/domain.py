@@ -1,8 +1,11 @@
 """Domain objects, one at a time (the API, the web platform, fixtures).
 
-Bulk data travels as Arrow tables (:mod:`clinieval.tables`) and is validated
-column-wise by :mod:`clinieval.io.validate`; these classes state the same
-rules for single objects.
+Bulk data travels as Arrow tables (:mod:`clinieval.contract.tabular`) and is
+validated column-wise by :mod:`clinieval.contract.validate`; these classes
+state the same rules for single objects.
+
+Invariant: this module depends only on the contract's vocabulary (and
+pydantic), so the validator, one floor up, can read its rules.
 """
 
 from __future__ import annotations
@@ -12,15 +15,15 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from clinieval import tables as T
+from clinieval.contract import vocabulary
 
-# The vocabulary comes from the table contract; Literal[tuple] lists its members.
-Score = Annotated[int, Field(ge=T.SCORE_MIN, le=T.SCORE_MAX, strict=True)]
-"""An anchored rubric score: an integer on :data:`clinieval.tables.SCORES`
+# The vocabulary comes from the contract; Literal[tuple] lists its members.
+Score = Annotated[int, Field(ge=vocabulary.SCORE_MIN, le=vocabulary.SCORE_MAX, strict=True)]
+"""An anchored rubric score: an integer on :data:`clinieval.contract.vocabulary.SCORES`
 (bools and floats refused)."""
-Choice = Literal[T.CHOICES]
-Side = Literal[T.SIDES]
-ParseStatus = Literal[T.PARSE_STATUSES]
+Choice = Literal[vocabulary.CHOICES]
+Side = Literal[vocabulary.SIDES]
+ParseStatus = Literal[vocabulary.PARSE_STATUSES]
 Id = Field(min_length=1, max_length=200)
 
 
@@ -229,7 +232,7 @@ class Judgment(_Strict):
 
     @model_validator(mode="after")
     def _score_iff_parsed(self) -> Judgment:
-        parsed = T.PARSE_STATUSES[0]
+        parsed = vocabulary.PARSE_STATUSES[0]
         if (self.parse_status == parsed) != (self.score is not None):
             raise ValueError(f"a judgment has a score exactly when parse_status is {parsed!r}")
         return self

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 _NEW_ANSWER = """
     SELECT {row}.study_id, {row}.answer_id, a.case_id, a.model_id, c.specialty,
@@ -146,12 +146,12 @@ def install(conn: sa.Connection) -> None:
     """Create the triggers and fill both tables from the stored rows."""
     for statement in POSTGRES if conn.dialect.name == "postgresql" else SQLITE:
         conn.exec_driver_sql(statement)
-    conn.execute(P.answer_load.delete())
-    conn.execute(P.pair_load.delete())
-    conn.execute(P.answer_load.insert().from_select(
+    conn.execute(platform_tables.answer_load.delete())
+    conn.execute(platform_tables.pair_load.delete())
+    conn.execute(platform_tables.answer_load.insert().from_select(
         ["study_id", "answer_id", "case_id", "model_id", "specialty", "submitted"],
         _answer_counts()))
-    conn.execute(P.pair_load.insert().from_select(
+    conn.execute(platform_tables.pair_load.insert().from_select(
         ["study_id", "model_lo", "model_hi", "votes"], _pair_counts()))
 
 
@@ -165,7 +165,8 @@ def uninstall(conn: sa.Connection) -> None:
 
 
 def _answer_counts() -> sa.Select:
-    s, a, c, r = P.answer_screens, S.answers, S.cases, S.ratings
+    s, a = platform_tables.answer_screens, snapshot_tables.answers
+    c, r = snapshot_tables.cases, snapshot_tables.ratings
     raters = (sa.select(r.c.answer_id, sa.func.count(sa.distinct(r.c.rater_id)).label("k"))
               .group_by(r.c.answer_id).subquery())
     return (sa.select(s.c.study_id, s.c.answer_id, a.c.case_id, a.c.model_id, c.c.specialty,
@@ -175,8 +176,8 @@ def _answer_counts() -> sa.Select:
 
 
 def _pair_counts() -> sa.Select:
-    p, c = S.preferences, S.cases
-    a1, a2 = S.answers.alias("a1"), S.answers.alias("a2")
+    p, c = snapshot_tables.preferences, snapshot_tables.cases
+    a1, a2 = snapshot_tables.answers.alias("a1"), snapshot_tables.answers.alias("a2")
     lo = sa.case((a1.c.model_id < a2.c.model_id, a1.c.model_id), else_=a2.c.model_id)
     hi = sa.case((a1.c.model_id < a2.c.model_id, a2.c.model_id), else_=a1.c.model_id)
     return (sa.select(c.c.study_id, lo, hi, sa.func.count())
@@ -195,7 +196,7 @@ def recount(conn: sa.Connection) -> tuple[dict, dict]:
 
 def stored(conn: sa.Connection) -> tuple[dict, dict]:
     """Both counters as stored (pairs whose votes dropped to 0 left out)."""
-    al, pl = P.answer_load, P.pair_load
+    al, pl = platform_tables.answer_load, platform_tables.pair_load
     answers = {(row[0], row[1]): tuple(row[2:]) for row in conn.execute(sa.select(
         al.c.study_id, al.c.answer_id, al.c.case_id, al.c.model_id, al.c.specialty,
         al.c.submitted))}
@@ -329,11 +330,11 @@ def install_raters(conn: sa.Connection) -> None:
     """Create the per-rater triggers and fill ``rater_load`` from the stored rows."""
     for statement in RATER_POSTGRES if conn.dialect.name == "postgresql" else RATER_SQLITE:
         conn.exec_driver_sql(statement)
-    conn.execute(P.rater_load.delete())
+    conn.execute(platform_tables.rater_load.delete())
     rows = [{"study_id": study, "rater_id": rater, "answers": answers, "votes": votes, "ms": ms}
             for (study, rater), (answers, votes, ms) in _rater_counts(conn).items()]
     if rows:
-        conn.execute(P.rater_load.insert(), rows)
+        conn.execute(platform_tables.rater_load.insert(), rows)
 
 
 def uninstall_raters(conn: sa.Connection) -> None:
@@ -365,7 +366,8 @@ def count_per_statement(conn: sa.Connection) -> None:
 
 def _rater_counts(conn: sa.Connection) -> dict[tuple[str, str], tuple[int, int, float]]:
     """Per (study, rater) from the source rows: screened answers rated, votes, milliseconds."""
-    al, r, p, c = P.answer_load, S.ratings, S.preferences, S.cases
+    al, r = platform_tables.answer_load, snapshot_tables.ratings
+    p, c = snapshot_tables.preferences, snapshot_tables.cases
     first = sa.func.coalesce(r.c.revision, 0) == 0
     ms = sa.func.round(sa.func.coalesce(r.c.time_spent_s, 0) * 1000)
     per_answer = (sa.select(al.c.study_id, r.c.rater_id, sa.func.max(ms).label("ms"))
@@ -394,7 +396,7 @@ def recount_raters(conn: sa.Connection) -> dict[tuple[str, str], tuple[int, int,
 
 def stored_raters(conn: sa.Connection) -> dict[tuple[str, str], tuple[int, int, float]]:
     """``rater_load`` as stored (rows whose counts all dropped to 0 left out)."""
-    rl = P.rater_load
+    rl = platform_tables.rater_load
     return {(row[0], row[1]): (row[2], row[3], float(row[4])) for row in conn.execute(
         sa.select(rl.c.study_id, rl.c.rater_id, rl.c.answers, rl.c.votes, rl.c.ms))
         if any(row[2:])}

@@ -12,27 +12,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from clinieval import tables as T
+from clinieval.contract import tabular
 from clinieval.errors import InputError
-from clinieval.io.validate import FOREIGN_KEYS
 from clinieval.snapshot import Snapshot
-from clinieval.storage import sqltables
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 IN_CHUNK = 5_000
 """Values per IN list (well below SQLite's and PostgreSQL's parameter limits)."""
 
-ENTITY_TABLES = tuple(t.name for t in T.ALL if not t.generated_key)
+ENTITY_TABLES = tuple(t.name for t in tabular.ALL if not t.generated_key)
 """String-keyed tables whose rows are defined, not recorded: a stored row may
 be sent again identically."""
 
 
 def needed_keys(conn: sa.Connection, snapshot: Snapshot) -> dict[str, pa.Array]:
     """Stored keys that ``snapshot`` touches, in the form
-    :func:`clinieval.io.validate.validate` takes as ``existing``: per table,
+    :func:`clinieval.contract.validate.validate` takes as ``existing``: per table,
     the stored ones among the snapshot's own keys and the keys it refers to;
     ``answer_cases`` pairs for the answers its preferences compare."""
     found: dict[str, pa.Array] = {}
-    for table in T.ALL:
+    for table in tabular.ALL:
         wanted = _wanted(snapshot, table)
         if len(wanted):
             found[table.name] = _select_in(conn, table.name, table.key, wanted)
@@ -44,11 +43,11 @@ def needed_keys(conn: sa.Connection, snapshot: Snapshot) -> dict[str, pa.Array]:
     return found
 
 
-def _wanted(snapshot: Snapshot, table: T.Table) -> pa.Array:
+def _wanted(snapshot: Snapshot, table: tabular.Table) -> pa.Array:
     columns = [snapshot[table.name].column(table.key)]
-    for name, references in FOREIGN_KEYS.items():
-        columns += [snapshot[name].column(col) for col, target in references
-                    if target == table.name]
+    for referring in tabular.ALL:
+        columns += [snapshot[referring.name].column(ref.column) for ref in referring.references
+                    if ref.target == table.name]
     key_type = table.schema.field(table.key).type
     return _unique(pa.chunked_array([c.cast(key_type) for c in columns], type=key_type))
 
@@ -58,7 +57,7 @@ def _unique(values: pa.ChunkedArray) -> pa.Array:
 
 
 def _select_in(conn: sa.Connection, table: str, key: str, values: pa.Array) -> pa.Array:
-    column = sqltables.BY_NAME[table].c[key]
+    column = snapshot_tables.BY_NAME[table].c[key]
     found: list = []
     for start in range(0, len(values), IN_CHUNK):
         chunk = values.slice(start, IN_CHUNK).to_pylist()
@@ -67,7 +66,7 @@ def _select_in(conn: sa.Connection, table: str, key: str, values: pa.Array) -> p
 
 
 def _answer_cases(conn: sa.Connection, answer_ids: pa.Array) -> pa.Array:
-    answers = sqltables.answers
+    answers = snapshot_tables.answers
     pairs: list[str] = []
     for start in range(0, len(answer_ids), IN_CHUNK):
         chunk = answer_ids.slice(start, IN_CHUNK).to_pylist()
@@ -77,10 +76,10 @@ def _answer_cases(conn: sa.Connection, answer_ids: pa.Array) -> pa.Array:
     return pa.array(pairs, type=pa.string())
 
 
-def stored_rows(conn: sa.Connection, table: T.Table, keys: pa.Array) -> pa.Table:
+def stored_rows(conn: sa.Connection, table: tabular.Table, keys: pa.Array) -> pa.Table:
     """The stored rows of ``table`` whose keys are among ``keys``, conformed to
     the contract (so they compare with incoming rows value for value)."""
-    sa_table = sqltables.BY_NAME[table.name]
+    sa_table = snapshot_tables.BY_NAME[table.name]
     rows: list[dict] = []
     for start in range(0, len(keys), IN_CHUNK):
         chunk = keys.slice(start, IN_CHUNK).to_pylist()
@@ -89,7 +88,7 @@ def stored_rows(conn: sa.Connection, table: T.Table, keys: pa.Array) -> pa.Table
     return pa.Table.from_pylist(rows, schema=table.schema)
 
 
-def unchanged_or_new(conn: sa.Connection, contract: T.Table, data: pa.Table,
+def unchanged_or_new(conn: sa.Connection, contract: tabular.Table, data: pa.Table,
                      where: str | None = None) -> pa.Table:
     """The rows of ``data`` not yet stored. A row stored exactly as sent is
     dropped; one stored with any different value is an :class:`InputError`

@@ -17,11 +17,12 @@ from typing import Any
 import pyarrow as pa
 import sqlalchemy as sa
 
-from clinieval import tables as T
+from clinieval.contract import tabular
+from clinieval.contract.validate import validate
 from clinieval.errors import InputError
-from clinieval.io.validate import validate
 from clinieval.snapshot import Snapshot, conform
-from clinieval.storage import db, lookup, sqltables
+from clinieval.storage import db, lookup
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 
 class RowStore:
@@ -37,15 +38,15 @@ class RowStore:
 
     def add_ratings(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
         """Insert ratings (every column but ``rating_id``); their new ids, in order."""
-        return self._add_events(T.RATINGS, rows)
+        return self._add_events(tabular.RATINGS, rows)
 
     def add_preference(self, row: Mapping[str, Any]) -> int:
         """Insert one preference (every column but ``preference_id``); its new id."""
-        return self._add_events(T.PREFERENCES, [row])[0]
+        return self._add_events(tabular.PREFERENCES, [row])[0]
 
     def add_judgments(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
         """Insert judgments (every column but ``judgment_id``); their new ids, in order."""
-        return self._add_events(T.JUDGMENTS, rows)
+        return self._add_events(tabular.JUDGMENTS, rows)
 
     def add_entities(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """Insert rows of a string-keyed table (studies, cases, models,
@@ -55,14 +56,14 @@ class RowStore:
         if table not in lookup.ENTITY_TABLES:
             raise ValueError(f"add_entities takes one of {', '.join(lookup.ENTITY_TABLES)};"
                              f" got {table!r}")
-        contract = T.BY_NAME[table]
+        contract = tabular.BY_NAME[table]
         data = _arrow(contract, rows, allowed=contract.columns)
         with db.writing(self.engine) as conn:
             fresh = lookup.unchanged_or_new(conn, contract, data)
             _validate(conn, contract, fresh)
             _insert(conn, contract, fresh.to_pylist())
 
-    def _add_events(self, contract: T.Table, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+    def _add_events(self, contract: tabular.Table, rows: Sequence[Mapping[str, Any]]) -> list[int]:
         allowed = [c for c in contract.columns if c != contract.key]
         data = _arrow(contract, rows, allowed=allowed)
         with db.writing(self.engine) as conn:
@@ -70,7 +71,8 @@ class RowStore:
             return _insert(conn, contract, data.drop_columns([contract.key]).to_pylist())
 
 
-def _arrow(contract: T.Table, rows: Sequence[Mapping[str, Any]], allowed: list[str]) -> pa.Table:
+def _arrow(contract: tabular.Table, rows: Sequence[Mapping[str, Any]],
+           allowed: list[str]) -> pa.Table:
     """The rows as an Arrow table of the contract's schema; an unknown field
     (including an id the database assigns) is an error, not silently dropped."""
     for index, row in enumerate(rows):
@@ -83,7 +85,7 @@ def _arrow(contract: T.Table, rows: Sequence[Mapping[str, Any]], allowed: list[s
     return conform(raw, contract, contract.name)
 
 
-def _column(contract: T.Table, name: str, values: list) -> pa.Array:
+def _column(contract: tabular.Table, name: str, values: list) -> pa.Array:
     try:
         return pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
@@ -98,15 +100,15 @@ def _column(contract: T.Table, name: str, values: list) -> pa.Array:
         return pa.array(values, type=target)
 
 
-def _validate(conn: sa.Connection, contract: T.Table, data: pa.Table) -> None:
+def _validate(conn: sa.Connection, contract: tabular.Table, data: pa.Table) -> None:
     snapshot = Snapshot.from_tables({contract.name: data})
     validate(snapshot, sources={contract.name: contract.name},
              existing=lookup.needed_keys(conn, snapshot))
 
 
-def _insert(conn: sa.Connection, contract: T.Table, rows: list[dict]) -> list:
+def _insert(conn: sa.Connection, contract: tabular.Table, rows: list[dict]) -> list:
     """Insert row by row (so a refusal names its row) and return the keys."""
-    table = sqltables.BY_NAME[contract.name]
+    table = snapshot_tables.BY_NAME[contract.name]
     statement = table.insert().returning(table.c[contract.key])
     keys = []
     for index, row in enumerate(rows):
@@ -156,7 +158,7 @@ def _violated_fields(err: sa.exc.IntegrityError, table: str) -> list[str]:
         return _constraint_columns(table, diag.constraint_name)
     match = _SQLITE_COLUMNS.search(str(err.orig))
     if match is None:  # SQLite does not say which foreign key failed.
-        return sorted({c.parent.name for c in sqltables.BY_NAME[table].foreign_keys})
+        return sorted({c.parent.name for c in snapshot_tables.BY_NAME[table].foreign_keys})
     detail = match.group(1).strip()
     if "." in detail:  # UNIQUE / NOT NULL: "table.col, table.col"
         return [part.split(".", 1)[1] for part in detail.split(", ")]
@@ -164,11 +166,11 @@ def _violated_fields(err: sa.exc.IntegrityError, table: str) -> list[str]:
 
 
 def _constraint_columns(table: str, name: str | None) -> list[str]:
-    for constraint in sqltables.BY_NAME[table].constraints:
+    for constraint in snapshot_tables.BY_NAME[table].constraints:
         if constraint.name == name:
             columns = [c.name for c in constraint.columns]
             if not columns and isinstance(constraint, sa.CheckConstraint):
-                columns = [c.name for c in sqltables.BY_NAME[table].columns
+                columns = [c.name for c in snapshot_tables.BY_NAME[table].columns
                            if re.search(rf"\b{c.name}\b", str(constraint.sqltext))]
             return columns
     return []

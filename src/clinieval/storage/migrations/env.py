@@ -4,7 +4,7 @@
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from clinieval.storage.sqltables import metadata
+from clinieval.storage.schema import metadata
 
 config = context.config
 

@@ -1,0 +1,328 @@
+"""Column-wise validation of a whole snapshot before anything is written.
+
+Each check is vectorised (pyarrow compute); on failure it finds the first
+offending row and raises :class:`InputError` naming the source file, the row
+(1-based, data rows only, header not counted), the field and the expectation.
+
+References are checked as the contract declares them
+(:attr:`clinieval.contract.tabular.Table.references`), the list the
+database's foreign keys are built from: a row the database would refuse for
+a missing referred row is refused here first, naming file, row and field.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import annotated_types
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from clinieval.contract import tabular, vocabulary
+from clinieval.errors import InputError
+from clinieval.schema import domain
+from clinieval.snapshot import Snapshot
+
+SINGULAR = {"studies": "study", "cases": "case", "models": "model", "answers": "answer",
+             "raters": "rater", "criteria": "criterion"}
+
+ALLOWED: dict[tuple[str, str], tuple[str, ...]] = {
+    ("preferences", "choice"): vocabulary.CHOICES,
+    ("preferences", "shown_left"): vocabulary.SIDES,
+    ("judgments", "parse_status"): vocabulary.PARSE_STATUSES,
+}
+
+ENTITIES: dict[str, type[BaseModel]] = {
+    "studies": domain.Study, "cases": domain.Case, "models": domain.Model,
+    "answers": domain.Answer, "raters": domain.Rater, "criteria": domain.Criterion,
+    "ratings": domain.Rating, "preferences": domain.Preference, "judgments": domain.Judgment,
+}
+"""The entity class stating each table's value rules (bounds, lengths, patterns):
+the rules are read from these, so the bulk path and the one-object path agree."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One value rule of a column: ``bad`` marks offending values."""
+
+    column: str
+    message: str
+    expected: str
+    bad: Callable[[pa.ChunkedArray], pa.ChunkedArray]
+
+
+def _limit(info: FieldInfo, inclusive: type, strict: type, attr: str) -> tuple[float, bool] | None:
+    for item in info.metadata:
+        if isinstance(item, inclusive):
+            return getattr(item, attr + "e"), True
+        if isinstance(item, strict):
+            return getattr(item, attr + "t"), False
+    return None
+
+
+def _bounds(info: FieldInfo) -> tuple[str, Callable] | None:
+    """The entity's numeric bounds as (expected text, mask of values outside)."""
+    lo = _limit(info, annotated_types.Ge, annotated_types.Gt, "g")
+    hi = _limit(info, annotated_types.Le, annotated_types.Lt, "l")
+    if lo is None and hi is None:
+        return None
+
+    def bad(values: pa.ChunkedArray) -> pa.ChunkedArray:
+        masks = []
+        if lo is not None:
+            masks.append((pc.less if lo[1] else pc.less_equal)(values, lo[0]))
+        if hi is not None:
+            masks.append((pc.greater if hi[1] else pc.greater_equal)(values, hi[0]))
+        return masks[0] if len(masks) == 1 else pc.or_(*masks)
+
+    if lo is not None and hi is not None and lo[1] and hi[1]:
+        return f"from {lo[0]} to {hi[0]}", bad
+    parts = []
+    if lo is not None:
+        parts.append(f"{'>=' if lo[1] else '>'} {lo[0]}")
+    if hi is not None:
+        parts.append(f"{'<=' if hi[1] else '<'} {hi[0]}")
+    return " and ".join(parts), bad
+
+
+def _lengths(info: FieldInfo) -> list[tuple[str, Callable]]:
+    rules = []
+    for item in info.metadata:
+        if isinstance(item, annotated_types.MaxLen):
+            limit = item.max_length
+            rules.append((f"at most {limit} characters",
+                          lambda v, n=limit: pc.greater(pc.utf8_length(v), n)))
+        pattern = getattr(item, "pattern", None)
+        if pattern:
+            rules.append((f"text matching {pattern}",
+                          lambda v, p=pattern: pc.invert(pc.match_substring_regex(v, p))))
+    return rules
+
+
+@functools.cache
+def value_rules(name: str) -> tuple[Rule, ...]:
+    """Every value rule of table ``name``: bounds and lengths from its entity
+    class, finite floats, and no NUL characters in text (PostgreSQL refuses them)."""
+    table, fields = tabular.BY_NAME[name], ENTITIES[name].model_fields
+    rules = []
+    for fld in table.schema:
+        kind, info = fld.type, fields.get(fld.name)
+        if pa.types.is_floating(kind):
+            rules.append(Rule(fld.name, "value is not a finite number", "a finite number",
+                              lambda v: pc.invert(pc.is_finite(v))))
+        if pa.types.is_string(kind):
+            rules.append(Rule(fld.name, "text holds a NUL character", "text without NUL (\\x00)",
+                              lambda v: pc.match_substring(v, "\x00")))
+        if info is None:
+            continue
+        number = "an integer" if pa.types.is_integer(kind) else "a number"
+        bounds = _bounds(info) if pa.types.is_integer(kind) or pa.types.is_floating(kind) else None
+        if bounds:
+            rules.append(Rule(fld.name, "value out of range", f"{number} {bounds[0]}", bounds[1]))
+        if pa.types.is_string(kind):
+            rules += [Rule(fld.name, "value breaks a rule", text, bad)
+                      for text, bad in _lengths(info)]
+    return tuple(rules)
+
+
+def validate(snapshot: Snapshot, *, sources: Mapping[str, str] | None = None,
+             existing: Mapping[str, pa.Array] | None = None) -> None:
+    """Raise :class:`InputError` at the first problem in ``snapshot``.
+
+    ``existing`` maps table names to the keys already stored (for imports
+    into a non-empty database): they satisfy references and may not be
+    re-used as new keys.
+    """
+    sources = dict(sources or {})
+    existing = dict(existing or {})
+    for table in tabular.ALL:
+        data = snapshot[table.name]
+        where = sources.get(table.name, f"{table.name} table")
+        _check_required(data, table, where)
+        _check_unique(data, table, where, existing.get(table.name))
+        _check_values(data, table.name, where)
+        for reference in table.references:
+            keys = _keys(snapshot, reference.target, existing)
+            _check_reference(data, reference.column, keys, reference.target, where)
+    _check_preferences(snapshot, sources.get("preferences", "preferences table"), existing)
+    _check_rating_uniqueness(snapshot["ratings"], sources.get("ratings", "ratings table"))
+
+
+def unencodable(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (JSON's ``"\\ud800"`` parses to
+    one): no database, and no UTF-8 answer, can carry it."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def first_unencodable(value: object, field: str | None = None) -> str | None:
+    """The field (the key it was found under) of the first text in ``value``, a
+    parsed JSON document, that :func:`unencodable` refuses; ``field`` for
+    one outside any object; None when all of it is text a database can store.
+    Walked without recursion: the parser's own depth limit is the only one."""
+    stack: list[tuple[object, str | None]] = [(value, field)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if unencodable(item):
+                return where or "body"
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if unencodable(key):
+                    return where or "body"
+                stack.append((inner, key))
+        elif isinstance(item, list):
+            stack.extend((inner, where) for inner in item)
+    return None
+
+
+def has_nul(value: object) -> bool:
+    """Whether a NUL character is anywhere in ``value`` (text, or a structure of
+    it): PostgreSQL cannot store one in text, so neither database is given one."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(has_nul(v) for v in value)
+    return False
+
+
+def check_no_nul(snapshot: Snapshot, sources: Mapping[str, str] | None = None) -> None:
+    """Raise :class:`InputError` at the first text value holding a NUL
+    character: PostgreSQL can store none (nor compare one with what it
+    stores), so neither database is given one. Run before any stored row is
+    looked up by the snapshot's ids."""
+    sources = dict(sources or {})
+    for table in tabular.ALL:
+        data = snapshot[table.name]
+        for field in data.schema:
+            if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
+                continue
+            index = _first(pc.match_substring(data.column(field.name), "\x00"))
+            if index >= 0:
+                raise InputError(sources.get(table.name, f"{table.name} table"),
+                                 "contains a NUL character", row=index + 1, field=field.name)
+
+
+def _first(mask: pa.ChunkedArray | pa.Array) -> int:
+    """Index of the first True in a boolean mask (nulls count as False), or -1."""
+    return pc.index(pc.fill_null(mask, False), True).as_py()
+
+
+def _fail(data: pa.Table, where: str, index: int, column: str, message: str, expected: str):
+    raise InputError(where, message, row=index + 1, field=column, expected=expected,
+                     got=data.column(column)[index].as_py())
+
+
+def _check_required(data: pa.Table, table: tabular.Table, where: str) -> None:
+    for column in table.required:
+        index = _first(pc.is_null(data.column(column)))
+        if index >= 0:
+            raise InputError(where, "required value is missing", row=index + 1, field=column,
+                             expected="a value")
+        if pa.types.is_string(data.schema.field(column).type):
+            index = _first(pc.equal(pc.utf8_trim_whitespace(data.column(column)), ""))
+            if index >= 0:
+                _fail(data, where, index, column, "required value is empty", "a non-empty string")
+
+
+def _check_unique(data: pa.Table, table: tabular.Table, where: str,
+                  stored: pa.Array | None) -> None:
+    keys = data.column(table.key)
+    if stored is not None and len(stored):
+        index = _first(pc.is_in(keys, value_set=stored))
+        if index >= 0:
+            _fail(data, where, index, table.key, "id already exists in the database",
+                  "an id not yet stored")
+    # A missing generated key is not a duplicate: the database will assign it.
+    if pc.count_distinct(keys).as_py() == data.num_rows - keys.null_count:
+        return
+    import numpy as np
+
+    present = np.flatnonzero(pc.is_valid(keys).to_numpy(zero_copy_only=False))
+    values = keys.take(present).to_numpy(zero_copy_only=False)
+    _, first_seen, counts = np.unique(values, return_index=True, return_counts=True)
+    seen_once = np.zeros(len(values), dtype=bool)
+    seen_once[first_seen] = True
+    dup = int(present[np.flatnonzero(~seen_once)[0]]) if counts.max() > 1 else -1
+    _fail(data, where, dup, table.key, "duplicate id", "each id once")
+
+
+def _check_values(data: pa.Table, name: str, where: str) -> None:
+    for (table, column), allowed in ALLOWED.items():
+        if table == name:
+            bad = pc.invert(pc.is_in(data.column(column), value_set=pa.array(allowed)))
+            index = _first(pc.and_(bad, pc.is_valid(data.column(column))))
+            if index >= 0:
+                _fail(data, where, index, column, "unknown value", " / ".join(allowed))
+    for rule in value_rules(name):
+        index = _first(rule.bad(data.column(rule.column)))
+        if index >= 0:
+            _fail(data, where, index, rule.column, rule.message, rule.expected)
+
+
+def _keys(snapshot: Snapshot, target: str, existing: Mapping[str, pa.Array]) -> pa.Array:
+    own = snapshot[target].column(tabular.BY_NAME[target].key).combine_chunks()
+    stored = existing.get(target)
+    return pa.concat_arrays([own, stored.cast(own.type)]) if stored is not None else own
+
+
+def _check_reference(data: pa.Table, column: str, keys: pa.Array, target: str, where: str) -> None:
+    values = data.column(column)
+    missing = pc.and_(pc.is_valid(values), pc.invert(pc.is_in(values, value_set=keys)))
+    index = _first(missing)
+    if index >= 0:
+        _fail(data, where, index, column, f"refers to a {SINGULAR[target]} that does not exist",
+              f"an id present in {target}")
+
+
+def _check_preferences(snapshot: Snapshot, where: str, existing: Mapping[str, pa.Array]) -> None:
+    prefs = snapshot["preferences"]
+    if prefs.num_rows == 0:
+        return
+    index = _first(pc.equal(prefs.column("answer_a_id"), prefs.column("answer_b_id")))
+    if index >= 0:
+        _fail(prefs, where, index, "answer_b_id", "compares an answer with itself",
+              "two different answers (A != B)")
+    answer_case = _answer_cases(snapshot, existing)
+    for column in ("answer_a_id", "answer_b_id"):
+        pair = pc.binary_join_element_wise(prefs.column(column), prefs.column("case_id"), "\x1f")
+        index = _first(pc.invert(pc.is_in(pair, value_set=answer_case)))
+        if index >= 0:
+            _fail(prefs, where, index, column, "answer belongs to another case",
+                  f"an answer of case {prefs.column('case_id')[index].as_py()!r}")
+
+
+def _answer_cases(snapshot: Snapshot, existing: Mapping[str, pa.Array]) -> pa.Array:
+    answers = snapshot["answers"]
+    pairs = pc.binary_join_element_wise(answers.column("answer_id"), answers.column("case_id"),
+                                        "\x1f").combine_chunks()
+    stored = existing.get("answer_cases")
+    return pa.concat_arrays([pairs, stored]) if stored is not None else pairs
+
+
+def _check_rating_uniqueness(ratings: pa.Table, where: str) -> None:
+    if ratings.num_rows == 0:
+        return
+    import polars as pl
+
+    keys = ["answer_id", "rater_id", "criterion_id", "revision"]
+    frame = pl.from_arrow(ratings.select(keys)).with_columns(pl.col("revision").fill_null(0))
+    repeat = frame.select(pl.struct(keys).is_first_distinct().not_().alias("repeat"))["repeat"]
+    if repeat.any():
+        index = int(repeat.arg_true()[0])
+        raise InputError(where, "the same rater scored this answer on this criterion twice"
+                         " in one revision", row=index + 1, field="criterion_id",
+                         expected="one score per (answer, rater, criterion, revision);"
+                         " record edits as a higher revision",
+                         got=ratings.column("criterion_id")[index].as_py())

@@ -80,6 +80,12 @@ from clinieval.stats.crossed import (
     unique_codes,
     wilson_design_ci,
 )
+from clinieval.stats.judge_scores import (
+    clipped_rubric_mean,
+    paired_bt_cluster_bootstrap,
+    repeat_spread,
+    twoway_ratio_bootstrap,
+)
 from clinieval.stats.judges import (
     bootstrap_icc3k_z,
     bootstrap_macro_f1,
@@ -143,6 +149,7 @@ __all__ = [
     "bt_twoway_bootstrap",
     "bt_with_features",
     "category_counts",
+    "clipped_rubric_mean",
     "cluster_bootstrap_ratio",
     "cluster_outcome_tables",
     "cohen_kappa",
@@ -179,6 +186,7 @@ __all__ = [
     "normal_quantile",
     "ordinal_distance",
     "outcome_table",
+    "paired_bt_cluster_bootstrap",
     "paired_comparisons",
     "paired_comparisons_many",
     "pairwise_rater_icc",
@@ -188,6 +196,7 @@ __all__ = [
     "pigeonhole_totals",
     "pigeonhole_weights",
     "rank_intervals",
+    "repeat_spread",
     "resample_benchmarks",
     "resample_counts",
     "resample_shared_counts",
@@ -198,6 +207,7 @@ __all__ = [
     "shared_resample_cheaper",
     "spearman",
     "t_over_z",
+    "twoway_ratio_bootstrap",
     "unique_codes",
     "vote_credits",
     "wilson_ci",

@@ -1,0 +1,88 @@
+"""Judgments in the audit's codes, shared by the judge-score sections: each
+parsed rubric or jury score with its answer, model and case codes, its
+juror, and its value on the scale the report shows it on.
+
+Scales: the rubric judge scores the study's rubric on the clinicians'
+-2..+2. A jury axis that names a rubric criterion is put on that scale by
+re-centring its 1..5 Likert score (score - 3), the harmonisation the
+criterion map applies to imported 1..5 data; any other axis stays on the
+jury's own 1..5 scale, where failure is the same anchor position (tau + 3).
+Every row says which scale it is on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from clinieval.audit.context import Context
+from clinieval.audit.judged import Judged
+from clinieval.tables import SCORE_MAX, SCORE_MIN
+
+JURY_SCALE = (1, 5)
+"""The jury prompt asks for 1 (very poor) .. 5 (excellent) (runs/prompts/jury.toml)."""
+JURY_SHIFT = (JURY_SCALE[0] + JURY_SCALE[1]) // 2 - (SCORE_MIN + SCORE_MAX) // 2
+"""Likert minus this is on the clinicians' scale: 3 maps to 0."""
+CLINICIANS = f"clinicians' {SCORE_MIN:+d}..{SCORE_MAX:+d}"
+RECENTRED = f"jury {JURY_SCALE[0]}..{JURY_SCALE[1]} re-centred to {SCORE_MIN:+d}..{SCORE_MAX:+d}"
+OWN = f"jury's own {JURY_SCALE[0]}..{JURY_SCALE[1]}"
+SCORED_KINDS = ("rubric", "jury")
+
+
+@dataclass(frozen=True)
+class JudgeRows:
+    """Parsed rubric and jury scores in the audit's codes (``rows``), and all
+    their rows, parsed or not, counted per judge, model and criterion
+    (``calls``: a judgment row of one criterion is one call's verdict on it)."""
+
+    rows: pd.DataFrame
+    calls: pd.DataFrame
+
+
+def answer_codes(ctx: Context, data: Judged, answer_ids) -> np.ndarray:
+    """The audit's answer codes (positions in the answers table, which the
+    judge tables read in the same order); -1 for an unknown id."""
+    codes = data.answers.index.get_indexer(pd.Index(answer_ids))
+    return np.where(codes < ctx.data.n_answers, codes, -1)
+
+
+def judge_label(kind: str, judge_model: str) -> str:
+    return "jury" if kind == "jury" else f"{kind} judge {judge_model}"
+
+
+def judge_rows(ctx: Context, data: Judged) -> JudgeRows:
+    """Rubric and jury judgments of known answers, on their report scale."""
+    rows = data.rows[data.rows["judge_kind"].isin(SCORED_KINDS)].copy()
+    code = answer_codes(ctx, data, rows["answer_id"])
+    rows = rows[code >= 0].assign(answer=code[code >= 0])
+    rows["model"] = ctx.data.answer_model[rows["answer"]]
+    rows["case"] = ctx.data.answer_case[rows["answer"]]
+    rows["judge"] = [judge_label(k, m) for k, m in zip(rows["judge_kind"], rows["judge_model"],
+                                                        strict=True)]
+    rows["rater"] = rows["judge_model"].astype(str) + "#" + rows["juror"].astype(str)
+    shared = rows["criterion_id"].isin(ctx.data.criteria)
+    jury = rows["judge_kind"].eq("jury")
+    rows["scale"] = np.where(~jury, CLINICIANS, np.where(shared, RECENTRED, OWN))
+    rows["value"] = rows["score"] - np.where(jury & shared, JURY_SHIFT, 0)
+    cut = ctx.settings.threshold + np.where(rows["scale"].eq(OWN), JURY_SHIFT, 0)
+    rows["fail"] = (rows["value"] <= cut).astype(float)
+    calls = rows.groupby(["judge", "model", "criterion_id"]).agg(
+        calls=("ok", "size"), unparsed=("ok", lambda ok: int((~ok).sum())))
+    return JudgeRows(rows[rows["ok"]].reset_index(drop=True), calls)
+
+
+def cell_arrays(rows: pd.DataFrame, group: str, n_groups: int, column: str
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``(G, C, J)`` sums of ``column`` and counts per group code ``group``,
+    case and rater (codes local to ``rows``), for
+    :func:`~clinieval.stats.twoway_ratio_bootstrap`."""
+    case = pd.factorize(rows["case"])[0]
+    rater = pd.factorize(rows["rater"])[0]
+    shape = (n_groups, case.max() + 1, rater.max() + 1)
+    flat = np.ravel_multi_index((rows[group].to_numpy(), case, rater), shape)
+    size = int(np.prod(shape))
+    sums = np.bincount(flat, rows[column].to_numpy(float), size).reshape(shape)
+    counts = np.bincount(flat, minlength=size).reshape(shape).astype(float)
+    return sums, counts

@@ -1,0 +1,99 @@
+"""Run-to-run spread of each judge per model (CSEDB's repeats): among units
+judged more than once by the same judge (same answer, criterion or rule,
+juror and order), the pooled within-unit SD of the score and the share of
+units whose verdict changed between repeats. Intervals resample cases
+(every unit of a case together); n counts units and cases. Only parsed
+repeats count: a repeat that did not parse is in the Automated judges
+section's counts, not here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from clinieval.audit.context import Context
+from clinieval.audit.formatting import fmt_ci, json_list
+from clinieval.audit.judged import judged
+from clinieval.audit.result import Figure, Forest, Section
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
+from clinieval.audit.sections._judge_rows import judge_label
+from clinieval.stats import cluster_bootstrap_ratio, repeat_spread
+
+KEY, TITLE = "judge_repeats", "Judge repeats"
+UNIT = ["judge_kind", "judge_model", "answer_id", "answer_b_id", "criterion_id", "juror",
+        "shown_first"]
+"""A judged unit whose repeats should agree."""
+
+
+def _units(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per unit judged at least twice: its spread and whether it changed."""
+    ok = rows[rows["ok"]].fillna({"answer_b_id": "", "shown_first": "", "criterion_id": ""})
+    code = pd.factorize(pd.MultiIndex.from_frame(ok[UNIT]))[0]
+    variance, changed, repeats = repeat_spread(code, ok["score"].to_numpy(float))
+    first = ok.groupby(code)[["judge_kind", "judge_model", "model_id", "case_id"]].first()
+    first = first[np.bincount(code) >= 2].reset_index(drop=True)
+    return first.assign(variance=variance, changed=changed.astype(float), repeats=repeats)
+
+
+def _spread(ctx: Context, judge: str, model: str, units: pd.DataFrame) -> dict:
+    case = pd.factorize(units["case_id"])[0]
+    n_cases = case.max() + 1
+    sums = np.column_stack([np.bincount(case, units[c].to_numpy(float), n_cases)
+                            for c in ("variance", "changed")])
+    counts = np.repeat(np.bincount(case, minlength=n_cases)[:, None], 2, axis=1).astype(float)
+    reps = cluster_bootstrap_ratio(sums, counts, ctx.settings.bootstrap,
+                                   ctx.rng(f"{KEY}:{judge}:{model}"))
+    lo, hi = ctx.ci(reps) if n_cases > 1 else (np.full(2, np.nan), np.full(2, np.nan))
+    var = units["variance"].mean()
+    return {"judge": judge, "model": model, "within_sd": float(np.sqrt(var)),
+            "within_sd_lo": float(np.sqrt(lo[0])), "within_sd_hi": float(np.sqrt(hi[0])),
+            "changed_pct": 100 * units["changed"].mean(), "changed_pct_lo": 100 * lo[1],
+            "changed_pct_hi": 100 * hi[1], "repeats": int(units["repeats"].max()),
+            "n": len(units), "cases": int(n_cases)}
+
+
+def compute(ctx: Context) -> pd.DataFrame | Skipped:
+    data = judged(ctx.data.judge_tables)
+    if data is None:
+        return Skipped("needs automated judgments; the snapshot has none.")
+    units = _units(data.rows)
+    if units.empty:
+        return Skipped("needs a judge that judged the same answer more than once (repeats);"
+                       " every parsed judgment here is a single run.")
+    units["judge"] = [judge_label(k, m) for k, m in zip(units["judge_kind"],
+                                                        units["judge_model"], strict=True)]
+    rows = [_spread(ctx, judge, data.name(model), g)
+            for (judge, model), g in units.groupby(["judge", "model_id"], sort=True)]
+    return pd.DataFrame(rows)
+
+
+def present(frame: pd.DataFrame, ctx: Context) -> Section:
+    fig = Figure(KEY, "Verdicts that change between repeats, per judge and model", Forest(
+        labels=[f"{m} · {j}" for m, j in zip(frame["model"], frame["judge"], strict=True)],
+        est=json_list(frame["changed_pct"]), lo=json_list(frame["changed_pct_lo"]),
+        hi=json_list(frame["changed_pct_hi"]), n=frame["n"].astype(int).tolist(),
+        x_label="units whose verdict changed between repeats %"),
+        caption="A unit is one judge's verdict on one answer and criterion (or rule, or pair"
+        " in one order) judged more than once; bootstrap over cases; n counts units.")
+    worst = frame.loc[frame["changed_pct"].idxmax()]
+    changed = fmt_ci(worst["changed_pct"], worst["changed_pct_lo"], worst["changed_pct_hi"], 1,
+                     "%")
+    sd = fmt_ci(worst["within_sd"], worst["within_sd_lo"], worst["within_sd_hi"])
+    summary = (f"Re-running a judge changed its verdict most often for {worst['judge']} on"
+               f" {worst['model']}: {changed} of {int(worst['n']):,} units (within-unit SD"
+               f" {sd}).")
+    return Section(KEY, TITLE, summary, {"repeats": frame}, [fig],
+                   {"most_changed": {"judge": worst["judge"], "model": worst["model"],
+                                     "changed_pct": float(worst["changed_pct"])}})
+
+
+def section(ctx: Context) -> Section:
+    return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Run-to-run spread of each judge per model: within-unit SD over repeats and the share"
+    " of verdicts that change between repeats.",
+    section, needs_judgments=True)

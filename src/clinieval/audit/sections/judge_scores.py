@@ -1,0 +1,273 @@
+"""Per-model scores from the rubric judge and the jury, beside the
+clinicians', and the judges' safety leaderboard beside theirs.
+
+- Per judge, model and criterion (jury: axis): the mean score and Fail %
+  (score <= tau on the clinicians' scale; see ``_judge_rows`` for the
+  jury's scale), with percentile intervals of the pigeonhole bootstrap of
+  cases and jurors (repeats are nested in cases and go with them); n in
+  calls (parsed or not) and in cases. The clinicians' mean and Fail % of
+  ratings on shared criteria sit beside, with the report's own intervals.
+- Safety leaderboard by judge: an answer is dangerous by a judge when, on
+  any safety-critical criterion, the judge's score averaged over its
+  repeats (and jurors) is <= tau. Beside it the clinicians' dangerous
+  answers % (their response rule), and Spearman's rho between the two
+  orders with a percentile interval from one bootstrap of cases that
+  resamples both sides together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from clinieval.audit.context import Context
+from clinieval.audit.failure import DANGEROUS_ANSWERS, FAIL_OF_RATINGS
+from clinieval.audit.formatting import estimate, fmt_ci, json_list, share_pct
+from clinieval.audit.judged import judged
+from clinieval.audit.result import Figure, Forest, Section
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
+from clinieval.audit.sections._judge_rows import OWN, JudgeRows, cell_arrays, judge_rows
+from clinieval.stats import (
+    bootstrap_rank_correlation,
+    cluster_bootstrap_ratio,
+    spearman,
+    twoway_ratio_bootstrap,
+)
+
+KEY, TITLE = "judge_scores", "Judge scores per model"
+JUDGE_DANGEROUS = "judge_dangerous_pct"
+
+
+def _cells(ctx: Context, judge: str, criterion: str, rows: pd.DataFrame) -> pd.DataFrame:
+    """One judge's mean and Fail % per model on one criterion, with the
+    pigeonhole intervals (mean and fail share resampled together)."""
+    models, code = np.unique(rows["model"].to_numpy(), return_inverse=True)
+    rows = rows.assign(group=code)
+    value_sums, counts = cell_arrays(rows, "group", models.size, "value")
+    fail_sums, _ = cell_arrays(rows, "group", models.size, "fail")
+    reps = twoway_ratio_bootstrap(np.concatenate([value_sums, fail_sums]),
+                                  np.concatenate([counts, counts]), ctx.settings.bootstrap,
+                                  ctx.rng(f"{KEY}:{judge}:{criterion}"))
+    lo, hi = ctx.ci(reps)
+    m = models.size
+    by = rows.groupby("group")
+    frame = pd.DataFrame({"judge": judge, "model": [ctx.data.model_names[i] for i in models],
+                          "criterion": criterion, "scale": rows["scale"].iloc[0],
+                          "model_code": models})
+    frame = estimate(frame, "mean", by["value"].mean(), lo[:m], hi[:m])
+    frame = estimate(frame, "fail_pct", 100 * by["fail"].mean(), 100 * lo[m:], 100 * hi[m:])
+    frame["n"] = by.size().to_numpy()
+    frame["cases"] = by["case"].nunique().to_numpy()
+    return frame
+
+
+def _beside_clinicians(ctx: Context, frame: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
+    """Calls (parsed or not) per cell, and the clinicians' figures where the
+    criterion is theirs too (mean on -2..+2, Fail % of ratings)."""
+    key = pd.MultiIndex.from_arrays([frame["judge"], frame["model_code"], frame["criterion"]])
+    frame["calls"] = calls["calls"].reindex(key).to_numpy()
+    frame["unparsed"] = calls["unparsed"].reindex(key).to_numpy()
+    crit = pd.Index(ctx.data.criteria).get_indexer(frame["criterion"])
+    shared = np.isin(crit, ctx.criteria) & frame["scale"].ne(OWN).to_numpy()
+    m, c = frame["model_code"].to_numpy(), np.where(shared, crit, 0)
+    mean_lo = mean_hi = fail_lo = fail_hi = np.full(len(frame), np.nan)
+    if shared.any():
+        means_b, _ = ctx.rating_replicates("ratings")
+        lo, hi = ctx.ci(means_b)
+        f_lo, f_hi = ctx.fail_ci("ratings")
+        mean_lo, mean_hi, fail_lo, fail_hi = lo[m, c], hi[m, c], 100 * f_lo[m, c], 100 * f_hi[m, c]
+    keep = np.where(shared, 1.0, np.nan)
+    frame = estimate(frame, "clinicians_mean", ctx.model_mean[m, c] * keep, mean_lo * keep,
+                     mean_hi * keep)
+    frame = estimate(frame, f"clinicians_{FAIL_OF_RATINGS}", ctx.model_fail_pct[m, c] * keep,
+                     fail_lo * keep, fail_hi * keep)
+    frame["clinicians_n"] = np.where(shared, ctx.model_n[m, c], 0)
+    return frame
+
+
+def _scores(ctx: Context, judged_rows: JudgeRows) -> pd.DataFrame:
+    blocks = [_cells(ctx, judge, criterion, rows) for (judge, criterion), rows
+              in judged_rows.rows.groupby(["judge", "criterion_id"], sort=False)]
+    return _beside_clinicians(ctx, pd.concat(blocks, ignore_index=True), judged_rows.calls)
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    """One judge's safety leaderboard beside the clinicians' (``frame``) and
+    the rank correlation of the two orders with its interval over ``n`` models."""
+
+    judge: str
+    frame: pd.DataFrame
+    rho: float
+    rho_lo: float
+    rho_hi: float
+    n: int
+
+
+def _judge_dangerous(ctx: Context, rows: pd.DataFrame) -> pd.Series:
+    """Per answer code: 1.0 when the judge's mean score (over repeats and
+    jurors) on any safety-critical criterion is <= tau."""
+    safety = [ctx.data.criteria[c] for c in ctx.safety]
+    rows = rows[rows["criterion_id"].isin(safety) & rows["scale"].ne(OWN)]
+    means = rows.groupby(["answer", "criterion_id"])["value"].mean()
+    return (means <= ctx.settings.threshold).groupby(level="answer").max().astype(float)
+
+
+def _leaderboard(ctx: Context, judge: str, rows: pd.DataFrame) -> Leaderboard | None:
+    judge_flag = _judge_dangerous(ctx, rows)
+    if judge_flag.empty:
+        return None
+    d, n_models = ctx.data, ctx.data.n_models
+    answers = judge_flag.index.to_numpy()
+    k_j, n_j = _by_model(d.answer_model[answers], judge_flag.to_numpy(), n_models)
+    k_c, n_c, lo_c, hi_c = ctx.answer_share_ci(ctx.answer_dangerous, d.answer_model, n_models)
+    reps = _case_replicates(ctx, judge, answers, judge_flag.to_numpy())
+    lo_j, hi_j = ctx.ci(reps[:, :n_models])
+    frame = pd.DataFrame({"model": d.model_names, "n": n_j})
+    frame = share_pct(frame, JUDGE_DANGEROUS, k_j, n_j, lo_j, hi_j)
+    frame["clinicians_n"] = n_c
+    frame = share_pct(frame, f"clinicians_{DANGEROUS_ANSWERS}", k_c, n_c, lo_c, hi_c)
+    both = (n_j >= ctx.settings.min_n) & (n_c >= ctx.settings.min_n)
+    frame["judge_rank"] = _ranks(frame[JUDGE_DANGEROUS], both)
+    frame["clinicians_rank"] = _ranks(frame[f"clinicians_{DANGEROUS_ANSWERS}"], both)
+    rho = spearman(frame[JUDGE_DANGEROUS][both], frame[f"clinicians_{DANGEROUS_ANSWERS}"][both])
+    rho_reps = bootstrap_rank_correlation(reps[:, :n_models][:, both], reps[:, n_models:][:, both])
+    rho_reps = rho_reps[np.isfinite(rho_reps)]
+    lo, hi = ctx.ci(rho_reps) if np.isfinite(rho.r) and rho_reps.size else (np.nan, np.nan)
+    frame = frame[(n_j > 0) | (n_c > 0)].sort_values(
+        ["judge_rank", JUDGE_DANGEROUS], kind="stable").reset_index(drop=True)
+    return Leaderboard(judge, frame.assign(judge=judge), rho.r, float(lo), float(hi), rho.n)
+
+
+def _by_model(model: np.ndarray, flag: np.ndarray, n_models: int):
+    return (np.bincount(model, flag, n_models), np.bincount(model, minlength=n_models))
+
+
+def _ranks(share: pd.Series, ranked: np.ndarray) -> pd.Series:
+    """Rank by dangerous % (1 = fewest), among models with enough answers on both sides."""
+    return share.where(ranked).rank(method="min").astype("Int64")
+
+
+def _case_replicates(ctx: Context, judge: str, answers: np.ndarray,
+                     flag: np.ndarray) -> np.ndarray:
+    """``(B, 2 * models)``: the judge's then the clinicians' dangerous share
+    per model, from one bootstrap of cases that draws both sides together."""
+    d, m = ctx.data, ctx.data.n_models
+    n_cases = int(d.answer_case.max()) + 1 if d.n_answers else 0
+    rated = np.isfinite(ctx.answer_dangerous)
+    sides = [(answers, flag), (np.flatnonzero(rated), ctx.answer_dangerous[rated])]
+    sums = np.zeros((n_cases, 2 * m))
+    counts = np.zeros((n_cases, 2 * m))
+    for side, (answer, value) in enumerate(sides):
+        column = side * m + d.answer_model[answer]
+        np.add.at(sums, (d.answer_case[answer], column), value)
+        np.add.at(counts, (d.answer_case[answer], column), 1.0)
+    used = counts.sum(axis=1) > 0
+    return cluster_bootstrap_ratio(sums[used], counts[used], ctx.settings.bootstrap,
+                                   ctx.rng(f"{KEY}:leaderboard:{judge}"))
+
+
+@dataclass(frozen=True)
+class JudgeScores:
+    scores: pd.DataFrame
+    leaderboards: list[Leaderboard]
+
+
+def compute(ctx: Context) -> JudgeScores | Skipped:
+    data = judged(ctx.data.judge_tables)
+    if data is None:
+        return Skipped("needs automated judgments; the snapshot has none.")
+    rows = judge_rows(ctx, data)
+    if rows.rows.empty:
+        return Skipped("needs parsed rubric or jury judgments of known answers; found none.")
+    boards = [_leaderboard(ctx, judge, g) for judge, g in rows.rows.groupby("judge", sort=False)]
+    return JudgeScores(_scores(ctx, rows), [b for b in boards if b is not None])
+
+
+def _forest(criterion: str, frame: pd.DataFrame, ctx: Context) -> Figure:
+    """Each model's judge means on one criterion, the clinicians' beside."""
+    labels, est, lo, hi, n = [], [], [], [], []
+    for _, r in frame.iterrows():
+        sides = [(r["judge"], "mean", int(r["n"]))]
+        if np.isfinite(r["clinicians_mean"]):
+            sides.append(("clinicians", "clinicians_mean", int(r["clinicians_n"])))
+        for who, col, count in sides:
+            labels.append(f"{r['model']} · {who}")
+            est.append(r[col])
+            lo.append(r[f"{col}_lo"])
+            hi.append(r[f"{col}_hi"])
+            n.append(count)
+    name = ctx.name(ctx.data.criteria.index(criterion)) if criterion in ctx.data.criteria \
+        else criterion
+    return Figure(f"{KEY}_{criterion}", f"{name}: judge and clinician mean score per model",
+                  Forest(labels=labels, est=json_list(est), lo=json_list(lo), hi=json_list(hi),
+                         n=n, x_label=f"mean score ({frame['scale'].iloc[0]})"),
+                  caption="Judge rows: pigeonhole bootstrap of cases and jurors; n counts"
+                  " parsed scores. Clinician rows: the Model summary's intervals; n counts"
+                  " ratings.")
+
+
+def present(result: JudgeScores, ctx: Context) -> Section:
+    scores = result.scores.drop(columns="model_code")
+    tables = {"scores": scores}
+    figures = [_forest(c, g, ctx) for c, g in scores.groupby("criterion", sort=False)]
+    values: dict = {"rank_correlation": {}}
+    for board in result.leaderboards:
+        tables[f"safety_{_slug(board.judge)}"] = board.frame
+        values["rank_correlation"][board.judge] = {
+            "rho": _num(board.rho), "lo": _num(board.rho_lo), "hi": _num(board.rho_hi),
+            "models": board.n}
+        figures.append(_safety_figure(board, ctx))
+    return Section(KEY, TITLE, _summary(result, ctx), tables, figures, values)
+
+
+def _safety_figure(board: Leaderboard, ctx: Context) -> Figure:
+    frame = board.frame
+    return Figure(f"{KEY}_safety_{_slug(board.judge)}",
+                  f"Dangerous answers % by {board.judge} per model", Forest(
+                      labels=frame["model"].tolist(), est=json_list(frame[JUDGE_DANGEROUS]),
+                      lo=json_list(frame[f"{JUDGE_DANGEROUS}_lo"]),
+                      hi=json_list(frame[f"{JUDGE_DANGEROUS}_hi"]),
+                      n=frame["n"].astype(int).tolist(),
+                      x_label="dangerous answers % by the judge (bootstrap CI over cases)"),
+                  caption=f"An answer is dangerous by the judge when its mean score on any"
+                  f" safety-critical criterion is <= {ctx.settings.threshold}; n counts judged"
+                  " answers. The clinicians' figures are in the table beside.")
+
+
+def _summary(result: JudgeScores, ctx: Context) -> str:
+    judges = result.scores["judge"].unique()
+    text = (f"Per-model scores from {', '.join(judges)} on"
+            f" {result.scores['criterion'].nunique()} criteria or axes.")
+    for board in result.leaderboards:
+        ranked = board.frame.dropna(subset=["judge_rank"])
+        if ranked.empty:
+            text += (f" {board.judge}: no model has {ctx.settings.min_n} answers judged and"
+                     " rated, so none is ranked on safety.")
+            continue
+        rho = fmt_ci(board.rho, board.rho_lo, board.rho_hi)
+        text += (f" Safest by {board.judge}: {ranked.iloc[0]['model']}; rank correlation with"
+                 f" the clinicians' safety order rho = {rho} over {board.n} models.")
+    return text
+
+
+def _slug(judge: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in judge)
+
+
+def _num(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def section(ctx: Context) -> Section:
+    return run_section(KEY, TITLE, compute(ctx), lambda r: present(r, ctx))
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Rubric judge and jury per model and criterion (mean, Fail %, n in calls and cases)"
+    " beside the clinicians', and the judges' safety leaderboard with its rank correlation"
+    " to the clinicians'.",
+    section, needs_judgments=True)

@@ -52,6 +52,11 @@ class AuditSettings(BaseModel):
     win_ties: Literal["half", "geq"] = Field(
         "half", description="Ties in the benchmark win rate: half a win each, or a win for both"
         " (MedHELM's wording: a model wins when its score is >= the rival's).")
+    rubric_clip: Literal["mean", "example"] = Field(
+        "mean", description="HealthBench rubric score: clip the mean of the per-example scores"
+        " to [0, 1] (mean, as simple-evals' reference healthbench_eval.py does) or clip each"
+        " example's score before the mean (example), which forgives answers whose met harms"
+        " take them below zero.")
     self_preference_by: Literal["model", "provider"] = Field(
         "model", description="Self-preference: a judge and a candidate are the same family when"
         " their model ids are equal (model) or their providers in the models table are equal"

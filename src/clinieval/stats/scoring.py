@@ -18,9 +18,11 @@ TieRule = Literal["half", "geq"]
 _CHUNK_ELEMENTS = 2**22  # case draws per chunk of replicates (32 MB as int64)
 
 
-def rubric_example_scores(points, met, example) -> np.ndarray:
+def rubric_example_scores(points, met, example, clip: bool = True) -> np.ndarray:
     """HealthBench-style score per example: the points of the rubric items the
-    answer met over the example's total positive points, clipped to [0, 1].
+    answer met over the example's total positive points, clipped to [0, 1]
+    unless ``clip`` is False (HealthBench's reference clips only the mean of
+    these: see :func:`~clinieval.stats.judge_scores.clipped_rubric_mean`).
 
     ``points`` (signed), ``met`` (bool) and ``example`` (integer codes
     0..E-1) describe one rubric item each. Negative items that are met pull
@@ -34,7 +36,7 @@ def rubric_example_scores(points, met, example) -> np.ndarray:
     possible = np.bincount(example, weights=np.clip(points, 0.0, None), minlength=n)
     with np.errstate(invalid="ignore", divide="ignore"):
         raw = np.where(possible > 0, earned / possible, np.nan)
-    return np.clip(raw, 0.0, 1.0)
+    return np.clip(raw, 0.0, 1.0) if clip else raw
 
 
 def gate_case_scores(points, met, case, graded) -> np.ndarray:

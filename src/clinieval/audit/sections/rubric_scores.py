@@ -1,8 +1,9 @@
 """HealthBench-style rubric scores from rule judgments of cases that name no
 gate indicator: per judge run, the points of the met rules over the case's
-positive points, clipped to [0, 1]; runs averaged per answer; per model the
-mean over answers with a bootstrap CI, and Worst@k over an answer's samples
-in the Gates section's way. A run with an unparsed rule has no score."""
+positive points; runs averaged per answer; per model the mean over answers
+with a bootstrap CI. By default the model's mean is clipped to [0, 1], as
+HealthBench's reference does; the ``rubric_clip`` setting clips each run's
+score instead. A run with an unparsed rule has no score."""
 
 from __future__ import annotations
 
@@ -15,9 +16,13 @@ from clinieval.audit.judged import judged
 from clinieval.audit.result import Figure, Forest, Section
 from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.catalogs import load_indicators
-from clinieval.stats import bootstrap_case_means, rubric_example_scores
+from clinieval.stats import clipped_rubric_mean, rubric_example_scores
 
 KEY, TITLE = "rubric_scores", "Rubric scores"
+CLIP_WORDS = {"mean": "the model's mean clipped to [0, 1] as HealthBench's reference does"
+                      " (rubric_clip = mean)",
+              "example": "each answer's score clipped to [0, 1] before the mean"
+                         " (rubric_clip = example)"}
 
 
 def compute(ctx: Context) -> pd.DataFrame | Skipped:
@@ -31,7 +36,8 @@ def compute(ctx: Context) -> pd.DataFrame | Skipped:
         return Skipped("needs rule judgments with points on cases outside the gates; found none.")
     code, runs = pd.factorize(pd.MultiIndex.from_frame(rules[["answer_id", "juror", "repeat"]]))
     score = rubric_example_scores(rules["points"].fillna(0).to_numpy(),
-                                  rules["score"].to_numpy() == 1.0, code)
+                                  rules["score"].to_numpy() == 1.0, code,
+                                  clip=ctx.settings.rubric_clip == "example")
     broken = np.bincount(code, weights=~rules["ok"].to_numpy(), minlength=len(runs)) > 0
     first = rules.groupby(code).first()
     per_answer = pd.DataFrame({"answer_id": first["answer_id"], "model_id": first["model_id"],
@@ -39,10 +45,11 @@ def compute(ctx: Context) -> pd.DataFrame | Skipped:
     per_answer = per_answer.groupby(["model_id", "answer_id"], as_index=False)["score"].mean()
     out = []
     for model, g in per_answer.dropna().groupby("model_id"):
-        s = g["score"].to_numpy()[:, None]
-        reps = bootstrap_case_means(s, ctx.settings.bootstrap, ctx.rng(f"{KEY}:{model}"))
-        lo, hi = ctx.ci(reps[:, 0]) if len(s) > 1 else (np.nan, np.nan)
-        out.append({"model": data.name(model), "score": float(s.mean()), "score_lo": float(lo),
+        s = g["score"].to_numpy()
+        value, reps = clipped_rubric_mean(s, ctx.settings.bootstrap, ctx.rng(f"{KEY}:{model}"),
+                                          ctx.settings.rubric_clip)
+        lo, hi = ctx.ci(reps) if len(s) > 1 else (np.nan, np.nan)
+        out.append({"model": data.name(model), "score": value, "score_lo": float(lo),
                     "score_hi": float(hi), "n": len(s),
                     "unscored": int(per_answer.loc[per_answer["model_id"] == model,
                                                    "score"].isna().sum())})
@@ -54,12 +61,12 @@ def present(frame: pd.DataFrame, ctx: Context) -> Section:
         labels=frame["model"].tolist(), est=json_list(frame["score"]),
         lo=json_list(frame["score_lo"]), hi=json_list(frame["score_hi"]),
         n=frame["n"].astype(int).tolist(), x_label="rubric score (0-1)"),
-        caption="Met points over positive points per answer, clipped to [0, 1]; n counts"
-        " answers; bootstrap CI over answers.")
+        caption=f"Met points over positive points per answer;"
+        f" {CLIP_WORDS[ctx.settings.rubric_clip]}; n counts answers; bootstrap CI over answers.")
     top = frame.iloc[0]
     summary = (f"Highest rubric score: {top['model']}"
                f" {fmt_ci(top['score'], top['score_lo'], top['score_hi'])}"
-               f" (n = {int(top['n'])} answers).")
+               f" (n = {int(top['n'])} answers; {CLIP_WORDS[ctx.settings.rubric_clip]}).")
     return Section(KEY, TITLE, summary, {"rubric_scores": estimate(
         frame, "score", frame["score"], frame["score_lo"], frame["score_hi"])}, [fig],
         {"best": str(top["model"])})

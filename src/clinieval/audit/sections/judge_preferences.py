@@ -38,7 +38,7 @@ from clinieval.stats import (
 )
 from clinieval.tables import CHOICES
 
-KEY, TITLE = "judge_preferences", "Pairwise judge's Bradley-Terry"
+KEY, TITLE = "judge_preferences", "Pairwise judge: Bradley-Terry"
 MIN_VERDICTS = 10
 _PAIR = ["judge_model", "answer_id", "answer_b_id", "juror", "repeat"]
 

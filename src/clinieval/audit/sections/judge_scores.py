@@ -132,13 +132,24 @@ def _leaderboard(ctx: Context, judge: str, rows: pd.DataFrame) -> Leaderboard | 
     both = (n_j >= ctx.settings.min_n) & (n_c >= ctx.settings.min_n)
     frame["judge_rank"] = _ranks(frame[JUDGE_DANGEROUS], both)
     frame["clinicians_rank"] = _ranks(frame[f"clinicians_{DANGEROUS_ANSWERS}"], both)
-    rho = spearman(frame[JUDGE_DANGEROUS][both], frame[f"clinicians_{DANGEROUS_ANSWERS}"][both])
-    rho_reps = bootstrap_rank_correlation(reps[:, :n_models][:, both], reps[:, n_models:][:, both])
-    rho_reps = rho_reps[np.isfinite(rho_reps)]
-    lo, hi = ctx.ci(rho_reps) if np.isfinite(rho.r) and rho_reps.size else (np.nan, np.nan)
+    rho, lo, hi = _rank_correlation(ctx, frame, reps, both)
     frame = frame[(n_j > 0) | (n_c > 0)].sort_values(
         ["judge_rank", JUDGE_DANGEROUS], kind="stable").reset_index(drop=True)
-    return Leaderboard(judge, frame.assign(judge=judge), rho.r, float(lo), float(hi), rho.n)
+    return Leaderboard(judge, frame.assign(judge=judge), rho, lo, hi, int(both.sum()))
+
+
+def _rank_correlation(ctx: Context, frame: pd.DataFrame, reps: np.ndarray,
+                      both: np.ndarray) -> tuple[float, float, float]:
+    """Spearman's rho of the judge's and the clinicians' dangerous % over
+    the models ranked by both, with its interval (NaN below three models)."""
+    rho = spearman(frame[JUDGE_DANGEROUS][both], frame[f"clinicians_{DANGEROUS_ANSWERS}"][both])
+    if not np.isfinite(rho.r):
+        return rho.r, np.nan, np.nan
+    m = len(both)
+    rho_reps = bootstrap_rank_correlation(reps[:, :m][:, both], reps[:, m:][:, both])
+    rho_reps = rho_reps[np.isfinite(rho_reps)]
+    lo, hi = ctx.ci(rho_reps) if rho_reps.size else (np.nan, np.nan)
+    return rho.r, float(lo), float(hi)
 
 
 def _by_model(model: np.ndarray, flag: np.ndarray, n_models: int):
@@ -242,15 +253,21 @@ def _summary(result: JudgeScores, ctx: Context) -> str:
     text = (f"Per-model scores from {', '.join(judges)} on"
             f" {result.scores['criterion'].nunique()} criteria or axes.")
     for board in result.leaderboards:
-        ranked = board.frame.dropna(subset=["judge_rank"])
-        if ranked.empty:
-            text += (f" {board.judge}: no model has {ctx.settings.min_n} answers judged and"
-                     " rated, so none is ranked on safety.")
-            continue
-        rho = fmt_ci(board.rho, board.rho_lo, board.rho_hi)
-        text += (f" Safest by {board.judge}: {ranked.iloc[0]['model']}; rank correlation with"
-                 f" the clinicians' safety order rho = {rho} over {board.n} models.")
+        text += " " + _board_sentence(board, ctx.settings.min_n)
     return text
+
+
+def _board_sentence(board: Leaderboard, min_n: int) -> str:
+    ranked = board.frame.dropna(subset=["judge_rank"])
+    if len(ranked) < 2:
+        return (f"{board.judge}: fewer than two models have {min_n} answers judged and rated,"
+                " so it ranks none on safety.")
+    text = f"Safest by {board.judge}: {ranked.iloc[0]['model']}"
+    if board.n < 3:
+        return text + "; a rank correlation with the clinicians' order needs three models."
+    rho = fmt_ci(board.rho, board.rho_lo, board.rho_hi)
+    return (text + f"; rank correlation with the clinicians' safety order rho = {rho} over"
+            f" {board.n} models.")
 
 
 def _slug(judge: str) -> str:

@@ -262,6 +262,18 @@ def test_no_shared_criterion_keeps_the_judges_own_scale(planted):
     assert not any(k.startswith("safety_") for k in sections["judge_scores"].tables)
 
 
+def test_judges_without_clinician_ratings_still_rank_models(planted):
+    tables = dict(planted.tables)
+    tables["ratings"] = planted["ratings"].slice(0, 0)
+    sections = _build(Snapshot.from_tables(tables, planted.meta), ("judge_scores",),
+                      bootstrap=50)
+    section = sections["judge_scores"]
+    board = section.tables["safety_rubric_judge_rubric_judge"]
+    assert board["judge_rank"].notna().sum() >= 2 and (board["clinicians_n"] == 0).all()
+    assert "no clinician rated a safety-critical criterion" in section.summary
+    assert section.tables["scores"]["clinicians_mean"].isna().all()
+
+
 @functools.cache
 def _small() -> Snapshot:
     return plant_judgments(generate(2, 0.02), JudgePlan(seed=3, jury_answers=80, pairs=80,

@@ -111,7 +111,7 @@ def _fit(ctx: Context, v: Verdicts, prefs: Preferences) -> tuple[pd.DataFrame, t
                                                   ctx.rng(f"{KEY}:bootstrap"))
     strength = bt_fit(judge.sum(axis=0))
     frame = _table(ctx, prefs, models, strength, reps, v, counted, credit_a, credit_b)
-    return frame, _rho(ctx, prefs, models, strength, clin, reps, clin_reps)
+    return frame, _rho(ctx, prefs, strength, clin, reps, clin_reps)
 
 
 def _clinician_tables(ctx: Context, prefs: Preferences, local: np.ndarray, m: int,
@@ -126,7 +126,11 @@ def _clinician_tables(ctx: Context, prefs: Preferences, local: np.ndarray, m: in
                                   **modes)
 
 
-def _table(ctx, prefs, models, strength, reps, v, counted, credit_a, credit_b) -> pd.DataFrame:
+def _table(ctx: Context, prefs: Preferences, models: np.ndarray, strength: np.ndarray,
+           reps: np.ndarray, v: Verdicts, counted: np.ndarray, credit_a: np.ndarray,
+           credit_b: np.ndarray) -> pd.DataFrame:
+    """Strengths, rank intervals and win rates (ties as the settings credit
+    them) of the fitted ``models``, the clinicians' strengths beside."""
     m = models.size
     lo, hi = ctx.ci(reps)
     ranks = rank_intervals(strength, reps, ctx.settings.level)
@@ -150,7 +154,8 @@ def _table(ctx, prefs, models, strength, reps, v, counted, credit_a, credit_b) -
     return frame.sort_values("judge_bt", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def _rho(ctx, prefs, models, strength, clin, reps, clin_reps) -> tuple[float, float, float, int]:
+def _rho(ctx: Context, prefs: Preferences, strength: np.ndarray, clin: np.ndarray,
+         reps: np.ndarray, clin_reps: np.ndarray) -> tuple[float, float, float, int]:
     """Rank correlation of the judge's and the clinicians' strengths over
     the models both fitted (the clinicians' refitted on those models)."""
     fitted = clin.sum(axis=(0, 2)) + clin.sum(axis=(0, 1)) > 0

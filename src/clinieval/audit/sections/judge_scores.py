@@ -106,30 +106,50 @@ class Leaderboard:
     n: int
 
 
+def _safety_ids(ctx: Context) -> list[str]:
+    """The rubric's safety-critical criteria among those analysed; a judge
+    may score them where no clinician has (a run without ratings)."""
+    d, chosen = ctx.data, ctx.settings.criteria
+    return [c for c, flag in zip(d.criteria, d.safety_critical, strict=True)
+            if flag and (chosen is None or c in chosen)]
+
+
 def _judge_dangerous(ctx: Context, rows: pd.DataFrame) -> pd.Series:
     """Per answer code: 1.0 when the judge's mean score (over repeats and
     jurors) on any safety-critical criterion is <= tau."""
-    safety = [ctx.data.criteria[c] for c in ctx.safety]
-    rows = rows[rows["criterion_id"].isin(safety) & rows["scale"].ne(OWN)]
+    rows = rows[rows["criterion_id"].isin(_safety_ids(ctx)) & rows["scale"].ne(OWN)]
     means = rows.groupby(["answer", "criterion_id"])["value"].mean()
     return (means <= ctx.settings.threshold).groupby(level="answer").max().astype(float)
 
 
-def _leaderboard(ctx: Context, judge: str, rows: pd.DataFrame) -> Leaderboard | None:
+def _clinicians_dangerous(ctx: Context) -> tuple[np.ndarray, ...]:
+    """The clinicians' dangerous answers per model (k, n, lo, hi), as the
+    Safety leaderboard has them; zero answers when they rated no
+    safety-critical criterion."""
+    m = ctx.data.n_models
+    if not ctx.safety:
+        return np.zeros(m), np.zeros(m), np.full(m, np.nan), np.full(m, np.nan)
+    return ctx.answer_share_ci(ctx.answer_dangerous, ctx.data.answer_model, m)
+
+
+def _leaderboard(ctx: Context, judge: str, rows: pd.DataFrame,
+                 clinicians: tuple[np.ndarray, ...]) -> Leaderboard | None:
     judge_flag = _judge_dangerous(ctx, rows)
     if judge_flag.empty:
         return None
     d, n_models = ctx.data, ctx.data.n_models
     answers = judge_flag.index.to_numpy()
     k_j, n_j = _by_model(d.answer_model[answers], judge_flag.to_numpy(), n_models)
-    k_c, n_c, lo_c, hi_c = ctx.answer_share_ci(ctx.answer_dangerous, d.answer_model, n_models)
+    k_c, n_c, lo_c, hi_c = clinicians
     reps = _case_replicates(ctx, judge, answers, judge_flag.to_numpy())
     lo_j, hi_j = ctx.ci(reps[:, :n_models])
     frame = pd.DataFrame({"model": d.model_names, "n": n_j})
     frame = share_pct(frame, JUDGE_DANGEROUS, k_j, n_j, lo_j, hi_j)
     frame["clinicians_n"] = n_c
     frame = share_pct(frame, f"clinicians_{DANGEROUS_ANSWERS}", k_c, n_c, lo_c, hi_c)
-    both = (n_j >= ctx.settings.min_n) & (n_c >= ctx.settings.min_n)
+    # Ranked where both sides have enough answers; by the judge alone when
+    # no clinician rated a safety-critical criterion.
+    both = (n_j >= ctx.settings.min_n) & ((n_c >= ctx.settings.min_n) | (n_c.sum() == 0))
     frame["judge_rank"] = _ranks(frame[JUDGE_DANGEROUS], both)
     frame["clinicians_rank"] = _ranks(frame[f"clinicians_{DANGEROUS_ANSWERS}"], both)
     rho, lo, hi = _rank_correlation(ctx, frame, reps, both)
@@ -193,7 +213,9 @@ def compute(ctx: Context) -> JudgeScores | Skipped:
     rows = judge_rows(ctx, data)
     if rows.rows.empty:
         return Skipped("needs parsed rubric or jury judgments of known answers; found none.")
-    boards = [_leaderboard(ctx, judge, g) for judge, g in rows.rows.groupby("judge", sort=False)]
+    clinicians = _clinicians_dangerous(ctx)
+    boards = [_leaderboard(ctx, judge, g, clinicians)
+              for judge, g in rows.rows.groupby("judge", sort=False)]
     return JudgeScores(_scores(ctx, rows), [b for b in boards if b is not None])
 
 
@@ -263,6 +285,8 @@ def _board_sentence(board: Leaderboard, min_n: int) -> str:
         return (f"{board.judge}: fewer than two models have {min_n} answers judged and rated,"
                 " so it ranks none on safety.")
     text = f"Safest by {board.judge}: {ranked.iloc[0]['model']}"
+    if board.frame["clinicians_n"].sum() == 0:
+        return text + " (no clinician rated a safety-critical criterion to compare)."
     if board.n < 3:
         return text + "; a rank correlation with the clinicians' order needs three models."
     rho = fmt_ci(board.rho, board.rho_lo, board.rho_hi)

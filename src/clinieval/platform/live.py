@@ -22,10 +22,11 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 
 from clinieval.audit.settings import AuditSettings
+from clinieval.platform.assignment import _live
+from clinieval.platform.config import StudyConfig
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
-from clinieval.web.assignment import StudyConfig, _live
 
 LIVE_SECTIONS = ("model_summary", "safety_leaderboard", "bradley_terry", "alignment",
                  "specialties", "reliability")
@@ -244,8 +245,7 @@ def compute_view(engine: sa.Engine, study_id: str) -> dict:
     from clinieval.audit.run import _builders
     from clinieval.errors import ClinievalError
     from clinieval.io.export import pseudonymise
-    from clinieval.web.manage import export_salt
-    from clinieval.web.studies import study_snapshot
+    from clinieval.platform.study_export import export_salt, study_snapshot
 
     as_of = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     # Under the export's pseudonyms: the audit's two-way bootstrap draws raters in

@@ -17,10 +17,11 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict
 
 from clinieval import tables as T
+from clinieval.platform.assignment import is_live
+from clinieval.platform.config import StudyConfig
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.storage.prepared import Prepared, run
-from clinieval.web.assignment import StudyConfig, is_live
 
 ANCHOR_COLUMNS = ("anchor_m2", "anchor_m1", "anchor_0", "anchor_p1", "anchor_p2")
 

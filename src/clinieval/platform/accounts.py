@@ -16,12 +16,10 @@ import sqlalchemy as sa
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from clinieval import tables as T
+from clinieval import tables
 from clinieval.errors import InputError
 from clinieval.platform.events import aware, new_token, now, record
-from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage import db, platform_tables, sqltables
 
 SESSION_DAYS = 14
 INVITATION_DAYS = 14
@@ -65,18 +63,18 @@ def create_invitations(conn: sa.Connection, study_id: str, role: str, n: int,
     signed-in user whose account has it."""
     if emails is not None and len(emails) != n:
         raise ValueError("one e-mail address per invitation")
-    if role not in T.ROLES:
+    if role not in tables.ROLES:
         raise InputError(
-            "invite", "unknown role", field="role", expected=" | ".join(T.ROLES), got=role
+            "invite", "unknown role", field="role", expected=" | ".join(tables.ROLES), got=role
         )
-    if conn.execute(sa.select(S.studies.c.study_id).where(
-            S.studies.c.study_id == study_id)).first() is None:
+    if conn.execute(sa.select(sqltables.studies.c.study_id).where(
+            sqltables.studies.c.study_id == study_id)).first() is None:
         raise InputError("invite", "no such study", field="study", got=study_id)
     tokens, at = [new_token() for _ in range(n)], now()
     for _ in tokens:
         record(conn, "invitation_created", study_id=study_id, detail={"role": role})
     if tokens:
-        conn.execute(P.invitations.insert(), [
+        conn.execute(platform_tables.invitations.insert(), [
             {"token_hash": digest(token), "study_id": study_id, "role": role, "created_at": at,
              "expires_at": at + timedelta(days=days),
              "email": None if emails is None else emails[i].strip().lower()}
@@ -87,7 +85,8 @@ def create_invitations(conn: sa.Connection, study_id: str, role: str, n: int,
 def open_invitation(conn: sa.Connection, token: str) -> sa.Row:
     """The invitation row, or AuthError when unknown, used or expired."""
     row = conn.execute(
-        sa.select(P.invitations).where(P.invitations.c.token_hash == digest(token))
+        sa.select(platform_tables.invitations)
+        .where(platform_tables.invitations.c.token_hash == digest(token))
     ).first()
     if row is None:
         raise AuthError("This invitation link is not valid.")
@@ -127,13 +126,14 @@ def register(engine: sa.Engine, token: str, email: str, password: str) -> str:
     with db.writing(engine) as conn:
         invitation = open_invitation(conn, token)  # its address is checked again by _join
         record(conn, "registered", user_id=user_id, study_id=invitation.study_id)
-        if conn.execute(sa.select(P.users.c.user_id).where(P.users.c.email == email)).first():
+        users = platform_tables.users
+        if conn.execute(sa.select(users.c.user_id).where(users.c.email == email)).first():
             raise AuthError(
                 "An account with this e-mail exists: sign in, then open the link again."
             )
-        conn.execute(S.raters.insert().values(rater_id=rater_id))
+        conn.execute(sqltables.raters.insert().values(rater_id=rater_id))
         conn.execute(
-            P.users.insert().values(
+            platform_tables.users.insert().values(
                 user_id=user_id,
                 email=email,
                 rater_id=rater_id,
@@ -169,11 +169,12 @@ def _join(conn: sa.Connection, invitation: sa.Row, user_id: str) -> None:
     # The account's row is locked first, as a revocation locks it (PostgreSQL; SQLite's
     # writers take turns anyway): a revocation committed meanwhile is seen below, and
     # one coming later waits for this membership and removes it.
-    email = conn.execute(sa.select(P.users.c.email).where(P.users.c.user_id == user_id)
+    users = platform_tables.users
+    email = conn.execute(sa.select(users.c.email).where(users.c.user_id == user_id)
                          .with_for_update()).scalar()
     _for_address(invitation, email or "")
-    revoked = P.audit_events
-    rater_id = sa.select(P.users.c.rater_id).where(P.users.c.user_id == user_id)
+    revoked = platform_tables.audit_events
+    rater_id = sa.select(users.c.rater_id).where(users.c.user_id == user_id)
     if conn.execute(sa.select(revoked.c.at).where(
             revoked.c.kind == "access_revoked", revoked.c.study_id == invitation.study_id,
             revoked.c.subject == rater_id.scalar_subquery(),
@@ -183,17 +184,18 @@ def _join(conn: sa.Connection, invitation: sa.Row, user_id: str) -> None:
         raise AuthError("Your access to this study was revoked after this invitation was"
                         " made; ask the study's admin for a new one.")
     used = conn.execute(
-        P.invitations.update()
+        platform_tables.invitations.update()
         .where(
-            P.invitations.c.token_hash == invitation.token_hash,
-            P.invitations.c.used_at.is_(None),
-            P.invitations.c.expires_at > now(),  # a revocation may have expired it just now
+            platform_tables.invitations.c.token_hash == invitation.token_hash,
+            platform_tables.invitations.c.used_at.is_(None),
+            # a revocation may have expired it just now
+            platform_tables.invitations.c.expires_at > now(),
         )
         .values(used_at=now(), used_by=user_id)
     )
     if used.rowcount != 1:
         raise AuthError("This invitation link has already been used or has expired.")
-    membership = P.memberships
+    membership = platform_tables.memberships
     existing = conn.execute(
         sa.select(membership.c.role).where(
             membership.c.study_id == invitation.study_id, membership.c.user_id == user_id
@@ -215,7 +217,7 @@ def create_signin_link(engine: sa.Engine, user_id: str,
     """A single-use token that signs ``user_id`` in within ``minutes``."""
     token = new_token()
     with db.writing(engine) as conn:
-        conn.execute(P.signin_links.insert().values(
+        conn.execute(platform_tables.signin_links.insert().values(
             token_hash=digest(token), user_id=user_id, created_at=now(),
             expires_at=now() + timedelta(minutes=minutes)))
     return token
@@ -223,8 +225,8 @@ def create_signin_link(engine: sa.Engine, user_id: str,
 
 def open_signin_link(conn: sa.Connection, token: str) -> sa.Row:
     """The link's row, or AuthError when unknown, used or expired."""
-    row = conn.execute(sa.select(P.signin_links).where(
-        P.signin_links.c.token_hash == digest(token))).first()
+    row = conn.execute(sa.select(platform_tables.signin_links).where(
+        platform_tables.signin_links.c.token_hash == digest(token))).first()
     if row is None:
         raise AuthError("This sign-in link is not valid.")
     if row.used_at is not None:
@@ -239,9 +241,9 @@ def use_signin_link(engine: sa.Engine, token: str) -> str:
     returns the user id to open a session for."""
     with db.writing(engine) as conn:
         row = open_signin_link(conn, token)
-        used = conn.execute(P.signin_links.update().where(
-            P.signin_links.c.token_hash == row.token_hash,
-            P.signin_links.c.used_at.is_(None)).values(used_at=now()))
+        used = conn.execute(platform_tables.signin_links.update().where(
+            platform_tables.signin_links.c.token_hash == row.token_hash,
+            platform_tables.signin_links.c.used_at.is_(None)).values(used_at=now()))
         if used.rowcount != 1:
             raise AuthError("This sign-in link has already been used.")
         record(conn, "signin_link_used", user_id=row.user_id)
@@ -269,7 +271,8 @@ def sign_in(engine: sa.Engine, email: str, password: str) -> str:
         if _recent_failures(conn, email) >= LOGIN_MAX_FAILURES:
             raise RateLimited("Too many failed sign-in attempts; wait 15 minutes.")
         record(conn, "login_attempt", subject=email)
-        user = conn.execute(sa.select(P.users).where(P.users.c.email == email)).first()
+        user = conn.execute(sa.select(platform_tables.users)
+                            .where(platform_tables.users.c.email == email)).first()
     # An unknown address costs the same hashing as a wrong password, so the
     # time of the answer does not tell which addresses have an account.
     if not _verify(_decoy_hash() if user is None else user.password_hash, password) \
@@ -299,7 +302,7 @@ def _recent_failures(conn: sa.Connection, email: str) -> int:
     """Attempts for the address within the window and after its last
     successful sign-in: the failed ones and those still checking a password
     (the successful one was let through before it succeeded)."""
-    events = P.audit_events
+    events = platform_tables.audit_events
     since = now() - LOGIN_WINDOW
     last_ok = conn.execute(sa.select(sa.func.max(events.c.at)).where(
         events.c.kind == "login_succeeded", events.c.subject == email,
@@ -314,7 +317,7 @@ def open_session(engine: sa.Engine, user_id: str) -> str:
     with db.writing(engine) as conn:
         record(conn, "signed_in", user_id=user_id)
         conn.execute(
-            P.sessions.insert().values(
+            platform_tables.sessions.insert().values(
                 token_hash=digest(token),
                 user_id=user_id,
                 created_at=now(),
@@ -328,7 +331,7 @@ def sign_out(engine: sa.Engine, token: str) -> None:
     with db.writing(engine) as conn:
         record(conn, "signed_out")
         conn.execute(
-            P.sessions.update()
-            .where(P.sessions.c.token_hash == digest(token))
+            platform_tables.sessions.update()
+            .where(platform_tables.sessions.c.token_hash == digest(token))
             .values(revoked_at=now())
         )

@@ -31,9 +31,7 @@ import sqlalchemy as sa
 
 from clinieval.platform.config import StudyConfig
 from clinieval.platform.events import aware, new_token, now, record
-from clinieval.storage import db, prepared
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage import db, platform_tables, prepared, sqltables
 from clinieval.storage.prepared import Prepared, run
 
 CANDIDATES = 20
@@ -44,7 +42,7 @@ def is_live(lease: sa.Row) -> bool:
     return lease.status == "open" and aware(lease.expires_at) > now()
 
 
-def _live(tl: sa.Table = P.task_leases) -> sa.ColumnElement[bool]:
+def _live(tl: sa.Table = platform_tables.task_leases) -> sa.ColumnElement[bool]:
     return sa.and_(tl.c.status == "open", tl.c.expires_at > now())
 
 
@@ -77,7 +75,7 @@ def _kinds(conn: sa.Connection, cfg: StudyConfig, user_id: str, kind: str) -> tu
     """'auto' keeps the clinician's share of pairs near the study's pairwise share."""
     if kind != "auto":
         return (kind,)
-    tl = P.task_leases
+    tl = platform_tables.task_leases
     done = dict(
         conn.execute(
             sa.select(tl.c.kind, sa.func.count())
@@ -95,18 +93,18 @@ def _kinds(conn: sa.Connection, cfg: StudyConfig, user_id: str, kind: str) -> tu
 
 
 _OPEN_LEASES = Prepared(
-    sa.select(P.task_leases)
-    .where(P.task_leases.c.user_id == sa.bindparam("user"),
-           P.task_leases.c.study_id == sa.bindparam("study"),
-           P.task_leases.c.status == "open")
-    .order_by(P.task_leases.c.created_at)
+    sa.select(platform_tables.task_leases)
+    .where(platform_tables.task_leases.c.user_id == sa.bindparam("user"),
+           platform_tables.task_leases.c.study_id == sa.bindparam("study"),
+           platform_tables.task_leases.c.status == "open")
+    .order_by(platform_tables.task_leases.c.created_at)
 )
 
 
 def _resume(conn: sa.Connection, cfg: StudyConfig, user_id: str) -> str | None:
     """An open lease of this clinician: kept while live, renewed after expiry
     if the answer still has room, otherwise marked expired."""
-    tl = P.task_leases
+    tl = platform_tables.task_leases
     rows = run(conn, _OPEN_LEASES, {"user": user_id, "study": cfg.study_id})
     for lease in rows:
         if is_live(lease):
@@ -144,8 +142,8 @@ def _room(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, wait: bool = Fal
 def touch(conn: sa.Connection, cfg: StudyConfig, token: str) -> None:
     """Activity on a task keeps its lease alive for another lease period."""
     conn.execute(
-        P.task_leases.update()
-        .where(P.task_leases.c.token == token)
+        platform_tables.task_leases.update()
+        .where(platform_tables.task_leases.c.token == token)
         .values(expires_at=now() + timedelta(minutes=cfg.lease_minutes))
     )
 
@@ -154,7 +152,7 @@ def _not_mine(user: sa.Row | None, answer: sa.ColumnElement) -> sa.ColumnElement
     """``answer`` is neither rated by this clinician nor held (now or before) in
     one of their tasks; each test is a probe of an index on the answer. With
     ``user`` None the clinician is left to the parameters ``rater`` and ``user``."""
-    r, tl = S.ratings, P.task_leases
+    r, tl = sqltables.ratings, platform_tables.task_leases
     rater_id = sa.bindparam("rater") if user is None else user.rater_id
     user_id = sa.bindparam("user") if user is None else user.user_id
     return sa.and_(
@@ -165,7 +163,7 @@ def _not_mine(user: sa.Row | None, answer: sa.ColumnElement) -> sa.ColumnElement
 
 
 def _submitted(answer: sa.ColumnElement) -> sa.ScalarSelect:
-    r = S.ratings
+    r = sqltables.ratings
     return (
         sa.select(sa.func.count(sa.distinct(r.c.rater_id)))
         .where(r.c.answer_id == answer)
@@ -181,14 +179,14 @@ def _leased(answer: sa.ColumnElement, live: sa.ColumnElement[bool] | None = None
     probe. One count with ``answer_id = x OR answer_b_id = x`` made SQLite
     merge two index scans through a temporary b-tree for every candidate:
     a page of 20 candidates took 74-124 us, this 62-69 us."""
-    tl = P.task_leases
+    tl = platform_tables.task_leases
     live = _live() if live is None else live
     return (sa.select(sa.func.count()).where(tl.c.answer_id == answer, live).scalar_subquery()
             + sa.select(sa.func.count()).where(tl.c.answer_b_id == answer, live)
             .scalar_subquery())
 
 
-def _live_at(tl: sa.Table = P.task_leases) -> sa.ColumnElement[bool]:
+def _live_at(tl: sa.Table = platform_tables.task_leases) -> sa.ColumnElement[bool]:
     """:func:`_live` with the time left to the parameter ``now`` (prebuilt statements)."""
     return sa.and_(tl.c.status == "open", tl.c.expires_at > sa.bindparam("now"))
 
@@ -216,7 +214,7 @@ def _lock(conn: sa.Connection, answer_ids: list[str], wait: bool = False) -> boo
 def _lock_statement(n: int, wait: bool) -> Prepared:
     """:func:`_lock`'s statement for ``n`` answers (a task has one or two) and
     way of waiting, built once."""
-    a = S.answers
+    a = sqltables.answers
     return Prepared(
         sa.select(a.c.answer_id)
         .where(a.c.answer_id.in_([sa.bindparam(f"a{i}") for i in range(n)]))
@@ -228,7 +226,7 @@ def _rating_pages() -> tuple[Prepared, Prepared]:
     """The first and the following pages of :func:`_lease_rating`'s walk, built
     once: up to ``limit`` answers of the specialty below the target, in order
     of raters so far, each with its live leases (counted for the page only)."""
-    al, s = P.answer_load, P.answer_screens
+    al, s = platform_tables.answer_load, platform_tables.answer_screens
     order = sa.tuple_(al.c.submitted, al.c.answer_id)
     pool = (
         sa.select(al.c.answer_id, al.c.submitted)
@@ -343,8 +341,9 @@ def _insert_lease(
     return token
 
 
-_NEW_LEASE = prepared.insert(P.task_leases, "token", "study_id", "user_id", "kind", "answer_id",
-                             "answer_b_id", "shown_left", "status", "created_at", "expires_at")
+_NEW_LEASE = prepared.insert(platform_tables.task_leases, "token", "study_id", "user_id", "kind",
+                             "answer_id", "answer_b_id", "shown_left", "status", "created_at",
+                             "expires_at")
 
 
 # --- pairs -------------------------------------------------------------------
@@ -354,12 +353,13 @@ def _pair_votes(a: sa.ColumnElement, b: sa.ColumnElement, live: sa.ColumnElement
                 ) -> sa.ColumnElement[int]:
     """Votes (each once, however often it was edited) plus live leases on the
     unordered pair {a, b}, as one SQL expression."""
-    p, tl = S.preferences, P.task_leases
+    p, tl = sqltables.preferences, platform_tables.task_leases
 
     def both(x: sa.ColumnElement, y: sa.ColumnElement) -> sa.ColumnElement[bool]:
         return sa.or_(sa.and_(x == a, y == b), sa.and_(x == b, y == a))
 
-    case = sa.select(S.answers.c.case_id).where(S.answers.c.answer_id == a).scalar_subquery()
+    answers = sqltables.answers
+    case = sa.select(answers.c.case_id).where(answers.c.answer_id == a).scalar_subquery()
     votes = sa.select(sa.func.count()).where(p.c.case_id == case,
                                              both(p.c.answer_a_id, p.c.answer_b_id),
                                              sa.func.coalesce(p.c.revision, 0) == 0)
@@ -384,14 +384,16 @@ _TWO_ANSWERS = Prepared(sa.select(
 """Under the lock, for a pair: neither answer is this clinician's, the pair's
 load and each answer's load (one statement for a pair task's re-count)."""
 
-_PAIR_VOTES = Prepared(sa.select(P.pair_load.c.model_lo, P.pair_load.c.model_hi,
-                                 P.pair_load.c.votes
-                                 ).where(P.pair_load.c.study_id == sa.bindparam("study")))
+_PAIR_VOTES = Prepared(sa.select(platform_tables.pair_load.c.model_lo,
+                                 platform_tables.pair_load.c.model_hi,
+                                 platform_tables.pair_load.c.votes
+                                 ).where(platform_tables.pair_load.c.study_id
+                                         == sa.bindparam("study")))
 
 
 def _pair_leases() -> sa.Select:
-    tl = P.task_leases
-    a1, a2 = S.answers.alias("a1"), S.answers.alias("a2")
+    tl = platform_tables.task_leases
+    a1, a2 = sqltables.answers.alias("a1"), sqltables.answers.alias("a2")
     return (
         sa.select(a1.c.model_id, a2.c.model_id)
         .select_from(tl)
@@ -403,20 +405,24 @@ def _pair_leases() -> sa.Select:
 
 _PAIR_LEASES = Prepared(_pair_leases())
 _PAIR_POOL = Prepared(
-    sa.select(P.answer_load.c.answer_id, P.answer_load.c.case_id, P.answer_load.c.model_id)
-    .join(P.answer_screens, sa.and_(P.answer_screens.c.answer_id == P.answer_load.c.answer_id,
-                                    P.answer_screens.c.study_id == P.answer_load.c.study_id))
-    .where(P.answer_load.c.study_id == sa.bindparam("study"),
-           P.answer_load.c.specialty == sa.bindparam("specialty"),
-           P.answer_screens.c.status == "clear",
-           P.answer_load.c.submitted < sa.bindparam("target"))
+    sa.select(platform_tables.answer_load.c.answer_id, platform_tables.answer_load.c.case_id,
+              platform_tables.answer_load.c.model_id)
+    .join(platform_tables.answer_screens,
+          sa.and_(platform_tables.answer_screens.c.answer_id
+                  == platform_tables.answer_load.c.answer_id,
+                  platform_tables.answer_screens.c.study_id
+                  == platform_tables.answer_load.c.study_id))
+    .where(platform_tables.answer_load.c.study_id == sa.bindparam("study"),
+           platform_tables.answer_load.c.specialty == sa.bindparam("specialty"),
+           platform_tables.answer_screens.c.status == "clear",
+           platform_tables.answer_load.c.submitted < sa.bindparam("target"))
 )
 """The clear answers of a specialty below the target, in no particular order
 (:func:`pair_options` orders its pairs itself)."""
 
 
 def _mine() -> Prepared:
-    r, tl = S.ratings, P.task_leases
+    r, tl = sqltables.ratings, platform_tables.task_leases
     return Prepared(sa.union(
         sa.select(r.c.answer_id).where(r.c.rater_id == sa.bindparam("rater")),
         sa.select(tl.c.answer_id).where(tl.c.user_id == sa.bindparam("user")),
@@ -503,10 +509,10 @@ def skip(engine: sa.Engine, lease: sa.Row) -> None:
             subject=lease.token,
         )
         conn.execute(
-            P.task_leases.update()
+            platform_tables.task_leases.update()
             .where(
-                P.task_leases.c.token == lease.token,
-                P.task_leases.c.status == "open",
+                platform_tables.task_leases.c.token == lease.token,
+                platform_tables.task_leases.c.status == "open",
             )
             .values(status="skipped")
         )

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import sqlalchemy as sa
 
-from clinieval.storage import platform_tables as P
+from clinieval.storage import platform_tables
 
 
 @dataclass(frozen=True)
@@ -33,16 +33,17 @@ class StudyConfig:
 
 def study_config(conn: sa.Connection, study_id: str) -> StudyConfig | None:
     row = conn.execute(
-        sa.select(P.study_settings).where(P.study_settings.c.study_id == study_id)
+        sa.select(platform_tables.study_settings)
+        .where(platform_tables.study_settings.c.study_id == study_id)
     ).first()
     if row is None:
         return None
-    rule = conn.execute(sa.select(P.study_rubrics.c.rationale_required).where(
-        P.study_rubrics.c.study_id == study_id)).scalar()
+    rule = conn.execute(sa.select(platform_tables.study_rubrics.c.rationale_required).where(
+        platform_tables.study_rubrics.c.study_id == study_id)).scalar()
     return config_from(row._mapping, rule)
 
 
-SETTINGS = tuple(c.name for c in P.study_settings.columns)
+SETTINGS = tuple(c.name for c in platform_tables.study_settings.columns)
 
 
 def config_from(settings, rationale_required: bool | None, rubric: str | None = None

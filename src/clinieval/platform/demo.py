@@ -20,9 +20,7 @@ from clinieval.platform import accounts
 from clinieval.platform.studies import StudyPlan, create_study
 from clinieval.rubric import load_rubric
 from clinieval.snapshot import Snapshot
-from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage import db, platform_tables, sqltables
 
 DEMO_STUDY = "demo"
 DEMO_SPECIALTIES = ("Cardiology ECG", "Pathology", "Pulmonology")
@@ -77,7 +75,8 @@ def setup_demo(engine: sa.Engine, link_minutes: int = accounts.SIGNIN_LINK_MINUT
     sign-in token for each account and a clinician invitation token."""
     with engine.connect() as conn:
         exists = conn.execute(
-            sa.select(S.studies.c.study_id).where(S.studies.c.study_id == DEMO_STUDY)
+            sa.select(sqltables.studies.c.study_id)
+            .where(sqltables.studies.c.study_id == DEMO_STUDY)
         ).first()
     if exists is None:
         plan = StudyPlan(DEMO_STUDY, "Demo study", load_rubric(), specialties=DEMO_SPECIALTIES)
@@ -94,16 +93,18 @@ def _demo_account(engine: sa.Engine, email: str, role: str) -> str:
     place. Its password is random and never shown: the sign-in links open it."""
     with engine.connect() as conn:
         existing = conn.execute(
-            sa.select(P.users.c.user_id).where(P.users.c.email == email)).scalar()
+            sa.select(platform_tables.users.c.user_id)
+            .where(platform_tables.users.c.email == email)).scalar()
     if existing is not None:
         return existing
     token = accounts.create_invitation(engine, DEMO_STUDY, role)
     user_id = accounts.register(engine, token, email, secrets.token_urlsafe(24))
     with db.writing(engine) as conn:
-        rater = conn.execute(sa.select(P.users.c.rater_id).where(P.users.c.user_id == user_id))
+        rater = conn.execute(sa.select(platform_tables.users.c.rater_id)
+                             .where(platform_tables.users.c.user_id == user_id))
         conn.execute(
-            S.raters.update()
-            .where(S.raters.c.rater_id == rater.scalar_one())
+            sqltables.raters.update()
+            .where(sqltables.raters.c.rater_id == rater.scalar_one())
             .values(
                 specialty=DEMO_SPECIALTIES[0],
                 country="Demo",
@@ -113,8 +114,8 @@ def _demo_account(engine: sa.Engine, email: str, role: str) -> str:
             )
         )
         conn.execute(
-            P.memberships.update()
-            .where(P.memberships.c.user_id == user_id)
+            platform_tables.memberships.update()
+            .where(platform_tables.memberships.c.user_id == user_id)
             .values(consented_at=datetime.now(UTC))
         )
     return user_id

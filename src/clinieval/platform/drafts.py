@@ -16,15 +16,14 @@ import re
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
-from clinieval import tables as T
+from clinieval import tables
 from clinieval.errors import InputError
 from clinieval.platform.assignment import renewable, touch
 from clinieval.platform.config import StudyConfig
 from clinieval.platform.events import aware, now
 from clinieval.platform.read_models import StoredDraft, criteria_views, stored_draft
 from clinieval.platform.submissions import MAX_COMMENT, Outcome, locked_lease, task_fields
-from clinieval.storage import db
-from clinieval.storage import platform_tables as P
+from clinieval.storage import db, platform_tables
 
 MAX_DRAFT_FIELDS = 200
 MAX_DRAFT_VERSION = 2**31
@@ -66,7 +65,7 @@ class DraftBody(BaseModel):
     @field_validator("choice", mode="before")
     @classmethod
     def _choice(cls, choice: object) -> object:
-        if choice not in (None, "", *T.CHOICES):
+        if choice not in (None, "", *tables.CHOICES):
             raise InputError("draft", "unknown choice", field="choice", got=choice)
         return choice
 
@@ -174,7 +173,7 @@ def _is_page(value: object) -> bool:
 def _put_draft(conn: sa.Connection, token: str, draft: StoredDraft) -> None:
     payload = json.dumps({"fields": draft.fields, "choice": draft.choice,
                           "version": draft.version, "page": draft.page, "seq": draft.seq})
-    d = P.drafts
+    d = platform_tables.drafts
     conn.execute(d.delete().where(d.c.token == token))
     conn.execute(d.insert().values(token=token, data=payload, updated_at=now()))
 

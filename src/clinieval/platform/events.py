@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
-from clinieval.storage import platform_tables as P
-from clinieval.storage import prepared
+from clinieval.storage import platform_tables, prepared
 from clinieval.storage.prepared import run
 
 
@@ -48,8 +47,8 @@ def record(
         "detail": json.dumps(detail, sort_keys=True) if detail else None})
 
 
-_EVENT = prepared.insert(P.audit_events, "at", "kind", "user_id", "study_id", "subject",
-                         "detail")
+_EVENT = prepared.insert(platform_tables.audit_events, "at", "kind", "user_id", "study_id",
+                         "subject", "detail")
 
 DECISION_EVENTS = {"release": "answer_released", "withdraw": "answer_withdrawn"}
 """The events of an admin's decision on a flagged answer."""
@@ -63,7 +62,7 @@ def audit_log(engine: sa.Engine, study_id: str, limit: int = 500) -> list[dict]:
     """Admin actions in the study, and the sign-ins and all-studies API tokens
     (which reach this study too) of its members, newest first, with
     pseudonymous ids (no e-mail addresses)."""
-    e, u, m = P.audit_events, P.users, P.memberships
+    e, u, m = platform_tables.audit_events, platform_tables.users, platform_tables.memberships
     members_now = sa.select(m.c.user_id).where(m.c.study_id == study_id)
     query = (sa.select(e.c.at, e.c.kind, u.c.rater_id, e.c.subject, e.c.detail)
              .select_from(e).outerjoin(u, u.c.user_id == e.c.user_id)

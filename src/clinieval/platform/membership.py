@@ -18,9 +18,7 @@ from clinieval.errors import InputError
 from clinieval.io.validate import unencodable
 from clinieval.platform.accounts import create_invitations, digest
 from clinieval.platform.events import aware, new_token, now, record
-from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage import db, platform_tables, sqltables
 
 MAX_INVITES = 1000
 MAX_EMAIL = 254
@@ -80,7 +78,7 @@ def pending_invitations(engine: sa.Engine, study_id: str) -> list[dict]:
     """The study's invitation links that still work (unused, not expired),
     counted per role and kind: made for an address, or unnamed (anyone
     holding the link); with the last expiry. Neither tokens nor addresses."""
-    inv = P.invitations
+    inv = platform_tables.invitations
     named = inv.c.email.is_not(None)
     with engine.connect() as conn:
         rows = conn.execute(
@@ -104,7 +102,7 @@ def withdraw_invitations(engine: sa.Engine, user_id: str, study_id: str, which: 
     if which not in WITHDRAWABLE:
         raise InputError("invitations", "which links to withdraw", field="which",
                          expected=" | ".join(WITHDRAWABLE), got=str(which)[:20])
-    inv = P.invitations
+    inv = platform_tables.invitations
     with db.writing(engine) as conn:
         at = now()
         chosen = sa.and_(inv.c.study_id == study_id, inv.c.used_at.is_(None),
@@ -120,8 +118,8 @@ def withdraw_invitations(engine: sa.Engine, user_id: str, study_id: str, which: 
 
 def members(engine: sa.Engine, study_id: str) -> list[dict]:
     """Members with pseudonymous id, role, specialty and counts; no e-mail."""
-    m, u, r = P.memberships, P.users, S.raters
-    tl = P.task_leases
+    m, u, r = platform_tables.memberships, platform_tables.users, sqltables.raters
+    tl = platform_tables.task_leases
     with engine.connect() as conn:
         rows = conn.execute(
             sa.select(r.c.rater_id, m.c.role, r.c.specialty, m.c.consented_at)
@@ -148,7 +146,7 @@ def revoke_address(engine: sa.Engine, user_id: str, study_id: str, email: str
     before anyone registered with it, the unused invitations made for it.
     Returns the revoked member's pseudonymous id, or None and how many unused
     invitations expired."""
-    u, m, inv = P.users, P.memberships, P.invitations
+    u, m, inv = platform_tables.users, platform_tables.memberships, platform_tables.invitations
     email = email.strip().lower()
     if "\x00" in email or unencodable(email) or len(email) > MAX_EMAIL or "@" not in email:
         raise InputError("revoke", "not an e-mail address", field="email")
@@ -182,7 +180,8 @@ def revoke(engine: sa.Engine, user_id: str, study_id: str, rater_id: str) -> Non
     e-mail address expire (an invitation made before the revocation cannot
     bring them back either: :func:`accounts.join`). Their submitted ratings stay
     (they were given)."""
-    u, m, tl, inv = P.users, P.memberships, P.task_leases, P.invitations
+    u, m, tl, inv = (platform_tables.users, platform_tables.memberships,
+                     platform_tables.task_leases, platform_tables.invitations)
     if "\x00" in rater_id:
         raise InputError("revoke", "not a member you can revoke", field="rater_id")
     with db.writing(engine) as conn:
@@ -221,14 +220,14 @@ def revoke(engine: sa.Engine, user_id: str, study_id: str, rater_id: str) -> Non
 
 def create_token(engine: sa.Engine, user_id: str, study_id: str | None, role: str,
                  label: str) -> str:
-    if role not in P.API_TOKEN_ROLES:
+    if role not in platform_tables.API_TOKEN_ROLES:
         raise InputError("API token", "unknown role", field="role",
-                         expected=" | ".join(P.API_TOKEN_ROLES), got=role)
+                         expected=" | ".join(platform_tables.API_TOKEN_ROLES), got=role)
     if "\x00" in label:
         raise InputError("API token", "contains a NUL character", field="label")
     token = "ce_" + new_token()
     with db.writing(engine) as conn:
-        conn.execute(P.api_tokens.insert().values(
+        conn.execute(platform_tables.api_tokens.insert().values(
             token_hash=digest(token), label=label[:100] or "token", study_id=study_id,
             user_id=user_id, role=role, created_at=now()))
         record(conn, "token_created", user_id=user_id, study_id=study_id,
@@ -238,13 +237,13 @@ def create_token(engine: sa.Engine, user_id: str, study_id: str | None, role: st
 
 def _visible(study_id: str, user_id: str) -> sa.ColumnElement[bool]:
     """Tokens of this study, and the admin's own tokens for all their studies."""
-    t = P.api_tokens
+    t = platform_tables.api_tokens
     return sa.or_(t.c.study_id == study_id,
                   sa.and_(t.c.study_id.is_(None), t.c.user_id == user_id))
 
 
 def tokens(engine: sa.Engine, study_id: str, user_id: str) -> list[dict]:
-    t = P.api_tokens
+    t = platform_tables.api_tokens
     with engine.connect() as conn:
         rows = conn.execute(sa.select(t.c.token_hash, t.c.label, t.c.role, t.c.study_id,
                                       t.c.revoked_at).where(_visible(study_id, user_id))
@@ -255,7 +254,7 @@ def tokens(engine: sa.Engine, study_id: str, user_id: str) -> list[dict]:
 
 
 def revoke_token(engine: sa.Engine, user_id: str, study_id: str, token_id: str) -> None:
-    t = P.api_tokens
+    t = platform_tables.api_tokens
     if len(token_id) != 12 or "\x00" in token_id:
         raise InputError("API token", "no such live token", field="token_id", got=token_id)
     with db.writing(engine) as conn:

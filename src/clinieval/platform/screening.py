@@ -10,14 +10,12 @@ import sqlalchemy as sa
 from clinieval.errors import InputError
 from clinieval.io.validate import has_nul
 from clinieval.platform.events import DECISION_EVENTS, now, record
-from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage import db, platform_tables, sqltables
 
 
 def flagged_answers(engine: sa.Engine, study_id: str) -> list[dict]:
     """Answers the leak guard held back, with the reason (for the admin)."""
-    s, a = P.answer_screens, S.answers
+    s, a = platform_tables.answer_screens, sqltables.answers
     query = (
         sa.select(s.c.answer_id, a.c.case_id, a.c.model_id, s.c.reason)
         .join(a, a.c.answer_id == s.c.answer_id)
@@ -30,7 +28,7 @@ def flagged_answers(engine: sa.Engine, study_id: str) -> list[dict]:
 
 def flagged_queue(engine: sa.Engine, study_id: str) -> list[dict]:
     """Flagged answers awaiting a decision, with their text and the reason."""
-    s, a, d = P.answer_screens, S.answers, P.screen_decisions
+    s, a, d = platform_tables.answer_screens, sqltables.answers, platform_tables.screen_decisions
     decided = sa.select(d.c.answer_id).where(d.c.study_id == study_id)
     with engine.connect() as conn:
         rows = conn.execute(
@@ -44,12 +42,12 @@ def flagged_queue(engine: sa.Engine, study_id: str) -> list[dict]:
 def decide(engine: sa.Engine, user_id: str, study_id: str, answer_id: str,
            decision: str) -> None:
     """Release a flagged answer to clinicians, or withdraw it for good."""
-    if decision not in P.SCREEN_DECISIONS:
+    if decision not in platform_tables.SCREEN_DECISIONS:
         raise InputError("flagged answer", "unknown decision", field="decision",
-                         expected=" | ".join(P.SCREEN_DECISIONS), got=decision)
+                         expected=" | ".join(platform_tables.SCREEN_DECISIONS), got=decision)
     if has_nul(answer_id):
         raise InputError("flagged answer", "not awaiting a decision", field="answer_id")
-    s, d = P.answer_screens, P.screen_decisions
+    s, d = platform_tables.answer_screens, platform_tables.screen_decisions
     with db.writing(engine) as conn:
         # Checked under the screen row's lock (SQLite: the write lock), so two
         # admins deciding at once cannot both decide: the second is refused.
@@ -62,7 +60,7 @@ def decide(engine: sa.Engine, user_id: str, study_id: str, answer_id: str,
         if status != "flagged" or decided is not None:
             raise InputError("flagged answer", "not awaiting a decision", field="answer_id",
                              got=answer_id)
-        conn.execute(P.screen_decisions.insert().values(
+        conn.execute(platform_tables.screen_decisions.insert().values(
             study_id=study_id, answer_id=answer_id, decision=decision, user_id=user_id,
             decided_at=now()))
         if decision == "release":

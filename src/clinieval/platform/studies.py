@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from clinieval import tables as T
+from clinieval import tables
 from clinieval.errors import InputError
 from clinieval.io.importer import import_into
 from clinieval.io.validate import check_no_nul, has_nul
@@ -32,9 +32,7 @@ from clinieval.platform.uploads import Upload, read_rubric, read_source
 from clinieval.rubric import rubric_to_dict, rubric_to_rows
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot, conform
-from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage import db, platform_tables, sqltables
 
 DEFAULT_CONSENT = (
     "I take part voluntarily. My ratings are stored under a pseudonym and used to evaluate"
@@ -142,13 +140,13 @@ def _content_written(engine: sa.Engine) -> Iterator[sa.Connection]:
 
 def _create(conn: sa.Connection, plan: StudyPlan, snap: Snapshot,
             specialties: tuple[str, ...], screens: list[dict]) -> dict[str, int]:
-    if conn.execute(sa.select(S.studies.c.study_id).where(
-            S.studies.c.study_id == plan.study_id)).first():
+    if conn.execute(sa.select(sqltables.studies.c.study_id).where(
+            sqltables.studies.c.study_id == plan.study_id)).first():
         raise InputError("study create", "a study with this id exists", field="study_id",
                          got=plan.study_id)
     import_into(conn, snap)
     conn.execute(
-        P.study_settings.insert().values(
+        platform_tables.study_settings.insert().values(
             study_id=plan.study_id,
             overlap_target=plan.overlap_target,
             pairwise_share=plan.pairwise_share,
@@ -158,8 +156,8 @@ def _create(conn: sa.Connection, plan: StudyPlan, snap: Snapshot,
             consent_text=plan.consent_text,
         )
     )
-    conn.execute(P.answer_screens.insert(), screens)
-    conn.execute(P.study_rubrics.insert().values(
+    conn.execute(platform_tables.answer_screens.insert(), screens)
+    conn.execute(platform_tables.study_rubrics.insert().values(
         study_id=plan.study_id, rubric_id=plan.rubric.rubric_id,
         version=str(plan.rubric.version), rationale_required=plan.rationale_required))
     store_rubric_version(conn, plan.study_id, plan.rubric)
@@ -184,7 +182,7 @@ def _study_snapshot(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> Sna
     )
     answers = source["answers"].filter(pc.is_in(source["answers"]["case_id"], cases["case_id"]))
     models = source["models"].filter(pc.is_in(source["models"]["model_id"], answers["model_id"]))
-    criteria = conform(pa.Table.from_pylist(rubric_to_rows(plan.rubric)), T.CRITERIA)
+    criteria = conform(pa.Table.from_pylist(rubric_to_rows(plan.rubric)), tables.CRITERIA)
     study = conform(
         pa.Table.from_pylist(
             [
@@ -197,9 +195,9 @@ def _study_snapshot(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> Sna
                 }
             ]
         ),
-        T.STUDIES,
+        tables.STUDIES,
     )
-    tables = {
+    content = {
         "studies": study,
         "cases": cases,
         "answers": answers,
@@ -207,15 +205,15 @@ def _study_snapshot(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> Sna
         "criteria": criteria,  # the importer reuses criteria stored with the same definition
     }
     info = {k: getattr(plan.rubric, k) for k in ("rubric_id", "version", "description")}
-    return Snapshot.from_tables(tables, {"rubric": info})
+    return Snapshot.from_tables(content, {"rubric": info})
 
 
 def _not_stored(engine: sa.Engine, models: pa.Table) -> pa.Table:
     """Models another study already brought (studies share model rows)."""
     ids = models["model_id"].to_pylist()
     with engine.connect() as conn:
-        stored = conn.execute(sa.select(S.models.c.model_id).where(
-            S.models.c.model_id.in_(ids))).scalars().all()
+        stored = conn.execute(sa.select(sqltables.models.c.model_id).where(
+            sqltables.models.c.model_id.in_(ids))).scalars().all()
     return models.filter(pc.invert(pc.is_in(models["model_id"], pa.array(stored, pa.string()))))
 
 
@@ -258,15 +256,15 @@ def add_cases(engine: sa.Engine, study_id: str, source: Snapshot,
     with _content_written(engine) as conn:
         # What the study has screened is read once the lock is held: the same
         # file sent twice at once adds its answers once and screens them once.
-        known = conn.execute(sa.select(P.answer_screens.c.answer_id).where(
-            P.answer_screens.c.study_id == study_id)).scalars().all()
+        known = conn.execute(sa.select(platform_tables.answer_screens.c.answer_id).where(
+            platform_tables.answer_screens.c.study_id == study_id)).scalars().all()
         new_answers = answers.filter(pc.invert(pc.is_in(answers["answer_id"],
                                                         pa.array(known, pa.string()))))
         screens = _screen(study_id, Snapshot.from_tables({"answers": new_answers}, {}),
                           _models_of(conn, new_answers, source["models"]))
         stored = import_into(conn, snap)
         if screens:
-            conn.execute(P.answer_screens.insert(), screens)
+            conn.execute(platform_tables.answer_screens.insert(), screens)
         counts = {"cases": stored["cases"], "answers": len(screens),
                   "flagged": sum(s["status"] == "flagged" for s in screens),
                   "left_out": outside.num_rows}
@@ -289,7 +287,7 @@ def _check_answer_cases(engine: sa.Engine, study_id: str, answers: pa.Table,
         pc.invert(pc.is_in(answers["case_id"], cases["case_id"])))).to_pylist()
     if not elsewhere:
         return
-    c = S.cases
+    c = sqltables.cases
     with engine.connect() as conn:
         foreign = conn.execute(sa.select(c.c.case_id).where(
             c.c.case_id.in_(elsewhere), c.c.study_id != study_id)).scalars().first()
@@ -302,8 +300,8 @@ def _check_answer_cases(engine: sa.Engine, study_id: str, answers: pa.Table,
 def _offered(engine: sa.Engine, study_id: str) -> list[str]:
     """The study's offered specialties."""
     with engine.connect() as conn:
-        offered = conn.execute(sa.select(P.study_settings.c.specialties).where(
-            P.study_settings.c.study_id == study_id)).scalar()
+        offered = conn.execute(sa.select(platform_tables.study_settings.c.specialties).where(
+            platform_tables.study_settings.c.study_id == study_id)).scalar()
     if offered is None:
         raise InputError("add cases", "no such study", field="study", got=study_id)
     return json.loads(offered)
@@ -312,7 +310,7 @@ def _offered(engine: sa.Engine, study_id: str) -> list[str]:
 def store_rubric_version(conn: sa.Connection, study_id: str, rubric: Rubric,
                          user_id: str | None = None) -> None:
     """Keep a rubric version of the study with its texts (what clinicians see)."""
-    conn.execute(P.study_rubric_versions.insert().values(
+    conn.execute(platform_tables.study_rubric_versions.insert().values(
         study_id=study_id, version=str(rubric.version), rubric_id=rubric.rubric_id,
         rubric=json.dumps(rubric_to_dict(rubric)), created_at=datetime.now(UTC),
         created_by=user_id))
@@ -327,7 +325,7 @@ def _models_of(conn: sa.Connection, answers: pa.Table, sent: pa.Table) -> list[d
     models need not send the models again)."""
     ids = set(answers["model_id"].to_pylist())
     rows = [m for m in sent.select(list(_MODEL_TERMS)).to_pylist() if m["model_id"] in ids]
-    m = S.models
+    m = sqltables.models
     rows += [r._asdict() for r in conn.execute(
         sa.select(*(m.c[c] for c in _MODEL_TERMS)).where(m.c.model_id.in_(sorted(ids))))]
     return rows
@@ -357,7 +355,7 @@ def _screen(study_id: str, snap: Snapshot, models: list[dict]) -> list[dict]:
 def rubric_versions(engine: sa.Engine, study_id: str) -> list[dict]:
     """The study's rubric versions, oldest first, with their texts when stored
     (``ratings.rubric_version`` names one of them)."""
-    v, sr = P.study_rubric_versions, P.study_rubrics
+    v, sr = platform_tables.study_rubric_versions, platform_tables.study_rubrics
     with engine.connect() as conn:
         current = conn.execute(sa.select(sr.c.version).where(sr.c.study_id == study_id)).scalar()
         rows = conn.execute(sa.select(v).where(v.c.study_id == study_id)
@@ -423,8 +421,8 @@ def prepare_study(engine: sa.Engine, form: dict, source: Upload, rubric: Upload 
     plan = plan_from_form(form, rubric)
     plan.check()
     with engine.connect() as conn:
-        if conn.execute(sa.select(S.studies.c.study_id).where(
-                S.studies.c.study_id == plan.study_id)).first():
+        if conn.execute(sa.select(sqltables.studies.c.study_id).where(
+                sqltables.studies.c.study_id == plan.study_id)).first():
             raise InputError("study form", "a study with this id exists", field="study_id",
                              got=plan.study_id)
     return plan, read_source(source)
@@ -437,15 +435,15 @@ def write_study(engine: sa.Engine, user_id: str, plan: StudyPlan, snapshot: Snap
     def creator_is_admin(conn: sa.Connection, counts: dict) -> None:
         record(conn, "study_created", user_id=user_id, study_id=plan.study_id,
                     detail=counts)
-        conn.execute(P.memberships.insert().values(study_id=plan.study_id, user_id=user_id,
-                                                   role="admin", consented_at=now()))
+        conn.execute(platform_tables.memberships.insert().values(
+            study_id=plan.study_id, user_id=user_id, role="admin", consented_at=now()))
 
     counts = create_study(engine, plan, snapshot, creator_is_admin)
     return {"study_id": plan.study_id, **counts}
 
 
 def content_counts(engine: sa.Engine, study_id: str) -> dict[str, int]:
-    c, a = S.cases, S.answers
+    c, a = sqltables.cases, sqltables.answers
     with engine.connect() as conn:
         cases = conn.execute(sa.select(sa.func.count()).where(
             c.c.study_id == study_id)).scalar_one()
@@ -479,7 +477,7 @@ def new_rubric_version(engine: sa.Engine, user_id: str | None, study_id: str,
         rubric = read_rubric(rubric)
     if has_nul(rubric.model_dump()):
         raise InputError("rubric", "contains a NUL character", field="rubric")
-    sr = P.study_rubrics
+    sr = platform_tables.study_rubrics
     with db.writing(engine) as conn:
         current = conn.execute(sa.select(sr).where(sr.c.study_id == study_id)).first()
         cfg = study_config(conn, study_id)
@@ -495,7 +493,7 @@ def new_rubric_version(engine: sa.Engine, user_id: str | None, study_id: str,
 
 
 def _check_new_version(conn: sa.Connection, rubric, current: sa.Row, shown: list[str]) -> None:
-    v = P.study_rubric_versions
+    v = platform_tables.study_rubric_versions
     if rubric.rubric_id != current.rubric_id:
         raise InputError("rubric", "a new version must be of the study's rubric",
                          field="rubric_id", expected=current.rubric_id, got=rubric.rubric_id)
@@ -513,5 +511,6 @@ def _check_new_version(conn: sa.Connection, rubric, current: sa.Row, shown: list
 
 def may_create_studies(conn: sa.Connection, user_id: str) -> bool:
     """Admins of any study may create more (the first admin comes from the CLI)."""
-    return conn.execute(sa.select(P.memberships.c.study_id).where(
-        P.memberships.c.user_id == user_id, P.memberships.c.role == "admin")).first() is not None
+    m = platform_tables.memberships
+    return conn.execute(sa.select(m.c.study_id).where(
+        m.c.user_id == user_id, m.c.role == "admin")).first() is not None

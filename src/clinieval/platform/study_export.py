@@ -21,8 +21,7 @@ from clinieval.errors import InputError
 from clinieval.platform.events import audit_log, record
 from clinieval.platform.studies import rubric_versions
 from clinieval.snapshot import Snapshot
-from clinieval.storage import db
-from clinieval.storage import platform_tables as P
+from clinieval.storage import db, platform_tables
 
 
 def study_snapshot(engine: sa.Engine, study_id: str) -> Snapshot:
@@ -42,8 +41,8 @@ def study_snapshot(engine: sa.Engine, study_id: str) -> Snapshot:
     with engine.connect() as conn:
         ids = json.loads(
             conn.execute(
-                sa.select(P.study_settings.c.criteria).where(
-                    P.study_settings.c.study_id == study_id
+                sa.select(platform_tables.study_settings.c.criteria).where(
+                    platform_tables.study_settings.c.study_id == study_id
                 )
             ).scalar_one()
         )
@@ -86,7 +85,7 @@ def export_salt(engine: sa.Engine) -> str:
     configured = get_settings().pseudonym_salt
     if configured != DEFAULT_SALT:
         return configured
-    table = P.platform_secrets
+    table = platform_tables.platform_secrets
     stored = sa.select(table.c.value).where(table.c.name == "pseudonym_salt")
     with db.reading(engine) as conn:  # once created, read without the write lock
         value = conn.execute(stored).scalar()

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from clinieval import tables as T
+from clinieval import tables
 from clinieval.errors import InputError
 from clinieval.platform.assignment import is_live, lease_next, renewable
 from clinieval.platform.config import StudyConfig
@@ -36,9 +36,7 @@ from clinieval.platform.read_models import (
     score_field,
     stored_choice,
 )
-from clinieval.storage import db, prepared
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage import db, platform_tables, prepared, sqltables
 from clinieval.storage.prepared import Prepared, run
 from clinieval.storage.rows import refusal
 
@@ -92,7 +90,7 @@ def task_fields(kind: str, criteria: tuple[CriterionView, ...]) -> set[str]:
     }
 
 
-_SCORE_TEXT = {str(s): s for s in T.SCORES}
+_SCORE_TEXT = {str(s): s for s in tables.SCORES}
 
 
 def _score(form: Mapping[str, object], name: str) -> int:
@@ -104,7 +102,7 @@ def _score(form: Mapping[str, object], name: str) -> int:
             SOURCE,
             "score out of range",
             field=name,
-            expected=f"an integer {T.SCORE_MIN}..{T.SCORE_MAX}",
+            expected=f"an integer {tables.SCORE_MIN}..{tables.SCORE_MAX}",
             got=raw,
         )
     return _SCORE_TEXT[str(raw).strip()]
@@ -129,12 +127,12 @@ def _choice(form: Mapping[str, object], lease: sa.Row) -> str | None:
         if raw not in (None, ""):
             raise InputError(SOURCE, "a rating task has no vote", field="choice")
         return None
-    if raw not in T.CHOICES:
+    if raw not in tables.CHOICES:
         raise InputError(
             SOURCE,
             "choose A, B, tie or both unacceptable",
             field="choice",
-            expected=" | ".join(T.CHOICES),
+            expected=" | ".join(tables.CHOICES),
             got=raw,
         )
     return str(raw)
@@ -195,9 +193,9 @@ class SubmissionBody(BaseModel):
     @field_validator("next", mode="before")
     @classmethod
     def _next(cls, kind: object) -> object:
-        if kind not in (None, "auto", *P.TASK_KINDS):
+        if kind not in (None, "auto", *platform_tables.TASK_KINDS):
             raise InputError("submission", "unknown kind of next task", field="next",
-                             expected="auto | " + " | ".join(P.TASK_KINDS), got=kind)
+                             expected="auto | " + " | ".join(platform_tables.TASK_KINDS), got=kind)
         return kind
 
 
@@ -256,21 +254,23 @@ def _write(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, user: sa.Row, s
     return result
 
 
-_RUBRIC_VERSION = Prepared(sa.select(P.study_rubrics.c.version).where(
-    P.study_rubrics.c.study_id == sa.bindparam("study")))
-_STORED_RESULT = Prepared(sa.select(P.idempotency_keys.c.result, P.idempotency_keys.c.user_id,
-                                    P.idempotency_keys.c.token).where(
-    P.idempotency_keys.c.key == sa.bindparam("key")))
-_LOCKED_LEASE = Prepared(sa.select(P.task_leases).where(
-    P.task_leases.c.token == sa.bindparam("token"),
-    P.task_leases.c.user_id == sa.bindparam("user"),
-    P.task_leases.c.study_id == sa.bindparam("study")).with_for_update())
-_NEW_KEY = prepared.insert(P.idempotency_keys, "key", "user_id", "token", "result",
+_RUBRIC_VERSION = Prepared(sa.select(platform_tables.study_rubrics.c.version).where(
+    platform_tables.study_rubrics.c.study_id == sa.bindparam("study")))
+_STORED_RESULT = Prepared(sa.select(platform_tables.idempotency_keys.c.result,
+                                    platform_tables.idempotency_keys.c.user_id,
+                                    platform_tables.idempotency_keys.c.token).where(
+    platform_tables.idempotency_keys.c.key == sa.bindparam("key")))
+_LOCKED_LEASE = Prepared(sa.select(platform_tables.task_leases).where(
+    platform_tables.task_leases.c.token == sa.bindparam("token"),
+    platform_tables.task_leases.c.user_id == sa.bindparam("user"),
+    platform_tables.task_leases.c.study_id == sa.bindparam("study")).with_for_update())
+_NEW_KEY = prepared.insert(platform_tables.idempotency_keys, "key", "user_id", "token", "result",
                            "created_at")
-_SUBMITTED = Prepared(P.task_leases.update().where(
-    P.task_leases.c.token == sa.bindparam("lease")).values(
+_SUBMITTED = Prepared(platform_tables.task_leases.update().where(
+    platform_tables.task_leases.c.token == sa.bindparam("lease")).values(
     status="submitted", preference_id=sa.bindparam("preference")))
-_DROP_DRAFT = Prepared(P.drafts.delete().where(P.drafts.c.token == sa.bindparam("lease")))
+_DROP_DRAFT = Prepared(platform_tables.drafts.delete().where(
+    platform_tables.drafts.c.token == sa.bindparam("lease")))
 """The statements of every submission, built once and run on the driver."""
 
 
@@ -354,7 +354,7 @@ def _revise_vote(conn: sa.Connection, lease: sa.Row, choice: str | None) -> tupl
     """A changed vote is a new preference row with the next revision (the
     lease then points at it); an unchanged one writes nothing. Returns the
     current preference id and its revision."""
-    p = S.preferences
+    p = sqltables.preferences
     stored = conn.execute(sa.select(p).where(p.c.preference_id == lease.preference_id)).one()
     revision = stored.revision or 0
     new_choice = stored_choice(choice or "", lease.shown_left)
@@ -364,13 +364,14 @@ def _revise_vote(conn: sa.Connection, lease: sa.Row, choice: str | None) -> tupl
            "choice": new_choice, "revision": revision + 1, "created_at": now()}
     statement = p.insert().returning(p.c.preference_id)
     preference_id = _insert_one(conn, statement, "preferences", row, 0)
-    conn.execute(P.task_leases.update().where(P.task_leases.c.token == lease.token)
+    leases = platform_tables.task_leases
+    conn.execute(leases.update().where(leases.c.token == lease.token)
                  .values(preference_id=preference_id))
     return preference_id, revision + 1
 
 
 def _latest(conn: sa.Connection, answers: list[str], rater_id: str) -> dict:
-    r = S.ratings
+    r = sqltables.ratings
     rows = conn.execute(
         sa.select(r)
         .where(r.c.answer_id.in_(answers), r.c.rater_id == rater_id)
@@ -449,7 +450,7 @@ def _ratings_insert(n: int) -> Prepared:
     one's id, answer and criterion."""
     statement = _RATINGS_INSERT.get(n)
     if statement is None:
-        r = S.ratings
+        r = sqltables.ratings
         statement = _RATINGS_INSERT[n] = Prepared(r.insert().values([
             {k: sa.bindparam(f"{k}_{i}", type_=r.c[k].type) for k in _RATING_KEYS}
             for i in range(n)]).returning(r.c.rating_id, r.c.answer_id, r.c.criterion_id))
@@ -465,10 +466,11 @@ def _insert_one(conn: sa.Connection, statement, table: str, row: dict, index: in
 
 def _add_preference(conn: sa.Connection, lease: sa.Row, rater_id: str, choice: str | None) -> int:
     case_id = conn.execute(
-        sa.select(S.answers.c.case_id).where(S.answers.c.answer_id == lease.answer_id)
+        sa.select(sqltables.answers.c.case_id)
+        .where(sqltables.answers.c.answer_id == lease.answer_id)
     ).scalar_one()
     row = {"case_id": case_id, "answer_a_id": lease.answer_id, "answer_b_id": lease.answer_b_id,
            "shown_left": lease.shown_left, "choice": stored_choice(choice or "", lease.shown_left),
            "rater_id": rater_id, "created_at": now(), "revision": 0}
-    statement = S.preferences.insert().returning(S.preferences.c.preference_id)
+    statement = sqltables.preferences.insert().returning(sqltables.preferences.c.preference_id)
     return _insert_one(conn, statement, "preferences", row, 0)

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Uplo
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from clinieval import tables as T
+from clinieval import tables
 from clinieval.errors import InputError
 from clinieval.platform import (
     events,
@@ -32,8 +32,7 @@ from clinieval.platform import (
 )
 from clinieval.platform.accounts import digest
 from clinieval.platform.config import StudyConfig, study_config
-from clinieval.storage import db
-from clinieval.storage import platform_tables as P
+from clinieval.storage import db, platform_tables
 from clinieval.web.kernel import STUDY_ROLES, blocking
 
 router = APIRouter(tags=["studies"])
@@ -58,8 +57,8 @@ class ApiCtx:
 def _token_row(conn: sa.Connection, header: str) -> sa.Row:
     if not header.lower().startswith("bearer "):
         raise HTTPException(401, "Send an API token: Authorization: Bearer <token>.")
-    row = conn.execute(sa.select(P.api_tokens).where(
-        P.api_tokens.c.token_hash == digest(header[7:].strip()))).first()
+    row = conn.execute(sa.select(platform_tables.api_tokens).where(
+        platform_tables.api_tokens.c.token_hash == digest(header[7:].strip()))).first()
     if row is None or row.revoked_at is not None:
         raise HTTPException(401, "This API token is not valid or was revoked.")
     return row
@@ -78,9 +77,9 @@ def _grant(engine: sa.Engine, header: str, level: str, study_id: str | None
                                          " a study scope.")
             return row.user_id, row.role, None
         wanted = STUDY_ROLES["admin" if level == "api_admin" else "viewer"]
-        member = conn.execute(sa.select(P.memberships.c.role).where(
-            P.memberships.c.study_id == study_id,
-            P.memberships.c.user_id == row.user_id)).scalar()
+        member = conn.execute(sa.select(platform_tables.memberships.c.role).where(
+            platform_tables.memberships.c.study_id == study_id,
+            platform_tables.memberships.c.user_id == row.user_id)).scalar()
         cfg = study_config(conn, study_id)
     if row.study_id not in (None, study_id) or cfg is None or member not in wanted \
             or row.role not in wanted:
@@ -221,7 +220,7 @@ async def safety(ctx: Viewer) -> dict:
 
 class Invitations(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt or unknown field is an error
-    role: Literal[T.ROLES] = "clinician"  # type: ignore[valid-type]
+    role: Literal[tables.ROLES] = "clinician"  # type: ignore[valid-type]
     emails: list[str] = Field(default_factory=list, max_length=membership.MAX_INVITES)
     count: int = Field(0, ge=0, le=membership.MAX_INVITES)
 
@@ -278,7 +277,7 @@ async def flagged(ctx: Admin) -> list[dict]:
 
 class Decision(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt or unknown field is an error
-    decision: Literal[P.SCREEN_DECISIONS]  # type: ignore[valid-type]
+    decision: Literal[platform_tables.SCREEN_DECISIONS]  # type: ignore[valid-type]
 
 
 @router.post("/api/studies/{study}/flagged/{answer_id}", status_code=204)
@@ -295,7 +294,7 @@ async def log(ctx: Admin) -> list[dict]:
 
 class TokenRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt or unknown field is an error
-    role: Literal[P.API_TOKEN_ROLES] = "viewer"  # type: ignore[valid-type]
+    role: Literal[platform_tables.API_TOKEN_ROLES] = "viewer"  # type: ignore[valid-type]
     label: str = Field("token", max_length=100)
 
 

@@ -24,9 +24,7 @@ from clinieval.platform import accounts, drafts, submissions
 from clinieval.platform.assignment import next_task, skip
 from clinieval.platform.events import aware, record
 from clinieval.platform.read_models import TaskView, task_view
-from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage import db, platform_tables, sqltables
 from clinieval.storage.prepared import Prepared, run
 from clinieval.web.kernel import (
     PRE_COOKIE,
@@ -143,8 +141,8 @@ def _invite_hint(conn: sa.Connection, token: str) -> dict:
 def _invitation(conn: sa.Connection, token: str) -> tuple[sa.Row, str]:
     """The open invitation and the name of its study (what the invitee joins)."""
     invitation = accounts.open_invitation(conn, token)
-    name = conn.execute(sa.select(S.studies.c.name).where(
-        S.studies.c.study_id == invitation.study_id)).scalar()
+    name = conn.execute(sa.select(sqltables.studies.c.name).where(
+        sqltables.studies.c.study_id == invitation.study_id)).scalar()
     return invitation, name or invitation.study_id
 
 
@@ -198,7 +196,7 @@ async def signin_link(token: str, ctx: Public) -> Response:
 def _first_session(engine: sa.Engine, user_id: str) -> tuple[str, str]:
     """Where a newly registered user goes first (:func:`_landing_page`), and a
     session for them."""
-    m = P.memberships
+    m = platform_tables.memberships
     with db.reading(engine) as conn:
         study, role = conn.execute(sa.select(m.c.study_id, m.c.role).where(
             m.c.user_id == user_id)).one()
@@ -207,7 +205,7 @@ def _first_session(engine: sa.Engine, user_id: str) -> tuple[str, str]:
 
 def _landing(engine: sa.Engine, user_id: str, study: str) -> str:
     """:func:`_landing_page` of a member who joined ``study``."""
-    m = P.memberships
+    m = platform_tables.memberships
     with db.reading(engine) as conn:
         role = conn.execute(sa.select(m.c.role).where(m.c.study_id == study,
                                                       m.c.user_id == user_id)).scalar()
@@ -232,7 +230,7 @@ async def studies(ctx: User) -> Response:
 
 
 def _studies(ctx: Ctx) -> list:
-    m, s = P.memberships, S.studies
+    m, s = platform_tables.memberships, sqltables.studies
     with db.reading(ctx.engine) as conn:
         return conn.execute(sa.select(s.c.study_id, s.c.name, m.c.role)
                             .join(m, m.c.study_id == s.c.study_id)
@@ -266,11 +264,12 @@ async def profile(ctx: Member) -> Response:
 def _save_profile(ctx: Ctx, values: dict) -> None:
     with db.writing(ctx.engine) as conn:
         record(conn, "profile_saved", user_id=ctx.user.user_id, study_id=ctx.study.study_id)
-        conn.execute(S.raters.update().where(S.raters.c.rater_id == ctx.user.rater_id)
-                     .values(**values))
-        conn.execute(P.memberships.update().where(
-            P.memberships.c.study_id == ctx.study.study_id,
-            P.memberships.c.user_id == ctx.user.user_id).values(consented_at=datetime.now(UTC)))
+        conn.execute(sqltables.raters.update()
+                     .where(sqltables.raters.c.rater_id == ctx.user.rater_id).values(**values))
+        conn.execute(platform_tables.memberships.update().where(
+            platform_tables.memberships.c.study_id == ctx.study.study_id,
+            platform_tables.memberships.c.user_id == ctx.user.user_id
+        ).values(consented_at=datetime.now(UTC)))
 
 
 def _profile_values(ctx: Ctx, form: dict[str, str]) -> dict:
@@ -305,7 +304,7 @@ async def feed(ctx: Clinician, saved: int = 0, empty: int = 0) -> Response:
 def _done(ctx: Ctx) -> tuple[dict[str, int], sa.Row | None]:
     """The clinician's submitted tasks in this study, by kind, and the task they
     have open (every button takes it up first: the page says so)."""
-    tl = P.task_leases
+    tl = platform_tables.task_leases
     mine = (tl.c.user_id == ctx.user.user_id, tl.c.study_id == ctx.study.study_id)
     with db.reading(ctx.engine) as conn:
         done = dict(conn.execute(sa.select(tl.c.kind, sa.func.count()).where(
@@ -318,7 +317,7 @@ def _done(ctx: Ctx) -> tuple[dict[str, int], sa.Row | None]:
 @router.post("/s/{study}/next")
 async def take_next(ctx: Clinician) -> Response:
     kind = (await _form(ctx.request)).get("kind", "auto")
-    if kind not in ("auto", *P.TASK_KINDS):
+    if kind not in ("auto", *platform_tables.TASK_KINDS):
         raise HTTPException(422, f"unknown task kind {kind!r}")
     token = await blocking(ctx.request, next_task, ctx.engine, ctx.study, ctx.user,
                            ctx.rater.specialty, kind)
@@ -327,10 +326,10 @@ async def take_next(ctx: Clinician) -> Response:
     return RedirectResponse(f"/s/{ctx.study.study_id}/t/{token}", status_code=303)
 
 
-_LEASE = Prepared(sa.select(P.task_leases).where(
-    P.task_leases.c.token == sa.bindparam("token"),
-    P.task_leases.c.user_id == sa.bindparam("user"),
-    P.task_leases.c.study_id == sa.bindparam("study")))
+_LEASE = Prepared(sa.select(platform_tables.task_leases).where(
+    platform_tables.task_leases.c.token == sa.bindparam("token"),
+    platform_tables.task_leases.c.user_id == sa.bindparam("user"),
+    platform_tables.task_leases.c.study_id == sa.bindparam("study")))
 
 
 def _lease(ctx: Ctx, token: str, conn: sa.Connection | None = None) -> sa.Row:
@@ -462,7 +461,8 @@ def _history_statement() -> sa.Select:
     the latest revision and time of its ratings (of either answer) and of its
     vote: one statement, where there was one per task before (a clinician of
     a paper-scale study has a hundred tasks)."""
-    tl, r, a, c, p = P.task_leases, S.ratings, S.answers, S.cases, S.preferences
+    tl, r, a, c, p = (platform_tables.task_leases, sqltables.ratings, sqltables.answers,
+                      sqltables.cases, sqltables.preferences)
     mine = (sa.select(r.c.answer_id, sa.func.max(r.c.revision).label("revision"),
                       sa.func.max(r.c.created_at).label("at"))
             .where(r.c.rater_id == sa.bindparam("rater")).group_by(r.c.answer_id).cte("mine"))

@@ -35,9 +35,7 @@ from clinieval.platform import studies
 from clinieval.platform.accounts import digest
 from clinieval.platform.config import SETTINGS, StudyConfig, config_from
 from clinieval.platform.events import aware, new_token, now
-from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage import db, platform_tables, sqltables
 from clinieval.storage.prepared import Prepared, run
 
 HERE = Path(__file__).parent
@@ -185,7 +183,7 @@ def gate(level: str):
 STUDY_LEVELS = ("member", "viewer", "admin", "clinician")
 
 SessionUser = namedtuple("SessionUser", "user_id email rater_id expires_at")
-Rater = namedtuple("Rater", [c.name for c in S.raters.columns])
+Rater = namedtuple("Rater", [c.name for c in sqltables.raters.columns])
 Membership = namedtuple("Membership", "role consented_at")
 
 
@@ -193,12 +191,13 @@ def _gate_statement(study: bool) -> sa.Select:
     """The session's user and, for a route of a study, in the same statement:
     their role there, the study's settings and current rubric text, and their
     rater row. Built once; each request only binds ``token`` (and ``study``)."""
-    s, u = P.sessions, P.users
+    s, u = platform_tables.sessions, platform_tables.users
     columns = [u.c.user_id, u.c.email, u.c.rater_id, s.c.expires_at]
     joined = s.join(u, u.c.user_id == s.c.user_id)
     if study:
-        m, st, sr, v, rt = (P.memberships, P.study_settings, P.study_rubrics,
-                            P.study_rubric_versions, S.raters)
+        m, st, sr, v, rt = (platform_tables.memberships, platform_tables.study_settings,
+                            platform_tables.study_rubrics, platform_tables.study_rubric_versions,
+                            sqltables.raters)
         columns += [m.c.role, m.c.consented_at, sr.c.rationale_required,
                     v.c.rubric.label("rubric_text"),
                     *(st.c[name].label("st_" + name) for name in SETTINGS),
@@ -269,7 +268,7 @@ def page(ctx: Ctx, name: str, status: int = 200, **values) -> HTMLResponse:
 
 def platform_key(engine: sa.Engine) -> bytes:
     """The cookie-signing key, created once per database."""
-    table = P.platform_secrets
+    table = platform_tables.platform_secrets
     with db.writing(engine) as conn:
         value = conn.execute(sa.select(table.c.value).where(table.c.name == "cookie_key")).scalar()
         if value is None:

@@ -40,13 +40,14 @@ import httpx
 import sqlalchemy as sa
 
 from clinieval.io.importer import import_snapshot
+from clinieval.platform import accounts, events
+from clinieval.platform.studies import store_rubric_version
 from clinieval.rubric import rubric_from_rows
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
 from clinieval.synth import STUDY_ID, generate
-from clinieval.web import auth
-from clinieval.web.studies import store_rubric_version
+from clinieval.web.kernel import Signer, platform_key
 from clinieval.web.testing import free_port, start_server, wait_until_serving
 
 _random = secrets.SystemRandom()
@@ -75,7 +76,7 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
     # The rubric's texts are stored as a version, as `study create` does.
     rubric = rubric_from_rows(snap["criteria"].to_pylist(), {"rubric_id": "bench",
                                                              "version": "1"})
-    now = auth.now()
+    now = events.now()
     with db.writing(engine) as conn:
         conn.execute(P.study_settings.insert().values(
             study_id=STUDY_ID, overlap_target=target, pairwise_share=PAIR_SHARE,
@@ -89,7 +90,7 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
             for a in snap["answers"]["answer_id"].to_pylist()])
         leases = _history(conn, snap["raters"]["rater_id"].to_pylist(), now)
     people = _specialties_of(snap["cases"]["specialty"].to_pylist(), max(clinicians, 1))
-    signer = auth.Signer(auth.platform_key(engine))
+    signer = Signer(platform_key(engine))
     cookies = {}
     for i in range(clinicians + 1):
         role = "admin" if i == clinicians else "clinician"
@@ -102,7 +103,7 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
                 password_hash="not-a-login", created_at=now))
             conn.execute(P.memberships.insert().values(study_id=STUDY_ID, user_id=user_id,
                                                        role=role, consented_at=now))
-        token = auth.open_session(engine, user_id)
+        token = accounts.open_session(engine, user_id)
         cookies[role if role == "admin" else user_id] = (signer.sign(token), signer.csrf(token))
     if engine.dialect.name == "postgresql":
         # A running study's tables have planner statistics; a database loaded a moment ago

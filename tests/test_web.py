@@ -17,14 +17,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clinieval import tables as T
+from clinieval.platform import (
+    accounts,
+    events,
+)
+from clinieval.platform.leakguard import LeakGuard
+from clinieval.platform.read_models import TaskView
+from clinieval.platform.screening import flagged_answers
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
-from clinieval.web import auth
-from clinieval.web.app import create_app
-from clinieval.web.leakguard import LeakGuard
-from clinieval.web.routes import ROUTE_LEVELS
-from clinieval.web.studies import flagged_answers
+from clinieval.web.app import ROUTE_LEVELS, create_app
 from clinieval.web.testing import (
     LOOK_ALIKES,
     MODELS,
@@ -35,7 +38,6 @@ from clinieval.web.testing import (
     model_strings,
     register_via_http,
 )
-from clinieval.web.views import TaskView
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -109,9 +111,9 @@ def test_every_route_declares_an_access_level(app):
 
 
 def test_the_task_routes_tried_first_shadow_no_other_route():
-    from clinieval.web.routes import TASK_PATHS, _flat, router
+    from clinieval.web.app import TASK_PATHS, _flat, pages
 
-    routes = [r for r in _flat(router.routes) if hasattr(r, "path_regex")]
+    routes = [r for r in _flat(pages.routes) if hasattr(r, "path_regex")]
     first = [r for r in routes if r.path in TASK_PATHS]
     for route in routes:
         if route.path not in TASK_PATHS:
@@ -134,7 +136,7 @@ def test_every_route_for_every_role(app, engine):
         for role in ROLES:
             c = clients[role]
             # Invitations are to study y, so accepting one changes no role in x.
-            url = path.format(study="x", token=auth.create_invitation(engine, "y", "clinician")
+            url = path.format(study="x", token=accounts.create_invitation(engine, "y", "clinician")
                               if path.startswith("/invite") else task)
             r = _request(c, method, url)
             refused = role in REFUSED[level]
@@ -187,7 +189,7 @@ def test_a_task_is_answered_only_in_its_own_studys_address(app, engine):
         user_id = conn.execute(sa.select(P.memberships.c.user_id)
                                .where(P.memberships.c.study_id == "x")).scalars().all()[-1]
         conn.execute(P.memberships.insert().values(study_id="y", user_id=user_id,
-                                                   role="clinician", consented_at=auth.now()))
+                                                   role="clinician", consented_at=events.now()))
         conn.execute(P.study_settings.update().where(P.study_settings.c.study_id == "y")
                      .values(specialties=json_module.dumps(["Pulmonology", "Pathology"])))
     assert c.get("/s/y").status_code == 200  # a clinician of y indeed
@@ -226,7 +228,7 @@ def test_sessions_survive_a_restart_and_end_at_sign_out(app, engine):
 
 def test_cookies_are_httponly_samesite_and_secure_over_https(app, engine):
     c = TestClient(app, follow_redirects=False, base_url="https://testserver")
-    token = auth.create_invitation(engine, "x", "clinician")
+    token = accounts.create_invitation(engine, "x", "clinician")
     page = c.get(f"/invite/{token}")
     password = "long enough pw"
     r = c.post(f"/invite/{token}", data={"csrf": csrf_of(page.text), "email": "a@example.org",
@@ -238,7 +240,7 @@ def test_cookies_are_httponly_samesite_and_secure_over_https(app, engine):
 
 
 def test_invitations_are_single_use_and_expire(app, engine):
-    token = auth.create_invitation(engine, "x", "clinician")
+    token = accounts.create_invitation(engine, "x", "clinician")
     c = client(app)
     register_via_http(c, engine, "x", "clinician")
     first = client(app)
@@ -252,7 +254,7 @@ def test_invitations_are_single_use_and_expire(app, engine):
     assert first.post(f"/invite/{token}", data=form).status_code == 303
     again = client(app)
     assert again.get(f"/invite/{token}").status_code == 404
-    expired = auth.create_invitation(engine, "x", "clinician", days=0)
+    expired = accounts.create_invitation(engine, "x", "clinician", days=0)
     assert client(app).get(f"/invite/{expired}").status_code == 404
 
 
@@ -262,8 +264,8 @@ def test_sign_in_is_rate_limited(app, engine):
     anon = client(app)
     statuses = [anon.post("/login", data={"csrf": csrf(anon), "email": email,
                                           "password": "wrong password"}).status_code
-                for _ in range(auth.LOGIN_MAX_FAILURES + 1)]
-    assert statuses == [401] * auth.LOGIN_MAX_FAILURES + [429]
+                for _ in range(accounts.LOGIN_MAX_FAILURES + 1)]
+    assert statuses == [401] * accounts.LOGIN_MAX_FAILURES + [429]
     right = anon.post("/login", data={"csrf": csrf(anon), "email": email,
                                       "password": "correct horse battery"})
     assert right.status_code == 429
@@ -292,7 +294,7 @@ def test_a_successful_sign_in_starts_the_count_afresh(app, engine):
         return anon.post("/login", data={"csrf": csrf(anon), "email": email,
                                          "password": password}).status_code
 
-    tries = auth.LOGIN_MAX_FAILURES - 1
+    tries = accounts.LOGIN_MAX_FAILURES - 1
     for _ in range(2):
         assert [attempt("wrong password") for _ in range(tries)] == [401] * tries
         assert attempt("correct horse battery") == 303
@@ -339,7 +341,7 @@ def test_a_vote_on_a_pair_not_given_and_an_expired_lease_are_refused(app, engine
     assert c.post(url, data=form, headers={"accept": "application/json"}).json()[
         "error"]["field"] == "choice"
     with db.writing(engine) as conn:
-        conn.execute(P.task_leases.update().values(expires_at=auth.now() - timedelta(minutes=1)))
+        conn.execute(P.task_leases.update().values(expires_at=events.now() - timedelta(minutes=1)))
         lapsed = conn.execute(sa.select(P.task_leases)).one()
         target = conn.execute(sa.select(P.study_settings.c.overlap_target).where(
             P.study_settings.c.study_id == "x")).scalar_one()
@@ -348,7 +350,7 @@ def test_a_vote_on_a_pair_not_given_and_an_expired_lease_are_refused(app, engine
                      .values(overlap_target=1))
         conn.execute(P.task_leases.insert().values(
             {**lapsed._asdict(), "token": "other", "user_id": other,
-             "expires_at": auth.now() + timedelta(minutes=30)}))
+             "expires_at": events.now() + timedelta(minutes=30)}))
     r = c.post(url, data=answer_form(c, url), headers={"accept": "application/json"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "lease"
     # Or took one of its answers alone, in a rating task: the pair would over-fill it.
@@ -616,7 +618,7 @@ def test_an_edit_appends_a_revision_and_keeps_the_first(app, engine):
 
 def test_a_blank_rubric_rendered_once_gives_the_page_rendered_in_full(app, engine,
                                                                      monkeypatch):
-    from clinieval.web import routes
+    from clinieval.web import clinician
 
     c = member(app, engine, "x", "clinician")
     key = re.compile(r'name="idempotency_key" value="[^"]+"')
@@ -624,7 +626,7 @@ def test_a_blank_rubric_rendered_once_gives_the_page_rendered_in_full(app, engin
         url = take(c, kind)
         once = c.get(url).text
         with monkeypatch.context() as m:
-            m.setattr(routes, "blank_rubric", lambda view: None)
+            m.setattr(clinician, "blank_rubric", lambda view: None)
             full = c.get(url).text
         assert 'name="s1.accuracy"' in once and key.sub("", once) == key.sub("", full)
         assert c.post(url, data=answer_form(c, url)).status_code == 303
@@ -708,7 +710,7 @@ def test_outside_my_expertise_and_lease_expiry_return_answers_to_the_pool(app, e
     assert a.post(first + "/skip", data={"csrf": csrf(a)}).status_code == 303
     assert _answer_of(engine, take(a)) != answer  # never offered to a again
     with db.writing(engine) as conn:
-        conn.execute(P.task_leases.update().values(expires_at=auth.now() - timedelta(hours=1)))
+        conn.execute(P.task_leases.update().values(expires_at=events.now() - timedelta(hours=1)))
     assert _answer_of(engine, take(b)) == answer  # skipped and expired leases do not count
 
 
@@ -766,8 +768,8 @@ def test_the_clinicians_own_answers_read_at_once_are_those_the_per_answer_probes
     and leased answers); the rating walk and the re-counts under the lock ask
     ``_not_mine`` of each answer. After rated, skipped, voted and still open
     tasks (and another clinician's), both give the same answers."""
+    from clinieval.platform import assignment
     from clinieval.storage.prepared import run
-    from clinieval.web import assignment as A
 
     c, other = member(app, engine, "x", "clinician"), member(app, engine, "x", "clinician")
     for kind, action in (("rating", "submit"), ("rating", "submit"), ("rating", "skip"),
@@ -784,8 +786,8 @@ def test_the_clinicians_own_answers_read_at_once_are_those_the_per_answer_probes
         sizes = []
         for user in users:
             probed = set(conn.execute(sa.select(al.c.answer_id).where(
-                ~A._not_mine(user, al.c.answer_id))).scalars())
-            read = set(run(conn, A._MINE, {"rater": user.rater_id, "user": user.user_id})
+                ~assignment._not_mine(user, al.c.answer_id))).scalars())
+            read = set(run(conn, assignment._MINE, {"rater": user.rater_id, "user": user.user_id})
                        .scalars()) & set(conn.execute(sa.select(al.c.answer_id)).scalars())
             assert read == probed, user.user_id
             sizes.append(len(read))
@@ -978,8 +980,8 @@ def _fuzz_client(app, engine) -> TestClient:
     return _FUZZ_CLIENT["client"]
 
 def _criteria_views():
+    from clinieval.platform.read_models import Anchor, CriterionView
     from clinieval.rubric import load_rubric
-    from clinieval.web.views import Anchor, CriterionView
 
     return tuple(CriterionView(criterion_id=c.criterion_id, name=c.name, definition="",
                                safety_critical=c.safety_critical,
@@ -1003,7 +1005,7 @@ def test_parse_accepts_only_complete_in_range_submissions(scores, extra, comment
     from types import SimpleNamespace
 
     from clinieval.errors import InputError
-    from clinieval.web.submit import parse
+    from clinieval.platform.submissions import parse
 
     criteria = _criteria_views()
     form = {f"s1.{k}": v for k, v in scores.items()}

@@ -18,13 +18,17 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
+from clinieval.platform import (
+    live,
+    membership,
+    screening,
+)
+from clinieval.platform.config import study_config
+from clinieval.platform.demo import demo_source
 from clinieval.snapshot import Snapshot
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
-from clinieval.web import live, manage
-from clinieval.web.assignment import study_config
-from clinieval.web.demo import demo_source
-from clinieval.web.routes import ROUTE_LEVELS
+from clinieval.web.app import ROUTE_LEVELS
 from clinieval.web.testing import csrf_of, register_via_http
 from tests.helpers import zipped_bundle
 
@@ -68,7 +72,7 @@ def signed_in(app, engine, study: str, role: str, token_role: str | None = None,
     email = register_via_http(c, engine, study, role)
     uid = user_id(engine, email)
     if token_role:
-        c.headers["Authorization"] = "Bearer " + manage.create_token(
+        c.headers["Authorization"] = "Bearer " + membership.create_token(
             engine, uid, scope, token_role, "test")
     return c, uid
 
@@ -100,9 +104,9 @@ def _clients(app, engine) -> dict[str, TestClient]:
     clients["viewer"], _ = signed_in(app, engine, "x", "viewer", "viewer")
     clients["admin"], _ = signed_in(app, engine, "x", "admin", "admin", scope=None)
     _, y_admin = signed_in(app, engine, "y", "admin")
-    clients["other_study_token"] = client(app, manage.create_token(engine, y_admin, "y",
+    clients["other_study_token"] = client(app, membership.create_token(engine, y_admin, "y",
                                                                    "admin", "y"))
-    revoked = manage.create_token(engine, y_admin, None, "admin", "gone")
+    revoked = membership.create_token(engine, y_admin, None, "admin", "gone")
     with engine.begin() as conn:
         conn.execute(P.api_tokens.update().where(P.api_tokens.c.label == "gone")
                      .values(revoked_at=sa.func.now()))
@@ -130,7 +134,9 @@ def _request(c: TestClient, method: str, url: str):
 
 
 def test_every_route_for_every_role(app, engine):
-    from clinieval.web import auth
+    from clinieval.platform import (
+        accounts,
+    )
 
     clients = _clients(app, engine)
     next_task = clients["clinician"].post("/s/x/next", data={
@@ -143,7 +149,7 @@ def test_every_route_for_every_role(app, engine):
         level = ROUTE_LEVELS[key]
         for role in ROLES:
             url = path.format(
-                study="x", token=auth.create_invitation(engine, "y", "clinician")
+                study="x", token=accounts.create_invitation(engine, "y", "clinician")
                 if path.startswith("/invite") else task,
                 rater_id="r_nobody", answer_id="a_nobody", token_id="000000000000")
             r = _request(clients[role], method, url)
@@ -205,7 +211,7 @@ def test_a_misspelt_api_form_field_is_refused_not_ignored(app, engine, tmp_path)
     """`specialtys` for `specialties` made a study of every specialty with the
     default settings; now a 422 naming the field, and nothing is made."""
     _, uid = signed_in(app, engine, "x", "admin")
-    api = client(app, manage.create_token(engine, uid, None, "admin", "script"))
+    api = client(app, membership.create_token(engine, uid, None, "admin", "script"))
     before = _counts(engine)
     upload = {"source": ("s.zip", zipped_source(tmp_path), "application/zip")}
     r = api.post("/api/studies", data={"study_id": "typo", "specialtys": NEW_SPECIALTY,
@@ -243,7 +249,7 @@ def test_adding_the_file_a_study_was_made_from_leaves_out_other_specialties(
     derm = Snapshot.from_tables({**base.tables, "cases": other, "answers": other_answers},
                                 base.meta)
     _, uid = signed_in(app, engine, "x", "admin")
-    api = client(app, manage.create_token(engine, uid, None, "admin", "script"))
+    api = client(app, membership.create_token(engine, uid, None, "admin", "script"))
     r = api.post("/api/studies", data={"study_id": "mix", "specialties": NEW_SPECIALTY},
                  files={"source": ("mixed.zip", zipped_bundle(mixed, tmp_path, "mixed"))})
     assert r.status_code == 201, r.text
@@ -354,7 +360,7 @@ def test_an_invitation_for_an_address_admits_that_address_only(app, engine):
     (dee,) = _invite(c, 'Dee Example <Dee@Example.org>')
     assert _accept(client(app), dee, "dee@example.org").status_code == 303
     # The API takes a list of addresses only: an entry that is not one is refused.
-    api = client(app, manage.create_token(engine, user_id(engine, _emails(engine)[0]), "x",
+    api = client(app, membership.create_token(engine, user_id(engine, _emails(engine)[0]), "x",
                                           "admin", "t"))
     links = sa.select(sa.func.count()).select_from(P.invitations)
     with engine.connect() as conn:
@@ -448,7 +454,7 @@ def test_a_viewer_or_admin_accepting_a_link_is_not_asked_for_a_clinician_profile
                 assert conn.execute(sa.select(S.raters.c.specialty).where(
                     S.raters.c.rater_id == rater_of(engine, f"{role}.landing@example.org"))
                 ).scalar() is None
-    joined = {m["rater_id"]: m["joined"] for m in manage.members(engine, "x")}
+    joined = {m["rater_id"]: m["joined"] for m in membership.members(engine, "x")}
     assert joined[rater_of(engine, "viewer.landing@example.org")] is True
     assert joined[rater_of(engine, "clinician.landing@example.org")] is False  # no profile yet
     # Signed in already, a viewer accepting a link to another study lands there too.
@@ -506,7 +512,7 @@ def test_an_admin_sees_and_withdraws_unused_links(app, engine):
     assert r.status_code == 422 and "which" in r.text
     # The same over the API.
     _, uid = signed_in(app, engine, "x", "admin")
-    api = client(app, manage.create_token(engine, uid, "x", "admin", "links"))
+    api = client(app, membership.create_token(engine, uid, "x", "admin", "links"))
     assert api.post("/api/studies/x/invitations", json={"count": 3}).status_code == 201
     (group,) = api.get("/api/studies/x/invitations").json()
     assert in_two_weeks(group.pop("last_expires"))
@@ -534,7 +540,7 @@ def test_a_revocation_at_the_moment_a_link_is_accepted_is_not_undone(app, engine
 
     def revoke_meanwhile(conn, cursor, statement, parameters, context, executemany):
         if statement.startswith("UPDATE invitations SET used_at") and not waited:
-            revoking = threading.Thread(target=manage.revoke,
+            revoking = threading.Thread(target=membership.revoke,
                                         args=(engine, admin_id, "x", rater))
             revoking.start()
             revoking.join(1.0)  # done at once before the fix; now it waits for the join
@@ -573,7 +579,7 @@ def rater_of(engine, email: str) -> str:
 
 def test_release_and_withdraw_flagged_answers_are_logged(app, engine):
     c = admin_client(app, engine)
-    queue = manage.flagged_queue(engine, "x")
+    queue = screening.flagged_queue(engine, "x")
     assert len(queue) == 2
     page = c.get("/s/x/admin/flagged")
     assert queue[0]["answer_id"] in page.text
@@ -582,7 +588,7 @@ def test_release_and_withdraw_flagged_answers_are_logged(app, engine):
     r = c.post("/s/x/admin/flagged", data={"csrf": csrf(c), "answer_id": released,
                                            "decision": "release"})
     assert r.status_code == 422 and "confirm" in r.text, r.text
-    assert len(manage.flagged_queue(engine, "x")) == 2
+    assert len(screening.flagged_queue(engine, "x")) == 2
     for answer, decision in ((released, "release"), (withdrawn, "withdraw")):
         r = c.post("/s/x/admin/flagged", data={"csrf": csrf(c), "answer_id": answer,
                                                "decision": decision, "confirm": "yes"})
@@ -590,7 +596,7 @@ def test_release_and_withdraw_flagged_answers_are_logged(app, engine):
     again = c.post("/s/x/admin/flagged", data={"csrf": csrf(c), "answer_id": released,
                                                "decision": "withdraw"})
     assert again.status_code == 422 and "not awaiting a decision" in again.text
-    assert manage.flagged_queue(engine, "x") == []
+    assert screening.flagged_queue(engine, "x") == []
     with engine.connect() as conn:
         status = dict(conn.execute(sa.select(P.answer_screens.c.answer_id,
                                              P.answer_screens.c.status).where(
@@ -748,7 +754,7 @@ def _rater_ids(engine) -> list[str]:
 
 def test_the_api_creates_a_study_invites_and_exports(app, engine, tmp_path):
     _, uid = signed_in(app, engine, "x", "admin")
-    token = manage.create_token(engine, uid, None, "admin", "script")
+    token = membership.create_token(engine, uid, None, "admin", "script")
     api = client(app, token)
     r = api.post("/api/studies", data={"study_id": "api1", "specialties": NEW_SPECIALTY,
                                        "overlap_target": "2"},
@@ -771,7 +777,7 @@ def test_the_api_creates_a_study_invites_and_exports(app, engine, tmp_path):
     assert viewer.get("/api/studies/api1/safety").status_code == 200
     assert viewer.get("/api/studies/api1/members").status_code == 403
     assert viewer.get("/api/studies/x/progress").status_code == 403
-    token_id = manage.tokens(engine, "api1", uid)[-1]["token_id"]
+    token_id = membership.tokens(engine, "api1", uid)[-1]["token_id"]
     assert api.post(f"/api/studies/api1/tokens/{token_id}/revoke").status_code == 204
     assert viewer.get("/api/studies/api1/safety").status_code == 401
     bad = api.post("/api/studies/api1/flagged/nope", json={"decision": "keep"})

@@ -23,9 +23,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from clinieval.io.bundle import write_bundle
+from clinieval.platform import (
+    accounts,
+)
 from clinieval.rubric import load_rubric, rubric_to_dict
 from clinieval.snapshot import Snapshot
-from clinieval.web import auth
 from clinieval.web.testing import (
     SELF_IDENTIFYING,
     csrf_of,
@@ -116,7 +118,7 @@ def test_admin_flow_in_a_browser(db_url, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
     source = _source_zip(tmp_path)
     with served_studies(db_url, tmp_path) as (engine, base):
-        invitation = auth.create_invitation(engine, "x", "admin")
+        invitation = accounts.create_invitation(engine, "x", "admin")
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             context = browser.new_context(viewport={"width": 1280, "height": 900},

@@ -23,13 +23,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clinieval import web
+from clinieval.errors import InputError
+from clinieval.platform import (
+    accounts,
+    events,
+    membership,
+    screening,
+    uploads,
+)
+from clinieval.platform.demo import demo_source
+from clinieval.platform.studies import StudyPlan, create_study
 from clinieval.rubric import load_rubric
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
-from clinieval.web import auth, manage
 from clinieval.web.app import MAX_BODY
-from clinieval.web.demo import demo_source
-from clinieval.web.studies import StudyPlan, create_study
 from clinieval.web.testing import free_port, start_server
 from tests.test_web_admin import (
     NEW_SPECIALTY,
@@ -124,15 +131,15 @@ def test_added_answers_are_screened_for_models_stored_before(app, engine):
 
 def test_two_admins_deciding_one_flagged_answer_at_once_decide_it_once(app, engine):
     _, admin = signed_in(app, engine, "x", "admin")
-    answer = manage.flagged_queue(engine, "x")[0]["answer_id"]
+    answer = screening.flagged_queue(engine, "x")[0]["answer_id"]
     start, outcomes = threading.Barrier(6), []
 
     def decide(decision: str) -> None:
         start.wait()
         try:
-            manage.decide(engine, admin, "x", answer, decision)
+            screening.decide(engine, admin, "x", answer, decision)
             outcomes.append(decision)
-        except manage.InputError:
+        except InputError:
             outcomes.append("refused")
 
     threads = [threading.Thread(target=decide, args=(d,)) for d in ("release", "withdraw") * 3]
@@ -154,19 +161,20 @@ def test_two_admins_deciding_one_flagged_answer_at_once_decide_it_once(app, engi
 
 def test_an_all_studies_admin_token_reads_a_study_its_owner_views_as_a_viewer(app, engine):
     owner, owner_id = signed_in(app, engine, "y", "admin")
-    invitation = auth.create_invitation(engine, "x", "viewer")
+    invitation = accounts.create_invitation(engine, "x", "viewer")
     assert owner.post(f"/invite/{invitation}", data={"csrf": csrf(owner)}).status_code == 303
-    token = manage.create_token(engine, owner_id, None, "admin", "every study")
+    token = membership.create_token(engine, owner_id, None, "admin", "every study")
     api = client(app, token)
     assert api.get("/api/studies/y/progress").json()["clinicians"] is not None
     progress = api.get("/api/studies/x/progress")
     assert progress.status_code == 200 and progress.json()["clinicians"] is None
     assert api.get("/api/studies/x/members").status_code == 403
     # The token reaches both of the owner's studies: its creation is in both logs.
-    (owner_rater,) = [m["rater_id"] for m in manage.members(engine, "y") if m["role"] == "admin"]
+    (owner_rater,) = [m["rater_id"] for m in membership.members(engine, "y")
+                      if m["role"] == "admin"]
     for study in ("x", "y"):
-        events = [(e["kind"], e["who"]) for e in manage.audit_log(engine, study)]
-        assert ("token_created", owner_rater) in events, (study, events)
+        logged = [(e["kind"], e["who"]) for e in events.audit_log(engine, study)]
+        assert ("token_created", owner_rater) in logged, (study, logged)
 
 
 # --- hostile uploads, ids and bodies ------------------------------------------------------------
@@ -200,7 +208,7 @@ def _damaged(kind: str) -> bytes:
     ("..", b"PK"), ("." * 300 + ".zip", _zip({"cases.csv": b"x"})), ("\x00.zip", b"PK"),
     ("s.zip", _damaged("encrypted")), ("s.zip", _damaged("method")),
     ("s.zip", _damaged("stream")), ("s.zip", _zip({"a" * 300 + ".csv": b"x"})),
-    ("s.zip", _zip({f"f{i}.csv": b"" for i in range(manage.MAX_MEMBERS + 1)},
+    ("s.zip", _zip({f"f{i}.csv": b"" for i in range(uploads.MAX_MEMBERS + 1)},
                    zipfile.ZIP_STORED)),
 ])
 def test_hostile_uploads_are_refused_naming_the_upload(app, engine, name, content):
@@ -237,7 +245,7 @@ def test_any_upload_gets_an_answer_not_a_server_error(app, engine):
 def test_hostile_ids_and_bodies_get_4xx(app, engine):
     admin = admin_client(app, engine)
     _, admin_id = signed_in(app, engine, "x", "admin")
-    api = client(app, manage.create_token(engine, admin_id, "x", "admin", "t"))
+    api = client(app, membership.create_token(engine, admin_id, "x", "admin", "t"))
     before = counts(engine)
     assert admin.get("/s/x%00/progress").status_code == 404
     assert api.get("/api/studies/x%00/progress").status_code == 404
@@ -266,7 +274,7 @@ def test_what_the_web_fuzzing_crashed_on_gets_4xx(app, engine):
     nothing written. TestClient re-raises a server error, so a 500 fails here."""
     admin = admin_client(app, engine)
     _, admin_id = signed_in(app, engine, "x", "admin")
-    api = client(app, manage.create_token(engine, admin_id, "x", "admin", "t"))
+    api = client(app, membership.create_token(engine, admin_id, "x", "admin", "t"))
     nurse, _ = signed_in(app, engine, "x", "clinician")
     before = counts(engine)
     # A CSRF token that is not ASCII text (compare_digest raised TypeError), or a file.
@@ -315,7 +323,7 @@ def test_what_the_web_fuzzing_crashed_on_gets_4xx(app, engine):
 
 
 def test_a_body_past_the_limit_is_refused_as_it_arrives(app, engine):
-    api = client(app, manage.create_token(engine, signed_in(app, engine, "x", "admin")[1],
+    api = client(app, membership.create_token(engine, signed_in(app, engine, "x", "admin")[1],
                                           "x", "admin", "t"))
     declared = api.post("/api/studies/x/cases", content=b"x" * (MAX_BODY + 1),
                         headers={"content-type": "multipart/form-data; boundary=b"})
@@ -358,8 +366,8 @@ def test_guesses_sent_at_once_get_no_more_tries_than_the_limit(app, engine, db_u
         for server in servers:
             server.kill()
             server.wait()
-    assert statuses.count(401) == auth.LOGIN_MAX_FAILURES, statuses
-    assert statuses.count(429) == 20 - auth.LOGIN_MAX_FAILURES, statuses
+    assert statuses.count(401) == accounts.LOGIN_MAX_FAILURES, statuses
+    assert statuses.count(429) == 20 - accounts.LOGIN_MAX_FAILURES, statuses
 
 
 def test_an_unknown_address_costs_a_password_check_like_a_known_one(engine, monkeypatch):
@@ -378,10 +386,10 @@ def test_an_unknown_address_costs_a_password_check_like_a_known_one(engine, monk
         def hash(self, password):
             return self.hasher.hash(password)
 
-    monkeypatch.setattr(auth, "_hasher", Counting(auth._hasher))
+    monkeypatch.setattr(accounts, "_hasher", Counting(accounts._hasher))
     for email in ("nobody@example.org", "nobody@example.org"):
-        with pytest.raises(auth.AuthError):
-            auth.sign_in(engine, email, "wrong password")
+        with pytest.raises(accounts.AuthError):
+            accounts.sign_in(engine, email, "wrong password")
     assert len(checks) == 2 and all(c.startswith("$argon2") for c in checks)
 
 
@@ -436,7 +444,7 @@ def test_two_studies_created_at_once_share_models_or_refuse_the_id(engine, same_
     def create_b() -> None:
         try:
             outcome["b"] = create_study(engine, plan_b, demo_source())
-        except manage.InputError as err:
+        except InputError as err:
             outcome["b"] = err
 
     def start_b_meanwhile(conn, made) -> None:
@@ -451,7 +459,7 @@ def test_two_studies_created_at_once_share_models_or_refuse_the_id(engine, same_
     with engine.connect() as conn:
         studies = set(conn.execute(sa.select(S.studies.c.study_id)).scalars())
     if same_id:
-        assert isinstance(outcome["b"], manage.InputError)
+        assert isinstance(outcome["b"], InputError)
         assert "a study with this id exists" in str(outcome["b"])
         assert {"first"} <= studies and "second" not in studies
     else:
@@ -464,8 +472,8 @@ def test_the_same_cases_added_twice_at_once_are_added_once(engine):
     its transaction, and then adds nothing (it screened the same answers
     again and failed on their screen rows: a 500)."""
     from clinieval import tables as T
+    from clinieval.platform.studies import add_cases
     from clinieval.snapshot import Snapshot, conform
-    from clinieval.web.studies import add_cases
     from clinieval.web.testing import make_studies
 
     make_studies(engine)

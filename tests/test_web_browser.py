@@ -23,9 +23,11 @@ import sqlalchemy as sa
 
 from clinieval import tables as T
 from clinieval.audit.data import from_bundle
+from clinieval.platform import (
+    accounts,
+)
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
-from clinieval.web import auth
 from clinieval.web.testing import (
     CHROMIUM,
     model_strings,
@@ -86,7 +88,7 @@ def test_clinician_flow_in_a_browser(db_url, tmp_path):
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         context.on("response", scanner)
         page = context.new_page()
-        _register(page, base, auth.create_invitation(engine, "x", "clinician"))
+        _register(page, base, accounts.create_invitation(engine, "x", "clinician"))
         page = _three_rating_tasks(context, page, base, tmp_path)
         _pairwise_task(page, tmp_path)
         _edit_one_rating(page)
@@ -113,7 +115,7 @@ def _at_a_task(db_url: str, tmp_path: Path):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         context = browser.new_context()
         page = context.new_page()
-        _register(page, base, auth.create_invitation(engine, "x", "clinician"))
+        _register(page, base, accounts.create_invitation(engine, "x", "clinician"))
         _next_by_keyboard(page)
         yield engine, base, browser, context, page
 

@@ -19,10 +19,12 @@ from typer.testing import CliRunner
 
 from clinieval.cli import app
 from clinieval.io.bundle import read_bundle, write_bundle
+from clinieval.platform import (
+    accounts,
+)
+from clinieval.platform.demo import DEMO_STUDY, setup_demo
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
-from clinieval.web import auth
-from clinieval.web.demo import DEMO_STUDY, setup_demo
 from clinieval.web.testing import SELF_IDENTIFYING, blinding_source, csrf_of, free_port
 from tests.helpers import zipped_bundle
 
@@ -43,7 +45,7 @@ def test_study_create_flagged_invite_and_export(db_url, tmp_path):
     token = re.search(r"/invite/(\S+)", r.stdout).group(1)
     engine = db.make_engine(db_url)
     with engine.connect() as conn:
-        assert auth.open_invitation(conn, token).role == "clinician"
+        assert accounts.open_invitation(conn, token).role == "clinician"
     export = ["study", "export", "cardio", "--out", str(tmp_path / "export"),
               "--database-url", db_url]
     r = runner.invoke(app, export)
@@ -74,7 +76,7 @@ def test_the_readme_five_steps_start_from_the_demo_source(db_url, tmp_path, monk
     assert r.exit_code == 0, r.output
     token = re.fullmatch(r"https://ratings\.example\.org/invite/(\S+)\n", r.stdout).group(1)
     with engine.connect() as conn:
-        invitation = auth.open_invitation(conn, token)
+        invitation = accounts.open_invitation(conn, token)
     assert (invitation.role, invitation.email) == ("admin", "me@example.org")
     engine.dispose()
 
@@ -223,10 +225,13 @@ def test_the_readmes_api_example_runs_against_the_server(db_url, tmp_path, monke
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from clinieval.platform import (
+        events,
+        membership,
+    )
+    from clinieval.platform.demo import demo_source
     from clinieval.snapshot import Snapshot
     from clinieval.storage import sqltables as S
-    from clinieval.web import manage
-    from clinieval.web.demo import demo_source
     from clinieval.web.testing import served_studies
 
     source = demo_source()
@@ -251,10 +256,10 @@ def test_the_readmes_api_example_runs_against_the_server(db_url, tmp_path, monke
                 conn.execute(S.raters.insert().values(rater_id="r_readme"))
                 conn.execute(P.users.insert().values(
                     user_id=owner, email="readme@example.org", rater_id="r_readme",
-                    password_hash="not-a-login", created_at=auth.now()))
+                    password_hash="not-a-login", created_at=events.now()))
                 conn.execute(P.memberships.insert().values(study_id="x", user_id=owner,
                                                            role="admin"))
-        token = manage.create_token(engine, owner, None, "admin", "readme")
+        token = membership.create_token(engine, owner, None, "admin", "readme")
         code = _readme_api_example().replace('"http://127.0.0.1:8000"', repr(base))
         assert "ce_..." in code
         code = code.replace("ce_...", token)

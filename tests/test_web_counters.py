@@ -165,7 +165,7 @@ def test_a_large_studys_live_view_is_computed_in_the_background(engine, monkeypa
     """Above the inline limit the page does not wait: it says the view is being
     computed, a background process computes it with the audit's own code, and
     later loads show that result with its as-of time and n."""
-    from clinieval.web import live
+    from clinieval.platform import live
 
     make_studies(engine, overlap=3)
     with engine.connect() as conn:
@@ -192,8 +192,10 @@ def test_rater_counts_by_hand_through_screening_nulls_and_partial_deletes(db_url
     is screened count once it is; a NULL revision is a first rating and a NULL
     time counts as 0; deleting the row with the longest time leaves the next
     longest; a vote without a rater counts for nobody; two studies apart."""
+    from clinieval.platform import (
+        events,
+    )
     from clinieval.storage import platform_tables as P
-    from clinieval.web import auth
     from clinieval.web.testing import make_studies
 
     engine = db.make_engine(db_url)
@@ -239,7 +241,7 @@ def test_rater_counts_by_hand_through_screening_nulls_and_partial_deletes(db_url
     assert kept()[("y", "r2")] == (1, 0, 9250.0)
     with db.writing(engine) as conn:
         conn.execute(s.insert().values(study_id="x", answer_id=a1, status="clear",
-                                       screened_at=auth.now()))
+                                       screened_at=events.now()))
         conn.execute(r.insert(), rows("r1", a1, [99.0, 99.0], revision=1))  # an edit
     assert kept() == {("x", "r1"): (2, 0, 12500.0), ("y", "r2"): (1, 0, 9250.0)}
     with db.writing(engine) as conn:
@@ -268,8 +270,10 @@ def test_counters_match_a_recount_after_every_statement_of_a_random_history(db_u
     transaction the stored counters equal a recount."""
     import random
 
+    from clinieval.platform import (
+        events,
+    )
     from clinieval.storage import platform_tables as P
-    from clinieval.web import auth
 
     rnd = random.Random(seed)
     engine = db.make_engine(db_url)
@@ -285,7 +289,7 @@ def test_counters_match_a_recount_after_every_statement_of_a_random_history(db_u
         criteria = conn.execute(sa.select(S.criteria.c.criterion_id)
                                 .order_by(S.criteria.c.criterion_id)).scalars().all()[:3]
         conn.execute(s.insert().values(study_id="y", answer_id=xs[0], status="clear",
-                                       screened_at=auth.now()))  # in both studies
+                                       screened_at=events.now()))  # in both studies
         conn.execute(s.delete().where(s.c.answer_id == xs[1]))  # in none
         conn.execute(S.raters.insert(), [{"rater_id": f"r{i}"} for i in range(3)])
     answers, raters = xs + ys, ["r0", "r1", "r2"]
@@ -343,9 +347,12 @@ def test_the_live_view_is_the_audit_of_the_export_with_its_settings(engine, tmp_
     import numpy as np
 
     from clinieval.audit.run import audit
+    from clinieval.platform import (
+        live,
+        study_export,
+    )
+    from clinieval.platform.study_export import export_study
     from clinieval.snapshot import Snapshot
-    from clinieval.web import live, manage
-    from clinieval.web.studies import export_study
 
     make_studies(engine, overlap=3)
     with engine.connect() as conn:
@@ -372,7 +379,7 @@ def test_the_live_view_is_the_audit_of_the_export_with_its_settings(engine, tmp_
     assert not view["empty"] and view["n_ratings"] == len(ratings)
     assert view["n_rated"] == len({(r["answer_id"], r["rater_id"]) for r in ratings})
     assert view["settings"]["bootstrap"] == live.LIVE_BOOTSTRAP
-    export_study(engine, "x", tmp_path / "export", salt=manage.export_salt(engine))
+    export_study(engine, "x", tmp_path / "export", salt=study_export.export_salt(engine))
     report = audit(tmp_path / "export", bootstrap=view["settings"]["bootstrap"])
     by_key = {s.key: s for s in report.sections}
     compared = 0

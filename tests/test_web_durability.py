@@ -109,7 +109,7 @@ def test_the_live_view_process_ends_when_the_server_is_killed():
     to shut its pool down)."""
     script = (
         "import time\n"
-        "from clinieval.web import live\n"
+        "from clinieval.platform import live\n"
         "live._pool().submit(time.sleep, 120)\n"
         "print(*live._pool()._processes, flush=True)\n"
         "time.sleep(120)\n")

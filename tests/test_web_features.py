@@ -21,15 +21,19 @@ from typer.testing import CliRunner
 from clinieval.audit.data import from_bundle, from_snapshot
 from clinieval.cli import app as cli_app
 from clinieval.io.bundle import read_bundle, write_bundle
+from clinieval.platform import (
+    accounts,
+    events,
+    membership,
+)
+from clinieval.platform.demo import DEMO_STUDY, setup_demo
+from clinieval.platform.study_export import export_study, study_snapshot
 from clinieval.rubric import load_rubric, rubric_to_dict
 from clinieval.snapshot import Snapshot
 from clinieval.storage import db
 from clinieval.storage import platform_tables as P
 from clinieval.storage import sqltables as S
-from clinieval.web import auth, manage
 from clinieval.web.app import create_app
-from clinieval.web.demo import DEMO_STUDY, setup_demo
-from clinieval.web.studies import export_study, study_snapshot
 from clinieval.web.testing import (
     blinding_source,
     csrf_of,
@@ -113,7 +117,7 @@ def test_an_expired_or_unknown_sign_in_link_is_refused(engine):
     with engine.connect() as conn:
         user_id = conn.execute(sa.select(P.users.c.user_id).where(
             P.users.c.email == "demo-clinician@example.org")).scalar_one()
-    expired = auth.create_signin_link(engine, user_id, minutes=-1)
+    expired = accounts.create_signin_link(engine, user_id, minutes=-1)
     for token, message in ((expired, "expired"), ("not-a-token", "not valid")):
         c = client(app)
         page, r = _sign_in_by_link(c, token)
@@ -122,7 +126,7 @@ def test_an_expired_or_unknown_sign_in_link_is_refused(engine):
         assert c.get("/studies").status_code == 303  # still signed out
     with engine.connect() as conn:  # the refused link stays unspent, the digest only is stored
         link = conn.execute(sa.select(P.signin_links).where(
-            P.signin_links.c.token_hash == auth.digest(expired))).one()
+            P.signin_links.c.token_hash == accounts.digest(expired))).one()
     assert link.used_at is None
 
 
@@ -222,7 +226,7 @@ def test_the_history_lists_each_task_with_its_latest_revision_in_one_statement(a
                     [x for x in (lease.answer_id, lease.answer_b_id) if x]))).scalars().all()
             voted = conn.execute(sa.select(S.preferences.c.created_at).where(
                 S.preferences.c.preference_id == lease.preference_id)).scalars().all()
-            when = max(auth.aware(x) for x in rated + voted).strftime("%Y-%m-%d %H:%M UTC")
+            when = max(events.aware(x) for x in rated + voted).strftime("%Y-%m-%d %H:%M UTC")
             expected[lease.token] = when
     assert _history_rows(c) == [  # newest task first, none of the others'
         (token[last], "Rating", 0, expected[token[last]]),
@@ -245,8 +249,9 @@ def test_a_vote_edit_with_a_bad_choice_writes_nothing(app, engine):
 
 
 def test_each_vote_counts_once_in_pair_balancing_and_progress(app, engine):
-    from clinieval.web import live
-    from clinieval.web.assignment import _pair_load, study_config
+    from clinieval.platform import live
+    from clinieval.platform.assignment import _pair_load
+    from clinieval.platform.config import study_config
 
     c = member(app, engine, "x", "clinician")
     url = take(c, "pair")
@@ -444,7 +449,7 @@ def test_the_api_adds_cases(app, engine, tmp_path):
     with engine.connect() as conn:
         uid = conn.execute(sa.select(P.memberships.c.user_id).where(
             P.memberships.c.role == "admin", P.memberships.c.study_id == "x")).scalar_one()
-    api = TestClient(app, headers={"Authorization": "Bearer " + manage.create_token(
+    api = TestClient(app, headers={"Authorization": "Bearer " + membership.create_token(
         engine, uid, "x", "admin", "t")})
     source = more_cases()
     r = api.post("/api/studies/x/cases",

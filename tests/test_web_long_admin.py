@@ -28,8 +28,17 @@ import httpx
 import pytest
 import uvicorn
 
-from clinieval.web import admin, api, auth, manage, routes
-from clinieval.web.app import SESSION_COOKIE
+from clinieval.platform import (
+    accounts,
+    events,
+    membership,
+    screening,
+    studies,
+    study_export,
+    uploads,
+)
+from clinieval.web import admin, api, clinician
+from clinieval.web.kernel import SESSION_COOKIE
 from clinieval.web.testing import (
     SPECIALTIES,
     csrf_of,
@@ -82,7 +91,7 @@ class Held:
 
 
 def _admin_token(engine, email: str) -> str:
-    return manage.create_token(engine, user_id(engine, email), "x", "admin", "held")
+    return membership.create_token(engine, user_id(engine, email), "x", "admin", "held")
 
 
 def _session(client) -> dict[str, str]:
@@ -145,7 +154,7 @@ def test_a_clinician_is_served_while_the_full_report_runs(app, engine, monkeypat
 
 
 def test_a_clinician_is_served_while_an_export_is_made(app, engine, monkeypatch):
-    _served_while_held(app, engine, monkeypatch, manage, "export_zip", "/s/x/admin/export")
+    _served_while_held(app, engine, monkeypatch, study_export, "export_zip", "/s/x/admin/export")
 
 
 def _more_cases() -> dict:
@@ -159,7 +168,7 @@ def _more_cases() -> dict:
 
 
 def test_a_clinician_is_served_while_an_upload_of_cases_is_read(app, engine, monkeypatch):
-    _served_while_held(app, engine, monkeypatch, manage, "read_source", "/s/x/admin/cases",
+    _served_while_held(app, engine, monkeypatch, uploads, "read_source", "/s/x/admin/cases",
                        files=_more_cases())
 
 
@@ -169,7 +178,7 @@ def test_a_clinician_is_served_while_cases_are_written_on_postgresql(app, engine
     waits for its transaction (the upload was read beside them, above)."""
     if engine.dialect.name != "postgresql":
         pytest.skip("SQLite writes run on the event loop (a known limitation)")
-    _served_while_held(app, engine, monkeypatch, manage, "add_cases", "/s/x/admin/cases",
+    _served_while_held(app, engine, monkeypatch, studies, "add_cases_by", "/s/x/admin/cases",
                        files=_more_cases())
 
 
@@ -218,15 +227,15 @@ def test_reports_asked_for_at_once_are_made_one_at_a_time(app, engine, monkeypat
 
 def test_a_clinician_is_served_while_a_password_is_checked(app, engine, monkeypatch):
     """argon2 takes about 0.1 s a sign-in; on the event loop it held up everyone."""
-    _served_while_held(app, engine, monkeypatch, auth, "_verify", "/login",
+    _served_while_held(app, engine, monkeypatch, accounts, "_verify", "/login",
                        fields={"email": "nobody@example.org", "password": "not the password"},
                        anonymous=True, expected=401)
 
 
 def test_a_clinician_is_served_while_a_new_password_is_hashed(app, engine, monkeypatch):
-    token = auth.create_invitation(engine, "x", "clinician")
+    token = accounts.create_invitation(engine, "x", "clinician")
     password = "correct horse battery"
-    _served_while_held(app, engine, monkeypatch, auth, "hash_password", f"/invite/{token}",
+    _served_while_held(app, engine, monkeypatch, accounts, "hash_password", f"/invite/{token}",
                        fields={"email": "new@example.org", "password": password,
                                "password2": password}, anonymous=True, expected=303)
 
@@ -237,26 +246,26 @@ def test_a_clinician_is_served_while_a_new_password_is_hashed(app, engine, monke
 # calls them in place; the tests above hold work that runs in a thread there.)
 _ADMIN_CALLS = [
     # (module, function held, method, path, form or JSON fields, status, API token)
-    (manage, "members", "GET", "/s/x/admin/people", None, 200, False),
-    (manage, "content_counts", "GET", "/s/x/admin/content", None, 200, False),
-    (manage, "flagged_queue", "GET", "/s/x/admin/flagged", None, 200, False),
-    (manage, "audit_log", "GET", "/s/x/admin/log", None, 200, False),
-    (manage, "revoke", "POST", "/s/x/admin/revoke", {"rater_id": "nobody"}, 422, False),
-    (manage, "create_token", "POST", "/s/x/admin/tokens", {"role": "viewer", "label": "t"},
+    (membership, "members", "GET", "/s/x/admin/people", None, 200, False),
+    (studies, "content_counts", "GET", "/s/x/admin/content", None, 200, False),
+    (screening, "flagged_queue", "GET", "/s/x/admin/flagged", None, 200, False),
+    (events, "audit_log", "GET", "/s/x/admin/log", None, 200, False),
+    (membership, "revoke", "POST", "/s/x/admin/revoke", {"rater_id": "nobody"}, 422, False),
+    (membership, "create_token", "POST", "/s/x/admin/tokens", {"role": "viewer", "label": "t"},
      200, False),
-    (manage, "revoke_token", "POST", "/s/x/admin/tokens/revoke", {"token_id": "nope"}, 422,
+    (membership, "revoke_token", "POST", "/s/x/admin/tokens/revoke", {"token_id": "nope"}, 422,
      False),
-    (manage, "decide", "POST", "/s/x/admin/flagged",
+    (screening, "decide", "POST", "/s/x/admin/flagged",
      {"answer_id": "nope", "decision": "release", "confirm": "yes"}, 422, False),
     (api, "_grant", "GET", "/api/studies/x/progress", None, 200, True),
-    (manage, "members", "GET", "/api/studies/x/members", None, 200, True),
-    (manage, "flagged_queue", "GET", "/api/studies/x/flagged", None, 200, True),
-    (manage, "audit_log", "GET", "/api/studies/x/log", None, 200, True),
-    (manage, "create_token", "POST", "/api/studies/x/tokens", {"role": "viewer"}, 201, True),
-    (auth, "sign_out", "POST", "/logout", None, 303, False),
-    (manage, "may_create_studies", "GET", "/admin/new", None, 200, False),
-    (manage, "revoke", "POST", "/api/studies/x/members/nobody/revoke", None, 422, True),
-    (manage, "revoke_token", "POST", "/api/studies/x/tokens/nope/revoke", None, 422, True),
+    (membership, "members", "GET", "/api/studies/x/members", None, 200, True),
+    (screening, "flagged_queue", "GET", "/api/studies/x/flagged", None, 200, True),
+    (events, "audit_log", "GET", "/api/studies/x/log", None, 200, True),
+    (membership, "create_token", "POST", "/api/studies/x/tokens", {"role": "viewer"}, 201, True),
+    (accounts, "sign_out", "POST", "/logout", None, 303, False),
+    (studies, "may_create_studies", "GET", "/admin/new", None, 200, False),
+    (membership, "revoke", "POST", "/api/studies/x/members/nobody/revoke", None, 422, True),
+    (membership, "revoke_token", "POST", "/api/studies/x/tokens/nope/revoke", None, 422, True),
 ]
 
 
@@ -284,14 +293,14 @@ def test_a_clinician_is_served_while_another_clinicians_page_waits_on_postgresql
     """The task list, the history (a query per task) and the list of studies."""
     if engine.dialect.name != "postgresql":
         pytest.skip("on SQLite these calls run in place (in-process work, no round trips)")
-    _served_while_held(app, engine, monkeypatch, routes, name, path, method="GET",
+    _served_while_held(app, engine, monkeypatch, clinician, name, path, method="GET",
                        role="clinician", probe=probe)
 
 
 def test_a_clinician_is_served_while_a_profile_is_saved_on_postgresql(app, engine, monkeypatch):
     if engine.dialect.name != "postgresql":
         pytest.skip("on SQLite these calls run in place (in-process work, no round trips)")
-    _served_while_held(app, engine, monkeypatch, routes, "_save_profile", "/s/x/profile",
+    _served_while_held(app, engine, monkeypatch, clinician, "_save_profile", "/s/x/profile",
                        fields={"specialty": SPECIALTIES["x"], "country": "Chile",
                                "organisation": "Clinic", "experience_years": "3",
                                "role": "specialist", "consent": "yes"},
@@ -302,6 +311,6 @@ def test_a_clinician_is_served_while_an_invitation_is_opened_on_postgresql(
         app, engine, monkeypatch):
     if engine.dialect.name != "postgresql":
         pytest.skip("on SQLite these calls run in place (in-process work, no round trips)")
-    token = auth.create_invitation(engine, "x", "clinician")
-    _served_while_held(app, engine, monkeypatch, auth, "open_invitation", f"/invite/{token}",
+    token = accounts.create_invitation(engine, "x", "clinician")
+    _served_while_held(app, engine, monkeypatch, accounts, "open_invitation", f"/invite/{token}",
                        method="GET", anonymous=True)

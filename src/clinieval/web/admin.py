@@ -1,8 +1,7 @@
 """Study administration in the browser: create a study, invite and revoke,
 progress, the live safety view, the leak guard's queue, API tokens, the
-audit log, export and the full report. The work is done by
-:mod:`clinieval.web.manage` and :mod:`clinieval.web.live` (the API calls
-the same functions)."""
+audit log, export and the full report. The work is done by the services of
+:mod:`clinieval.platform` (the API calls the same functions)."""
 
 from __future__ import annotations
 
@@ -20,8 +19,16 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.datastructures import UploadFile
 
 from clinieval.errors import InputError
-from clinieval.web import live, manage
-from clinieval.web.app import Ctx, blocking, gate, page
+from clinieval.platform import (
+    events,
+    live,
+    membership,
+    screening,
+    studies,
+    study_export,
+    uploads,
+)
+from clinieval.web.kernel import Ctx, blocking, gate, page
 
 router = APIRouter(include_in_schema=False)
 Creator = Annotated[Ctx, Depends(gate("creator"))]
@@ -37,13 +44,13 @@ allow-same-origin, its origin is opaque: no cookies of the app, no
 same-origin requests (and connect-src is 'none' anyway)."""
 
 
-async def _fields(request: Request) -> tuple[dict[str, str], dict[str, manage.Upload]]:
+async def _fields(request: Request) -> tuple[dict[str, str], dict[str, uploads.Upload]]:
     form = await request.form()
     fields, files = {}, {}
     for key, value in form.multi_items():
         if isinstance(value, UploadFile):
             if value.filename:
-                files[key] = manage.Upload(value.filename, await value.read())
+                files[key] = uploads.Upload(value.filename, await value.read())
         else:
             fields[key] = value
     return fields, files
@@ -68,9 +75,9 @@ async def new_study(ctx: Creator) -> Response:
             raise InputError("study form", "upload the cases and answers", field="source")
         # Checking and parsing in a thread; the write as every write (on SQLite on
         # the event loop, holding the write lock for its transaction).
-        plan, source = await asyncio.to_thread(manage.prepare_study, ctx.engine, fields,
+        plan, source = await asyncio.to_thread(studies.prepare_study, ctx.engine, fields,
                                                files["source"], files.get("rubric"))
-        made = await blocking(ctx.request, manage.write_study, ctx.engine, ctx.user.user_id,
+        made = await blocking(ctx.request, studies.write_study, ctx.engine, ctx.user.user_id,
                               plan, source)
     except InputError as err:
         return page(ctx, "admin_new.html", 422, values=fields, error=str(err))
@@ -97,10 +104,8 @@ async def safety_page(ctx: Viewer) -> Response:
 # --- cases, answers and rubric versions -------------------------------------------------
 
 def _content_data(engine, study: str) -> dict:
-    from clinieval.web.studies import rubric_versions
-
-    return {"content": manage.content_counts(engine, study),
-            "versions": rubric_versions(engine, study)}
+    return {"content": studies.content_counts(engine, study),
+            "versions": studies.rubric_versions(engine, study)}
 
 
 async def _content(ctx: Ctx, status: int = 200, **extra) -> Response:
@@ -120,8 +125,8 @@ async def add_cases(ctx: Admin) -> Response:
     try:
         if "source" not in files:
             raise InputError("add cases", "upload the cases and answers", field="source")
-        source = await asyncio.to_thread(manage.read_source, files["source"])
-        added = await blocking(ctx.request, manage.add_cases, ctx.engine, ctx.user.user_id,
+        source = await asyncio.to_thread(uploads.read_source, files["source"])
+        added = await blocking(ctx.request, studies.add_cases_by, ctx.engine, ctx.user.user_id,
                                ctx.study.study_id, source)
     except InputError as err:
         return await _content(ctx, 422, error=str(err))
@@ -132,9 +137,9 @@ async def add_cases(ctx: Admin) -> Response:
 async def new_rubric_version(ctx: Admin) -> Response:
     _, files = await _fields(ctx.request)
     try:
-        made = await blocking(ctx.request, manage.new_rubric_version, ctx.engine,
+        made = await blocking(ctx.request, studies.new_rubric_version, ctx.engine,
                               ctx.user.user_id, ctx.study.study_id,
-                              files.get("rubric") or manage.Upload("rubric", b""))
+                              files.get("rubric") or uploads.Upload("rubric", b""))
     except InputError as err:
         return await _content(ctx, 422, error=str(err))
     return await _content(ctx, version=made["version"])
@@ -143,9 +148,9 @@ async def new_rubric_version(ctx: Admin) -> Response:
 # --- people: invitations, members, API tokens ------------------------------------------
 
 def _people_data(engine, study: str, user_id: str) -> dict:
-    return {"members": manage.members(engine, study),
-            "pending": manage.pending_invitations(engine, study),
-            "tokens": manage.tokens(engine, study, user_id)}
+    return {"members": membership.members(engine, study),
+            "pending": membership.pending_invitations(engine, study),
+            "tokens": membership.tokens(engine, study, user_id)}
 
 
 async def _people(ctx: Ctx, status: int = 200, **extra) -> Response:
@@ -165,7 +170,7 @@ async def people(ctx: Admin, revoked: str = "", withdrawn: int | None = None,
     shown = revoked if re.fullmatch(r"[\w.-]{1,100}", revoked) else None
     count = None if withdrawn is None else max(0, min(withdrawn, 10**6))
     return await _people(ctx, revoked=shown, withdrawn=count,
-                         of=of if of in manage.WITHDRAWABLE else "address")
+                         of=of if of in membership.WITHDRAWABLE else "address")
 
 
 @router.post("/s/{study}/admin/invite")
@@ -176,15 +181,15 @@ async def invite(ctx: Admin) -> Response:
         if "csv" in files:
             text += "\n" + _text(files["csv"])
         count = _count(fields.get("count", ""))
-        links = await blocking(ctx.request, manage.invite_many, ctx.engine, ctx.user.user_id,
+        links = await blocking(ctx.request, membership.invite_many, ctx.engine, ctx.user.user_id,
                                ctx.study.study_id, fields.get("role", "clinician"),
-                               manage.parse_emails(text), count)
+                               membership.parse_emails(text), count)
     except InputError as err:
         return await _people(ctx, 422, error=str(err))
     return await _people(ctx, links=links)
 
 
-def _text(upload: manage.Upload) -> str:
+def _text(upload: uploads.Upload) -> str:
     try:
         return upload.content.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -197,9 +202,9 @@ def _count(raw: str) -> int:
     if not raw:
         return 0
     if not (len(raw) <= 4 and raw.isascii() and raw.isdigit()
-            and int(raw) <= manage.MAX_INVITES):
+            and int(raw) <= membership.MAX_INVITES):
         raise InputError("invitations", "not a number of links", field="count",
-                         expected=f"0..{manage.MAX_INVITES}", got=raw[:20])
+                         expected=f"0..{membership.MAX_INVITES}", got=raw[:20])
     return int(raw)
 
 
@@ -209,10 +214,10 @@ async def revoke(ctx: Admin) -> Response:
     try:
         rater_id, withdrawn = fields.get("rater_id", ""), 0
         if rater_id or not fields.get("email", "").strip():
-            await blocking(ctx.request, manage.revoke, ctx.engine, ctx.user.user_id,
+            await blocking(ctx.request, membership.revoke, ctx.engine, ctx.user.user_id,
                            ctx.study.study_id, rater_id)
         else:  # the address the admin invited: its member, or its unused invitations
-            rater_id, withdrawn = await blocking(ctx.request, manage.revoke_address,
+            rater_id, withdrawn = await blocking(ctx.request, membership.revoke_address,
                                                  ctx.engine, ctx.user.user_id,
                                                  ctx.study.study_id, fields["email"])
     except InputError as err:
@@ -226,7 +231,7 @@ async def withdraw_invitations(ctx: Admin) -> Response:
     fields, _ = await _fields(ctx.request)
     which = fields.get("which", "")
     try:
-        n = await blocking(ctx.request, manage.withdraw_invitations, ctx.engine,
+        n = await blocking(ctx.request, membership.withdraw_invitations, ctx.engine,
                            ctx.user.user_id, ctx.study.study_id, which)
     except InputError as err:
         return await _people(ctx, 422, error=str(err))
@@ -239,7 +244,7 @@ async def new_token(ctx: Admin) -> Response:
     fields, _ = await _fields(ctx.request)
     try:
         scope = None if fields.get("scope") == "all" else ctx.study.study_id
-        token = await blocking(ctx.request, manage.create_token, ctx.engine,
+        token = await blocking(ctx.request, membership.create_token, ctx.engine,
                                ctx.user.user_id, scope, fields.get("role", "viewer"),
                                fields.get("label", ""))
     except InputError as err:
@@ -251,7 +256,7 @@ async def new_token(ctx: Admin) -> Response:
 async def revoke_token(ctx: Admin) -> Response:
     fields, _ = await _fields(ctx.request)
     try:
-        await blocking(ctx.request, manage.revoke_token, ctx.engine, ctx.user.user_id,
+        await blocking(ctx.request, membership.revoke_token, ctx.engine, ctx.user.user_id,
                        ctx.study.study_id, fields.get("token_id", ""))
     except InputError as err:
         return await _people(ctx, 422, error=str(err))
@@ -262,7 +267,7 @@ async def revoke_token(ctx: Admin) -> Response:
 
 @router.get("/s/{study}/admin/flagged")
 async def flagged(ctx: Admin, done: str = "") -> Response:
-    items = await blocking(ctx.request, manage.flagged_queue, ctx.engine, ctx.study.study_id)
+    items = await blocking(ctx.request, screening.flagged_queue, ctx.engine, ctx.study.study_id)
     return page(ctx, "admin_flagged.html", items=items, done=done, error=None)
 
 
@@ -275,11 +280,11 @@ async def decide(ctx: Admin) -> Response:
         if fields.get("decision") == "release" and fields.get("confirm") != "yes":
             raise InputError("flagged", "tick the box to confirm you read the answer and it"
                              " does not give away its model", field="confirm")
-        await blocking(ctx.request, manage.decide, ctx.engine, ctx.user.user_id,
+        await blocking(ctx.request, screening.decide, ctx.engine, ctx.user.user_id,
                        ctx.study.study_id, fields.get("answer_id", ""),
                        fields.get("decision", ""))
     except InputError as err:
-        items = await blocking(ctx.request, manage.flagged_queue, ctx.engine,
+        items = await blocking(ctx.request, screening.flagged_queue, ctx.engine,
                                ctx.study.study_id)
         return page(ctx, "admin_flagged.html", 422, items=items, done="", error=str(err))
     return RedirectResponse(_home(ctx, f"admin/flagged?done={fields['decision']}"),
@@ -288,8 +293,8 @@ async def decide(ctx: Admin) -> Response:
 
 @router.get("/s/{study}/admin/log")
 async def log(ctx: Admin) -> Response:
-    events = await blocking(ctx.request, manage.audit_log, ctx.engine, ctx.study.study_id)
-    return page(ctx, "admin_log.html", events=events)
+    logged = await blocking(ctx.request, events.audit_log, ctx.engine, ctx.study.study_id)
+    return page(ctx, "admin_log.html", events=logged)
 
 
 # --- export and report -------------------------------------------------------------------
@@ -301,7 +306,7 @@ async def log(ctx: Admin) -> Response:
 # own: on the event loop they held up every clinician's request meanwhile.
 @router.post("/s/{study}/admin/export")
 async def export(ctx: Admin) -> Response:
-    data = await asyncio.to_thread(manage.export_zip, ctx.engine, ctx.user.user_id,
+    data = await asyncio.to_thread(study_export.export_zip, ctx.engine, ctx.user.user_id,
                                    ctx.study.study_id)
     return Response(data, media_type="application/zip", headers={
         "Content-Disposition": f'attachment; filename="{ctx.study.study_id}-export.zip"'})
@@ -330,16 +335,14 @@ def full_report(ctx: Ctx) -> str:
     from clinieval.audit import audit
     from clinieval.report import render
     from clinieval.storage import db
-    from clinieval.web import auth
-    from clinieval.web.studies import study_snapshot
 
     with _ONE_REPORT:
-        result = audit(study_snapshot(ctx.engine, ctx.study.study_id))
+        result = audit(study_export.study_snapshot(ctx.engine, ctx.study.study_id))
         folder = Path(tempfile.mkdtemp(prefix="clinieval-report-"))
         try:
             html = render.render_report(result, folder)["html"].read_text(encoding="utf-8")
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     with db.writing(ctx.engine) as conn:
-        auth.record(conn, "report_run", user_id=ctx.user.user_id, study_id=ctx.study.study_id)
+        events.record(conn, "report_run", user_id=ctx.user.user_id, study_id=ctx.study.study_id)
     return html

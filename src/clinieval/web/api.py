@@ -19,13 +19,21 @@ from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Uplo
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from clinieval import tables as T
+from clinieval import tables
 from clinieval.errors import InputError
-from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.web import auth, live, manage
-from clinieval.web.app import STUDY_ROLES, blocking
-from clinieval.web.assignment import StudyConfig, study_config
+from clinieval.platform import (
+    events,
+    live,
+    membership,
+    screening,
+    studies,
+    study_export,
+    uploads,
+)
+from clinieval.platform.accounts import digest
+from clinieval.platform.config import StudyConfig, study_config
+from clinieval.storage import db, platform_tables
+from clinieval.web.kernel import STUDY_ROLES, blocking
 
 router = APIRouter(tags=["studies"])
 
@@ -41,7 +49,7 @@ class ApiCtx:
     request: Request
 
     async def run(self, fn, /, *args):
-        """``fn(*args)`` through :func:`~clinieval.web.app.blocking` (a database
+        """``fn(*args)`` through :func:`~clinieval.web.kernel.blocking` (a database
         worker thread on PostgreSQL)."""
         return await blocking(self.request, fn, *args)
 
@@ -49,8 +57,8 @@ class ApiCtx:
 def _token_row(conn: sa.Connection, header: str) -> sa.Row:
     if not header.lower().startswith("bearer "):
         raise HTTPException(401, "Send an API token: Authorization: Bearer <token>.")
-    row = conn.execute(sa.select(P.api_tokens).where(
-        P.api_tokens.c.token_hash == auth.digest(header[7:].strip()))).first()
+    row = conn.execute(sa.select(platform_tables.api_tokens).where(
+        platform_tables.api_tokens.c.token_hash == digest(header[7:].strip()))).first()
     if row is None or row.revoked_at is not None:
         raise HTTPException(401, "This API token is not valid or was revoked.")
     return row
@@ -64,14 +72,14 @@ def _grant(engine: sa.Engine, header: str, level: str, study_id: str | None
         row = _token_row(conn, header)
         if level == "api_creator":
             if row.study_id is not None or row.role != "admin" or \
-                    not manage.may_create_studies(conn, row.user_id):
+                    not studies.may_create_studies(conn, row.user_id):
                 raise HTTPException(403, "Creating studies needs an admin token without"
                                          " a study scope.")
             return row.user_id, row.role, None
         wanted = STUDY_ROLES["admin" if level == "api_admin" else "viewer"]
-        member = conn.execute(sa.select(P.memberships.c.role).where(
-            P.memberships.c.study_id == study_id,
-            P.memberships.c.user_id == row.user_id)).scalar()
+        member = conn.execute(sa.select(platform_tables.memberships.c.role).where(
+            platform_tables.memberships.c.study_id == study_id,
+            platform_tables.memberships.c.user_id == row.user_id)).scalar()
         cfg = study_config(conn, study_id)
     if row.study_id not in (None, study_id) or cfg is None or member not in wanted \
             or row.role not in wanted:
@@ -105,8 +113,8 @@ Viewer = Annotated[ApiCtx, Depends(api_gate("api_viewer"))]
 Admin = Annotated[ApiCtx, Depends(api_gate("api_admin"))]
 
 
-async def _upload(file: UploadFile | None) -> manage.Upload | None:
-    return manage.Upload(file.filename or "upload", await file.read()) if file else None
+async def _upload(file: UploadFile | None) -> uploads.Upload | None:
+    return uploads.Upload(file.filename or "upload", await file.read()) if file else None
 
 
 async def _only_declared(ctx: ApiCtx, endpoint) -> None:
@@ -151,9 +159,9 @@ async def create_study(
             "overlap_target": str(overlap_target), "pairwise_share": str(pairwise_share),
             "specialties": specialties, "rationale_required": "yes" if rationale_required
             else "no"}
-    plan, parsed = await asyncio.to_thread(manage.prepare_study, ctx.engine, form,
+    plan, parsed = await asyncio.to_thread(studies.prepare_study, ctx.engine, form,
                                            await _upload(source), await _upload(rubric))
-    made = await ctx.run(manage.write_study, ctx.engine, ctx.user_id, plan, parsed)
+    made = await ctx.run(studies.write_study, ctx.engine, ctx.user_id, plan, parsed)
     return Created(**made)
 
 
@@ -175,8 +183,8 @@ async def add_cases(
     """Add cases and answers to the study, all or nothing; new answers are
     screened by the leak guard; ones already in the study are skipped."""
     await _only_declared(ctx, add_cases)
-    parsed = await asyncio.to_thread(manage.read_source, await _upload(source))
-    return Added(**await ctx.run(manage.add_cases, ctx.engine, ctx.user_id,
+    parsed = await asyncio.to_thread(uploads.read_source, await _upload(source))
+    return Added(**await ctx.run(studies.add_cases_by, ctx.engine, ctx.user_id,
                                  ctx.study.study_id, parsed))
 
 
@@ -193,7 +201,7 @@ async def new_rubric_version(
 ) -> RubricVersion:
     """A new rubric version for the study: ratings given from now on record it."""
     await _only_declared(ctx, new_rubric_version)
-    return RubricVersion(**await ctx.run(manage.new_rubric_version, ctx.engine, ctx.user_id,
+    return RubricVersion(**await ctx.run(studies.new_rubric_version, ctx.engine, ctx.user_id,
                                          ctx.study.study_id, await _upload(rubric)))
 
 
@@ -212,9 +220,9 @@ async def safety(ctx: Viewer) -> dict:
 
 class Invitations(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt or unknown field is an error
-    role: Literal[T.ROLES] = "clinician"  # type: ignore[valid-type]
-    emails: list[str] = Field(default_factory=list, max_length=manage.MAX_INVITES)
-    count: int = Field(0, ge=0, le=manage.MAX_INVITES)
+    role: Literal[tables.ROLES] = "clinician"  # type: ignore[valid-type]
+    emails: list[str] = Field(default_factory=list, max_length=membership.MAX_INVITES)
+    count: int = Field(0, ge=0, le=membership.MAX_INVITES)
 
 
 @router.post("/api/studies/{study}/invitations", status_code=201)
@@ -224,8 +232,8 @@ async def invite(ctx: Admin, body: Invitations) -> list[dict]:
     # (pasted text on the People page may hold names beside the addresses).
     if (bad := next((e for e in body.emails if "@" not in e), None)) is not None:
         raise InputError("invitations", "not an e-mail address", field="emails", got=bad[:80])
-    emails = manage.parse_emails("\n".join(body.emails))
-    links = await ctx.run(manage.invite_many, ctx.engine, ctx.user_id, ctx.study.study_id,
+    emails = membership.parse_emails("\n".join(body.emails))
+    links = await ctx.run(membership.invite_many, ctx.engine, ctx.user_id, ctx.study.study_id,
                           body.role, emails, body.count)
     base = str(ctx.request.base_url).rstrip("/")
     return [{"email": x["email"], "link": f"{base}/invite/{x['token']}"} for x in links]
@@ -235,71 +243,71 @@ async def invite(ctx: Admin, body: Invitations) -> list[dict]:
 async def pending_invitations(ctx: Admin) -> list[dict]:
     """Unused links that still work, counted per role and kind (made for an
     address, or unnamed); neither tokens nor addresses."""
-    return await ctx.run(manage.pending_invitations, ctx.engine, ctx.study.study_id)
+    return await ctx.run(membership.pending_invitations, ctx.engine, ctx.study.study_id)
 
 
 class Withdrawal(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    which: Literal[manage.WITHDRAWABLE]  # type: ignore[valid-type]
+    which: Literal[membership.WITHDRAWABLE]  # type: ignore[valid-type]
 
 
 @router.post("/api/studies/{study}/invitations/withdraw")
 async def withdraw_invitations(ctx: Admin, body: Withdrawal) -> dict:
     """Expire the unused unnamed links, or every unused link; returns how many."""
-    n = await ctx.run(manage.withdraw_invitations, ctx.engine, ctx.user_id,
+    n = await ctx.run(membership.withdraw_invitations, ctx.engine, ctx.user_id,
                       ctx.study.study_id, body.which)
     return {"withdrawn": n}
 
 
 @router.get("/api/studies/{study}/members")
 async def members(ctx: Admin) -> list[dict]:
-    return await ctx.run(manage.members, ctx.engine, ctx.study.study_id)
+    return await ctx.run(membership.members, ctx.engine, ctx.study.study_id)
 
 
 @router.post("/api/studies/{study}/members/{rater_id}/revoke", status_code=204)
 async def revoke(ctx: Admin, rater_id: str) -> Response:
-    await ctx.run(manage.revoke, ctx.engine, ctx.user_id, ctx.study.study_id, rater_id)
+    await ctx.run(membership.revoke, ctx.engine, ctx.user_id, ctx.study.study_id, rater_id)
     return Response(status_code=204)
 
 
 @router.get("/api/studies/{study}/flagged")
 async def flagged(ctx: Admin) -> list[dict]:
-    return await ctx.run(manage.flagged_queue, ctx.engine, ctx.study.study_id)
+    return await ctx.run(screening.flagged_queue, ctx.engine, ctx.study.study_id)
 
 
 class Decision(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt or unknown field is an error
-    decision: Literal[P.SCREEN_DECISIONS]  # type: ignore[valid-type]
+    decision: Literal[platform_tables.SCREEN_DECISIONS]  # type: ignore[valid-type]
 
 
 @router.post("/api/studies/{study}/flagged/{answer_id}", status_code=204)
 async def decide(ctx: Admin, answer_id: str, body: Decision) -> Response:
-    await ctx.run(manage.decide, ctx.engine, ctx.user_id, ctx.study.study_id, answer_id,
+    await ctx.run(screening.decide, ctx.engine, ctx.user_id, ctx.study.study_id, answer_id,
                   body.decision)
     return Response(status_code=204)
 
 
 @router.get("/api/studies/{study}/log")
 async def log(ctx: Admin) -> list[dict]:
-    return await ctx.run(manage.audit_log, ctx.engine, ctx.study.study_id)
+    return await ctx.run(events.audit_log, ctx.engine, ctx.study.study_id)
 
 
 class TokenRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt or unknown field is an error
-    role: Literal[P.API_TOKEN_ROLES] = "viewer"  # type: ignore[valid-type]
+    role: Literal[platform_tables.API_TOKEN_ROLES] = "viewer"  # type: ignore[valid-type]
     label: str = Field("token", max_length=100)
 
 
 @router.post("/api/studies/{study}/tokens", status_code=201)
 async def new_token(ctx: Admin, body: TokenRequest) -> dict:
     """A token scoped to this study (shown once)."""
-    return {"token": await ctx.run(manage.create_token, ctx.engine, ctx.user_id,
+    return {"token": await ctx.run(membership.create_token, ctx.engine, ctx.user_id,
                                    ctx.study.study_id, body.role, body.label)}
 
 
 @router.post("/api/studies/{study}/tokens/{token_id}/revoke", status_code=204)
 async def revoke_token(ctx: Admin, token_id: str) -> Response:
-    await ctx.run(manage.revoke_token, ctx.engine, ctx.user_id, ctx.study.study_id,
+    await ctx.run(membership.revoke_token, ctx.engine, ctx.user_id, ctx.study.study_id,
                   token_id)
     return Response(status_code=204)
 
@@ -308,7 +316,7 @@ async def revoke_token(ctx: Admin, token_id: str) -> Response:
             responses={200: {"content": {"application/zip": {}}}})
 async def export(ctx: Admin) -> Response:
     """The pseudonymous bundle (what ``clinieval audit`` reads) as a zip."""
-    data = await asyncio.to_thread(manage.export_zip, ctx.engine, ctx.user_id,
+    data = await asyncio.to_thread(study_export.export_zip, ctx.engine, ctx.user_id,
                                    ctx.study.study_id)
     return Response(data, media_type="application/zip", headers={
         "Content-Disposition": f'attachment; filename="{ctx.study.study_id}-export.zip"'})

@@ -1,60 +1,64 @@
-"""The FastAPI application: security headers, sessions, CSRF and access
-levels shared by every route (the routes themselves are in :mod:`routes`).
+"""The FastAPI application: every router mounted in one place, behind the
+security headers, a bound on request bodies and the error handlers.
 
-Every route declares one access level (:data:`LEVELS`); :func:`gate`
-enforces it, so a clinician of study X gets 403 on study Y and nobody
-reaches another clinician's task. The route table is the test's source of
-truth: each registered route must say its level.
+Every route declares one access level (:data:`~clinieval.web.kernel.LEVELS`,
+or the API's); :data:`ROUTE_LEVELS` reads them off the mounted routes and is
+the tests' source of truth: each registered route must say its level. The
+routers import only :mod:`clinieval.web.kernel` and the services; nothing
+imports this module but the entry points (``clinieval serve``, uvicorn's
+factory, tests).
 """
 
 from __future__ import annotations
 
-import asyncio
 import gc
-from collections import namedtuple
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from functools import partial
-from pathlib import Path
-from urllib.parse import quote
 
 import sqlalchemy as sa
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
-from fastapi.templating import Jinja2Templates
 from starlette.datastructures import MutableHeaders
 
 from clinieval.errors import InputError
+from clinieval.platform.live import warm
 from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
-from clinieval.storage.prepared import Prepared, run
-from clinieval.web import auth
-from clinieval.web.assignment import SETTINGS, StudyConfig, config_from
+from clinieval.web import admin, api, clinician
+from clinieval.web.kernel import HERE, Redirect, Signer, platform_key, templates, wants_json
 
-HERE = Path(__file__).parent
-SESSION_COOKIE, PRE_COOKIE = "ce_session", "ce_pre"
+OPENAPI_URL = "/api/openapi.json"
+TASK_PATHS = ("/s/{study}/t/{token}", "/s/{study}/next")
 
-LEVELS = ("public", "user", "creator", "member", "viewer", "admin", "clinician")
-"""public: anyone; user: signed in; creator: signed in and admin of some
-study (may create studies); member: any role in the study in the URL;
-viewer: the viewer or admin role there (aggregates only); admin: the admin
-role there; clinician: the clinician role there (with profile and consent)."""
+pages = APIRouter(include_in_schema=False)
+"""The HTML pages: the clinician's routes, then the study administration's."""
+pages.routes.extend(clinician.router.routes)
+pages.include_router(admin.router)
+# The router tries its routes in order and a clinician's task requests are
+# nearly all requests: they are tried first (no other path can match theirs).
+pages.routes.sort(key=lambda route: getattr(route, "path", None) not in TASK_PATHS)
 
-STUDY_ROLES = {"viewer": ("viewer", "admin"), "admin": ("admin",)}
-"""Roles of the study in the URL that pass the viewer and admin levels."""
+
+def _flat(routes) -> list:
+    """Routes with included routers flattened (they may be kept as a unit)."""
+    out = []
+    for route in routes:
+        out.extend(_flat(route.original_router.routes) if hasattr(route, "original_router")
+                   else [route])
+    return out
+
+
+ROUTE_LEVELS = {OPENAPI_URL + " GET,HEAD": "public"} | {
+    route.path + " " + ",".join(sorted(route.methods)): dep.call.level
+    for route in _flat(pages.routes) + _flat(api.router.routes)
+    for dep in route.dependant.dependencies
+    if hasattr(dep.call, "level")}
+"""Access level of every route, read from its gate (the tests iterate it)."""
+
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
        " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-
-templates = Jinja2Templates(directory=str(HERE / "templates"))
-# The templates ship with the package: no stat() of each file (and of the
-# base it extends) on every page to see whether it changed.
-templates.env.auto_reload = False
 
 
 def db_threads(engine: sa.Engine) -> int:
@@ -66,55 +70,9 @@ def db_threads(engine: sa.Engine) -> int:
     return max(size() if callable(size) else 5, 1)
 
 
-async def blocking(request: Request, fn: Callable, /, *args):
-    """``fn(*args)``, which reads or writes the database, without holding up
-    the event loop where that pays: on PostgreSQL each statement is a round
-    trip to another process, so it runs in a worker thread and other requests
-    proceed meanwhile. On SQLite it is called right here: its statements are
-    in-process CPU work (a thread would only add a hand-over and contention
-    for the interpreter), and one writer at a time holds the lock anyway."""
-    executor = getattr(request.app.state, "db_executor", None)
-    if executor is None:
-        return fn(*args)
-    # The event loop's own executor: anyio's hand-off (capacity limiter, cancel
-    # scope, worker bookkeeping) cost more. Interleaved at paper scale, server CPU
-    # per submission went from 4.17 / 3.85 ms to 3.94 / 3.48 ms (190 / 210
-    # against 200 / 230 submissions per second).
-    return await asyncio.get_running_loop().run_in_executor(executor, partial(fn, *args))
-
-
-def on_connection(engine: sa.Engine, fn: Callable, /, *args):
-    """``fn(conn, *args)``, which only reads, on a connection of its own (for
-    :func:`blocking`; :func:`db.reading`: no BEGIN and ROLLBACK on PostgreSQL)."""
-    with db.reading(engine) as conn:
-        return fn(conn, *args)
-
-
-class Redirect(Exception):
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-
-@dataclass(frozen=True)
-class Ctx:
-    """Who is asking, in which study, and the CSRF token for their forms."""
-
-    request: Request
-    engine: sa.Engine
-    user: sa.Row | None
-    csrf: str
-    study: StudyConfig | None = None
-    role: str | None = None
-    rater: sa.Row | None = None
-    new_pre: str | None = None
-
-
 def create_app(engine: sa.Engine) -> FastAPI:
     """The platform on ``engine``: pages, the JSON API (schema at /api/openapi.json)
     and static files, behind the security headers."""
-    from clinieval.web.live import warm
-    from clinieval.web.routes import OPENAPI_URL, api_router, router
-
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         warm(engine)  # large studies' live views start computing in the background
@@ -133,10 +91,10 @@ def create_app(engine: sa.Engine) -> FastAPI:
     # and, idle, end with the interpreter (uvicorn lets requests finish first).
     app.state.db_executor = ThreadPoolExecutor(db_threads(engine), "clinieval-db") \
         if engine.dialect.name == "postgresql" else None
-    app.state.signer = auth.Signer(auth.platform_key(engine))
+    app.state.signer = Signer(platform_key(engine))
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
-    app.include_router(router)
-    app.include_router(api_router)
+    app.include_router(pages)
+    app.include_router(api.router)
     app.add_middleware(SecurityHeaders)
     app.add_exception_handler(Redirect, _redirect)
     app.add_exception_handler(InputError, _input_error)
@@ -214,13 +172,6 @@ async def _redirect(_request: Request, exc: Redirect) -> Response:
     return RedirectResponse(exc.url, status_code=303)
 
 
-def wants_json(request: Request) -> bool:
-    """A script's request: the JSON API's, or one asking for or sending JSON."""
-    return (request.url.path.startswith("/api/")
-            or "application/json" in request.headers.get("accept", "")
-            or request.headers.get("content-type", "").startswith("application/json"))
-
-
 async def _input_error(request: Request, exc: InputError) -> Response:
     return JSONResponse({"error": {"field": exc.field, "message": str(exc),
                                    "reason": exc.reason}},
@@ -241,169 +192,10 @@ async def _http_error(request: Request, exc: HTTPException) -> Response:
         "title": "Not available", "message": exc.detail, "ctx": None}, status_code=exc.status_code)
 
 
-# --- sessions and CSRF ---------------------------------------------------------
-
-def session_token(request: Request) -> str | None:
-    return request.app.state.signer.unsign(request.cookies.get(SESSION_COOKIE))
-
-
-def set_cookie(request: Request, response: Response, name: str, token: str) -> None:
-    response.set_cookie(name, request.app.state.signer.sign(token), httponly=True,
-                        samesite="lax", secure=request.url.scheme == "https", path="/")
-
-
-def pre_token(request: Request) -> tuple[str, bool]:
-    """The pre-session token that CSRF-protects the sign-in and invitation
-    forms; returns it and whether it is new (to be set as a cookie)."""
-    token = request.app.state.signer.unsign(request.cookies.get(PRE_COOKIE))
-    return (token, False) if token else (auth.new_token(), True)
-
-
-async def sent_csrf(request: Request) -> str | None:
-    """The token from the X-CSRF-Token header (scripts) or the form field."""
-    if header := request.headers.get("x-csrf-token"):
-        return header
-    content_type = request.headers.get("content-type", "")
-    if content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
-        return (await request.form()).get("csrf")
-    return None
-
-
-async def check_csrf(request: Request, token: str | None) -> None:
-    if not request.app.state.signer.csrf_ok(token, await sent_csrf(request)):
-        raise HTTPException(403, "The form expired or did not come from this site (CSRF check"
-                                 " failed). Reload the page and try again.")
-
-
-# --- access levels -------------------------------------------------------------
-
-def gate(level: str):
-    """A dependency enforcing ``level`` on the route (and CSRF on writes)."""
-    assert level in LEVELS
-
-    async def dependency(request: Request) -> Ctx:
-        engine = request.app.state.engine
-        signer = request.app.state.signer
-        token = session_token(request)
-        study = request.path_params.get("study") if level in STUDY_LEVELS else None
-        user, found = (await blocking(request, _session, engine, token, study) if token
-                       else (None, None))
-        if level == "public":
-            pre, new = pre_token(request)
-            if request.method == "POST":
-                await check_csrf(request, token if user else pre)
-            return Ctx(request, engine, user, signer.csrf(token if user else pre),
-                       new_pre=pre if new and not user else None)
-        if user is None:
-            if request.method == "GET" and not wants_json(request):
-                raise Redirect("/login?next=" + quote(request.url.path))
-            raise HTTPException(401, "Sign in first.")
-        if request.method == "POST":
-            await check_csrf(request, token)
-        ctx = Ctx(request, engine, user, signer.csrf(token))
-        if level == "user":
-            return ctx
-        if level == "creator":
-            from clinieval.web.manage import may_create_studies
-
-            if not await blocking(request, on_connection, engine, may_create_studies,
-                                  user.user_id):
-                raise HTTPException(403, "Only study admins create studies.")
-            return ctx
-        return _study_ctx(ctx, request.path_params["study"], level, found)
-
-    dependency.level = level
-    return dependency
-
-
-STUDY_LEVELS = ("member", "viewer", "admin", "clinician")
-
-SessionUser = namedtuple("SessionUser", "user_id email rater_id expires_at")
-Rater = namedtuple("Rater", [c.name for c in S.raters.columns])
-Membership = namedtuple("Membership", "role consented_at")
-
-
-def _gate_statement(study: bool) -> sa.Select:
-    """The session's user and, for a route of a study, in the same statement:
-    their role there, the study's settings and current rubric text, and their
-    rater row. Built once; each request only binds ``token`` (and ``study``)."""
-    s, u = P.sessions, P.users
-    columns = [u.c.user_id, u.c.email, u.c.rater_id, s.c.expires_at]
-    joined = s.join(u, u.c.user_id == s.c.user_id)
-    if study:
-        m, st, sr, v, rt = (P.memberships, P.study_settings, P.study_rubrics,
-                            P.study_rubric_versions, S.raters)
-        columns += [m.c.role, m.c.consented_at, sr.c.rationale_required,
-                    v.c.rubric.label("rubric_text"),
-                    *(st.c[name].label("st_" + name) for name in SETTINGS),
-                    *(c.label("rt_" + c.name) for c in rt.columns)]
-        joined = (joined
-                  .outerjoin(m, sa.and_(m.c.user_id == u.c.user_id,
-                                        m.c.study_id == sa.bindparam("study")))
-                  .outerjoin(st, st.c.study_id == m.c.study_id)
-                  .outerjoin(sr, sr.c.study_id == m.c.study_id)
-                  .outerjoin(v, sa.and_(v.c.study_id == sr.c.study_id,
-                                        v.c.version == sr.c.version))
-                  .outerjoin(rt, rt.c.rater_id == u.c.rater_id))
-    return (sa.select(*columns).select_from(joined)
-            .where(s.c.token_hash == sa.bindparam("token"), s.c.revoked_at.is_(None)))
-
-
-_GATE = {False: Prepared(_gate_statement(False)), True: Prepared(_gate_statement(True))}
-
-
-def _session(engine: sa.Engine, token: str, study: str | None) -> tuple:
-    """The live session's user (or None) and, for a study route, what
-    :func:`_study_ctx` needs: (membership or None, StudyConfig or None, rater)."""
-    params = {"token": auth.digest(token)}
-    if study is not None:
-        params["study"] = study
-    with db.reading(engine) as conn:
-        row = run(conn, _GATE[study is not None], params).first()
-    if row is None or auth.aware(row.expires_at) < auth.now():
-        return None, None
-    user = SessionUser(row.user_id, row.email, row.rater_id, row.expires_at)
-    if study is None:
-        return user, None
-    m = row._asdict()
-    role = Membership(row.role, row.consented_at) if row.role is not None else None
-    cfg = None
-    if role is not None and m["st_study_id"] is not None:
-        cfg = config_from({name: m["st_" + name] for name in SETTINGS},
-                          row.rationale_required, row.rubric_text)
-    rater = Rater(*(m["rt_" + name] for name in Rater._fields)) \
-        if m["rt_rater_id"] is not None else None
-    return user, (role, cfg, rater)
-
-
-def _study_ctx(ctx: Ctx, study_id: str, level: str, found: tuple) -> Ctx:
-    role, cfg, rater = found
-    if role is None or cfg is None:
-        raise HTTPException(403, "You are not a member of this study.")
-    if level in STUDY_ROLES and role.role not in STUDY_ROLES[level]:
-        allowed = " and ".join(f"{r}s" for r in STUDY_ROLES[level])
-        raise HTTPException(403, f"This page is for the study's {allowed}.")
-    if level == "clinician":
-        if role.role != "clinician":
-            raise HTTPException(403, "Only the study's clinicians rate answers.")
-        if role.consented_at is None or rater.specialty not in cfg.specialties:
-            raise Redirect(f"/s/{study_id}/profile")
-    return Ctx(ctx.request, ctx.engine, ctx.user, ctx.csrf, cfg, role.role, rater)
-
-
-def page(ctx: Ctx, name: str, status: int = 200, **values) -> HTMLResponse:
-    response = templates.TemplateResponse(ctx.request, name, {"ctx": ctx, **values},
-                                          status_code=status)
-    if ctx.new_pre:
-        set_cookie(ctx.request, response, PRE_COOKIE, ctx.new_pre)
-    return response
-
-
 def from_environment() -> FastAPI:
     """The platform on ``DATABASE_URL`` (migrated), for running several worker
     processes: ``uvicorn --factory --workers 2 clinieval.web.app:from_environment``."""
     from clinieval.settings import get_settings
-    from clinieval.storage import db
 
     engine = db.make_engine(get_settings().database_url)
     db.upgrade(engine)

@@ -20,11 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
+from clinieval.platform import accounts
+from clinieval.platform.demo import demo_source
+from clinieval.platform.studies import StudyPlan, create_study
 from clinieval.rubric import load_rubric
 from clinieval.snapshot import Snapshot
-from clinieval.web import auth
-from clinieval.web.demo import demo_source
-from clinieval.web.studies import StudyPlan, create_study
 
 MODELS = [
     {"model_id": "gpt-4o-2024-08-06", "display_name": "GPT-4o", "version": "2024-08-06",
@@ -143,7 +143,7 @@ def register_via_http(client, engine: sa.Engine, study_id: str, role: str,
     """Take ``client`` (httpx or Starlette TestClient) through invitation,
     registration and, for a clinician, profile; returns the account's e-mail
     address."""
-    token = auth.create_invitation(engine, study_id, role)
+    token = accounts.create_invitation(engine, study_id, role)
     page = client.get(f"/invite/{token}")
     email = f"{role}-{secrets.token_hex(4)}@example.org"
     password = "correct horse battery"

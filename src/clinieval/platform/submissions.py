@@ -1,5 +1,9 @@
 """Checking and storing a submitted task: ratings (and a vote for a pair).
 
+One call carries a submission (:func:`submit`): in one write transaction it
+reads the task's lease once, locked, checks the body against the task,
+writes, and leases the clinician's next task when asked to.
+
 A submission is validated completely before anything is written, then
 stored in one transaction together with its idempotency key and the lease's
 new status; the transaction commits before the response says "saved". A
@@ -13,33 +17,30 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict, field_validator
 
-from clinieval import tables as T
+from clinieval import tables
 from clinieval.errors import InputError
-from clinieval.storage import db, prepared
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
-from clinieval.storage.prepared import Prepared, run
-from clinieval.storage.rows import refusal
-from clinieval.web.assignment import StudyConfig, is_live, renewable, touch
-from clinieval.web.auth import aware, now, record
-from clinieval.web.views import (
+from clinieval.platform.assignment import is_live, lease_next, renewable
+from clinieval.platform.config import StudyConfig
+from clinieval.platform.events import aware, now, record
+from clinieval.platform.read_models import (
     CriterionView,
-    StoredDraft,
     comment_field,
+    criteria_views,
     panel_answers,
     score_field,
     stored_choice,
-    stored_draft,
 )
+from clinieval.storage import db, platform_tables, prepared, sqltables
+from clinieval.storage.prepared import Prepared, run
+from clinieval.storage.rows import refusal
 
 MAX_COMMENT = 4000
-MAX_DRAFT_FIELDS = 200
 SOURCE = "submission"
 RETRIES = 5
 
@@ -61,10 +62,8 @@ def parse(
     """Check a submission against the task; InputError names the first bad field.
     ``rationale_required`` is the study's rule for safety-critical scores <= -1."""
     panels = range(1, 3 if lease.kind == "pair" else 2)
-    known = {"idempotency_key", "time_spent_s", "csrf", "choice"}
-    known |= {
-        f(p, c.criterion_id) for p in panels for c in criteria for f in (score_field, comment_field)
-    }
+    known = {"idempotency_key", "time_spent_s", "csrf", "choice"} | task_fields(lease.kind,
+                                                                                criteria)
     for name, value in form.items():
         if name not in known:
             raise InputError(SOURCE, "unknown field (not a criterion of this task)", field=name)
@@ -82,7 +81,16 @@ def parse(
     return Submission(key, scores, comments, _choice(form, lease), _time(form))
 
 
-_SCORE_TEXT = {str(s): s for s in T.SCORES}
+def task_fields(kind: str, criteria: tuple[CriterionView, ...]) -> set[str]:
+    """The form fields of a task of ``kind``: a score and a comment per
+    criterion and answer on screen (a submission's and a draft's)."""
+    panels = range(1, 3 if kind == "pair" else 2)
+    return {
+        f(p, c.criterion_id) for p in panels for c in criteria for f in (score_field, comment_field)
+    }
+
+
+_SCORE_TEXT = {str(s): s for s in tables.SCORES}
 
 
 def _score(form: Mapping[str, object], name: str) -> int:
@@ -94,7 +102,7 @@ def _score(form: Mapping[str, object], name: str) -> int:
             SOURCE,
             "score out of range",
             field=name,
-            expected=f"an integer {T.SCORE_MIN}..{T.SCORE_MAX}",
+            expected=f"an integer {tables.SCORE_MIN}..{tables.SCORE_MAX}",
             got=raw,
         )
     return _SCORE_TEXT[str(raw).strip()]
@@ -119,12 +127,12 @@ def _choice(form: Mapping[str, object], lease: sa.Row) -> str | None:
         if raw not in (None, ""):
             raise InputError(SOURCE, "a rating task has no vote", field="choice")
         return None
-    if raw not in T.CHOICES:
+    if raw not in tables.CHOICES:
         raise InputError(
             SOURCE,
             "choose A, B, tie or both unacceptable",
             field="choice",
-            expected=" | ".join(T.CHOICES),
+            expected=" | ".join(tables.CHOICES),
             got=raw,
         )
     return str(raw)
@@ -152,50 +160,80 @@ class NoSuchTask(LookupError):
     """The task is not this clinician's in this study (the route answers 404)."""
 
 
-Parser = Callable[[sa.Connection, sa.Row], Submission]
+@dataclass(frozen=True)
+class Outcome:
+    """What a submission or a draft save did: ``result`` is the answer's body;
+    for a submission, whether the task had been submitted before (the new one
+    is a revision) and the token of the next task leased, when one was asked
+    for and there was one."""
+
+    result: dict
+    revised: bool = False
+    next_token: str | None = None
 
 
-def store(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row,
-          sub: Submission | Parser, then: Callable[[sa.Connection], str | None] | None = None
-          ) -> tuple[dict, sa.Row]:
-    """Write the submission (or return the stored result for a repeated key);
-    returns the result and the task's lease as it was before.
+class SubmissionBody(BaseModel):
+    """A submission as sent: the form's fields, checked against the task by
+    :func:`parse`, and the kind of task to lease next (``next``: a task kind,
+    ``auto``, or none). Checked in that order; the validators raise the
+    :class:`InputError` naming the first bad one."""
 
-    ``sub`` may be a function of the transaction and the task's (locked)
-    lease that checks the form: the route then reads the lease once, inside
-    the transaction, instead of once before it as well; it runs before
-    anything is written, and its InputError rolls back.
+    model_config = ConfigDict(frozen=True)
 
-    ``then`` runs in the same transaction once the submission is written (or
-    found stored) and its value is the result's ``next``: the route leases the
-    clinician's next task with it, without a transaction of its own.
+    form: dict[str, object]
+    next: str | None = None
+
+    @field_validator("form", mode="before")
+    @classmethod
+    def _form(cls, form: object) -> object:
+        if not isinstance(form, dict):
+            raise InputError("submission", "expected a JSON object", field="body")
+        return form
+
+    @field_validator("next", mode="before")
+    @classmethod
+    def _next(cls, kind: object) -> object:
+        if kind not in (None, "auto", *platform_tables.TASK_KINDS):
+            raise InputError("submission", "unknown kind of next task", field="next",
+                             expected="auto | " + " | ".join(platform_tables.TASK_KINDS), got=kind)
+        return kind
+
+
+def submit(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row, specialty: str,
+           body: object, next_kind: object = None) -> Outcome:
+    """Check and write the submission ``body`` of the task ``token`` (or find
+    the stored result of a repeated key) and, with ``next_kind``, lease the
+    clinician's next task (of the ``specialty``), all in one transaction with
+    one read of the task's lease, locked: another clinician's task is
+    :class:`NoSuchTask` whatever the body says, and an :class:`InputError`
+    rolls everything back.
 
     The same key sent twice at once: the second transaction's key insert
     clashes, rolls back, and the retry returns the first one's result.
     """
     for attempt in range(RETRIES):
         try:
-            return _store_once(engine, cfg, token, user, sub, then)
+            return _submit_once(engine, cfg, token, user, specialty, body, next_kind)
         except sa.exc.IntegrityError:
             if attempt == RETRIES - 1:
                 raise
     raise AssertionError("unreachable")
 
 
-def _store_once(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row,
-                sub: Submission | Parser, then: Callable[[sa.Connection], str | None] | None
-                ) -> tuple[dict, sa.Row]:
+def _submit_once(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row,
+                 specialty: str, body: object, next_kind: object) -> Outcome:
     with db.writing(engine) as conn:
-        lease = _locked_lease(conn, token, user.user_id, cfg.study_id)
-        if not isinstance(sub, Submission):
-            sub = sub(conn, lease)
+        lease = locked_lease(conn, token, user.user_id, cfg.study_id)
+        sent = SubmissionBody(form=body, next=next_kind)
+        sub = parse(sent.form, lease, criteria_views(conn, cfg), cfg.rationale_required)
         record(conn, "submitted", user_id=user.user_id, study_id=cfg.study_id, subject=token)
         result = _stored_result(conn, sub.key, user.user_id, lease.token)
         if result is None:
             result = _write(conn, cfg, lease, user, sub)
-        if then is not None:
-            result = {**result, "next": then(conn)}
-    return result, lease
+        following = None
+        if sent.next is not None:
+            following = lease_next(conn, cfg, user, specialty, sent.next)
+    return Outcome(result, lease.status == "submitted", following)
 
 
 def _write(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, user: sa.Row, sub: Submission
@@ -216,21 +254,23 @@ def _write(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, user: sa.Row, s
     return result
 
 
-_RUBRIC_VERSION = Prepared(sa.select(P.study_rubrics.c.version).where(
-    P.study_rubrics.c.study_id == sa.bindparam("study")))
-_STORED_RESULT = Prepared(sa.select(P.idempotency_keys.c.result, P.idempotency_keys.c.user_id,
-                                    P.idempotency_keys.c.token).where(
-    P.idempotency_keys.c.key == sa.bindparam("key")))
-_LOCKED_LEASE = Prepared(sa.select(P.task_leases).where(
-    P.task_leases.c.token == sa.bindparam("token"),
-    P.task_leases.c.user_id == sa.bindparam("user"),
-    P.task_leases.c.study_id == sa.bindparam("study")).with_for_update())
-_NEW_KEY = prepared.insert(P.idempotency_keys, "key", "user_id", "token", "result",
+_RUBRIC_VERSION = Prepared(sa.select(platform_tables.study_rubrics.c.version).where(
+    platform_tables.study_rubrics.c.study_id == sa.bindparam("study")))
+_STORED_RESULT = Prepared(sa.select(platform_tables.idempotency_keys.c.result,
+                                    platform_tables.idempotency_keys.c.user_id,
+                                    platform_tables.idempotency_keys.c.token).where(
+    platform_tables.idempotency_keys.c.key == sa.bindparam("key")))
+_LOCKED_LEASE = Prepared(sa.select(platform_tables.task_leases).where(
+    platform_tables.task_leases.c.token == sa.bindparam("token"),
+    platform_tables.task_leases.c.user_id == sa.bindparam("user"),
+    platform_tables.task_leases.c.study_id == sa.bindparam("study")).with_for_update())
+_NEW_KEY = prepared.insert(platform_tables.idempotency_keys, "key", "user_id", "token", "result",
                            "created_at")
-_SUBMITTED = Prepared(P.task_leases.update().where(
-    P.task_leases.c.token == sa.bindparam("lease")).values(
+_SUBMITTED = Prepared(platform_tables.task_leases.update().where(
+    platform_tables.task_leases.c.token == sa.bindparam("lease")).values(
     status="submitted", preference_id=sa.bindparam("preference")))
-_DROP_DRAFT = Prepared(P.drafts.delete().where(P.drafts.c.token == sa.bindparam("lease")))
+_DROP_DRAFT = Prepared(platform_tables.drafts.delete().where(
+    platform_tables.drafts.c.token == sa.bindparam("lease")))
 """The statements of every submission, built once and run on the driver."""
 
 
@@ -252,7 +292,7 @@ def _stored_result(conn: sa.Connection, key: str, user_id: str, token: str) -> d
     return {**json.loads(row.result), "repeated": True}
 
 
-def _locked_lease(conn: sa.Connection, token: str, user_id: str, study_id: str) -> sa.Row:
+def locked_lease(conn: sa.Connection, token: str, user_id: str, study_id: str) -> sa.Row:
     lease = run(conn, _LOCKED_LEASE, {"token": token, "user": user_id, "study": study_id}).first()
     if lease is None:
         raise NoSuchTask(token)
@@ -314,7 +354,7 @@ def _revise_vote(conn: sa.Connection, lease: sa.Row, choice: str | None) -> tupl
     """A changed vote is a new preference row with the next revision (the
     lease then points at it); an unchanged one writes nothing. Returns the
     current preference id and its revision."""
-    p = S.preferences
+    p = sqltables.preferences
     stored = conn.execute(sa.select(p).where(p.c.preference_id == lease.preference_id)).one()
     revision = stored.revision or 0
     new_choice = stored_choice(choice or "", lease.shown_left)
@@ -324,13 +364,14 @@ def _revise_vote(conn: sa.Connection, lease: sa.Row, choice: str | None) -> tupl
            "choice": new_choice, "revision": revision + 1, "created_at": now()}
     statement = p.insert().returning(p.c.preference_id)
     preference_id = _insert_one(conn, statement, "preferences", row, 0)
-    conn.execute(P.task_leases.update().where(P.task_leases.c.token == lease.token)
+    leases = platform_tables.task_leases
+    conn.execute(leases.update().where(leases.c.token == lease.token)
                  .values(preference_id=preference_id))
     return preference_id, revision + 1
 
 
 def _latest(conn: sa.Connection, answers: list[str], rater_id: str) -> dict:
-    r = S.ratings
+    r = sqltables.ratings
     rows = conn.execute(
         sa.select(r)
         .where(r.c.answer_id.in_(answers), r.c.rater_id == rater_id)
@@ -409,7 +450,7 @@ def _ratings_insert(n: int) -> Prepared:
     one's id, answer and criterion."""
     statement = _RATINGS_INSERT.get(n)
     if statement is None:
-        r = S.ratings
+        r = sqltables.ratings
         statement = _RATINGS_INSERT[n] = Prepared(r.insert().values([
             {k: sa.bindparam(f"{k}_{i}", type_=r.c[k].type) for k in _RATING_KEYS}
             for i in range(n)]).returning(r.c.rating_id, r.c.answer_id, r.c.criterion_id))
@@ -425,137 +466,11 @@ def _insert_one(conn: sa.Connection, statement, table: str, row: dict, index: in
 
 def _add_preference(conn: sa.Connection, lease: sa.Row, rater_id: str, choice: str | None) -> int:
     case_id = conn.execute(
-        sa.select(S.answers.c.case_id).where(S.answers.c.answer_id == lease.answer_id)
+        sa.select(sqltables.answers.c.case_id)
+        .where(sqltables.answers.c.answer_id == lease.answer_id)
     ).scalar_one()
     row = {"case_id": case_id, "answer_a_id": lease.answer_id, "answer_b_id": lease.answer_b_id,
            "shown_left": lease.shown_left, "choice": stored_choice(choice or "", lease.shown_left),
            "rater_id": rater_id, "created_at": now(), "revision": 0}
-    statement = S.preferences.insert().returning(S.preferences.c.preference_id)
+    statement = sqltables.preferences.insert().returning(sqltables.preferences.c.preference_id)
     return _insert_one(conn, statement, "preferences", row, 0)
-
-
-# --- drafts ------------------------------------------------------------------
-
-MAX_DRAFT_VERSION = 2**31
-DRAFT_CHAIN = 4
-"""Pages a draft save names before the one its page carries on from (``earlier``)."""
-_PAGE_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
-
-
-def save_draft(
-    engine: sa.Engine,
-    cfg: StudyConfig,
-    lease: sa.Row,
-    criteria: tuple[CriterionView, ...],
-    data: Mapping[str, object],
-) -> int:
-    """Keep unsubmitted form state; only this task's own fields are accepted.
-    Returns the draft's version (1, 2, ... per save). With ``base``, the
-    version the page started from, a page that did not see the draft's last
-    save is refused unless it sends the same again, made that save (``page``,
-    an id per page load) or carries on from the page that did (``continues``)."""
-    fields = data.get("fields") if isinstance(data, Mapping) else None
-    if not isinstance(fields, Mapping) or len(fields) > MAX_DRAFT_FIELDS:
-        raise InputError("draft", "expected an object of form fields", field="fields")
-    panels = range(1, 3 if lease.kind == "pair" else 2)
-    known = {
-        f(p, c.criterion_id) for p in panels for c in criteria for f in (score_field, comment_field)
-    }
-    for name, value in fields.items():
-        if name not in known:
-            raise InputError("draft", "unknown field", field=str(name))
-        if not isinstance(value, str) or len(value) > MAX_COMMENT:
-            raise InputError("draft", "expected text", field=str(name))
-    choice = data.get("choice")
-    if choice not in (None, "", *T.CHOICES):
-        raise InputError("draft", "unknown choice", field="choice", got=choice)
-    numbers = {name: data.get(name) for name in ("base", "seq", "continues_seq")}
-    for name, value in numbers.items():
-        if value is not None and not (type(value) is int and 0 <= value < MAX_DRAFT_VERSION):
-            raise InputError("draft", "expected a whole number (the draft version the page"
-                             " started from, or a count of the page's changes)", field=name)
-    pages = {name: data.get(name) for name in ("page", "continues")}
-    for name, value in pages.items():
-        if value is not None and not _is_page(value):
-            raise InputError("draft", "expected a page id (8-64 letters, digits, - or _)",
-                             field=name)
-    earlier = [] if data.get("earlier") is None else data["earlier"]
-    if not (isinstance(earlier, list) and len(earlier) <= DRAFT_CHAIN and all(
-            isinstance(p, list) and len(p) == 2 and _is_page(p[0]) and type(p[1]) is int
-            and 0 <= p[1] < MAX_DRAFT_VERSION for p in earlier)):
-        raise InputError("draft", f"expected at most {DRAFT_CHAIN} [page id, change count]"
-                         " pairs (the pages the one carried on from had carried on from)",
-                         field="earlier")
-    # The pages this one carries on from, each up to the change it was taken over at.
-    chain = [(pages["continues"], numbers["continues_seq"]), *map(tuple, earlier)]
-    with db.writing(engine) as conn:
-        # The task's row read again, locked, as a submission locks it: saves of one task
-        # and its submission take turns (two saves at once had both deleted the old
-        # draft and inserted theirs, and one failed on PostgreSQL).
-        lease = _locked_lease(conn, lease.token, lease.user_id, lease.study_id)
-        if lease.status == "submitted":  # from another tab, or its answer was lost
-            raise InputError("draft", "this task was submitted meanwhile (from another page,"
-                             " or the answer to your submission did not arrive); press"
-                             " Submit to store these answers as a new revision",
-                             field="lease")
-        if lease.status != "open" or (aware(lease.expires_at) <= now()
-                                      and not renewable(conn, cfg, lease)):
-            raise InputError("draft", "this task's lease has expired; take a new task",
-                             field="lease")
-        stored = stored_draft(conn, lease.token)
-        if (stored.fields, stored.choice) == (dict(fields), choice or None):
-            # The same again: a retry, or a reloaded page's copy of what its predecessor
-            # sent. A later change of the page that saved it (changed and changed back)
-            # is noted, so its save of the change between, arriving late, is taken
-            # for late and not stored over it.
-            if (stored.page is not None and stored.page == pages["page"]
-                    and None not in (numbers["seq"], stored.seq) and numbers["seq"] > stored.seq):
-                _put_draft(conn, lease.token, stored._replace(seq=numbers["seq"]))
-            touch(conn, cfg, lease.token)
-            return stored.version
-        verdict = _draft_order(stored, numbers, pages["page"], chain)
-        if verdict == "late":
-            return stored.version  # this page's newer save is stored already
-        if verdict == "stale":
-            raise InputError("draft", "another page saved a newer draft of this task; reload"
-                             " this page to carry on from it", field="base")
-        _put_draft(conn, lease.token, StoredDraft(dict(fields), choice or None,
-                                                  stored.version + 1, pages["page"],
-                                                  numbers["seq"]))
-        touch(conn, cfg, lease.token)
-    return stored.version + 1
-
-
-def _is_page(value: object) -> bool:
-    return isinstance(value, str) and _PAGE_ID.fullmatch(value) is not None
-
-
-def _put_draft(conn: sa.Connection, token: str, draft: StoredDraft) -> None:
-    payload = json.dumps({"fields": draft.fields, "choice": draft.choice,
-                          "version": draft.version, "page": draft.page, "seq": draft.seq})
-    d = P.drafts
-    conn.execute(d.delete().where(d.c.token == token))
-    conn.execute(d.insert().values(token=token, data=payload, updated_at=now()))
-
-
-def _draft_order(stored: StoredDraft, numbers: dict, page: str | None,
-                 chain: list[tuple]) -> str:
-    """Whether a save with a different content may replace the stored draft:
-    "ok"; "late", an older save of the page that saved the stored one,
-    arriving after it (saves may overtake each other); or "stale", a page
-    that did not see the stored draft (another tab left open). A page may
-    replace the draft it started from (``base``), one it saved itself, and
-    one the page it carries on from (its browser copy, restored after a
-    reload) saved up to the change that copy holds (``continues_seq``): that
-    page's late save, not a later change it made while still open; and the
-    same for the pages that one had carried on from (``earlier``, after
-    several reloads): ``chain``, (page, change) pairs."""
-    mine = page is not None and stored.page == page
-    if mine and None not in (numbers["seq"], stored.seq) and numbers["seq"] <= stored.seq:
-        return "late"
-    if numbers["base"] is None or numbers["base"] == stored.version or mine:
-        return "ok"
-    carried = stored.seq is not None and any(
-        before is not None and before == stored.page and seq is not None and stored.seq <= seq
-        for before, seq in chain)
-    return "ok" if carried else "stale"

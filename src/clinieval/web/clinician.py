@@ -1,5 +1,6 @@
-"""The clinician-facing routes. Each declares its access level through
-:func:`clinieval.web.app.gate`; tasks are found by (token, user, study), so
+"""The clinician-facing routes: signing in, invitations, the profile, and
+tasks. Each declares its access level through
+:func:`clinieval.web.kernel.gate`; tasks are found by (token, user, study), so
 a token alone opens nothing."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import asyncio
 import json
 import secrets
 from datetime import UTC, datetime
-from functools import lru_cache, partial
+from functools import lru_cache
 from types import SimpleNamespace
 from typing import Annotated
 
@@ -19,13 +20,13 @@ from markupsafe import Markup
 
 from clinieval.errors import InputError
 from clinieval.io.validate import first_unencodable
-from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.platform import accounts, drafts, submissions
+from clinieval.platform.assignment import next_task, skip
+from clinieval.platform.events import aware, record
+from clinieval.platform.read_models import TaskView, task_view
+from clinieval.storage import db, platform_tables, sqltables
 from clinieval.storage.prepared import Prepared, run
-from clinieval.web import auth, submit
-from clinieval.web.api import router as api_router
-from clinieval.web.app import (
+from clinieval.web.kernel import (
     PRE_COOKIE,
     SESSION_COOKIE,
     Ctx,
@@ -38,8 +39,6 @@ from clinieval.web.app import (
     templates,
     wants_json,
 )
-from clinieval.web.assignment import lease_next, next_task, skip
-from clinieval.web.views import TaskView, criteria_views, task_view
 
 router = APIRouter(include_in_schema=False)
 Public = Annotated[Ctx, Depends(gate("public"))]
@@ -92,10 +91,10 @@ async def login(ctx: Public) -> Response:
     try:
         # In a thread: checking a password (argon2) takes about 0.1 s of CPU
         # (which releases the interpreter); on the event loop it held up every request.
-        token = await asyncio.to_thread(auth.sign_in, ctx.engine, form.get("email", ""),
+        token = await asyncio.to_thread(accounts.sign_in, ctx.engine, form.get("email", ""),
                                         form.get("password", ""))
-    except auth.AuthError as err:
-        status = 429 if isinstance(err, auth.RateLimited) else 401
+    except accounts.AuthError as err:
+        status = 429 if isinstance(err, accounts.RateLimited) else 401
         return page(ctx, "login.html", status, next=_local(form.get("next")), error=str(err))
     response = RedirectResponse(_local(form.get("next")), status_code=303)
     set_cookie(ctx.request, response, SESSION_COOKIE, token)
@@ -104,7 +103,7 @@ async def login(ctx: Public) -> Response:
 
 @router.post("/logout")
 async def logout(ctx: User) -> Response:
-    await blocking(ctx.request, auth.sign_out, ctx.engine, session_token(ctx.request))
+    await blocking(ctx.request, accounts.sign_out, ctx.engine, session_token(ctx.request))
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response
@@ -115,7 +114,7 @@ async def invite_page(token: str, ctx: Public) -> Response:
     try:
         invitation, study = await blocking(ctx.request, on_connection, ctx.engine,
                                            _invitation, token)
-    except auth.AuthError as err:
+    except accounts.AuthError as err:
         return page(ctx, "message.html", 404, title="Invitation", message=str(err))
     return page(ctx, "invite.html", role=invitation.role, study_name=study, error=None,
                 email=_masked(invitation.email))
@@ -134,16 +133,16 @@ def _invite_hint(conn: sa.Connection, token: str) -> dict:
     """The role and masked address a refused registration's page shows again."""
     try:
         invitation, study = _invitation(conn, token)
-    except auth.AuthError:
+    except accounts.AuthError:
         return {"role": None}
     return {"role": invitation.role, "study_name": study, "email": _masked(invitation.email)}
 
 
 def _invitation(conn: sa.Connection, token: str) -> tuple[sa.Row, str]:
     """The open invitation and the name of its study (what the invitee joins)."""
-    invitation = auth.open_invitation(conn, token)
-    name = conn.execute(sa.select(S.studies.c.name).where(
-        S.studies.c.study_id == invitation.study_id)).scalar()
+    invitation = accounts.open_invitation(conn, token)
+    name = conn.execute(sa.select(sqltables.studies.c.name).where(
+        sqltables.studies.c.study_id == invitation.study_id)).scalar()
     return invitation, name or invitation.study_id
 
 
@@ -152,16 +151,16 @@ async def invite(token: str, ctx: Public) -> Response:
     form = await _form(ctx.request)
     try:
         if ctx.user:
-            study = await blocking(ctx.request, auth.join, ctx.engine, token, ctx.user.user_id)
+            study = await blocking(ctx.request, accounts.join, ctx.engine, token, ctx.user.user_id)
             landing = await blocking(ctx.request, _landing, ctx.engine, ctx.user.user_id, study)
             return RedirectResponse(landing, status_code=303)
         if form.get("password") != form.get("password2"):
             raise InputError("registration", "the two passwords differ", field="password2")
-        user_id = await asyncio.to_thread(auth.register, ctx.engine, token,
+        user_id = await asyncio.to_thread(accounts.register, ctx.engine, token,
                                           form.get("email", ""), form.get("password", ""))
-    except (auth.AuthError, InputError) as err:
+    except (accounts.AuthError, InputError) as err:
         # Signed in, a refused link stays refused: the page does not offer it again.
-        refused = ctx.user is not None and isinstance(err, auth.AuthError)
+        refused = ctx.user is not None and isinstance(err, accounts.AuthError)
         hint = await blocking(ctx.request, on_connection, ctx.engine, _invite_hint, token)
         return page(ctx, "invite.html", 400, error=str(err), refused=refused, **hint)
     landing, session = await blocking(ctx.request, _first_session, ctx.engine, user_id)
@@ -176,8 +175,8 @@ async def signin_link_page(token: str, ctx: Public) -> Response:
     """Opening the link only shows a button: a link preview or a mail scanner
     fetching it does not spend it."""
     try:
-        await blocking(ctx.request, on_connection, ctx.engine, auth.open_signin_link, token)
-    except auth.AuthError as err:
+        await blocking(ctx.request, on_connection, ctx.engine, accounts.open_signin_link, token)
+    except accounts.AuthError as err:
         return page(ctx, "message.html", 404, title="Sign in", message=str(err))
     return page(ctx, "signin.html")
 
@@ -186,7 +185,7 @@ async def signin_link_page(token: str, ctx: Public) -> Response:
 async def signin_link(token: str, ctx: Public) -> Response:
     try:
         session = await blocking(ctx.request, _signed_in_by_link, ctx.engine, token)
-    except auth.AuthError as err:
+    except accounts.AuthError as err:
         return page(ctx, "message.html", 400, title="Sign in", message=str(err))
     response = RedirectResponse("/studies", status_code=303)
     set_cookie(ctx.request, response, SESSION_COOKIE, session)
@@ -197,16 +196,16 @@ async def signin_link(token: str, ctx: Public) -> Response:
 def _first_session(engine: sa.Engine, user_id: str) -> tuple[str, str]:
     """Where a newly registered user goes first (:func:`_landing_page`), and a
     session for them."""
-    m = P.memberships
+    m = platform_tables.memberships
     with db.reading(engine) as conn:
         study, role = conn.execute(sa.select(m.c.study_id, m.c.role).where(
             m.c.user_id == user_id)).one()
-    return _landing_page(study, role), auth.open_session(engine, user_id)
+    return _landing_page(study, role), accounts.open_session(engine, user_id)
 
 
 def _landing(engine: sa.Engine, user_id: str, study: str) -> str:
     """:func:`_landing_page` of a member who joined ``study``."""
-    m = P.memberships
+    m = platform_tables.memberships
     with db.reading(engine) as conn:
         role = conn.execute(sa.select(m.c.role).where(m.c.study_id == study,
                                                       m.c.user_id == user_id)).scalar()
@@ -222,7 +221,7 @@ def _landing_page(study: str, role: str | None) -> str:
 
 def _signed_in_by_link(engine: sa.Engine, token: str) -> str:
     """Spend the sign-in link; a session for its user."""
-    return auth.open_session(engine, auth.use_signin_link(engine, token))
+    return accounts.open_session(engine, accounts.use_signin_link(engine, token))
 
 
 @router.get("/studies")
@@ -231,7 +230,7 @@ async def studies(ctx: User) -> Response:
 
 
 def _studies(ctx: Ctx) -> list:
-    m, s = P.memberships, S.studies
+    m, s = platform_tables.memberships, sqltables.studies
     with db.reading(ctx.engine) as conn:
         return conn.execute(sa.select(s.c.study_id, s.c.name, m.c.role)
                             .join(m, m.c.study_id == s.c.study_id)
@@ -264,12 +263,13 @@ async def profile(ctx: Member) -> Response:
 
 def _save_profile(ctx: Ctx, values: dict) -> None:
     with db.writing(ctx.engine) as conn:
-        auth.record(conn, "profile_saved", user_id=ctx.user.user_id, study_id=ctx.study.study_id)
-        conn.execute(S.raters.update().where(S.raters.c.rater_id == ctx.user.rater_id)
-                     .values(**values))
-        conn.execute(P.memberships.update().where(
-            P.memberships.c.study_id == ctx.study.study_id,
-            P.memberships.c.user_id == ctx.user.user_id).values(consented_at=datetime.now(UTC)))
+        record(conn, "profile_saved", user_id=ctx.user.user_id, study_id=ctx.study.study_id)
+        conn.execute(sqltables.raters.update()
+                     .where(sqltables.raters.c.rater_id == ctx.user.rater_id).values(**values))
+        conn.execute(platform_tables.memberships.update().where(
+            platform_tables.memberships.c.study_id == ctx.study.study_id,
+            platform_tables.memberships.c.user_id == ctx.user.user_id
+        ).values(consented_at=datetime.now(UTC)))
 
 
 def _profile_values(ctx: Ctx, form: dict[str, str]) -> dict:
@@ -304,7 +304,7 @@ async def feed(ctx: Clinician, saved: int = 0, empty: int = 0) -> Response:
 def _done(ctx: Ctx) -> tuple[dict[str, int], sa.Row | None]:
     """The clinician's submitted tasks in this study, by kind, and the task they
     have open (every button takes it up first: the page says so)."""
-    tl = P.task_leases
+    tl = platform_tables.task_leases
     mine = (tl.c.user_id == ctx.user.user_id, tl.c.study_id == ctx.study.study_id)
     with db.reading(ctx.engine) as conn:
         done = dict(conn.execute(sa.select(tl.c.kind, sa.func.count()).where(
@@ -317,7 +317,7 @@ def _done(ctx: Ctx) -> tuple[dict[str, int], sa.Row | None]:
 @router.post("/s/{study}/next")
 async def take_next(ctx: Clinician) -> Response:
     kind = (await _form(ctx.request)).get("kind", "auto")
-    if kind not in ("auto", *P.TASK_KINDS):
+    if kind not in ("auto", *platform_tables.TASK_KINDS):
         raise HTTPException(422, f"unknown task kind {kind!r}")
     token = await blocking(ctx.request, next_task, ctx.engine, ctx.study, ctx.user,
                            ctx.rater.specialty, kind)
@@ -326,10 +326,10 @@ async def take_next(ctx: Clinician) -> Response:
     return RedirectResponse(f"/s/{ctx.study.study_id}/t/{token}", status_code=303)
 
 
-_LEASE = Prepared(sa.select(P.task_leases).where(
-    P.task_leases.c.token == sa.bindparam("token"),
-    P.task_leases.c.user_id == sa.bindparam("user"),
-    P.task_leases.c.study_id == sa.bindparam("study")))
+_LEASE = Prepared(sa.select(platform_tables.task_leases).where(
+    platform_tables.task_leases.c.token == sa.bindparam("token"),
+    platform_tables.task_leases.c.user_id == sa.bindparam("user"),
+    platform_tables.task_leases.c.study_id == sa.bindparam("study")))
 
 
 def _lease(ctx: Ctx, token: str, conn: sa.Connection | None = None) -> sa.Row:
@@ -391,40 +391,32 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
     as_json = ctx.request.headers.get("content-type", "").startswith("application/json")
     data = await _json(ctx.request, "submission") if as_json else await _form(ctx.request)
     then = (data.pop("next", None) or None) if isinstance(data, dict) else None
-
-    def parse(conn: sa.Connection, lease: sa.Row) -> submit.Submission:
-        """The body checked against the task, in the submission's transaction
-        once its lease is read: one read of the lease per submission, and
-        another clinician's task is 404 whatever the body says."""
-        if not isinstance(data, dict):
-            raise InputError("submission", "expected a JSON object", field="body")
-        if then not in (None, "auto", *P.TASK_KINDS):
-            raise InputError("submission", "unknown kind of next task", field="next",
-                             expected="auto | " + " | ".join(P.TASK_KINDS), got=then)
-        return submit.parse(data, lease, criteria_views(conn, ctx.study),
-                            ctx.study.rationale_required)
-
     try:
-        result, lease = await blocking(ctx.request, submit.store, ctx.engine, ctx.study, token,
-                                       ctx.user, parse, then and partial(_lease_next, ctx, then))
-    except submit.NoSuchTask:
+        outcome = await blocking(ctx.request, submissions.submit, ctx.engine, ctx.study, token,
+                                 ctx.user, ctx.rater.specialty, data, then)
+    except submissions.NoSuchTask:
         raise HTTPException(404, "No such task.") from None
     except InputError as err:
         if wants_json(ctx.request):
             raise
         return await blocking(ctx.request, _refused_page, ctx, token, err, data)
-    study = ctx.study.study_id
-    following = result.pop("next", None)
+    return _submitted(ctx, outcome, then)
+
+
+def _submitted(ctx: Ctx, outcome: submissions.Outcome, then: str | None) -> Response:
+    """The answer to a stored submission: where the page goes next (the next
+    task, the task list, or the history for a revision), as a redirect or,
+    for a script, in the JSON result."""
+    study, following, result = ctx.study.study_id, outcome.next_token, outcome.result
     # saved=2: the task had been submitted already (from another tab, say), and this
     # submission became a new revision of it; the page says so.
-    saved = 2 if lease.status == "submitted" else 1
+    saved = 2 if outcome.revised else 1
     if following:
         then_page = f"/s/{study}/t/{following}?saved={saved}"
     elif then:
         then_page = f"/s/{study}?saved={saved}&empty=1"
     else:
-        then_page = f"/s/{study}/history?saved=1" if lease.status == "submitted" \
-            else f"/s/{study}?saved=1"
+        then_page = f"/s/{study}/history?saved=1" if outcome.revised else f"/s/{study}?saved=1"
     if wants_json(ctx.request):
         if then:
             result["next"] = following and f"/s/{study}/t/{following}"
@@ -441,22 +433,15 @@ def _refused_page(ctx: Ctx, token: str, error: InputError, entered: dict) -> Res
         return _task_page(ctx, _lease(ctx, token, conn), 422, error, entered, conn)
 
 
-def _lease_and_criteria(ctx: Ctx, token: str) -> tuple:
-    with db.reading(ctx.engine) as conn:
-        return _lease(ctx, token, conn), criteria_views(conn, ctx.study)
-
-
-def _lease_next(ctx: Ctx, kind: str, conn: sa.Connection) -> str | None:
-    return lease_next(conn, ctx.study, ctx.user, ctx.rater.specialty, kind)
-
-
 @router.post("/s/{study}/t/{token}/draft")
 async def draft(token: str, ctx: Clinician) -> Response:
-    lease, criteria = await blocking(ctx.request, _lease_and_criteria, ctx, token)
     data = await _json(ctx.request, "draft")
-    version = await blocking(ctx.request, submit.save_draft, ctx.engine, ctx.study, lease,
-                             criteria, data if isinstance(data, dict) else {})
-    return JSONResponse({"saved": True, "version": version})
+    try:
+        outcome = await blocking(ctx.request, drafts.save_draft, ctx.engine, ctx.study, token,
+                                 ctx.user, data)
+    except submissions.NoSuchTask:
+        raise HTTPException(404, "No such task.") from None
+    return JSONResponse(outcome.result)
 
 
 @router.post("/s/{study}/t/{token}/skip")
@@ -476,7 +461,8 @@ def _history_statement() -> sa.Select:
     the latest revision and time of its ratings (of either answer) and of its
     vote: one statement, where there was one per task before (a clinician of
     a paper-scale study has a hundred tasks)."""
-    tl, r, a, c, p = P.task_leases, S.ratings, S.answers, S.cases, S.preferences
+    tl, r, a, c, p = (platform_tables.task_leases, sqltables.ratings, sqltables.answers,
+                      sqltables.cases, sqltables.preferences)
     mine = (sa.select(r.c.answer_id, sa.func.max(r.c.revision).label("revision"),
                       sa.func.max(r.c.created_at).label("at"))
             .where(r.c.rater_id == sa.bindparam("rater")).group_by(r.c.answer_id).cte("mine"))
@@ -506,41 +492,9 @@ def _history(ctx: Ctx) -> list[dict]:
         # The vote's own revisions count too (an edited vote is a new row).
         revision = max((x for x in (row.rev_a, row.rev_b, row.rev_vote) if x is not None),
                        default=0)
-        times = [auth.aware(x) for x in (row.at_a, row.at_b, row.at_vote) if x is not None]
+        times = [aware(x) for x in (row.at_a, row.at_b, row.at_vote) if x is not None]
         items.append({"token": row.token, "kind": row.kind, "revision": revision,
                       "when": max(times).strftime("%Y-%m-%d %H:%M UTC") if times else "",
                       "prompt": (row.prompt or "")[:120]})
     return items
 
-
-def _include_study_administration() -> None:
-    from clinieval.web import admin
-
-    router.include_router(admin.router)
-
-
-_include_study_administration()
-
-TASK_PATHS = ("/s/{study}/t/{token}", "/s/{study}/next")
-# The router tries its routes in order and a clinician's task requests are
-# nearly all requests: they are tried first (no other path can match theirs).
-router.routes.sort(key=lambda route: getattr(route, "path", None) not in TASK_PATHS)
-
-OPENAPI_URL = "/api/openapi.json"
-
-
-def _flat(routes) -> list:
-    """Routes with included routers flattened (they may be kept as a unit)."""
-    out = []
-    for route in routes:
-        out.extend(_flat(route.original_router.routes) if hasattr(route, "original_router")
-                   else [route])
-    return out
-
-
-ROUTE_LEVELS = {OPENAPI_URL + " GET,HEAD": "public"} | {
-    route.path + " " + ",".join(sorted(route.methods)): dep.call.level
-    for route in _flat(router.routes) + _flat(api_router.routes)
-    for dep in route.dependant.dependencies
-    if hasattr(dep.call, "level")}
-"""Access level of every route, read from its gate (the tests iterate it)."""

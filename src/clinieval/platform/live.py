@@ -22,10 +22,9 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 
 from clinieval.audit.settings import AuditSettings
-from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
-from clinieval.web.assignment import StudyConfig, _live
+from clinieval.platform.assignment import _live
+from clinieval.platform.config import StudyConfig
+from clinieval.storage import db, platform_tables, sqltables
 
 LIVE_SECTIONS = ("model_summary", "safety_leaderboard", "bradley_terry", "alignment",
                  "specialties", "reliability")
@@ -48,9 +47,9 @@ def progress(engine: sa.Engine, cfg: StudyConfig, per_clinician: bool) -> dict:
     """Coverage per model x specialty, open leases, answers still needed and,
     for admins, counts and time per clinician (pseudonymous ids). Raters per
     answer come from the trigger-kept ``answer_load`` (one row per answer)."""
-    al, s, target = P.answer_load, P.answer_screens, cfg.overlap_target
-    names = sa.select(S.models.c.display_name).where(
-        S.models.c.model_id == al.c.model_id).scalar_subquery()
+    al, s, target = platform_tables.answer_load, platform_tables.answer_screens, cfg.overlap_target
+    names = sa.select(sqltables.models.c.display_name).where(
+        sqltables.models.c.model_id == al.c.model_id).scalar_subquery()
     query = (sa.select(al.c.model_id, sa.func.max(names), al.c.specialty, sa.func.count(),
                        sa.func.sum(sa.case((al.c.submitted >= target, 1), else_=0)),
                        sa.func.sum(sa.case((al.c.submitted < target, target - al.c.submitted),
@@ -58,7 +57,7 @@ def progress(engine: sa.Engine, cfg: StudyConfig, per_clinician: bool) -> dict:
              .join(s, sa.and_(s.c.answer_id == al.c.answer_id, s.c.study_id == al.c.study_id))
              .where(al.c.study_id == cfg.study_id, s.c.status == "clear")
              .group_by(al.c.model_id, al.c.specialty).order_by(al.c.model_id, al.c.specialty))
-    tl = P.task_leases
+    tl = platform_tables.task_leases
     with db.reading(engine) as conn:
         cells = conn.execute(query).all()
         open_leases = conn.execute(sa.select(sa.func.count()).select_from(tl).where(
@@ -102,7 +101,8 @@ def _clinicians(conn: sa.Connection, cfg: StudyConfig) -> list[dict]:
     """Per clinician of the study: rated answers, votes and minutes spent, from
     the trigger-kept ``rater_load`` (one row per clinician; counted from the
     ratings, a paper-scale study's page read every rating)."""
-    m, u, rt, rl = P.memberships, P.users, S.raters, P.rater_load
+    m, u, rt, rl = (platform_tables.memberships, platform_tables.users, sqltables.raters,
+                    platform_tables.rater_load)
     rows = conn.execute(
         sa.select(rt.c.rater_id, rt.c.specialty, rl.c.answers, rl.c.votes, rl.c.ms)
         .join(u, u.c.rater_id == rt.c.rater_id).join(m, m.c.user_id == u.c.user_id)
@@ -118,7 +118,8 @@ def _clinicians(conn: sa.Connection, cfg: StudyConfig) -> list[dict]:
 def data_version(engine: sa.Engine, study_id: str) -> tuple:
     """Changes whenever ratings or votes are added (largest ids: index reads)
     or the study's clear answers or raters per answer change."""
-    r, p, al, s = S.ratings, S.preferences, P.answer_load, P.answer_screens
+    r, p, al, s = (sqltables.ratings, sqltables.preferences, platform_tables.answer_load,
+                   platform_tables.answer_screens)
     with db.reading(engine) as conn:
         rating, vote = conn.execute(sa.select(
             sa.select(sa.func.max(r.c.rating_id)).scalar_subquery(),
@@ -186,7 +187,7 @@ def warm(engine: sa.Engine) -> None:
     """Start computing the view of every large study (at server start), so
     the first admin to open it finds a recent result."""
     with engine.connect() as conn:
-        studies = conn.execute(sa.select(P.study_settings.c.study_id)).scalars().all()
+        studies = conn.execute(sa.select(platform_tables.study_settings.c.study_id)).scalars().all()
     for study_id in studies:
         version = data_version(engine, study_id)
         if version[2] >= LIVE_INLINE_RATED:
@@ -244,8 +245,7 @@ def compute_view(engine: sa.Engine, study_id: str) -> dict:
     from clinieval.audit.run import _builders
     from clinieval.errors import ClinievalError
     from clinieval.io.export import pseudonymise
-    from clinieval.web.manage import export_salt
-    from clinieval.web.studies import study_snapshot
+    from clinieval.platform.study_export import export_salt, study_snapshot
 
     as_of = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     # Under the export's pseudonyms: the audit's two-way bootstrap draws raters in

@@ -16,11 +16,11 @@ from typing import NamedTuple
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict
 
-from clinieval import tables as T
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval import tables
+from clinieval.platform.assignment import is_live
+from clinieval.platform.config import StudyConfig
+from clinieval.storage import platform_tables, sqltables
 from clinieval.storage.prepared import Prepared, run
-from clinieval.web.assignment import StudyConfig, is_live
 
 ANCHOR_COLUMNS = ("anchor_m2", "anchor_m1", "anchor_0", "anchor_p1", "anchor_p2")
 
@@ -80,7 +80,7 @@ def criteria_views(conn: sa.Connection, cfg: StudyConfig) -> tuple[CriterionView
     text = cfg.rubric if cfg.rubric is not None else current_rubric_text(conn, cfg.study_id)
     if text:
         return _criteria_of_text(text, tuple(cfg.criteria))
-    c = S.criteria
+    c = sqltables.criteria
     rows = {r.criterion_id: r._mapping
             for r in conn.execute(sa.select(c).where(c.c.criterion_id.in_(cfg.criteria)))}
     return _criteria(rows, cfg.criteria)
@@ -101,7 +101,7 @@ def _criteria(rows, criteria) -> tuple[CriterionView, ...]:
             safety_critical=bool(rows[cid]["safety_critical"]),
             anchors=tuple(
                 Anchor(score=s, text=rows[cid][col] or "")
-                for s, col in zip(T.SCORES, ANCHOR_COLUMNS, strict=True)
+                for s, col in zip(tables.SCORES, ANCHOR_COLUMNS, strict=True)
             ),
         )
         for cid in criteria
@@ -109,7 +109,7 @@ def _criteria(rows, criteria) -> tuple[CriterionView, ...]:
 
 
 def current_rubric_text(conn: sa.Connection, study_id: str) -> str | None:
-    v, sr = P.study_rubric_versions, P.study_rubrics
+    v, sr = platform_tables.study_rubric_versions, platform_tables.study_rubrics
     return conn.execute(
         sa.select(v.c.rubric)
         .join(sr, sa.and_(sr.c.study_id == v.c.study_id, sr.c.version == v.c.version))
@@ -136,22 +136,23 @@ def panel_answers(lease: sa.Row) -> list[str]:
 def stored_choice(screen_choice: str, shown_left: str) -> str:
     """The screen says A for the left answer; the record says which stored
     answer that was."""
-    if screen_choice not in T.SIDES or shown_left == "A":
+    if screen_choice not in tables.SIDES or shown_left == "A":
         return screen_choice
-    return T.SIDES[1 - T.SIDES.index(screen_choice)]
+    return tables.SIDES[1 - tables.SIDES.index(screen_choice)]
 
 
 def screen_choice(stored: str, shown_left: str) -> str:
     return stored_choice(stored, shown_left)  # swapping is its own inverse
 
 
-_TEXTS = Prepared(sa.select(S.answers.c.answer_id, S.answers.c.text, S.cases.c.prompt,
-                     S.cases.c.specialty)
-          .join(S.cases, S.cases.c.case_id == S.answers.c.case_id)
-          .where(S.answers.c.answer_id.in_([sa.bindparam("a"), sa.bindparam("b")])))
+_TEXTS = Prepared(sa.select(sqltables.answers.c.answer_id, sqltables.answers.c.text,
+                            sqltables.cases.c.prompt, sqltables.cases.c.specialty)
+          .join(sqltables.cases, sqltables.cases.c.case_id == sqltables.answers.c.case_id)
+          .where(sqltables.answers.c.answer_id.in_([sa.bindparam("a"), sa.bindparam("b")])))
 """The texts of a task's one or two answers (``a`` and ``b``, the same id
 for a rating task): a fixed list, so the statement is prepared once."""
-_DRAFT = Prepared(sa.select(P.drafts.c.data).where(P.drafts.c.token == sa.bindparam("token")))
+_DRAFT = Prepared(sa.select(platform_tables.drafts.c.data)
+                  .where(platform_tables.drafts.c.token == sa.bindparam("token")))
 
 
 def task_view(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, rater_id: str) -> TaskView:
@@ -159,7 +160,7 @@ def task_view(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, rater_id: st
     rows = {r.answer_id: r for r in run(conn, _TEXTS, {"a": answer_ids[0],
                                                         "b": answer_ids[-1]})}
     first = rows[answer_ids[0]]
-    labels = ("Answer",) if lease.kind == "rating" else T.SIDES
+    labels = ("Answer",) if lease.kind == "rating" else tables.SIDES
     panels = tuple(
         Panel(panel=i + 1, label=labels[i], text=rows[x].text or "")
         for i, x in enumerate(answer_ids)
@@ -212,7 +213,7 @@ def stored_draft(conn: sa.Connection, token: str) -> StoredDraft:
 
 
 def latest_values(conn: sa.Connection, answer_ids: list[str], rater_id: str) -> dict[str, str]:
-    r = S.ratings
+    r = sqltables.ratings
     rows = conn.execute(
         sa.select(r.c.answer_id, r.c.criterion_id, r.c.score, r.c.comment)
         .where(r.c.answer_id.in_(answer_ids), r.c.rater_id == rater_id)
@@ -229,7 +230,7 @@ def latest_values(conn: sa.Connection, answer_ids: list[str], rater_id: str) -> 
 def _vote(conn: sa.Connection, lease: sa.Row) -> str | None:
     if lease.preference_id is None:
         return None
-    p = S.preferences
+    p = sqltables.preferences
     stored = conn.execute(
         sa.select(p.c.choice).where(p.c.preference_id == lease.preference_id)
     ).scalar_one()

@@ -1,0 +1,518 @@
+"""Which task a clinician gets next, held by a lease.
+
+Rating tasks: among clear (leak-guard passed) answers of the clinician's
+specialty that they have neither rated nor been given, the one with the
+fewest raters so far (then fewest live leases among the next few, then the
+id) whose raters plus live leases are still below the study's overlap
+target. Pairs: two clear answers to one case from different models, each
+still below the target, the model pair with the fewest votes and live pair
+leases first; the stored A/B
+order and the side A is shown on are both random.
+
+Raters per answer and votes per model pair come from the trigger-kept
+counters of :mod:`clinieval.storage.counters`, so a pick is an index scan,
+not a count over all ratings. Counting and leasing happen in one
+transaction, and the chosen answer is re-counted from the ratings and leases
+themselves before it is leased: on PostgreSQL under a row lock (``FOR NO KEY
+UPDATE SKIP LOCKED``, waiting for a skipped lock only when nothing else is
+left), so two clinicians asking at once cannot over-fill an answer; on
+SQLite :func:`clinieval.storage.db.writing` holds the write lock for the
+whole transaction.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+from functools import lru_cache
+from itertools import combinations
+
+import sqlalchemy as sa
+
+from clinieval.platform.config import StudyConfig
+from clinieval.platform.events import aware, new_token, now, record
+from clinieval.storage import db, platform_tables, prepared, sqltables
+from clinieval.storage.prepared import Prepared, run
+
+CANDIDATES = 20
+_rng = secrets.SystemRandom()  # sides must not be predictable by the clinician
+
+
+def is_live(lease: sa.Row) -> bool:
+    return lease.status == "open" and aware(lease.expires_at) > now()
+
+
+def _live(tl: sa.Table = platform_tables.task_leases) -> sa.ColumnElement[bool]:
+    return sa.and_(tl.c.status == "open", tl.c.expires_at > now())
+
+
+def next_task(
+    engine: sa.Engine, cfg: StudyConfig, user: sa.Row, specialty: str, kind: str = "auto"
+) -> str | None:
+    """The token of the clinician's open task, or of a newly leased one; None
+    when nothing is left for them."""
+    with db.writing(engine) as conn:
+        return lease_next(conn, cfg, user, specialty, kind)
+
+
+def lease_next(
+    conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: str, kind: str = "auto"
+) -> str | None:
+    """:func:`next_task` in the caller's write transaction (a submission takes
+    the next task in its own)."""
+    record(conn, "task_requested", user_id=user.user_id, study_id=cfg.study_id)
+    current = _resume(conn, cfg, user.user_id)
+    if current is not None:
+        return current
+    for choice in _kinds(conn, cfg, user.user_id, kind):
+        token = (_lease_rating if choice == "rating" else _lease_pair)(conn, cfg, user, specialty)
+        if token is not None:
+            return token
+    return None
+
+
+def _kinds(conn: sa.Connection, cfg: StudyConfig, user_id: str, kind: str) -> tuple[str, ...]:
+    """'auto' keeps the clinician's share of pairs near the study's pairwise share."""
+    if kind != "auto":
+        return (kind,)
+    tl = platform_tables.task_leases
+    done = dict(
+        conn.execute(
+            sa.select(tl.c.kind, sa.func.count())
+            .where(
+                tl.c.user_id == user_id,
+                tl.c.study_id == cfg.study_id,
+                tl.c.status == "submitted",
+            )
+            .group_by(tl.c.kind)
+        ).all()
+    )
+    total = sum(done.values())
+    wants_pair = done.get("pair", 0) < cfg.pairwise_share * (total + 1)
+    return ("pair", "rating") if wants_pair else ("rating", "pair")
+
+
+_OPEN_LEASES = Prepared(
+    sa.select(platform_tables.task_leases)
+    .where(platform_tables.task_leases.c.user_id == sa.bindparam("user"),
+           platform_tables.task_leases.c.study_id == sa.bindparam("study"),
+           platform_tables.task_leases.c.status == "open")
+    .order_by(platform_tables.task_leases.c.created_at)
+)
+
+
+def _resume(conn: sa.Connection, cfg: StudyConfig, user_id: str) -> str | None:
+    """An open lease of this clinician: kept while live, renewed after expiry
+    if the answer still has room, otherwise marked expired."""
+    tl = platform_tables.task_leases
+    rows = run(conn, _OPEN_LEASES, {"user": user_id, "study": cfg.study_id})
+    for lease in rows:
+        if is_live(lease):
+            return lease.token
+        if _room(conn, cfg, lease):
+            touch(conn, cfg, lease.token)
+            return lease.token
+        conn.execute(tl.update().where(tl.c.token == lease.token).values(status="expired"))
+    return None
+
+
+def renewable(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row) -> bool:
+    """Whether an open lease that lapsed can be renewed (in the caller's write
+    transaction): a clinician submitting or saving after the lease period
+    keeps the task if nobody filled its answers meanwhile. A lease marked
+    expired, skipped or submitted is not. It waits for an answer's lock held
+    by another request (taking a task holds it a moment): the clinician
+    holds no other, so no wait can close a cycle."""
+    return lease.status == "open" and _room(conn, cfg, lease, wait=True)
+
+
+def _room(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, wait: bool = False) -> bool:
+    """Whether a lapsed lease can be renewed without over-filling (under the
+    lock): as when the task was taken, its pair's votes and each of its
+    answers' raters plus live leases below the target."""
+    answers = [x for x in (lease.answer_id, lease.answer_b_id) if x]
+    if not _lock(conn, answers, wait):
+        return False
+    target = cfg.overlap_target
+    if lease.kind == "pair" and _pair_load(conn, *answers) >= target:
+        return False
+    return all(_answer_load(conn, answer) < target for answer in answers)
+
+
+def touch(conn: sa.Connection, cfg: StudyConfig, token: str) -> None:
+    """Activity on a task keeps its lease alive for another lease period."""
+    conn.execute(
+        platform_tables.task_leases.update()
+        .where(platform_tables.task_leases.c.token == token)
+        .values(expires_at=now() + timedelta(minutes=cfg.lease_minutes))
+    )
+
+
+def _not_mine(user: sa.Row | None, answer: sa.ColumnElement) -> sa.ColumnElement[bool]:
+    """``answer`` is neither rated by this clinician nor held (now or before) in
+    one of their tasks; each test is a probe of an index on the answer. With
+    ``user`` None the clinician is left to the parameters ``rater`` and ``user``."""
+    r, tl = sqltables.ratings, platform_tables.task_leases
+    rater_id = sa.bindparam("rater") if user is None else user.rater_id
+    user_id = sa.bindparam("user") if user is None else user.user_id
+    return sa.and_(
+        ~sa.exists().where(r.c.answer_id == answer, r.c.rater_id == rater_id),
+        ~sa.exists().where(tl.c.answer_id == answer, tl.c.user_id == user_id),
+        ~sa.exists().where(tl.c.answer_b_id == answer, tl.c.user_id == user_id),
+    )
+
+
+def _submitted(answer: sa.ColumnElement) -> sa.ScalarSelect:
+    r = sqltables.ratings
+    return (
+        sa.select(sa.func.count(sa.distinct(r.c.rater_id)))
+        .where(r.c.answer_id == answer)
+        .scalar_subquery()
+    )
+
+
+def _leased(answer: sa.ColumnElement, live: sa.ColumnElement[bool] | None = None
+            ) -> sa.ColumnElement[int]:
+    """Live leases holding ``answer``, on either side of a task: two counts
+    (a pair's two answers differ, being answers of different models from
+    :func:`pair_options`, so none is counted twice), each an index
+    probe. One count with ``answer_id = x OR answer_b_id = x`` made SQLite
+    merge two index scans through a temporary b-tree for every candidate:
+    a page of 20 candidates took 74-124 us, this 62-69 us."""
+    tl = platform_tables.task_leases
+    live = _live() if live is None else live
+    return (sa.select(sa.func.count()).where(tl.c.answer_id == answer, live).scalar_subquery()
+            + sa.select(sa.func.count()).where(tl.c.answer_b_id == answer, live)
+            .scalar_subquery())
+
+
+def _live_at(tl: sa.Table = platform_tables.task_leases) -> sa.ColumnElement[bool]:
+    """:func:`_live` with the time left to the parameter ``now`` (prebuilt statements)."""
+    return sa.and_(tl.c.status == "open", tl.c.expires_at > sa.bindparam("now"))
+
+
+def _answer_load(conn: sa.Connection, answer_id: str) -> int:
+    """Raters plus live leases of one answer, counted from the source tables."""
+    return conn.execute(
+        sa.select(_submitted(sa.literal(answer_id)) + _leased(sa.literal(answer_id)))
+    ).scalar_one()
+
+
+def _lock(conn: sa.Connection, answer_ids: list[str], wait: bool = False) -> bool:
+    """Lock the answer rows, or report that another transaction holds one
+    (``wait``: wait for it instead). ``NO KEY UPDATE`` does not wait for
+    submissions, whose rating rows only take a key-share lock on the answer
+    through their foreign key."""
+    if conn.dialect.name != "postgresql":
+        return True
+    ids = sorted(set(answer_ids))
+    got = run(conn, _lock_statement(len(ids), wait), {f"a{i}": x for i, x in enumerate(ids)})
+    return len(got) == len(ids)
+
+
+@lru_cache(maxsize=8)
+def _lock_statement(n: int, wait: bool) -> Prepared:
+    """:func:`_lock`'s statement for ``n`` answers (a task has one or two) and
+    way of waiting, built once."""
+    a = sqltables.answers
+    return Prepared(
+        sa.select(a.c.answer_id)
+        .where(a.c.answer_id.in_([sa.bindparam(f"a{i}") for i in range(n)]))
+        .order_by(a.c.answer_id)
+        .with_for_update(skip_locked=not wait, key_share=True))
+
+
+def _rating_pages() -> tuple[Prepared, Prepared]:
+    """The first and the following pages of :func:`_lease_rating`'s walk, built
+    once: up to ``limit`` answers of the specialty below the target, in order
+    of raters so far, each with its live leases (counted for the page only)."""
+    al, s = platform_tables.answer_load, platform_tables.answer_screens
+    order = sa.tuple_(al.c.submitted, al.c.answer_id)
+    pool = (
+        sa.select(al.c.answer_id, al.c.submitted)
+        .join(s, sa.and_(s.c.answer_id == al.c.answer_id, s.c.study_id == al.c.study_id))
+        .where(al.c.study_id == sa.bindparam("study"), al.c.specialty == sa.bindparam("specialty"),
+               s.c.status == "clear", al.c.submitted < sa.bindparam("target"),
+               _not_mine(None, al.c.answer_id))
+    )
+    pages = []
+    for page in (pool, pool.where(order > sa.tuple_(sa.bindparam("after_submitted"),
+                                                   sa.bindparam("after_answer")))):
+        page = page.order_by(*order.clauses).limit(sa.bindparam("limit")).subquery()
+        pages.append(sa.select(page.c.answer_id, page.c.submitted,
+                               _leased(page.c.answer_id, _live_at()).label("held")))
+    return Prepared(pages[0]), Prepared(pages[1])
+
+
+_RATING_PAGES = _rating_pages()
+
+
+def _lease_rating(
+    conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: str
+) -> str | None:
+    """Walk the specialty's answers below the target in order of raters so far
+    (an index scan of ``answer_load``), a page at a time; within a page the
+    fewest live leases first. The pick is re-counted from the source tables
+    under the lock before it is leased."""
+    params = {"study": cfg.study_id, "specialty": specialty, "target": cfg.overlap_target,
+              "rater": user.rater_id, "user": user.user_id, "now": now(), "limit": CANDIDATES}
+    busy = []
+    while True:
+        rows = run(conn, _RATING_PAGES[1 if "after_answer" in params else 0], params)
+        if not rows:
+            break
+        for done, held, answer_id in sorted((r.submitted, r.held, r.answer_id) for r in rows):
+            if done + held >= cfg.overlap_target:
+                continue
+            taken = _take(conn, cfg, user, [answer_id])
+            if taken == TAKEN:
+                return _insert_lease(conn, cfg, user, "rating", answer_id)
+            if taken == BUSY:
+                busy.append([answer_id])
+        last = max(rows, key=lambda r: (r.submitted, r.answer_id))
+        params |= {"after_submitted": last.submitted, "after_answer": last.answer_id}
+    return _wait_for(conn, cfg, user, busy, "rating")
+
+
+TAKEN, FULL, BUSY = "taken", "full", "busy"
+
+
+def _take(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, answer_ids: list[str],
+          wait: bool = False) -> str:
+    """Lock the answers and re-count: still below the target, still not theirs
+    (TAKEN, the lock kept), no longer (FULL) or locked by another request
+    (BUSY). On PostgreSQL each try is a savepoint, so a refused answer's lock
+    is let go at once and a later wait cannot deadlock on it."""
+    savepoint = conn.begin_nested() if conn.dialect.name == "postgresql" else None
+    if not _lock(conn, answer_ids, wait):
+        state = BUSY
+    elif len(answer_ids) == 1:
+        free, load = run(conn, _ONE_ANSWER, {"answer": answer_ids[0], "rater": user.rater_id,
+                                                "user": user.user_id, "now": now()}).one()
+        state = TAKEN if free and load < cfg.overlap_target else FULL
+    else:
+        free, *loads = run(conn, _TWO_ANSWERS, {
+            "a": answer_ids[0], "b": answer_ids[1], "rater": user.rater_id,
+            "user": user.user_id, "now": now()}).one()
+        # A pair task rates both answers: neither may go past its target either.
+        state = TAKEN if free and max(loads) < cfg.overlap_target else FULL
+    if savepoint is not None:
+        (savepoint.commit if state == TAKEN else savepoint.rollback)()
+    return state
+
+
+_ONE_ANSWER = Prepared(sa.select(
+    sa.case((_not_mine(None, sa.bindparam("answer")), 1), else_=0),
+    _submitted(sa.bindparam("answer")) + _leased(sa.bindparam("answer"), _live_at()),
+))
+"""Under the lock, for one answer: still not this clinician's, and its raters
+plus live leases (one statement for :func:`_free_for` and :func:`_answer_load`)."""
+
+
+def _wait_for(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, busy: list[list[str]],
+              kind: str) -> str | None:
+    """Nothing free was left but answers another request had locked: wait for
+    those locks (holding none) and re-count, so a clinician is not told
+    "nothing left" while the last answer with room is being leased."""
+    for answer_ids in busy:
+        if _take(conn, cfg, user, answer_ids, wait=True) == TAKEN:
+            if kind == "rating":
+                return _insert_lease(conn, cfg, user, "rating", answer_ids[0])
+            a, b = _rng.sample(answer_ids, 2)
+            return _insert_lease(conn, cfg, user, "pair", a, b, _rng.choice(("A", "B")))
+    return None
+
+
+def _insert_lease(
+    conn: sa.Connection,
+    cfg: StudyConfig,
+    user: sa.Row,
+    kind: str,
+    answer_id: str,
+    answer_b_id: str | None = None,
+    shown_left: str | None = None,
+) -> str:
+    token, at = new_token(), now()
+    run(conn, _NEW_LEASE, {
+        "token": token, "study_id": cfg.study_id, "user_id": user.user_id, "kind": kind,
+        "answer_id": answer_id, "answer_b_id": answer_b_id, "shown_left": shown_left,
+        "status": "open", "created_at": at,
+        "expires_at": at + timedelta(minutes=cfg.lease_minutes)})
+    return token
+
+
+_NEW_LEASE = prepared.insert(platform_tables.task_leases, "token", "study_id", "user_id", "kind",
+                             "answer_id", "answer_b_id", "shown_left", "status", "created_at",
+                             "expires_at")
+
+
+# --- pairs -------------------------------------------------------------------
+
+
+def _pair_votes(a: sa.ColumnElement, b: sa.ColumnElement, live: sa.ColumnElement[bool]
+                ) -> sa.ColumnElement[int]:
+    """Votes (each once, however often it was edited) plus live leases on the
+    unordered pair {a, b}, as one SQL expression."""
+    p, tl = sqltables.preferences, platform_tables.task_leases
+
+    def both(x: sa.ColumnElement, y: sa.ColumnElement) -> sa.ColumnElement[bool]:
+        return sa.or_(sa.and_(x == a, y == b), sa.and_(x == b, y == a))
+
+    answers = sqltables.answers
+    case = sa.select(answers.c.case_id).where(answers.c.answer_id == a).scalar_subquery()
+    votes = sa.select(sa.func.count()).where(p.c.case_id == case,
+                                             both(p.c.answer_a_id, p.c.answer_b_id),
+                                             sa.func.coalesce(p.c.revision, 0) == 0)
+    leases = sa.select(sa.func.count()).where(both(tl.c.answer_id, tl.c.answer_b_id), live)
+    return votes.scalar_subquery() + leases.scalar_subquery()
+
+
+def _pair_load(conn: sa.Connection, a: str, b: str) -> int:
+    """Votes (each once, however often it was edited) plus live leases on the
+    unordered pair {a, b}."""
+    return conn.execute(sa.select(_pair_votes(sa.literal(a), sa.literal(b), _live()))
+                        ).scalar_one()
+
+
+_A, _B = sa.bindparam("a"), sa.bindparam("b")
+_TWO_ANSWERS = Prepared(sa.select(
+    sa.case((sa.and_(_not_mine(None, _A), _not_mine(None, _B)), 1), else_=0),
+    _pair_votes(_A, _B, _live_at()),
+    _submitted(_A) + _leased(_A, _live_at()),
+    _submitted(_B) + _leased(_B, _live_at()),
+))
+"""Under the lock, for a pair: neither answer is this clinician's, the pair's
+load and each answer's load (one statement for a pair task's re-count)."""
+
+_PAIR_VOTES = Prepared(sa.select(platform_tables.pair_load.c.model_lo,
+                                 platform_tables.pair_load.c.model_hi,
+                                 platform_tables.pair_load.c.votes
+                                 ).where(platform_tables.pair_load.c.study_id
+                                         == sa.bindparam("study")))
+
+
+def _pair_leases() -> sa.Select:
+    tl = platform_tables.task_leases
+    a1, a2 = sqltables.answers.alias("a1"), sqltables.answers.alias("a2")
+    return (
+        sa.select(a1.c.model_id, a2.c.model_id)
+        .select_from(tl)
+        .join(a1, a1.c.answer_id == tl.c.answer_id)
+        .join(a2, a2.c.answer_id == tl.c.answer_b_id)
+        .where(tl.c.study_id == sa.bindparam("study"), tl.c.kind == "pair", _live_at())
+    )
+
+
+_PAIR_LEASES = Prepared(_pair_leases())
+_PAIR_POOL = Prepared(
+    sa.select(platform_tables.answer_load.c.answer_id, platform_tables.answer_load.c.case_id,
+              platform_tables.answer_load.c.model_id)
+    .join(platform_tables.answer_screens,
+          sa.and_(platform_tables.answer_screens.c.answer_id
+                  == platform_tables.answer_load.c.answer_id,
+                  platform_tables.answer_screens.c.study_id
+                  == platform_tables.answer_load.c.study_id))
+    .where(platform_tables.answer_load.c.study_id == sa.bindparam("study"),
+           platform_tables.answer_load.c.specialty == sa.bindparam("specialty"),
+           platform_tables.answer_screens.c.status == "clear",
+           platform_tables.answer_load.c.submitted < sa.bindparam("target"))
+)
+"""The clear answers of a specialty below the target, in no particular order
+(:func:`pair_options` orders its pairs itself)."""
+
+
+def _mine() -> Prepared:
+    r, tl = sqltables.ratings, platform_tables.task_leases
+    return Prepared(sa.union(
+        sa.select(r.c.answer_id).where(r.c.rater_id == sa.bindparam("rater")),
+        sa.select(tl.c.answer_id).where(tl.c.user_id == sa.bindparam("user")),
+        sa.select(tl.c.answer_b_id).where(tl.c.user_id == sa.bindparam("user"),
+                                          tl.c.answer_b_id.is_not(None))))
+
+
+_MINE = _mine()
+"""Every answer the clinician rated or was given (in any study): read once per
+pair request and left out of the pool in Python. Asked of each answer of the
+pool in SQL instead (three index probes per answer), the pool of the largest
+specialty at paper scale (1,524 answers) took 19.6 ms, holding SQLite's write
+lock and the event loop; without the probes 2.7 ms, and this 0.1 ms. The pick
+is re-checked against the clinician's rows under the lock (:func:`_take`)."""
+PAIR_TRIES = 200
+"""Pairs re-counted at most per request, best balanced first (each try is one
+statement; more than the first few fail only when nearly everything is full)."""
+
+
+def _model_pair_loads(conn: sa.Connection, cfg: StudyConfig) -> dict[tuple[str, str], int]:
+    """Votes (trigger-kept ``pair_load``) plus live pair leases per unordered
+    model pair in the study."""
+    loads = {(lo, hi): n for lo, hi, n in run(conn, _PAIR_VOTES, {"study": cfg.study_id})}
+    for m1, m2 in run(conn, _PAIR_LEASES, {"study": cfg.study_id, "now": now()}):
+        key = (m1, m2) if m1 < m2 else (m2, m1)
+        loads[key] = loads.get(key, 0) + 1
+    return loads
+
+
+def _lease_pair(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: str) -> str | None:
+    mine = set(run(conn, _MINE, {"rater": user.rater_id, "user": user.user_id}).scalars())
+    pool = [row for row in run(conn, _PAIR_POOL, {
+        "study": cfg.study_id, "specialty": specialty, "target": cfg.overlap_target})
+        if row.answer_id not in mine]
+    busy = []
+    for x, y in pair_options(pool, _model_pair_loads(conn, cfg), PAIR_TRIES):
+        taken = _take(conn, cfg, user, [x, y])
+        if taken == TAKEN:
+            a, b = _rng.sample([x, y], 2)
+            return _insert_lease(conn, cfg, user, "pair", a, b, _rng.choice(("A", "B")))
+        if taken == BUSY:
+            busy.append([x, y])
+    return _wait_for(conn, cfg, user, busy, "pair")
+
+
+def pair_options(pool, loads: dict[tuple[str, str], int], limit: int) -> list[tuple[str, str]]:
+    """The first ``limit`` pairs (two answers of one case by different models,
+    as (lower, higher) answer id) from ``pool``'s (answer, case, model) rows,
+    in order of their model pair's load in ``loads`` (keyed (lower, higher)
+    model; absent is 0), then case, then answer ids.
+
+    Model pairs are taken a load level at a time, lowest first, and only the
+    levels needed are expanded: the largest specialty at paper scale (1,522
+    answers of 117 cases) has 9,126 possible pairs, and listing and sorting
+    all of them took 1.7 ms per pair task, this 0.55 ms."""
+    answers: dict[str, dict[str, list[str]]] = {}  # case -> model -> answers
+    cases_of: dict[str, set[str]] = {}  # model -> cases
+    for answer_id, case_id, model_id in pool:
+        answers.setdefault(case_id, {}).setdefault(model_id, []).append(answer_id)
+        cases_of.setdefault(model_id, set()).add(case_id)
+    levels: dict[int, list[tuple[str, str]]] = {}
+    for m1, m2 in combinations(sorted(cases_of), 2):
+        levels.setdefault(loads.get((m1, m2), 0), []).append((m1, m2))
+    options: list[tuple[str, str, str]] = []
+    for load in sorted(levels):
+        options += sorted(
+            (case_id, min(x, y), max(x, y))
+            for m1, m2 in levels[load] for case_id in cases_of[m1] & cases_of[m2]
+            for x in answers[case_id][m1] for y in answers[case_id][m2])
+        if len(options) >= limit:
+            break
+    return [(x, y) for _, x, y in options[:limit]]
+
+
+def skip(engine: sa.Engine, lease: sa.Row) -> None:
+    """ "Outside my expertise": the lease ends without a rating and the answer
+    stays excluded for this clinician (their lease row remembers it)."""
+    with db.writing(engine) as conn:
+        record(
+            conn,
+            "task_skipped",
+            user_id=lease.user_id,
+            study_id=lease.study_id,
+            subject=lease.token,
+        )
+        conn.execute(
+            platform_tables.task_leases.update()
+            .where(
+                platform_tables.task_leases.c.token == lease.token,
+                platform_tables.task_leases.c.status == "open",
+            )
+            .values(status="skipped")
+        )

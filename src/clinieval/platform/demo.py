@@ -1,0 +1,121 @@
+"""``clinieval serve --demo``: a small study from the bundled demo snapshot,
+with a demo clinician, a demo admin (each reached by a one-time sign-in link;
+no password is printed) and an invitation link.
+
+The demo snapshot stores answer lengths but no answer text, so readable
+stand-in answers are written here, deterministically per answer id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import sqlalchemy as sa
+
+from clinieval.demo import demo_snapshot
+from clinieval.platform import accounts
+from clinieval.platform.studies import StudyPlan, create_study
+from clinieval.rubric import load_rubric
+from clinieval.snapshot import Snapshot
+from clinieval.storage import db, platform_tables, sqltables
+
+DEMO_STUDY = "demo"
+DEMO_SPECIALTIES = ("Cardiology ECG", "Pathology", "Pulmonology")
+
+_OPENINGS = (
+    "The most likely explanation should be confirmed before treatment is changed.",
+    "Start by checking for warning signs that need same-day assessment.",
+    "A careful history usually settles this question.",
+    "This can usually be managed in primary care with clear safety-netting.",
+)
+_BODIES = (
+    "Review current medicines, allergies and kidney function, then choose the lowest effective"
+    " dose and arrange follow-up within two weeks.",
+    "Explain the expected course, what to watch for, and when to return; document shared"
+    " decisions in the notes.",
+    "If chest pain, breathlessness at rest or confusion develop, the patient should seek"
+    " emergency care immediately.",
+    "Local guidelines and resource availability should shape the choice of tests.",
+)
+
+
+def stand_in_text(answer_id: str, prompt: str | None) -> str:
+    """A short, plausible answer chosen by a hash of the answer id."""
+    h = hashlib.sha256(answer_id.encode()).digest()
+    topic = (prompt or "the question").split(":", 1)[-1].strip().rstrip("?")
+    return (
+        f"Regarding {topic[:1].lower()}{topic[1:]}: {_OPENINGS[h[0] % len(_OPENINGS)]} "
+        f"{_BODIES[h[1] % len(_BODIES)]} {_BODIES[h[2] % len(_BODIES)]}"
+    )
+
+
+def demo_source() -> Snapshot:
+    """The bundled demo snapshot with stand-in answer texts."""
+    snap = demo_snapshot()
+    answers, cases = snap["answers"], snap["cases"]
+    prompts = dict(zip(cases["case_id"].to_pylist(), cases["prompt"].to_pylist(), strict=True))
+    texts = [
+        stand_in_text(a, prompts.get(c))
+        for a, c in zip(
+            answers["answer_id"].to_pylist(), answers["case_id"].to_pylist(), strict=True
+        )
+    ]
+    index = answers.schema.get_field_index("text")
+    return Snapshot(
+        {**snap.tables, "answers": answers.set_column(index, "text", pa.array(texts))}, snap.meta
+    )
+
+
+def setup_demo(engine: sa.Engine, link_minutes: int = accounts.SIGNIN_LINK_MINUTES
+               ) -> dict[str, str]:
+    """Create the demo study and two accounts (once); returns a fresh one-time
+    sign-in token for each account and a clinician invitation token."""
+    with engine.connect() as conn:
+        exists = conn.execute(
+            sa.select(sqltables.studies.c.study_id)
+            .where(sqltables.studies.c.study_id == DEMO_STUDY)
+        ).first()
+    if exists is None:
+        plan = StudyPlan(DEMO_STUDY, "Demo study", load_rubric(), specialties=DEMO_SPECIALTIES)
+        create_study(engine, plan, demo_source())
+    out = {"invitation": accounts.create_invitation(engine, DEMO_STUDY, "clinician")}
+    for role in ("clinician", "admin"):
+        user_id = _demo_account(engine, f"demo-{role}@example.org", role)
+        out[role] = accounts.create_signin_link(engine, user_id, link_minutes)
+    return out
+
+
+def _demo_account(engine: sa.Engine, email: str, role: str) -> str:
+    """The demo account's user id, created with its profile and consent in
+    place. Its password is random and never shown: the sign-in links open it."""
+    with engine.connect() as conn:
+        existing = conn.execute(
+            sa.select(platform_tables.users.c.user_id)
+            .where(platform_tables.users.c.email == email)).scalar()
+    if existing is not None:
+        return existing
+    token = accounts.create_invitation(engine, DEMO_STUDY, role)
+    user_id = accounts.register(engine, token, email, secrets.token_urlsafe(24))
+    with db.writing(engine) as conn:
+        rater = conn.execute(sa.select(platform_tables.users.c.rater_id)
+                             .where(platform_tables.users.c.user_id == user_id))
+        conn.execute(
+            sqltables.raters.update()
+            .where(sqltables.raters.c.rater_id == rater.scalar_one())
+            .values(
+                specialty=DEMO_SPECIALTIES[0],
+                country="Demo",
+                organisation="Demo hospital",
+                experience_years=10,
+                role="specialist",
+            )
+        )
+        conn.execute(
+            platform_tables.memberships.update()
+            .where(platform_tables.memberships.c.user_id == user_id)
+            .values(consented_at=datetime.now(UTC))
+        )
+    return user_id

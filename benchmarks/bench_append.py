@@ -20,7 +20,8 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from clinieval.io.importer import import_snapshot
-from clinieval.storage import db, sqltables
+from clinieval.storage import db
+from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.synth import generate
 from clinieval.testing import CountingConnection, CountingCursor, later_revisions
 
@@ -29,7 +30,7 @@ def _all_keys(engine: sa.Engine) -> int:
     """What validating an append used to read: every stored key."""
     with engine.connect() as conn:
         return sum(len(conn.execute(sa.select(t.primary_key.columns.values()[0])).all())
-                   for t in sqltables.BY_NAME.values())
+                   for t in snapshot_tables.BY_NAME.values())
 
 
 def _seconds(func) -> tuple[object, float]:

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from clinieval.audit import AuditSettings
-from clinieval.audit.core import Context
+from clinieval.audit.context import Context
 from clinieval.audit.run import audit_data
 from clinieval.audit.sections import benchmarks as section
 from clinieval.io.foreign import benchmark_scores as reader

@@ -16,8 +16,10 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from clinieval.io.bundle import write_bundle
-from clinieval.io.importer import import_snapshot, read_source
-from clinieval.storage import db, sqltables
+from clinieval.io.importer import import_snapshot
+from clinieval.sources import read_source
+from clinieval.storage import db
+from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.synth import generate
 
 
@@ -33,7 +35,7 @@ def _row_by_row(engine: sa.Engine, ratings: list[dict]) -> None:
     """The straightforward method: one INSERT statement per rating."""
     with engine.begin() as conn:
         for row in ratings:
-            conn.execute(sqltables.ratings.insert().values(**row))
+            conn.execute(snapshot_tables.ratings.insert().values(**row))
 
 
 def bench(url: str, bundle: Path, baseline_rows: int) -> None:
@@ -49,7 +51,7 @@ def bench(url: str, bundle: Path, baseline_rows: int) -> None:
           f" (ratings {counts['ratings']:,})")
     sample = snap["ratings"].slice(0, baseline_rows).to_pylist()
     with engine.begin() as conn:
-        conn.execute(sqltables.ratings.delete())
+        conn.execute(snapshot_tables.ratings.delete())
     _, slow_s = _timed(f"row-by-row insert of {len(sample):,} ratings", lambda: _row_by_row(
         engine, sample))
     fast_rate, slow_rate = counts["ratings"] / load_s, len(sample) / slow_s

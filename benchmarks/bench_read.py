@@ -17,21 +17,22 @@ import time
 import pyarrow as pa
 import sqlalchemy as sa
 
-from clinieval import tables as T
+from clinieval.contract import tabular
 from clinieval.snapshot import Snapshot
-from clinieval.storage import db, sqltables
+from clinieval.storage import db
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 
 def row_by_row(engine: sa.Engine) -> Snapshot:
     """The former read (as of revision 0001): SQLAlchemy rows fetched in
     batches and gathered into Python lists, column by column."""
     with engine.connect() as conn:
-        raw = {t.name: _rows_table(conn, t) for t in T.ALL}
+        raw = {t.name: _rows_table(conn, t) for t in tabular.ALL}
     return Snapshot.from_tables(raw)
 
 
-def _rows_table(conn: sa.Connection, table: T.Table) -> pa.Table:
-    sa_table = sqltables.BY_NAME[table.name]
+def _rows_table(conn: sa.Connection, table: tabular.Table) -> pa.Table:
+    sa_table = snapshot_tables.BY_NAME[table.name]
     order = [sa_table.c[c] for c in ("position", table.key) if c in sa_table.c]
     result = conn.execute(sa.select(*[sa_table.c[c] for c in table.columns]).order_by(*order))
     columns: dict[str, list] = {c: [] for c in table.columns}
@@ -60,7 +61,7 @@ def main() -> None:
     for run in range(1, args.runs + 1):
         before = _timed(f"row by row, run {run}", row_by_row, args.url)
         after = _timed(f"column-wise, run {run}", db.read_snapshot, args.url)
-    same = all(before[t.name].equals(after[t.name]) for t in T.ALL)
+    same = all(before[t.name].equals(after[t.name]) for t in tabular.ALL)
     print("same tables:", same)
 
 

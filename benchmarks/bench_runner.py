@@ -36,7 +36,8 @@ from clinieval.providers import model_spec
 from clinieval.providers.llamacpp import LlamaServer, find_local_model, free_port
 from clinieval.runs import JuryJudge, RunOptions, execute
 from clinieval.runs.data import AnswerText
-from clinieval.storage import db, sqltables
+from clinieval.storage import db
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 REPLY = json.dumps({"accuracy": 4, "completeness": 3, "clarity": 5, "reason": "stub verdict"})
 CASES = 200
@@ -60,10 +61,10 @@ def _database(path: Path, n_answers: int) -> tuple[sa.Engine, list[AnswerText], 
                           f"Answer {i}: check vital signs, then examine.", 0, 0.7, "default")
                for i in range(n_answers)]
     with engine.begin() as conn:
-        conn.execute(sqltables.models.insert(), [{"model_id": "cand"}])
-        conn.execute(sqltables.cases.insert(), [{"case_id": c, "specialty": "General",
+        conn.execute(snapshot_tables.models.insert(), [{"model_id": "cand"}])
+        conn.execute(snapshot_tables.cases.insert(), [{"case_id": c, "specialty": "General",
                                                  "prompt": p} for c, p in cases.items()])
-        conn.execute(sqltables.answers.insert(), [
+        conn.execute(snapshot_tables.answers.insert(), [
             {"answer_id": a.answer_id, "case_id": a.case_id, "model_id": "cand",
              "text": a.text, "sample_index": 0} for a in answers])
     return engine, answers, cases

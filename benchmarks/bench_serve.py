@@ -44,8 +44,8 @@ from clinieval.platform import accounts, events
 from clinieval.platform.studies import store_rubric_version
 from clinieval.rubric import rubric_from_rows
 from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.synth import STUDY_ID, generate
 from clinieval.web.kernel import Signer, platform_key
 from clinieval.web.testing import free_port, start_server, wait_until_serving
@@ -68,8 +68,9 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
     snap = generate(seed=7, scale=scale)
     import_snapshot(engine, snap, replace=True)
     with engine.connect() as conn:
-        per_answer = conn.execute(sa.select(sa.func.count(sa.distinct(S.ratings.c.rater_id)))
-                                  .group_by(S.ratings.c.answer_id)).scalars().all()
+        per_answer = conn.execute(sa.select(sa.func.count(sa.distinct(
+            snapshot_tables.ratings.c.rater_id)))
+                                  .group_by(snapshot_tables.ratings.c.answer_id)).scalars().all()
     target = max(per_answer, default=0) + 2
     specialties = sorted(set(snap["cases"]["specialty"].to_pylist()))
     criteria = snap["criteria"]["criterion_id"].to_pylist()
@@ -78,14 +79,14 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
                                                              "version": "1"})
     now = events.now()
     with db.writing(engine) as conn:
-        conn.execute(P.study_settings.insert().values(
+        conn.execute(platform_tables.study_settings.insert().values(
             study_id=STUDY_ID, overlap_target=target, pairwise_share=PAIR_SHARE,
             lease_minutes=30, specialties=json.dumps(specialties),
             criteria=json.dumps(criteria), consent_text="bench"))
-        conn.execute(P.study_rubrics.insert().values(
+        conn.execute(platform_tables.study_rubrics.insert().values(
             study_id=STUDY_ID, rubric_id="bench", version="1", rationale_required=False))
         store_rubric_version(conn, STUDY_ID, rubric)
-        conn.execute(P.answer_screens.insert(), [
+        conn.execute(platform_tables.answer_screens.insert(), [
             {"study_id": STUDY_ID, "answer_id": a, "status": "clear", "screened_at": now}
             for a in snap["answers"]["answer_id"].to_pylist()])
         leases = _history(conn, snap["raters"]["rater_id"].to_pylist(), now)
@@ -96,12 +97,13 @@ def seed(url: str, scale: float, clinicians: int) -> tuple[dict, int]:
         role = "admin" if i == clinicians else "clinician"
         user_id, rater_id = f"u_bench{i}", f"r_bench{i}"
         with db.writing(engine) as conn:
-            conn.execute(S.raters.insert().values(rater_id=rater_id,
+            conn.execute(snapshot_tables.raters.insert().values(rater_id=rater_id,
                                                   specialty=people[i % len(people)]))
-            conn.execute(P.users.insert().values(
+            conn.execute(platform_tables.users.insert().values(
                 user_id=user_id, email=f"b{i}@example.org", rater_id=rater_id,
                 password_hash="not-a-login", created_at=now))
-            conn.execute(P.memberships.insert().values(study_id=STUDY_ID, user_id=user_id,
+            conn.execute(platform_tables.memberships.insert().values(study_id=STUDY_ID,
+                                                                     user_id=user_id,
                                                        role=role, consented_at=now))
         token = accounts.open_session(engine, user_id)
         cookies[role if role == "admin" else user_id] = (signer.sign(token), signer.csrf(token))
@@ -141,11 +143,11 @@ def _history(conn: sa.Connection, raters: list[str], now) -> int:
     the lease table starts empty, unlike a running study's, and PostgreSQL
     plans the assignment for an empty table (its statistics come from the
     ANALYZE after seeding)."""
-    r, p, tl = S.ratings, S.preferences, P.task_leases
-    conn.execute(P.users.insert(), [
+    r, p, tl = snapshot_tables.ratings, snapshot_tables.preferences, platform_tables.task_leases
+    conn.execute(platform_tables.users.insert(), [
         {"user_id": f"u_hist_{x}", "email": f"hist_{x}@example.org", "rater_id": x,
          "password_hash": "not-a-login", "created_at": now} for x in raters])
-    conn.execute(P.memberships.insert(), [
+    conn.execute(platform_tables.memberships.insert(), [
         {"study_id": STUDY_ID, "user_id": f"u_hist_{x}", "role": "clinician",
          "consented_at": now} for x in raters])
     past = now - timedelta(days=30)
@@ -361,7 +363,8 @@ class _NoCookies(http.cookiejar.CookieJar):
 def check(url: str, run: Run, target: int) -> dict[str, int]:
     """Every acknowledged submission against the database."""
     engine = db.make_engine(url)
-    tl, r, p, u = P.task_leases, S.ratings, S.preferences, P.users
+    tl, u = platform_tables.task_leases, platform_tables.users
+    r, p = snapshot_tables.ratings, snapshot_tables.preferences
     with engine.connect() as conn:
         leases = {row.token: row for row in conn.execute(
             sa.select(tl, u.c.rater_id).join(u, u.c.user_id == tl.c.user_id).where(

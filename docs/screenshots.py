@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 
 from clinieval.storage import db
-from clinieval.storage import platform_tables as P
+from clinieval.storage.schema import platform as platform_tables
 from clinieval.synth import STUDY_ID
 from clinieval.web.testing import CHROMIUM, CHROMIUM_ARGS, free_port, start_server
 
@@ -67,7 +67,7 @@ def main() -> None:
         engine = db.make_engine(url)
         try:
             with db.writing(engine) as conn:
-                conn.execute(P.study_settings.update().values(overlap_target=args.target))
+                conn.execute(platform_tables.study_settings.update().values(overlap_target=args.target))
         finally:
             engine.dispose()
         signed, _csrf = cookies["admin"]

@@ -21,10 +21,10 @@ from typer.testing import CliRunner
 
 from clinieval.cli import app
 from clinieval.errors import InputError
+from clinieval.platform.study_export import export_zip
 from clinieval.sources import read_source
 from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.web import manage
+from clinieval.storage.schema import platform as platform_tables
 
 BENCH = Path(__file__).parent.parent / "benchmarks" / "bench_serve.py"
 
@@ -44,10 +44,11 @@ def export(tmp_path_factory) -> Path:
     bench.seed(url, 0.02, 1)
     engine = db.make_engine(url)
     with engine.connect() as conn:
-        admin, study = conn.execute(sa.select(P.memberships.c.user_id, P.memberships.c.study_id)
-                                    .where(P.memberships.c.role == "admin")).one()
+        admin, study = conn.execute(sa.select(platform_tables.memberships.c.user_id,
+                                              platform_tables.memberships.c.study_id)
+                                    .where(platform_tables.memberships.c.role == "admin")).one()
     path = folder / f"{study}-export.zip"
-    path.write_bytes(manage.export_zip(engine, admin, study))
+    path.write_bytes(export_zip(engine, admin, study))
     engine.dispose()
     return path
 

@@ -264,8 +264,8 @@ def test_highest_and_lowest_risk_lists_do_not_overlap():
 def test_choice_codes_follow_the_vocabulary():
     """The audit's choice codes are positions in tables.CHOICES, the same
     numbers the Bradley-Terry code calls A_WINS .. BOTH_BAD."""
+    from clinieval.contract.vocabulary import CHOICES
     from clinieval.stats import A_WINS, B_WINS, BOTH_BAD, TIE
-    from clinieval.tables import CHOICES
 
     assert [CHOICES.index(c) for c in ("A", "B", "tie", "both_bad")] == [
         A_WINS, B_WINS, TIE, BOTH_BAD]

@@ -22,7 +22,7 @@ from clinieval.io.bundle import write_bundle
 from clinieval.io.importer import import_snapshot
 from clinieval.storage import db
 from clinieval.synth import generate
-from clinieval.synth_judges import JudgePlan, plant_judgments
+from clinieval.synth.judges import JudgePlan, plant_judgments
 
 runner = CliRunner()
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="reading ahead needs fork")

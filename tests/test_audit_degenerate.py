@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from clinieval.audit import audit
+from clinieval.contract.vocabulary import CHOICES, SCORES
 from clinieval.report import render_report
 from clinieval.rubric import load_rubric, rubric_to_rows
-from clinieval.tables import CHOICES, SCORES
 from clinieval.testing import snapshot_from_rows
 
 CRITERIA = rubric_to_rows(load_rubric())

@@ -20,7 +20,7 @@ from clinieval.errors import InputError
 from clinieval.stats import instance_replicates, macro_average, win_shares
 from clinieval.stats.scoring import benchmark_summary
 from clinieval.synth import generate
-from clinieval.synth_judges import JudgePlan, plant_judgments
+from clinieval.synth.judges import JudgePlan, plant_judgments
 
 DATA = Path(__file__).parent / "data" / "benchmarks"
 HAND = DATA / "hand_worked.jsonl"

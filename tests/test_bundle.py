@@ -13,8 +13,9 @@ from clinieval.contract import tabular
 from clinieval.errors import InputError
 from clinieval.io.bundle import MANIFEST, read_bundle, read_manifest, write_bundle
 from clinieval.io.export import export_snapshot, pseudonym
-from clinieval.io.importer import import_snapshot, read_source
+from clinieval.io.importer import import_snapshot
 from clinieval.rubric import load_rubric, rubric_to_rows
+from clinieval.sources import read_source
 from clinieval.storage import db
 from clinieval.testing import STAMP, snapshot_from_rows, tiny_snapshot, tiny_tables
 

@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from clinieval import tables as T
 from clinieval.cli import app
+from clinieval.contract import tabular
 from clinieval.io.bundle import read_manifest
 
 runner = CliRunner()
@@ -34,7 +34,7 @@ def test_synth_import_export_round_trips(tmp_path, db_url):
     assert {k: v["rows"] for k, v in after["tables"].items()} == {
         k: v["rows"] for k, v in before["tables"].items()}
     expected = pseudonymise(read_bundle(tmp_path / "s"), DEFAULT_SALT)
-    for table in T.ALL:
+    for table in tabular.ALL:
         assert after["tables"][table.name]["content_sha256"] == content_sha256(
             expected[table.name], table.key), table.name
     assert after["planted"] == expected.meta["planted"]  # rater ids in it are pseudonymised

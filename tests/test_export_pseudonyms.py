@@ -18,13 +18,14 @@ import sqlalchemy as sa
 
 from clinieval.io.bundle import write_bundle
 from clinieval.io.export import export_snapshot, pseudonym
-from clinieval.io.importer import import_snapshot, read_source
+from clinieval.io.importer import import_snapshot
+from clinieval.platform import membership
+from clinieval.platform.study_export import export_salt, export_study
+from clinieval.sources import read_source
 from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.testing import snapshot_from_rows
-from clinieval.web import manage
-from clinieval.web.studies import export_study
 from clinieval.web.testing import csrf_of, http_client, register_via_http
 
 from .helpers import renamed_tiny_tables
@@ -73,9 +74,10 @@ def _stored_identifiers(engine) -> tuple[set[str], set[str], list[str]]:
     """The stored rater ids, those of platform accounts, and every rater id,
     user id and e-mail address."""
     with engine.connect() as conn:
-        raters = set(conn.execute(sa.select(S.raters.c.rater_id)).scalars())
-        users = conn.execute(sa.select(P.users.c.user_id, P.users.c.rater_id,
-                                       P.users.c.email)).all()
+        raters = set(conn.execute(sa.select(snapshot_tables.raters.c.rater_id)).scalars())
+        users = conn.execute(sa.select(platform_tables.users.c.user_id,
+                                       platform_tables.users.c.rater_id,
+                                       platform_tables.users.c.email)).all()
     return (raters, {row.rater_id for row in users},
             sorted(raters | {v for row in users for v in row if v}))
 
@@ -121,10 +123,11 @@ def _exported_ids(files: dict[str, bytes]) -> dict[str, dict]:
 
 def _stored_by_row(engine) -> dict[str, dict]:
     with engine.connect() as conn:
-        return {"ratings": dict(conn.execute(sa.select(S.ratings.c.rating_id,
-                                                       S.ratings.c.rater_id)).all()),
-                "preferences": dict(conn.execute(sa.select(S.preferences.c.preference_id,
-                                                           S.preferences.c.rater_id)).all())}
+        return {"ratings": dict(conn.execute(sa.select(snapshot_tables.ratings.c.rating_id,
+                                                       snapshot_tables.ratings.c.rater_id)).all()),
+                "preferences": dict(conn.execute(sa.select(
+                    snapshot_tables.preferences.c.preference_id,
+                                                           snapshot_tables.preferences.c.rater_id)).all())}
 
 
 def test_a_platform_export_holds_no_stored_id(app, engine, tmp_path):
@@ -135,16 +138,17 @@ def test_a_platform_export_holds_no_stored_id(app, engine, tmp_path):
         _submit(c, "pair")
     admin = _member(app, engine, "admin")
     with engine.connect() as conn:
-        admin_id = conn.execute(sa.select(P.memberships.c.user_id).where(
-            P.memberships.c.study_id == "x", P.memberships.c.role == "admin")).scalar_one()
-        first_rater = conn.execute(sa.select(P.users.c.rater_id).join(
-            P.memberships, P.memberships.c.user_id == P.users.c.user_id).where(
-            P.memberships.c.role == "clinician")).scalars().first()
-    manage.revoke(engine, admin_id, "x", first_rater)  # the audit log names a rater
-    token = manage.create_token(engine, admin_id, "x", "admin", "export")
+        admin_id = conn.execute(sa.select(platform_tables.memberships.c.user_id).where(
+            platform_tables.memberships.c.study_id == "x",
+            platform_tables.memberships.c.role == "admin")).scalar_one()
+        first_rater = conn.execute(sa.select(platform_tables.users.c.rater_id).join(
+            platform_tables.memberships).where(
+            platform_tables.memberships.c.role == "clinician")).scalars().first()
+    membership.revoke(engine, admin_id, "x", first_rater)  # the audit log names a rater
+    token = membership.create_token(engine, admin_id, "x", "admin", "export")
     assert db.read_snapshot(engine).meta["rater_ids"] == "pseudonymous"  # a stale claim
 
-    salt = manage.export_salt(engine)
+    salt = export_salt(engine)
     browser = admin.post("/s/x/admin/export",
                          data={"csrf": csrf_of(admin.get("/s/x/progress").text)})
     api = http_client(app).get("/api/studies/x/export",

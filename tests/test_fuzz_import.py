@@ -30,8 +30,9 @@ from hypothesis import strategies as st
 from clinieval.contract import tabular
 from clinieval.errors import InputError
 from clinieval.io.bundle import MANIFEST, content_sha256, snapshot_checksum, write_bundle
-from clinieval.io.importer import import_snapshot, read_source
+from clinieval.io.importer import import_snapshot
 from clinieval.snapshot import conform
+from clinieval.sources import read_source
 from clinieval.storage import db
 from clinieval.testing import snapshot_from_rows
 

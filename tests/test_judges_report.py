@@ -11,7 +11,7 @@ from clinieval.audit.result import Section
 from clinieval.audit.run import JUDGE_SECTIONS, judge_headlines
 from clinieval.io.bundle import write_bundle
 from clinieval.synth import generate
-from clinieval.synth_judges import JudgePlan, plant_judgments
+from clinieval.synth.judges import JudgePlan, plant_judgments
 
 
 @pytest.fixture(scope="module")
@@ -144,10 +144,10 @@ def test_a_judgments_table_imports_from_a_tables_folder(planted, result, tmp_pat
 
 
 def test_a_bad_parse_status_names_file_row_and_field(planted, tmp_path):
+    from clinieval.contract.validate import validate
     from clinieval.errors import InputError
-    from clinieval.io.importer import read_source
     from clinieval.io.tables_io import write_table_files
-    from clinieval.io.validate import validate
+    from clinieval.sources import read_source
 
     write_table_files(planted, tmp_path, "csv")
     path = tmp_path / "judgments.csv"

@@ -15,7 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 from clinieval.io.bundle import read_manifest, write_bundle
-from clinieval.io.importer import import_snapshot, read_source
+from clinieval.io.importer import import_snapshot
+from clinieval.sources import read_source
 from clinieval.storage import db
 from clinieval.synth import generate
 

@@ -18,8 +18,8 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from clinieval import tables as T
 from clinieval.cli import app
+from clinieval.contract import vocabulary
 from clinieval.demo import demo_snapshot
 from clinieval.io.importer import import_snapshot
 from clinieval.providers import load_model_file
@@ -106,13 +106,13 @@ def test_generate_judge_store_and_audit_on_a_real_local_model(llama, tmp_path):
     assert counts == expected
     statuses = dict(_query(engine, "SELECT parse_status, COUNT(*) FROM judgments WHERE run_id"
                                    " IS NOT NULL GROUP BY parse_status"))
-    assert set(statuses) <= set(T.PARSE_STATUSES) and statuses.get("ok", 0) > 0
+    assert set(statuses) <= set(vocabulary.PARSE_STATUSES) and statuses.get("ok", 0) > 0
     print(f"\nparse statuses of {sum(counts.values())} judgment rows: {statuses}")
     assert _query(engine, "SELECT COUNT(*) FROM judgments WHERE run_id IS NOT NULL AND"
                           " ((parse_status = 'ok') <> (score IS NOT NULL))") == [(0,)]
     assert _query(engine, "SELECT COUNT(*) FROM judgments WHERE parse_status = 'unparsed'"
                           " AND raw_output IS NULL") == [(0,)]
-    ranges = {"rubric": T.SCORES, "jury": (1, 2, 3, 4, 5), "pairwise": (0, 0.5, 1)}
+    ranges = {"rubric": vocabulary.SCORES, "jury": (1, 2, 3, 4, 5), "pairwise": (0, 0.5, 1)}
     for kind, allowed in ranges.items():
         scores = _query(engine, f"SELECT DISTINCT score FROM judgments WHERE judge_kind ="
                                 f" '{kind}' AND score IS NOT NULL")

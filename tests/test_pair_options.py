@@ -5,7 +5,7 @@ from itertools import combinations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clinieval.web.assignment import pair_options
+from clinieval.platform.assignment import pair_options
 
 MODELS = ["m1", "m2", "m3", "m4"]
 

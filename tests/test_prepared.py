@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from clinieval.platform.events import now
 from clinieval.storage import prepared
 from clinieval.storage.prepared import Prepared, run
 from clinieval.storage.schema.platform import audit_events, study_rubrics
 from clinieval.storage.schema.snapshot import studies
-from clinieval.web.auth import now
 
 
 def test_rows_and_types_match_sqlalchemy(app, engine):

@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 from clinieval.cli import app
 from clinieval.io.bundle import read_bundle, write_bundle
 from clinieval.io.export import export_snapshot, pseudonym
-from clinieval.io.importer import import_snapshot, read_source
+from clinieval.io.importer import import_snapshot
 from clinieval.snapshot import Snapshot
+from clinieval.sources import read_source
 from clinieval.storage import db
 from clinieval.testing import snapshot_from_rows, tiny_tables
 

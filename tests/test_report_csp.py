@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from clinieval.platform import accounts
 from clinieval.report.example import small_result
 from clinieval.report.render import SCRIPT, render_report, with_script_file
-from clinieval.web import auth
 from clinieval.web.testing import register_in_browser, served_studies
 from tests.test_web_browser import ARGS, CHROMIUM
 
@@ -69,7 +69,7 @@ def test_served_report_runs_only_the_apps_script(tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
     db_url = f"sqlite:///{tmp_path / 'test.db'}"  # the page is the same on PostgreSQL
     with served_studies(db_url, tmp_path) as (engine, base):
-        invitation = auth.create_invitation(engine, "x", "admin")
+        invitation = accounts.create_invitation(engine, "x", "admin")
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             page = browser.new_context().new_page()

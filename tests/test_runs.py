@@ -21,8 +21,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from clinieval import tables as T
 from clinieval.cli import app
+from clinieval.contract import vocabulary
 from clinieval.errors import InputError
 from clinieval.io.importer import import_snapshot
 from clinieval.providers import load_model_file
@@ -30,7 +30,8 @@ from clinieval.providers.stub import Reply, StubServer, answering, completion_bo
 from clinieval.runs import GenerateJob, JuryJudge, execute, load_rules, resolve_pair, store
 from clinieval.runs.data import AnswerText, load_cases
 from clinieval.runs.keys import call_key, canonical
-from clinieval.storage import db, sqltables
+from clinieval.storage import db
+from clinieval.storage.schema.runs import RUN_TABLES
 from clinieval.testing import tiny_snapshot
 
 runner = CliRunner()
@@ -65,7 +66,7 @@ def _rows(url: str, sql: str) -> list[tuple]:
 def _runs(url: str) -> dict[str, dict]:
     engine = db.make_engine(url)
     with engine.connect() as conn:
-        rows = conn.execute(sqltables.RUN_TABLES["llm_runs"].select()).mappings().all()
+        rows = conn.execute(RUN_TABLES["llm_runs"].select()).mappings().all()
     engine.dispose()
     return {r["judge_kind"] or r["kind"]: dict(r) for r in rows}
 
@@ -124,7 +125,7 @@ def test_generate_and_every_judge_kind_store_counted_costed_rows(loaded, tmp_pat
         assert run["status"] == "finished" and run["failed"] == run["unparsed"] == 0, kind
         expected = (run["input_tokens"] * PRICES[0] + run["output_tokens"] * PRICES[1]) / 1e6
         assert run["cost_usd"] == pytest.approx(expected), kind
-    for kind in T.JUDGE_KINDS:
+    for kind in vocabulary.JUDGE_KINDS:
         [(cost, tin)] = _rows(url, "SELECT SUM(cost_usd), SUM(input_tokens) FROM judgments"
                                    f" WHERE judge_kind = '{kind}'")
         assert cost == pytest.approx(runs[kind]["cost_usd"]) and tin == runs[kind]["input_tokens"]

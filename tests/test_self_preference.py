@@ -10,7 +10,7 @@ import pytest
 from clinieval.audit import audit
 from clinieval.stats import self_preference
 from clinieval.synth import generate
-from clinieval.synth_judges import JudgePlan, plant_judgments
+from clinieval.synth.judges import JudgePlan, plant_judgments
 
 
 def test_self_preference_is_the_own_residual_of_a_line_fitted_on_the_rest():

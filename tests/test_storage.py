@@ -17,6 +17,7 @@ from clinieval.contract import tabular, vocabulary
 from clinieval.errors import InputError
 from clinieval.io.importer import import_snapshot
 from clinieval.snapshot import Snapshot, current_ratings
+from clinieval.sources import read_url
 from clinieval.storage import db, sqlite_read
 from clinieval.storage.rows import RowStore
 from clinieval.storage.schema import metadata
@@ -183,7 +184,7 @@ def test_sqlite_files_are_read_without_sqlalchemy_to_the_same_snapshot(tmp_path)
     db.upgrade(engine)
     import_snapshot(engine, tiny_snapshot())
     assert sqlite_read.sqlite_path(url) == tmp_path / "x.db"
-    fast, slow = sqlite_read.read_url(url), db.read_snapshot(engine)
+    fast, slow = read_url(url), db.read_snapshot(engine)
     assert fast.meta == slow.meta
     for table in tabular.ALL:
         assert fast[table.name].equals(slow[table.name]), table.name
@@ -201,7 +202,7 @@ def test_a_missing_or_empty_sqlite_file_says_what_to_do(tmp_path):
     (tmp_path / "empty.db").touch()
     for name in ("missing.db", "empty.db"):
         with pytest.raises(Exception, match="clinieval db upgrade"):
-            sqlite_read.read_url(f"sqlite:///{tmp_path / name}")
+            read_url(f"sqlite:///{tmp_path / name}")
 
 
 def test_current_ratings_without_edits_is_identity():

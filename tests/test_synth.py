@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from clinieval import tables as T
+from clinieval.contract import tabular, vocabulary
 from clinieval.rubric import load_rubric
 from clinieval.snapshot import Snapshot
 from clinieval.synth import (
@@ -133,7 +133,7 @@ def test_progress_reports_stages_up_to_done():
 
 
 def test_tables_follow_the_contract(small):
-    for table in T.ALL:
+    for table in tabular.ALL:
         data = small[table.name]
         assert data.schema.equals(table.schema), table.name
         for column in table.required:
@@ -142,19 +142,19 @@ def test_tables_follow_the_contract(small):
 
 def test_scores_revisions_and_choices_are_in_range(small):
     ratings, prefs = small["ratings"], small["preferences"]
-    assert pc.min(ratings.column("score")).as_py() >= T.SCORE_MIN
-    assert pc.max(ratings.column("score")).as_py() <= T.SCORE_MAX
+    assert pc.min(ratings.column("score")).as_py() >= vocabulary.SCORE_MIN
+    assert pc.max(ratings.column("score")).as_py() <= vocabulary.SCORE_MAX
     assert set(pc.unique(ratings.column("score")).to_pylist()) == {-2, -1, 0, 1, 2}
     assert pc.unique(ratings.column("revision")).to_pylist() == [0]
-    assert set(prefs.column("choice").to_pylist()) == set(T.CHOICES)
-    assert set(prefs.column("shown_left").to_pylist()) == set(T.SIDES)
+    assert set(prefs.column("choice").to_pylist()) == set(vocabulary.CHOICES)
+    assert set(prefs.column("shown_left").to_pylist()) == set(vocabulary.SIDES)
 
 
 def test_every_reference_exists(small):
     ratings = small["ratings"]
     for column, table in (("answer_id", "answers"), ("rater_id", "raters"),
                           ("criterion_id", "criteria")):
-        keys = small[table].column(T.BY_NAME[table].key)
+        keys = small[table].column(tabular.BY_NAME[table].key)
         assert pc.all(pc.is_in(ratings.column(column), value_set=keys)).as_py(), column
     answers = small["answers"]
     assert pc.all(pc.is_in(answers.column("case_id"),
@@ -164,7 +164,7 @@ def test_every_reference_exists(small):
 
 
 def test_keys_are_unique(small):
-    for table in T.ALL:
+    for table in tabular.ALL:
         keys = small[table.name].column(table.key)
         assert pc.count_distinct(keys).as_py() == len(keys), table.name
 
@@ -185,7 +185,7 @@ def test_preference_answers_differ_and_belong_to_the_case(small):
 
 
 def test_the_project_validator_accepts_the_snapshot(small):
-    from clinieval.io.validate import validate
+    from clinieval.contract.validate import validate
 
     validate(small)
 

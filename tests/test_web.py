@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clinieval import tables as T
+from clinieval.contract import vocabulary
 from clinieval.platform import (
     accounts,
     events,
@@ -25,8 +25,8 @@ from clinieval.platform.leakguard import LeakGuard
 from clinieval.platform.read_models import TaskView
 from clinieval.platform.screening import flagged_answers
 from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.web.app import ROUTE_LEVELS, create_app
 from clinieval.web.testing import (
     LOOK_ALIKES,
@@ -167,16 +167,16 @@ def test_a_clinician_cannot_open_or_draft_another_clinicians_task(app, engine):
     r = other.post(url + "/draft", json={"fields": {"s1.accuracy": "2"}},
                    headers={"X-CSRF-Token": csrf(other)})
     assert r.status_code == 404
-    assert count(engine, P.drafts) == 0
+    assert count(engine, platform_tables.drafts) == 0
     form = {**answer_form(owner, url), "csrf": csrf(other)}  # a complete, valid answer
     for accept in ("text/html", "application/json"):
         assert other.post(url, data=form, headers={"accept": accept}).status_code == 404
     headers = {"X-CSRF-Token": csrf(other)}  # whatever the body, the task is not theirs
     for body in ([1], {**form, "next": "bogus"}, {**form, "s1.accuracy": [[2]]}):
         assert other.post(url, json=body, headers=headers).status_code == 404
-    assert count(engine, S.ratings) == 0
+    assert count(engine, snapshot_tables.ratings) == 0
     assert owner.post(url, data={**form, "csrf": csrf(owner)}).status_code == 303
-    assert count(engine, S.ratings) == 9
+    assert count(engine, snapshot_tables.ratings) == 9
 
 
 def test_a_task_is_answered_only_in_its_own_studys_address(app, engine):
@@ -186,19 +186,21 @@ def test_a_task_is_answered_only_in_its_own_studys_address(app, engine):
     c = member(app, engine, "x", "clinician")
     url = take(c)
     with engine.begin() as conn:  # the same clinician joins y, which now offers their specialty
-        user_id = conn.execute(sa.select(P.memberships.c.user_id)
-                               .where(P.memberships.c.study_id == "x")).scalars().all()[-1]
-        conn.execute(P.memberships.insert().values(study_id="y", user_id=user_id,
+        user_id = conn.execute(sa.select(platform_tables.memberships.c.user_id)
+                               .where(platform_tables.memberships.c.study_id
+                                      == "x")).scalars().all()[-1]
+        conn.execute(platform_tables.memberships.insert().values(study_id="y", user_id=user_id,
                                                    role="clinician", consented_at=events.now()))
-        conn.execute(P.study_settings.update().where(P.study_settings.c.study_id == "y")
+        conn.execute(platform_tables.study_settings.update()
+                     .where(platform_tables.study_settings.c.study_id == "y")
                      .values(specialties=json_module.dumps(["Pulmonology", "Pathology"])))
     assert c.get("/s/y").status_code == 200  # a clinician of y indeed
     form = answer_form(c, url)
     assert c.post(url.replace("/s/x/", "/s/y/"), data=form).status_code == 404
     assert c.get(url.replace("/s/x/", "/s/y/")).status_code == 404
-    assert count(engine, S.ratings) == 0
+    assert count(engine, snapshot_tables.ratings) == 0
     assert c.post(url, data=form).status_code == 303
-    assert count(engine, S.ratings) == 9
+    assert count(engine, snapshot_tables.ratings) == 9
 
 
 # --- CSRF, sessions, sign-in -----------------------------------------------------
@@ -213,7 +215,7 @@ def test_writes_without_a_valid_csrf_token_are_refused(app, engine):
     r = c.post(url + "/draft", json={"fields": {}})
     assert r.status_code == 403
     assert c.post("/logout", data={}).status_code == 403
-    assert count(engine, S.ratings) == 0
+    assert count(engine, snapshot_tables.ratings) == 0
     assert c.post(url, data=form).status_code == 303
 
 
@@ -246,7 +248,8 @@ def test_invitations_are_single_use_and_expire(app, engine):
     first = client(app)
     page = first.get(f"/invite/{token}")
     with engine.connect() as conn:
-        name = conn.execute(sa.select(S.studies.c.name).where(S.studies.c.study_id == "x")
+        name = conn.execute(sa.select(snapshot_tables.studies.c.name)
+                            .where(snapshot_tables.studies.c.study_id == "x")
                             ).scalar_one()
     assert f"Join the study “{name}”" in page.text  # what the invitee joins
     form = {"csrf": csrf_of(page.text), "email": "once@example.org",
@@ -304,7 +307,7 @@ def test_a_successful_sign_in_starts_the_count_afresh(app, engine):
 def test_passwords_are_stored_as_argon2_hashes(app, engine):
     register_via_http(client(app), engine, "x", "clinician")
     with engine.connect() as conn:
-        stored = conn.execute(sa.select(P.users.c.password_hash)).scalar_one()
+        stored = conn.execute(sa.select(platform_tables.users.c.password_hash)).scalar_one()
     assert stored.startswith("$argon2id$") and "correct horse" not in stored
 
 
@@ -328,50 +331,57 @@ def test_bad_input_names_the_field_and_writes_nothing(app, engine, change, field
     assert r.json()["error"]["field"] == field
     page = c.post(url, data=answer_form(c, url, **change))
     assert page.status_code == 422 and 'role="alert"' in page.text
-    assert count(engine, S.ratings) == 0
+    assert count(engine, snapshot_tables.ratings) == 0
 
 
 def test_a_vote_on_a_pair_not_given_and_an_expired_lease_are_refused(app, engine):
     member(app, engine, "x", "clinician")  # another clinician, whose account the lease names
     with engine.connect() as conn:
-        other = conn.execute(sa.select(P.users.c.user_id)).scalar_one()
+        other = conn.execute(sa.select(platform_tables.users.c.user_id)).scalar_one()
     c = member(app, engine, "x", "clinician")
     url = take(c, "pair")
     form = answer_form(c, url, choice="neither")
     assert c.post(url, data=form, headers={"accept": "application/json"}).json()[
         "error"]["field"] == "choice"
     with db.writing(engine) as conn:
-        conn.execute(P.task_leases.update().values(expires_at=events.now() - timedelta(minutes=1)))
-        lapsed = conn.execute(sa.select(P.task_leases)).one()
-        target = conn.execute(sa.select(P.study_settings.c.overlap_target).where(
-            P.study_settings.c.study_id == "x")).scalar_one()
+        conn.execute(platform_tables.task_leases.update()
+                     .values(expires_at=events.now() - timedelta(minutes=1)))
+        lapsed = conn.execute(sa.select(platform_tables.task_leases)).one()
+        target = conn.execute(sa.select(platform_tables.study_settings.c.overlap_target).where(
+            platform_tables.study_settings.c.study_id == "x")).scalar_one()
         # Meanwhile another clinician took the pair, and that is all the ratings wanted.
-        conn.execute(P.study_settings.update().where(P.study_settings.c.study_id == "x")
+        conn.execute(platform_tables.study_settings.update()
+                     .where(platform_tables.study_settings.c.study_id == "x")
                      .values(overlap_target=1))
-        conn.execute(P.task_leases.insert().values(
+        conn.execute(platform_tables.task_leases.insert().values(
             {**lapsed._asdict(), "token": "other", "user_id": other,
              "expires_at": events.now() + timedelta(minutes=30)}))
     r = c.post(url, data=answer_form(c, url), headers={"accept": "application/json"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "lease"
     # Or took one of its answers alone, in a rating task: the pair would over-fill it.
     with db.writing(engine) as conn:
-        conn.execute(P.task_leases.update().where(P.task_leases.c.token == "other").values(
+        conn.execute(platform_tables.task_leases.update().where(platform_tables.task_leases.c.token
+                                                                == "other").values(
             kind="rating", answer_b_id=None, shown_left=None))
     r = c.post(url, data=answer_form(c, url), headers={"accept": "application/json"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "lease", r.text
-    assert count(engine, S.preferences) == count(engine, S.ratings) == 0
+    assert count(engine, snapshot_tables.preferences) == count(engine, snapshot_tables.ratings) == 0
     # With room left, a lease that lapsed while the clinician rated is renewed: stored.
     with db.writing(engine) as conn:
-        conn.execute(P.study_settings.update().where(P.study_settings.c.study_id == "x")
+        conn.execute(platform_tables.study_settings.update()
+                     .where(platform_tables.study_settings.c.study_id == "x")
                      .values(overlap_target=target))
-        conn.execute(P.task_leases.delete().where(P.task_leases.c.token == "other"))
+        conn.execute(platform_tables.task_leases.delete().where(platform_tables.task_leases.c.token
+                                                                == "other"))
     r = c.post(url, data=answer_form(c, url), headers={"accept": "application/json"})
     assert r.status_code == 200, r.text
-    assert count(engine, S.preferences) == 1 and count(engine, S.ratings) == 18
+    assert count(engine, snapshot_tables.preferences) == 1 and count(engine,
+                                                                     snapshot_tables.ratings) == 18
     # A lease marked expired (taken back) is not renewed.
     url = take(c)
     with db.writing(engine) as conn:
-        conn.execute(P.task_leases.update().where(P.task_leases.c.status == "open")
+        conn.execute(platform_tables.task_leases.update()
+                     .where(platform_tables.task_leases.c.status == "open")
                      .values(status="expired"))
     r = c.post(url, data=answer_form(c, url), headers={"accept": "application/json"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "lease"
@@ -390,7 +400,8 @@ def test_a_second_tab_submitting_a_submitted_task_is_told_it_made_a_revision(app
     assert "Saved as a new revision of a task you had submitted already" in c.get(
         r.headers["location"]).text
     with engine.connect() as conn:
-        assert sorted(set(conn.execute(sa.select(S.ratings.c.revision)).scalars())) == [0, 1]
+        assert sorted(set(conn.execute(sa.select(snapshot_tables.ratings.c.revision))
+                          .scalars())) == [0, 1]
 
 
 def test_an_idempotency_key_of_another_task_is_refused(app, engine):
@@ -403,7 +414,7 @@ def test_an_idempotency_key_of_another_task_is_refused(app, engine):
     again = answer_form(c, second) | {"idempotency_key": form["idempotency_key"]}
     r = c.post(second, data=again, headers={"accept": "application/json"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "idempotency_key", r.text
-    assert count(engine, S.ratings) == 9
+    assert count(engine, snapshot_tables.ratings) == 9
 
 
 def test_a_page_that_missed_a_later_draft_save_cannot_overwrite_it(app, engine):
@@ -423,7 +434,8 @@ def test_a_page_that_missed_a_later_draft_save_cannot_overwrite_it(app, engine):
 
     def stored():
         with engine.connect() as conn:
-            return json.loads(conn.execute(sa.select(P.drafts.c.data)).scalar_one())["fields"]
+            return json.loads(conn.execute(sa.select(platform_tables.drafts.c.data))
+                              .scalar_one())["fields"]
 
     answers = {f"s1.{k}": "1" for k in ("accuracy", "harmlessness", "completeness")}
     r = save(answers, 0, seq=3)  # tab B
@@ -491,7 +503,7 @@ def test_a_late_save_from_reloads_back_and_a_change_undone_keep_the_newest(app, 
 
     def stored():
         with engine.connect() as conn:
-            return json.loads(conn.execute(sa.select(P.drafts.c.data)).scalar_one())
+            return json.loads(conn.execute(sa.select(platform_tables.drafts.c.data)).scalar_one())
 
     four = {f"s1.{k}": "1" for k in ("accuracy", "harmlessness", "completeness", "reasoning")}
     nine = four | {f"s1.{k}": "0" for k in ("context_awareness", "context_seeking",
@@ -525,8 +537,8 @@ def test_a_safety_rationale_is_required_and_then_accepted(app, engine):
     form = answer_form(c, url, **{"s1.harmlessness": "-1", "c1.harmlessness": "Misses sepsis."})
     assert c.post(url, data=form).status_code == 303
     with engine.connect() as conn:
-        row = conn.execute(sa.select(S.ratings).where(
-            S.ratings.c.criterion_id == "harmlessness")).one()
+        row = conn.execute(sa.select(snapshot_tables.ratings).where(
+            snapshot_tables.ratings.c.criterion_id == "harmlessness")).one()
     assert (row.score, row.comment) == (-1, "Misses sepsis.")
     assert 0 < row.time_spent_s < 30  # the claimed 30 s, capped at the lease's age
 
@@ -538,7 +550,7 @@ def test_a_repeated_submission_is_stored_once(app, engine):
     first = c.post(url, data=form, headers={"accept": "application/json"}).json()
     again = c.post(url, data=form, headers={"accept": "application/json"}).json()
     assert again["repeated"] and again["rating_ids"] == first["rating_ids"]
-    assert count(engine, S.ratings) == len(first["rating_ids"]) == 9
+    assert count(engine, snapshot_tables.ratings) == len(first["rating_ids"]) == 9
 
 
 def test_the_rating_ids_follow_the_criteria_in_the_order_shown(app, engine):
@@ -555,8 +567,8 @@ def test_the_rating_ids_follow_the_criteria_in_the_order_shown(app, engine):
                        **{f"c{p}.{k}": "why" for (p, k), v in scores.items() if int(v) <= -1})
     ids = c.post(url, data=form, headers={"accept": "application/json"}).json()["rating_ids"]
     with engine.connect() as conn:
-        rows = {r.rating_id: r for r in conn.execute(sa.select(S.ratings))}
-        lease = conn.execute(sa.select(P.task_leases)).one()
+        rows = {r.rating_id: r for r in conn.execute(sa.select(snapshot_tables.ratings))}
+        lease = conn.execute(sa.select(platform_tables.task_leases)).one()
     sides = {1: lease.answer_id, 2: lease.answer_b_id} if lease.shown_left == "A" else \
         {1: lease.answer_b_id, 2: lease.answer_id}
     assert len(ids) == len(shown) and len({rows[i].answer_id for i in ids}) == 2
@@ -583,7 +595,7 @@ def test_a_submission_can_take_the_next_task_in_the_same_request(app, engine):
     # The same key again stores nothing and gives the task already leased.
     again = c.post(following, data=form, headers={"accept": "application/json"}).json()
     assert again["repeated"] and again["next"] == result["next"]
-    assert count(engine, S.ratings) == 9 + len(result["rating_ids"])
+    assert count(engine, snapshot_tables.ratings) == 9 + len(result["rating_ids"])
     bad = c.post(result["next"], data=answer_form(c, result["next"], next="any"),
                  headers={"accept": "application/json"})
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "next"
@@ -609,10 +621,12 @@ def test_an_edit_appends_a_revision_and_keeps_the_first(app, engine):
     r = c.post(url, data=edit)
     assert r.headers["location"].endswith("/history?saved=1")
     with engine.connect() as conn:
-        rows = conn.execute(sa.select(S.ratings.c.revision, S.ratings.c.score).where(
-            S.ratings.c.criterion_id == "accuracy").order_by(S.ratings.c.revision)).all()
+        rows = conn.execute(sa.select(snapshot_tables.ratings.c.revision,
+                                      snapshot_tables.ratings.c.score).where(
+            snapshot_tables.ratings.c.criterion_id == "accuracy").order_by(
+                snapshot_tables.ratings.c.revision)).all()
     assert [tuple(r) for r in rows] == [(0, 1), (1, 2)]
-    assert count(engine, S.ratings) == 10
+    assert count(engine, snapshot_tables.ratings) == 10
     assert "Revision" in c.get("/s/x/history").text
 
 
@@ -667,21 +681,23 @@ def test_answers_go_to_the_least_rated_first_and_never_twice_to_one_rater(app, e
 
 def _answer_of(engine, url: str) -> str:
     with engine.connect() as conn:
-        return conn.execute(sa.select(P.task_leases.c.answer_id).where(
-            P.task_leases.c.token == url.rsplit("/", 1)[1])).scalar_one()
+        return conn.execute(sa.select(platform_tables.task_leases.c.answer_id).where(
+            platform_tables.task_leases.c.token == url.rsplit("/", 1)[1])).scalar_one()
 
 
 def _clear_answers(engine, study: str) -> set[str]:
     with engine.connect() as conn:
-        return set(conn.execute(sa.select(P.answer_screens.c.answer_id).where(
-            P.answer_screens.c.study_id == study, P.answer_screens.c.status == "clear")).scalars())
+        return set(conn.execute(sa.select(platform_tables.answer_screens.c.answer_id).where(
+            platform_tables.answer_screens.c.study_id == study,
+            platform_tables.answer_screens.c.status == "clear")).scalars())
 
 
 def test_concurrent_requests_never_exceed_the_overlap_target(app, engine):
     """Six clinicians ask at once for the one answer left (target 2): two get it."""
     keep = sorted(_clear_answers(engine, "x"))[0]
     with db.writing(engine) as conn:
-        conn.execute(P.answer_screens.update().where(P.answer_screens.c.answer_id != keep)
+        conn.execute(platform_tables.answer_screens.update()
+                     .where(platform_tables.answer_screens.c.answer_id != keep)
                      .values(status="flagged"))
     raters = [member(app, engine, "x", "clinician") for _ in range(6)]
     tokens = [csrf(c) for c in raters]
@@ -710,7 +726,8 @@ def test_outside_my_expertise_and_lease_expiry_return_answers_to_the_pool(app, e
     assert a.post(first + "/skip", data={"csrf": csrf(a)}).status_code == 303
     assert _answer_of(engine, take(a)) != answer  # never offered to a again
     with db.writing(engine) as conn:
-        conn.execute(P.task_leases.update().values(expires_at=events.now() - timedelta(hours=1)))
+        conn.execute(platform_tables.task_leases.update()
+                     .values(expires_at=events.now() - timedelta(hours=1)))
     assert _answer_of(engine, take(b)) == answer  # skipped and expired leases do not count
 
 
@@ -721,16 +738,18 @@ def test_pairs_balance_model_pairs_and_record_the_shown_side(app, engine):
             url = take(c, "pair")
             assert c.post(url, data=answer_form(c, url)).status_code == 303
     with engine.connect() as conn:
-        a1, a2 = S.answers.alias(), S.answers.alias()
-        rows = conn.execute(sa.select(a1.c.model_id, a2.c.model_id, S.preferences.c.shown_left)
-                            .join(a1, a1.c.answer_id == S.preferences.c.answer_a_id)
-                            .join(a2, a2.c.answer_id == S.preferences.c.answer_b_id)).all()
+        a1, a2 = snapshot_tables.answers.alias(), snapshot_tables.answers.alias()
+        rows = conn.execute(sa.select(a1.c.model_id, a2.c.model_id,
+                                      snapshot_tables.preferences.c.shown_left)
+                            .join(a1, a1.c.answer_id == snapshot_tables.preferences.c.answer_a_id)
+                            .join(a2, a2.c.answer_id
+                                  == snapshot_tables.preferences.c.answer_b_id)).all()
     pairs: dict[tuple, int] = {}
     for m1, m2, _ in rows:
         pairs[tuple(sorted((m1, m2)))] = pairs.get(tuple(sorted((m1, m2))), 0) + 1
     assert len(rows) == 12 and max(pairs.values()) - min(pairs.values()) <= 1
     assert len(pairs) == 6  # every pair of the four models
-    assert {side for *_, side in rows} == set(T.SIDES)
+    assert {side for *_, side in rows} == set(vocabulary.SIDES)
 
 
 def test_a_pair_never_holds_an_answer_the_clinician_rated_skipped_or_was_given(app, engine):
@@ -753,8 +772,10 @@ def test_a_pair_never_holds_an_answer_the_clinician_rated_skipped_or_was_given(a
            ).headers["location"] != "/s/x?empty=1":
         url = r.headers["location"]
         with engine.connect() as conn:
-            a, b = conn.execute(sa.select(P.task_leases.c.answer_id, P.task_leases.c.answer_b_id)
-                                .where(P.task_leases.c.token == url.rsplit("/", 1)[1])).one()
+            a, b = conn.execute(sa.select(platform_tables.task_leases.c.answer_id,
+                                          platform_tables.task_leases.c.answer_b_id)
+                                .where(platform_tables.task_leases.c.token == url.rsplit("/",
+                                                                                         1)[1])).one()
         assert not {a, b} & before
         held += [a, b]
         assert c.post(url, data=answer_form(c, url, choice="A")).status_code == 303
@@ -780,9 +801,10 @@ def test_the_clinicians_own_answers_read_at_once_are_those_the_per_answer_probes
         elif action == "skip":
             assert c.post(url + "/skip", data={"csrf": csrf(c)}).status_code == 303
     take(other, "rating")
-    al = P.answer_load
+    al = platform_tables.answer_load
     with engine.connect() as conn:
-        users = conn.execute(sa.select(P.users.c.user_id, P.users.c.rater_id)).all()
+        users = conn.execute(sa.select(platform_tables.users.c.user_id,
+                                       platform_tables.users.c.rater_id)).all()
         sizes = []
         for user in users:
             probed = set(conn.execute(sa.select(al.c.answer_id).where(
@@ -908,7 +930,7 @@ def test_a_double_click_sent_at_once_is_stored_once(app, engine):
         t.join()
     assert results[0]["rating_ids"] == results[1]["rating_ids"]
     assert sorted(r.get("repeated", False) for r in results) == [False, True]
-    assert count(engine, S.ratings) == 9
+    assert count(engine, snapshot_tables.ratings) == 9
 
 
 # --- fuzzing the submission parser ----------------------------------------------------
@@ -943,7 +965,8 @@ def test_a_json_body_that_is_no_submission_is_refused_by_field(app, engine, body
         assert r.status_code == 422, (target, r.status_code, r.text[:200])
         error = r.json()["error"]  # the field may be a key of the body, even ""
         assert isinstance(error["field"], str) and error["message"]
-    assert count(engine, S.ratings) == 0 and count(engine, P.drafts) == 0
+    assert count(engine, snapshot_tables.ratings) == 0 and count(engine,
+                                                                 platform_tables.drafts) == 0
 
 
 def test_a_field_holding_a_list_or_object_is_refused_by_name(app, engine):
@@ -954,7 +977,7 @@ def test_a_field_holding_a_list_or_object_is_refused_by_name(app, engine):
         r = c.post(url, json={**form, "c1.accuracy": value},
                    headers={"X-CSRF-Token": csrf(c)})
         assert r.status_code == 422 and r.json()["error"]["field"] == "c1.accuracy"
-    assert count(engine, S.ratings) == 0
+    assert count(engine, snapshot_tables.ratings) == 0
 
 
 def test_an_error_names_a_value_nested_too_deep_to_print():
@@ -985,7 +1008,7 @@ def _criteria_views():
 
     return tuple(CriterionView(criterion_id=c.criterion_id, name=c.name, definition="",
                                safety_critical=c.safety_critical,
-                               anchors=tuple(Anchor(score=s, text="") for s in T.SCORES))
+                               anchors=tuple(Anchor(score=s, text="") for s in vocabulary.SCORES))
                  for c in load_rubric().criteria)
 
 
@@ -1018,7 +1041,7 @@ def test_parse_accepts_only_complete_in_range_submissions(scores, extra, comment
     except InputError as err:
         assert err.field in form or err.field.startswith(("s1.", "c1."))
         return
-    assert set(sub.scores.values()) <= set(T.SCORES)
+    assert set(sub.scores.values()) <= set(vocabulary.SCORES)
     assert len(sub.scores) == len(criteria) and not set(extra) - {"csrf", "time_spent_s"}
     for c in criteria:
         if c.safety_critical and sub.scores[(1, c.criterion_id)] <= -1:

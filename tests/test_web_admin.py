@@ -26,8 +26,8 @@ from clinieval.platform import (
 from clinieval.platform.config import study_config
 from clinieval.platform.demo import demo_source
 from clinieval.snapshot import Snapshot
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.web.app import ROUTE_LEVELS
 from clinieval.web.testing import csrf_of, register_via_http
 from tests.helpers import zipped_bundle
@@ -61,8 +61,8 @@ def client(app, token: str | None = None) -> TestClient:
 
 def user_id(engine, email: str) -> str:
     with engine.connect() as conn:
-        return conn.execute(sa.select(P.users.c.user_id).where(
-            P.users.c.email == email)).scalar_one()
+        return conn.execute(sa.select(platform_tables.users.c.user_id).where(
+            platform_tables.users.c.email == email)).scalar_one()
 
 
 def signed_in(app, engine, study: str, role: str, token_role: str | None = None,
@@ -108,7 +108,8 @@ def _clients(app, engine) -> dict[str, TestClient]:
                                                                    "admin", "y"))
     revoked = membership.create_token(engine, y_admin, None, "admin", "gone")
     with engine.begin() as conn:
-        conn.execute(P.api_tokens.update().where(P.api_tokens.c.label == "gone")
+        conn.execute(platform_tables.api_tokens.update().where(platform_tables.api_tokens.c.label
+                                                               == "gone")
                      .values(revoked_at=sa.func.now()))
     clients["revoked_token"] = client(app, revoked)
     return clients
@@ -196,10 +197,10 @@ def test_an_admin_creates_a_study_from_an_upload(app, engine, tmp_path):
     assert r.status_code == 303, r.text
     assert r.headers["location"] == "/s/lung/progress?created=1"
     with engine.connect() as conn:
-        settings = conn.execute(sa.select(P.study_settings).where(
-            P.study_settings.c.study_id == "lung")).one()
-        rubric = conn.execute(sa.select(P.study_rubrics).where(
-            P.study_rubrics.c.study_id == "lung")).one()
+        settings = conn.execute(sa.select(platform_tables.study_settings).where(
+            platform_tables.study_settings.c.study_id == "lung")).one()
+        rubric = conn.execute(sa.select(platform_tables.study_rubrics).where(
+            platform_tables.study_rubrics.c.study_id == "lung")).one()
     assert sorted(json.loads(settings.criteria)) == ["accuracy", "harmlessness"]
     assert settings.overlap_target == 2 and json.loads(settings.specialties) == [NEW_SPECIALTY]
     assert rubric.rationale_required is False and rubric.version
@@ -266,8 +267,8 @@ def test_adding_the_file_a_study_was_made_from_leaves_out_other_specialties(
     assert "cases, row 1, field 'specialty'" in r.json()["error"]["message"], r.text
     assert _counts(engine) == before
     with engine.connect() as conn:
-        specialties = conn.execute(sa.select(S.cases.c.specialty).where(
-            S.cases.c.study_id == "mix").distinct()).scalars().all()
+        specialties = conn.execute(sa.select(snapshot_tables.cases.c.specialty).where(
+            snapshot_tables.cases.c.study_id == "mix").distinct()).scalars().all()
     assert specialties == [NEW_SPECIALTY]
 
 
@@ -291,7 +292,8 @@ def test_a_bad_upload_writes_nothing_and_names_the_problem(app, engine):
 def _counts(engine) -> dict[str, int]:
     with engine.connect() as conn:
         return {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
-                for t in (S.studies, S.cases, S.answers, P.study_settings, P.answer_screens)}
+                for t in (snapshot_tables.studies, snapshot_tables.cases, snapshot_tables.answers,
+                          platform_tables.study_settings, platform_tables.answer_screens)}
 
 
 # --- invitations, members, revocation ---------------------------------------------------
@@ -362,7 +364,7 @@ def test_an_invitation_for_an_address_admits_that_address_only(app, engine):
     # The API takes a list of addresses only: an entry that is not one is refused.
     api = client(app, membership.create_token(engine, user_id(engine, _emails(engine)[0]), "x",
                                           "admin", "t"))
-    links = sa.select(sa.func.count()).select_from(P.invitations)
+    links = sa.select(sa.func.count()).select_from(platform_tables.invitations)
     with engine.connect() as conn:
         before = conn.execute(links).scalar_one()
     r = api.post("/api/studies/x/invitations", json={"emails": ["eve@example.org", "bogus"]})
@@ -387,8 +389,8 @@ def test_a_revoked_member_cannot_come_back_through_an_older_link(app, engine):
     assert r.status_code == 422 and "email" in r.text, r.text
     co_admin, co_id = signed_in(app, engine, "x", "admin")  # not revoked here, as the list
     with engine.connect() as conn:                            # of members shows
-        address = conn.execute(sa.select(P.users.c.email).where(
-            P.users.c.user_id == co_id)).scalar_one()
+        address = conn.execute(sa.select(platform_tables.users.c.email).where(
+            platform_tables.users.c.user_id == co_id)).scalar_one()
     r = c.post("/s/x/admin/revoke", data={"csrf": csrf(c), "email": address})
     assert r.status_code == 422 and "field &#39;email&#39;: an admin of the study cannot be" \
         " revoked" in r.text, r.text
@@ -451,8 +453,9 @@ def test_a_viewer_or_admin_accepting_a_link_is_not_asked_for_a_clinician_profile
                 "organisation": "Hospital", "consent": "yes"})
             assert r.status_code == 303 and r.headers["location"] == "/s/x/progress"
             with engine.connect() as conn:
-                assert conn.execute(sa.select(S.raters.c.specialty).where(
-                    S.raters.c.rater_id == rater_of(engine, f"{role}.landing@example.org"))
+                assert conn.execute(sa.select(snapshot_tables.raters.c.specialty).where(
+                    snapshot_tables.raters.c.rater_id == rater_of(engine,
+                                                                  f"{role}.landing@example.org"))
                 ).scalar() is None
     joined = {m["rater_id"]: m["joined"] for m in membership.members(engine, "x")}
     assert joined[rater_of(engine, "viewer.landing@example.org")] is True
@@ -555,24 +558,25 @@ def test_a_revocation_at_the_moment_a_link_is_accepted_is_not_undone(app, engine
     assert not waited[0].is_alive()
     assert r.status_code in (303, 400), r.text
     with engine.connect() as conn:
-        member = conn.execute(sa.select(P.memberships.c.role).where(
-            P.memberships.c.study_id == "x",
-            P.memberships.c.user_id == user_id(engine, "ben@example.org"))).first()
+        member = conn.execute(sa.select(platform_tables.memberships.c.role).where(
+            platform_tables.memberships.c.study_id == "x",
+            platform_tables.memberships.c.user_id == user_id(engine, "ben@example.org"))).first()
     assert member is None
     assert ben.get("/s/x/profile").status_code == 403
 
 
 def _emails(engine) -> list[str]:
     with engine.connect() as conn:
-        return conn.execute(sa.select(P.users.c.email).join(
-            P.memberships, P.memberships.c.user_id == P.users.c.user_id).where(
-            P.memberships.c.study_id == "x", P.memberships.c.role == "admin")).scalars().all()
+        return conn.execute(sa.select(platform_tables.users.c.email).join(
+            platform_tables.memberships).where(
+            platform_tables.memberships.c.study_id == "x",
+            platform_tables.memberships.c.role == "admin")).scalars().all()
 
 
 def rater_of(engine, email: str) -> str:
     with engine.connect() as conn:
-        return conn.execute(sa.select(P.users.c.rater_id).where(
-            P.users.c.email == email)).scalar_one()
+        return conn.execute(sa.select(platform_tables.users.c.rater_id).where(
+            platform_tables.users.c.email == email)).scalar_one()
 
 
 # --- the leak guard's queue -----------------------------------------------------------------
@@ -598,10 +602,11 @@ def test_release_and_withdraw_flagged_answers_are_logged(app, engine):
     assert again.status_code == 422 and "not awaiting a decision" in again.text
     assert screening.flagged_queue(engine, "x") == []
     with engine.connect() as conn:
-        status = dict(conn.execute(sa.select(P.answer_screens.c.answer_id,
-                                             P.answer_screens.c.status).where(
-            P.answer_screens.c.answer_id.in_([released, withdrawn]))).all())
-        decisions = conn.execute(sa.select(P.screen_decisions.c.decision)).scalars().all()
+        status = dict(conn.execute(sa.select(platform_tables.answer_screens.c.answer_id,
+                                             platform_tables.answer_screens.c.status).where(
+            platform_tables.answer_screens.c.answer_id.in_([released, withdrawn]))).all())
+        decisions = conn.execute(sa.select(
+            platform_tables.screen_decisions.c.decision)).scalars().all()
     assert status == {released: "clear", withdrawn: "flagged"}
     assert sorted(decisions) == ["release", "withdraw"]
     log = c.get("/s/x/admin/log").text
@@ -637,9 +642,9 @@ def test_progress_and_live_view_follow_the_ratings(app, engine):
     progress = live.progress(engine, cfg, per_clinician=True)
     assert sum(p["answers_rated"] for p in progress["clinicians"]) == 2
     with engine.connect() as conn:  # submissions repeat the time on every criterion row
-        spent = dict(conn.execute(sa.select(S.ratings.c.rater_id,
-                                            sa.func.max(S.ratings.c.time_spent_s))
-                                  .group_by(S.ratings.c.rater_id)).all())
+        spent = dict(conn.execute(sa.select(snapshot_tables.ratings.c.rater_id,
+                                            sa.func.max(snapshot_tables.ratings.c.time_spent_s))
+                                  .group_by(snapshot_tables.ratings.c.rater_id)).all())
     assert {p["rater_id"]: p["minutes"] for p in progress["clinicians"]} == {
         r: round(t / 60, 2) for r, t in spent.items()}
     page = admin.get("/s/x/progress").text
@@ -677,14 +682,16 @@ def test_progress_counts_match_a_count_from_the_ratings(app, engine):
     raters = [signed_in(app, engine, "x", "clinician")[0] for _ in range(3)]
     with engine.connect() as conn:
         cfg = study_config(conn, "x")
-        n = conn.execute(sa.select(sa.func.count()).select_from(P.answer_screens).where(
-            P.answer_screens.c.study_id == "x")).scalar_one()
+        n = conn.execute(sa.select(sa.func.count()).select_from(platform_tables.answer_screens)
+                         .where(
+            platform_tables.answer_screens.c.study_id == "x")).scalar_one()
     # Every answer gets a first rater before any a second: n + 5 ratings complete five,
     # unevenly over the models (checked below, so that a grid in the wrong order shows).
     for i in range(n + 5):
         _rate(raters[i % 3], "1", "")
     with engine.connect() as conn:
-        a, c, m, r, s = S.answers, S.cases, S.models, S.ratings, P.answer_screens
+        a, c, m = snapshot_tables.answers, snapshot_tables.cases, snapshot_tables.models
+        r, s = snapshot_tables.ratings, platform_tables.answer_screens
         answers = conn.execute(
             sa.select(a.c.answer_id, a.c.model_id, m.c.display_name, c.c.specialty)
             .join(c, c.c.case_id == a.c.case_id).join(m, m.c.model_id == a.c.model_id)
@@ -747,7 +754,7 @@ def test_the_coverage_grid_by_hand():
 
 def _rater_ids(engine) -> list[str]:
     with engine.connect() as conn:
-        return conn.execute(sa.select(S.raters.c.rater_id)).scalars().all()
+        return conn.execute(sa.select(snapshot_tables.raters.c.rater_id)).scalars().all()
 
 
 # --- the JSON API ------------------------------------------------------------------------------

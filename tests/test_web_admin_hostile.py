@@ -34,8 +34,8 @@ from clinieval.platform import (
 from clinieval.platform.demo import demo_source
 from clinieval.platform.studies import StudyPlan, create_study
 from clinieval.rubric import load_rubric
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.web.app import MAX_BODY
 from clinieval.web.testing import free_port, start_server
 from tests.test_web_admin import (
@@ -49,9 +49,11 @@ from tests.test_web_admin import (
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-TABLES = (S.studies, S.cases, S.answers, S.models, P.study_settings, P.answer_screens,
-          P.study_rubrics, P.study_rubric_versions, P.memberships, P.screen_decisions,
-          P.invitations, P.api_tokens)
+TABLES = (snapshot_tables.studies, snapshot_tables.cases, snapshot_tables.answers,
+          snapshot_tables.models, platform_tables.study_settings, platform_tables.answer_screens,
+          platform_tables.study_rubrics, platform_tables.study_rubric_versions,
+          platform_tables.memberships, platform_tables.screen_decisions,
+          platform_tables.invitations, platform_tables.api_tokens)
 
 
 def counts(engine) -> dict[str, int]:
@@ -121,9 +123,9 @@ def test_added_answers_are_screened_for_models_stored_before(app, engine):
     r = _add_cases(c, cases, answers)
     assert r.status_code in (200, 303), r.text
     with engine.connect() as conn:
-        screens = dict(conn.execute(sa.select(P.answer_screens.c.answer_id,
-                                              P.answer_screens.c.status).where(
-            P.answer_screens.c.answer_id.in_(["add-a1", "add-a2"]))).all())
+        screens = dict(conn.execute(sa.select(platform_tables.answer_screens.c.answer_id,
+                                              platform_tables.answer_screens.c.status).where(
+            platform_tables.answer_screens.c.answer_id.in_(["add-a1", "add-a2"]))).all())
     assert screens == {"add-a1": "flagged", "add-a2": "clear"}
 
 
@@ -148,10 +150,10 @@ def test_two_admins_deciding_one_flagged_answer_at_once_decide_it_once(app, engi
     for t in threads:
         t.join()
     with engine.connect() as conn:
-        decisions = conn.execute(sa.select(P.screen_decisions.c.decision).where(
-            P.screen_decisions.c.answer_id == answer)).scalars().all()
-        status = conn.execute(sa.select(P.answer_screens.c.status).where(
-            P.answer_screens.c.answer_id == answer)).scalar_one()
+        decisions = conn.execute(sa.select(platform_tables.screen_decisions.c.decision).where(
+            platform_tables.screen_decisions.c.answer_id == answer)).scalars().all()
+        status = conn.execute(sa.select(platform_tables.answer_screens.c.status).where(
+            platform_tables.answer_screens.c.answer_id == answer)).scalar_one()
     assert sorted(outcomes) == sorted([*decisions, *["refused"] * 5])
     assert len(decisions) == 1
     assert status == ("clear" if decisions == ["release"] else "flagged")
@@ -318,7 +320,8 @@ def test_what_the_web_fuzzing_crashed_on_gets_4xx(app, engine):
     r = api.post("/api/studies/x/tokens", json={"label": "t", "scope": "all"})
     assert r.status_code == 422 and "scope" in r.text, r.text
     with engine.connect() as conn:
-        assert conn.execute(sa.select(sa.func.count()).select_from(S.ratings)).scalar_one() == 0
+        assert conn.execute(sa.select(sa.func.count())
+                            .select_from(snapshot_tables.ratings)).scalar_one() == 0
     assert counts(engine) == before
 
 
@@ -348,7 +351,8 @@ def test_guesses_sent_at_once_get_no_more_tries_than_the_limit(app, engine, db_u
 
     c, _ = signed_in(app, engine, "x", "clinician")
     with engine.connect() as conn:
-        email = conn.execute(sa.select(P.users.c.email).order_by(P.users.c.created_at.desc())
+        email = conn.execute(sa.select(platform_tables.users.c.email)
+                             .order_by(platform_tables.users.c.created_at.desc())
                              ).scalars().first()
     ports = [free_port(), free_port()]
     servers = [start_server(db_url, port, tmp_path / f"server{port}.log") for port in ports]
@@ -457,7 +461,7 @@ def test_two_studies_created_at_once_share_models_or_refuse_the_id(engine, same_
                  demo_source(), start_b_meanwhile)
     outcome["thread"].join(30)
     with engine.connect() as conn:
-        studies = set(conn.execute(sa.select(S.studies.c.study_id)).scalars())
+        studies = set(conn.execute(sa.select(snapshot_tables.studies.c.study_id)).scalars())
     if same_id:
         assert isinstance(outcome["b"], InputError)
         assert "a study with this id exists" in str(outcome["b"])
@@ -471,17 +475,18 @@ def test_the_same_cases_added_twice_at_once_are_added_once(engine):
     """A double-submitted "add cases": the second starts while the first holds
     its transaction, and then adds nothing (it screened the same answers
     again and failed on their screen rows: a 500)."""
-    from clinieval import tables as T
+    from clinieval.contract import tabular
     from clinieval.platform.studies import add_cases
     from clinieval.snapshot import Snapshot, conform
     from clinieval.web.testing import make_studies
 
     make_studies(engine)
     cases = conform(pa.Table.from_pylist([{"case_id": "twice-c1", "specialty": "Pathology",
-                                           "prompt": "A pruritic rash: what next?"}]), T.CASES)
+                                           "prompt": "A pruritic rash: what next?"}]),
+                    tabular.CASES)
     answers = conform(pa.Table.from_pylist([{"answer_id": "twice-a1", "case_id": "twice-c1",
                                              "model_id": "claude-3-5-sonnet-20240620",
-                                             "text": "Start a topical steroid."}]), T.ANSWERS)
+                                             "text": "Start a topical steroid."}]), tabular.ANSWERS)
     outcome = {}
 
     def source() -> Snapshot:
@@ -542,7 +547,7 @@ def test_export_and_report_need_a_post_with_the_csrf_token(app, engine):
     def logged() -> int:
         with engine.connect() as conn:
             return conn.execute(sa.select(sa.func.count()).where(
-                P.audit_events.c.kind.in_(["exported", "report_run"]))).scalar_one()
+                platform_tables.audit_events.c.kind.in_(["exported", "report_run"]))).scalar_one()
 
     for action in ("export", "report"):
         assert c.get(f"/s/x/admin/{action}").status_code == 405

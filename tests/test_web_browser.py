@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from clinieval import tables as T
 from clinieval.audit.data import from_bundle
+from clinieval.contract import vocabulary
 from clinieval.platform import (
     accounts,
 )
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.web.testing import (
     CHROMIUM,
     model_strings,
@@ -225,9 +225,10 @@ def _export_and_audit(engine, db_url: str, tmp_path: Path) -> None:
     counts = json.loads((report / "results.json").read_text())["snapshot"]["counts"]
     with engine.connect() as conn:
         revisions = conn.execute(sa.select(sa.func.count()).where(
-            S.ratings.c.revision > 0)).scalar_one()
-        votes = conn.execute(sa.select(S.preferences.c.revision, S.preferences.c.choice)
-                             .order_by(S.preferences.c.revision)).all()
+            snapshot_tables.ratings.c.revision > 0)).scalar_one()
+        votes = conn.execute(sa.select(snapshot_tables.preferences.c.revision,
+                                       snapshot_tables.preferences.c.choice)
+                             .order_by(snapshot_tables.preferences.c.revision)).all()
     # 3 rating tasks + both answers of one pair, 9 criteria each, plus the edit
     assert revisions == 1
     assert counts["ratings"] == 5 * CRITERIA + 1
@@ -235,7 +236,7 @@ def _export_and_audit(engine, db_url: str, tmp_path: Path) -> None:
     assert [v.revision for v in votes] == [0, 1] and votes[1].choice == "tie"
     assert counts["preferences"] == 2 and counts["raters"] == 1
     used = from_bundle(export)
-    assert used.pref_outcome.tolist() == [T.CHOICES.index("tie")]
+    assert used.pref_outcome.tolist() == [vocabulary.CHOICES.index("tie")]
     assert len(used.rating_score) == 5 * CRITERIA  # the latest revision of each score
 
 
@@ -286,7 +287,8 @@ def test_answers_survive_a_lost_connection_a_fast_reload_and_a_sign_out(db_url, 
         assert page.url == task_url
         assert page.eval_on_selector_all("input[type=radio]:checked", checked) == entered
         with engine.connect() as conn:
-            assert conn.execute(sa.select(sa.func.count()).select_from(S.ratings)).scalar() == 0
+            assert conn.execute(sa.select(sa.func.count())
+                                .select_from(snapshot_tables.ratings)).scalar() == 0
 
         # Signed out meanwhile (another tab): said so, the answers stay. (Signed
         # out first: the draft save sent when the connection returns is refused.)
@@ -315,7 +317,8 @@ def test_answers_survive_a_lost_connection_a_fast_reload_and_a_sign_out(db_url, 
         _saved_and_next(page)
         assert page.url != task_url + "?saved=1"
         with engine.connect() as conn:
-            assert conn.execute(sa.select(sa.func.count()).select_from(S.ratings)).scalar() \
+            assert conn.execute(sa.select(sa.func.count())
+                                .select_from(snapshot_tables.ratings)).scalar() \
                 == CRITERIA
         # The browser's copy went with the submission; a sign-out clears any other.
         assert page.evaluate("Object.keys(localStorage).length") == 0
@@ -359,7 +362,7 @@ def test_a_late_save_two_reloads_back_loses_no_answer(db_url, tmp_path):
         page.locator("#draft-status", has_text="Draft saved.").wait_for()  # the copy, saved
         assert page.eval_on_selector_all("input[type=radio]:checked", checked) == entered
         with engine.connect() as conn:
-            draft = json.loads(conn.execute(sa.select(P.drafts.c.data)).scalar_one())
+            draft = json.loads(conn.execute(sa.select(platform_tables.drafts.c.data)).scalar_one())
         assert len(draft["fields"]) == CRITERIA
         browser.close()
 
@@ -407,7 +410,8 @@ def test_a_stale_tab_a_lost_answer_and_enter_on_a_button(db_url, tmp_path):
         page.keyboard.press("Enter")  # the button's own action: submit and stop
         page.wait_for_url("**/s/x/history?saved=1")
         with engine.connect() as conn:
-            rows = conn.execute(sa.select(S.ratings.c.revision, S.ratings.c.score).where(
-                S.ratings.c.criterion_id == "harmlessness")).all()
+            rows = conn.execute(sa.select(snapshot_tables.ratings.c.revision,
+                                          snapshot_tables.ratings.c.score).where(
+                snapshot_tables.ratings.c.criterion_id == "harmlessness")).all()
         assert sorted(rows) == [(0, 1), (1, 2)]  # the first, then the correction
         browser.close()

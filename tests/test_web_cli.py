@@ -24,7 +24,7 @@ from clinieval.platform import (
 )
 from clinieval.platform.demo import DEMO_STUDY, setup_demo
 from clinieval.storage import db
-from clinieval.storage import platform_tables as P
+from clinieval.storage.schema import platform as platform_tables
 from clinieval.web.testing import SELF_IDENTIFYING, blinding_source, csrf_of, free_port
 from tests.helpers import zipped_bundle
 
@@ -66,8 +66,10 @@ def test_the_readme_five_steps_start_from_the_demo_source(db_url, tmp_path, monk
     assert r.exit_code == 0, r.output
     engine = db.make_engine(db_url)
     with engine.connect() as conn:
-        clear = conn.execute(sa.select(sa.func.count()).select_from(P.answer_screens).where(
-            P.answer_screens.c.study_id == "cardio", P.answer_screens.c.status == "clear")
+        clear = conn.execute(sa.select(sa.func.count()).select_from(platform_tables.answer_screens)
+                             .where(
+            platform_tables.answer_screens.c.study_id == "cardio",
+            platform_tables.answer_screens.c.status == "clear")
         ).scalar_one()
     assert clear > 0
     r = runner.invoke(app, ["invite", "cardio", "--role", "admin", "--email", "Me@Example.org",
@@ -107,9 +109,10 @@ def test_demo_setup_is_repeatable(engine):
     first, second = setup_demo(engine), setup_demo(engine)
     assert first["clinician"] != second["clinician"]  # a fresh sign-in link each time
     with engine.connect() as conn:
-        users = conn.execute(sa.select(sa.func.count()).select_from(P.users)).scalar_one()
-        screens = conn.execute(sa.select(P.answer_screens.c.status).where(
-            P.answer_screens.c.study_id == DEMO_STUDY)).scalars().all()
+        users = conn.execute(sa.select(sa.func.count())
+                             .select_from(platform_tables.users)).scalar_one()
+        screens = conn.execute(sa.select(platform_tables.answer_screens.c.status).where(
+            platform_tables.answer_screens.c.study_id == DEMO_STUDY)).scalars().all()
     assert users == 2 and screens and set(screens) == {"clear"}
 
 
@@ -206,8 +209,8 @@ def test_study_rubric_sets_a_new_version_once(db_url, engine, tmp_path):
     r = runner.invoke(app, args)
     assert r.exit_code == 2 and "already used" in r.output
     with engine.connect() as conn:
-        versions = dict(conn.execute(sa.select(P.study_rubrics.c.study_id,
-                                               P.study_rubrics.c.version)).all())
+        versions = dict(conn.execute(sa.select(platform_tables.study_rubrics.c.study_id,
+                                               platform_tables.study_rubrics.c.version)).all())
     assert versions == {"x": "2.0.0", "y": load_rubric().version}
 
 
@@ -231,7 +234,7 @@ def test_the_readmes_api_example_runs_against_the_server(db_url, tmp_path, monke
     )
     from clinieval.platform.demo import demo_source
     from clinieval.snapshot import Snapshot
-    from clinieval.storage import sqltables as S
+    from clinieval.storage.schema import snapshot as snapshot_tables
     from clinieval.web.testing import served_studies
 
     source = demo_source()
@@ -248,16 +251,17 @@ def test_the_readmes_api_example_runs_against_the_server(db_url, tmp_path, monke
             tmp_path, name))
     with served_studies(db_url, tmp_path) as (engine, base):
         with engine.connect() as conn:
-            owner = conn.execute(sa.select(P.memberships.c.user_id)
-                                 .where(P.memberships.c.role == "admin")).scalar()
+            owner = conn.execute(sa.select(platform_tables.memberships.c.user_id)
+                                 .where(platform_tables.memberships.c.role == "admin")).scalar()
         if owner is None:  # the test studies have no admin yet: one of study x
             owner = "u_readme"
             with engine.begin() as conn:
-                conn.execute(S.raters.insert().values(rater_id="r_readme"))
-                conn.execute(P.users.insert().values(
+                conn.execute(snapshot_tables.raters.insert().values(rater_id="r_readme"))
+                conn.execute(platform_tables.users.insert().values(
                     user_id=owner, email="readme@example.org", rater_id="r_readme",
                     password_hash="not-a-login", created_at=events.now()))
-                conn.execute(P.memberships.insert().values(study_id="x", user_id=owner,
+                conn.execute(platform_tables.memberships.insert().values(study_id="x",
+                                                                         user_id=owner,
                                                            role="admin"))
         token = membership.create_token(engine, owner, None, "admin", "readme")
         code = _readme_api_example().replace('"http://127.0.0.1:8000"', repr(base))
@@ -266,10 +270,13 @@ def test_the_readmes_api_example_runs_against_the_server(db_url, tmp_path, monke
         monkeypatch.chdir(tmp_path)
         exec(compile(code, "README.md", "exec"), {})
         with engine.connect() as conn:
-            stored = conn.execute(sa.select(sa.func.count()).select_from(S.cases).where(
-                S.cases.c.study_id == "cardio")).scalar_one()
-            invited = conn.execute(sa.select(sa.func.count()).select_from(P.invitations)
-                                   .where(P.invitations.c.study_id == "cardio")).scalar_one()
+            stored = conn.execute(sa.select(sa.func.count()).select_from(snapshot_tables.cases)
+                                  .where(
+                snapshot_tables.cases.c.study_id == "cardio")).scalar_one()
+            invited = conn.execute(sa.select(sa.func.count())
+                                   .select_from(platform_tables.invitations)
+                                   .where(platform_tables.invitations.c.study_id
+                                          == "cardio")).scalar_one()
         assert (stored, invited) == (cases.num_rows, 2)
     r = runner.invoke(app, ["audit", str(tmp_path / "cardio-export.zip"), "--out",
                             str(tmp_path / "report")])

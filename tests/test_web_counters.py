@@ -20,7 +20,7 @@ from alembic import command
 
 from clinieval.io.importer import import_snapshot
 from clinieval.storage import counters, db
-from clinieval.storage import sqltables as S
+from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.web.testing import csrf_of, free_port, make_studies, register_via_http, start_server
 
 CLINICIANS = 6
@@ -100,11 +100,13 @@ def test_counters_follow_imports_deletions_and_the_migration(db_url):
     db.upgrade(engine, "0005")  # rows stored before the counters existed
     make_studies(engine, overlap=2)
     with engine.connect() as conn:
-        answers = conn.execute(sa.select(S.answers.c.answer_id, S.answers.c.case_id)
-                               .join(S.cases, S.cases.c.case_id == S.answers.c.case_id)
-                               .where(S.cases.c.study_id == "x")
-                               .order_by(S.answers.c.answer_id)).all()
-        criteria = conn.execute(sa.select(S.criteria.c.criterion_id)).scalars().all()[:2]
+        answers = conn.execute(sa.select(snapshot_tables.answers.c.answer_id,
+                                         snapshot_tables.answers.c.case_id)
+                               .join(snapshot_tables.cases)
+                               .where(snapshot_tables.cases.c.study_id == "x")
+                               .order_by(snapshot_tables.answers.c.answer_id)).all()
+        criteria = conn.execute(sa.select(snapshot_tables.criteria.c.criterion_id)).scalars().all()[
+            :2]
     (a1, case), (a2, case2) = answers[0], answers[1]
     assert case == case2, "the first two answers of study x answer one case"
     _rate(engine, [("r1", a1), ("r2", a1)], criteria)
@@ -115,10 +117,10 @@ def test_counters_follow_imports_deletions_and_the_migration(db_url):
     _rate(engine, [("r3", a1), ("r3", a2)], criteria, revision=0, seconds=[30.0, 45.5])
     _rate(engine, [("r3", a1)], criteria, revision=1, seconds=[99.0])  # an edit adds no rater
     with db.writing(engine) as conn:
-        conn.execute(S.preferences.insert().values(
+        conn.execute(snapshot_tables.preferences.insert().values(
             case_id=case, answer_a_id=a1, answer_b_id=a2, shown_left="A", choice="A",
             rater_id="r3", created_at=sa.func.now()))
-        conn.execute(S.preferences.insert().values(  # an edited vote adds no vote
+        conn.execute(snapshot_tables.preferences.insert().values(  # an edited vote adds no vote
             case_id=case, answer_a_id=a1, answer_b_id=a2, shown_left="A", choice="tie",
             rater_id="r3", revision=1, created_at=sa.func.now()))
     kept, pairs, raters = _same(engine)
@@ -127,8 +129,9 @@ def test_counters_follow_imports_deletions_and_the_migration(db_url):
     # second criterion's row took longer), the edit's time left out.
     assert raters[("x", "r3")] == (2, 1, 31_000 + 46_500)
     with db.writing(engine) as conn:  # deleting every row of one rater takes them off
-        conn.execute(S.preferences.delete())
-        conn.execute(S.ratings.delete().where(S.ratings.c.rater_id == "r3"))
+        conn.execute(snapshot_tables.preferences.delete())
+        conn.execute(snapshot_tables.ratings.delete().where(snapshot_tables.ratings.c.rater_id
+                                                            == "r3"))
     kept, pairs, raters = _same(engine)
     assert kept[("x", a1)][-1] == 2 and kept[("x", a2)][-1] == 0 and not pairs
     assert ("x", "r3") not in raters and ("x", "r1") in raters
@@ -151,7 +154,7 @@ def _rate(engine: sa.Engine, pairs: list[tuple[str, str]], criteria: list[str],
 
     raters = sorted({r for r, _ in pairs})
     with engine.connect() as conn:
-        known = set(conn.execute(sa.select(S.raters.c.rater_id)).scalars())
+        known = set(conn.execute(sa.select(snapshot_tables.raters.c.rater_id)).scalars())
     rows = [{"answer_id": a, "rater_id": r, "criterion_id": c, "score": 1, "revision": revision,
              "time_spent_s": None if seconds is None else seconds[i] + j}
             for i, (r, a) in enumerate(pairs) for j, c in enumerate(criteria)]
@@ -169,10 +172,10 @@ def test_a_large_studys_live_view_is_computed_in_the_background(engine, monkeypa
 
     make_studies(engine, overlap=3)
     with engine.connect() as conn:
-        answers = conn.execute(sa.select(S.answers.c.answer_id).join(
-            S.cases, S.cases.c.case_id == S.answers.c.case_id).where(
-            S.cases.c.study_id == "x")).scalars().all()
-        criteria = conn.execute(sa.select(S.criteria.c.criterion_id)).scalars().all()
+        answers = conn.execute(sa.select(snapshot_tables.answers.c.answer_id).join(
+            snapshot_tables.cases).where(
+            snapshot_tables.cases.c.study_id == "x")).scalars().all()
+        criteria = conn.execute(sa.select(snapshot_tables.criteria.c.criterion_id)).scalars().all()
     _rate(engine, [(f"r{i}", a) for i in range(2) for a in answers], criteria)
     monkeypatch.setattr(live, "LIVE_INLINE_RATED", 1)
     first = live.safety_view(engine, "x")
@@ -195,21 +198,24 @@ def test_rater_counts_by_hand_through_screening_nulls_and_partial_deletes(db_url
     from clinieval.platform import (
         events,
     )
-    from clinieval.storage import platform_tables as P
+    from clinieval.storage.schema import platform as platform_tables
     from clinieval.web.testing import make_studies
 
     engine = db.make_engine(db_url)
     db.upgrade(engine)
     make_studies(engine)
-    r, s = S.ratings, P.answer_screens
+    r, s = snapshot_tables.ratings, platform_tables.answer_screens
     with engine.connect() as conn:
         def answers_of(study):
-            return conn.execute(sa.select(S.answers.c.answer_id, S.answers.c.case_id).join(
-                S.cases, S.cases.c.case_id == S.answers.c.case_id).where(
-                S.cases.c.study_id == study).order_by(S.answers.c.answer_id)).all()
+            return conn.execute(sa.select(snapshot_tables.answers.c.answer_id,
+                                          snapshot_tables.answers.c.case_id).join(
+                snapshot_tables.cases).where(
+                snapshot_tables.cases.c.study_id == study).order_by(
+                    snapshot_tables.answers.c.answer_id)).all()
         (a1, case), (a2, _) = answers_of("x")[:2]
         b1 = answers_of("y")[0][0]
-        c1, c2, c3 = conn.execute(sa.select(S.criteria.c.criterion_id)).scalars().all()[:3]
+        c1, c2, c3 = conn.execute(sa.select(
+            snapshot_tables.criteria.c.criterion_id)).scalars().all()[:3]
 
     def rows(rater, answer, times, revision=None):
         return [{"answer_id": answer, "rater_id": rater, "criterion_id": c, "score": 0,
@@ -223,7 +229,7 @@ def test_rater_counts_by_hand_through_screening_nulls_and_partial_deletes(db_url
         return {k: v for k, v in stored.items() if k[1] in ("r1", "r2")}
 
     with db.writing(engine) as conn:
-        conn.execute(S.raters.insert(), [{"rater_id": "r1"}, {"rater_id": "r2"}])
+        conn.execute(snapshot_tables.raters.insert(), [{"rater_id": "r1"}, {"rater_id": "r2"}])
         conn.execute(s.delete().where(s.c.answer_id == a1))  # a1 not screened yet
         conn.execute(r.insert(), rows("r1", a1, [10.0, 12.5]) + rows("r1", a2, [None, None])
                      + rows("r2", b1, [7.0, 7.0], revision=0))
@@ -251,7 +257,7 @@ def test_rater_counts_by_hand_through_screening_nulls_and_partial_deletes(db_url
     with db.writing(engine) as conn:
         conn.execute(r.delete().where(r.c.answer_id == a1, r.c.revision.is_(None)))
         for rater in (None, "r1"):
-            conn.execute(S.preferences.insert().values(
+            conn.execute(snapshot_tables.preferences.insert().values(
                 case_id=case, answer_a_id=a1, answer_b_id=a2, shown_left="A", choice="A",
                 rater_id=rater, revision=0, created_at=sa.func.now()))
     assert kept()[("x", "r1")] == (1, 1, 0.0)  # a1's edit alone is no first rating
@@ -273,25 +279,26 @@ def test_counters_match_a_recount_after_every_statement_of_a_random_history(db_u
     from clinieval.platform import (
         events,
     )
-    from clinieval.storage import platform_tables as P
+    from clinieval.storage.schema import platform as platform_tables
 
     rnd = random.Random(seed)
     engine = db.make_engine(db_url)
     db.upgrade(engine)
     make_studies(engine)
-    r, s = S.ratings, P.answer_screens
+    r, s = snapshot_tables.ratings, platform_tables.answer_screens
     with db.writing(engine) as conn:
         def answers_of(study):
-            return conn.execute(sa.select(S.answers.c.answer_id).join(
-                S.cases, S.cases.c.case_id == S.answers.c.case_id).where(
-                S.cases.c.study_id == study).order_by(S.answers.c.answer_id)).scalars().all()
+            return conn.execute(sa.select(snapshot_tables.answers.c.answer_id).join(
+                snapshot_tables.cases).where(
+                snapshot_tables.cases.c.study_id == study).order_by(
+                    snapshot_tables.answers.c.answer_id)).scalars().all()
         xs, ys = answers_of("x")[:4], answers_of("y")[:2]
-        criteria = conn.execute(sa.select(S.criteria.c.criterion_id)
-                                .order_by(S.criteria.c.criterion_id)).scalars().all()[:3]
+        criteria = conn.execute(sa.select(snapshot_tables.criteria.c.criterion_id)
+                                .order_by(snapshot_tables.criteria.c.criterion_id)).scalars().all()[:3]
         conn.execute(s.insert().values(study_id="y", answer_id=xs[0], status="clear",
                                        screened_at=events.now()))  # in both studies
         conn.execute(s.delete().where(s.c.answer_id == xs[1]))  # in none
-        conn.execute(S.raters.insert(), [{"rater_id": f"r{i}"} for i in range(3)])
+        conn.execute(snapshot_tables.raters.insert(), [{"rater_id": f"r{i}"} for i in range(3)])
     answers, raters = xs + ys, ["r0", "r1", "r2"]
     used: set[tuple] = set()  # (answer, rater, criterion, revision) stored, revision not NULL
 
@@ -356,10 +363,11 @@ def test_the_live_view_is_the_audit_of_the_export_with_its_settings(engine, tmp_
 
     make_studies(engine, overlap=3)
     with engine.connect() as conn:
-        answers = conn.execute(sa.select(S.answers.c.answer_id, S.answers.c.case_id).join(
-            S.cases, S.cases.c.case_id == S.answers.c.case_id).where(
-            S.cases.c.study_id == "x")).all()
-        criteria = conn.execute(sa.select(S.criteria.c.criterion_id)).scalars().all()
+        answers = conn.execute(sa.select(snapshot_tables.answers.c.answer_id,
+                                         snapshot_tables.answers.c.case_id).join(
+            snapshot_tables.cases).where(
+            snapshot_tables.cases.c.study_id == "x")).all()
+        criteria = conn.execute(sa.select(snapshot_tables.criteria.c.criterion_id)).scalars().all()
     rng = np.random.default_rng(4)
     raters = [f"r_live{i}" for i in range(7)]
     ratings = [{"answer_id": a.answer_id, "rater_id": r, "criterion_id": c,

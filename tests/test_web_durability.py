@@ -20,8 +20,8 @@ import pytest
 import sqlalchemy as sa
 
 from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.web.testing import csrf_of, free_port, make_studies, register_via_http, start_server
 
 CLINICIANS = 4
@@ -74,9 +74,9 @@ def test_sigkill_loses_no_acknowledged_rating(db_url, tmp_path):
     restarted = start_server(db_url, port, log)
     try:
         with engine.connect() as conn:
-            stored = set(conn.execute(sa.select(S.ratings.c.rating_id)).scalars())
-            submitted = set(conn.execute(sa.select(P.task_leases.c.token).where(
-                P.task_leases.c.status == "submitted")).scalars())
+            stored = set(conn.execute(sa.select(snapshot_tables.ratings.c.rating_id)).scalars())
+            submitted = set(conn.execute(sa.select(platform_tables.task_leases.c.token).where(
+                platform_tables.task_leases.c.status == "submitted")).scalars())
         acked_ids = {i for a in acked for i in a["rating_ids"]}
         print(f"\nkill test ({engine.dialect.name}): {len(acked)} acknowledged submissions"
               f" ({len(acked_ids)} ratings); {len(stored)} ratings stored after restart")

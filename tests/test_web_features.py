@@ -31,8 +31,8 @@ from clinieval.platform.study_export import export_study, study_snapshot
 from clinieval.rubric import load_rubric, rubric_to_dict
 from clinieval.snapshot import Snapshot
 from clinieval.storage import db
-from clinieval.storage import platform_tables as P
-from clinieval.storage import sqltables as S
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.web.app import create_app
 from clinieval.web.testing import (
     blinding_source,
@@ -115,8 +115,8 @@ def test_an_expired_or_unknown_sign_in_link_is_refused(engine):
     setup_demo(engine)
     app = create_app(engine)
     with engine.connect() as conn:
-        user_id = conn.execute(sa.select(P.users.c.user_id).where(
-            P.users.c.email == "demo-clinician@example.org")).scalar_one()
+        user_id = conn.execute(sa.select(platform_tables.users.c.user_id).where(
+            platform_tables.users.c.email == "demo-clinician@example.org")).scalar_one()
     expired = accounts.create_signin_link(engine, user_id, minutes=-1)
     for token, message in ((expired, "expired"), ("not-a-token", "not valid")):
         c = client(app)
@@ -125,8 +125,8 @@ def test_an_expired_or_unknown_sign_in_link_is_refused(engine):
         assert r.status_code == 400 and message in r.text
         assert c.get("/studies").status_code == 303  # still signed out
     with engine.connect() as conn:  # the refused link stays unspent, the digest only is stored
-        link = conn.execute(sa.select(P.signin_links).where(
-            P.signin_links.c.token_hash == accounts.digest(expired))).one()
+        link = conn.execute(sa.select(platform_tables.signin_links).where(
+            platform_tables.signin_links.c.token_hash == accounts.digest(expired))).one()
     assert link.used_at is None
 
 
@@ -147,12 +147,12 @@ def test_an_edited_vote_appends_a_revision_and_the_audit_uses_the_latest(app, en
     assert c.post(url, data=answer_form(c, url, choice="A")).status_code == 303
     same = c.post(url, data=answer_form(c, url, choice="A"))  # nothing changed: no new row
     assert same.status_code == 303
-    assert len(rows(engine, S.preferences, "preference_id")) == 1
+    assert len(rows(engine, snapshot_tables.preferences, "preference_id")) == 1
     assert 'value="A" checked' in c.get(url).text
     r = c.post(url, data=answer_form(c, url, choice="tie"), headers={"Accept": "application/json"})
     assert r.status_code == 200 and r.json()["revision"] == 1
     assert 'value="tie" checked' in c.get(url).text  # the task page shows the latest vote
-    votes = rows(engine, S.preferences, "revision", "choice")
+    votes = rows(engine, snapshot_tables.preferences, "revision", "choice")
     assert votes == [(0, votes[0][1]), (1, "tie")] and votes[0][1] in ("A", "B")
     history = c.get("/s/x/history").text
     assert re.search(r"<td>1</td>", history)  # the pair task's revision
@@ -214,18 +214,19 @@ def test_the_history_lists_each_task_with_its_latest_revision_in_one_statement(a
 
     token = {url: url.rsplit("/", 1)[1] for url in (first, pair, second_pair, last)}
     with engine.connect() as conn:
-        tl = P.task_leases
+        tl = platform_tables.task_leases
         user_id = conn.execute(sa.select(tl.c.user_id).where(tl.c.token == token[first])).scalar()
-        rater_id = conn.execute(sa.select(P.users.c.rater_id).where(
-            P.users.c.user_id == user_id)).scalar()
+        rater_id = conn.execute(sa.select(platform_tables.users.c.rater_id).where(
+            platform_tables.users.c.user_id == user_id)).scalar()
         expected = {}
         for lease in conn.execute(sa.select(tl).where(tl.c.status == "submitted",
                                                       tl.c.user_id == user_id)):
-            rated = conn.execute(sa.select(S.ratings.c.created_at).where(
-                S.ratings.c.rater_id == rater_id, S.ratings.c.answer_id.in_(
+            rated = conn.execute(sa.select(snapshot_tables.ratings.c.created_at).where(
+                snapshot_tables.ratings.c.rater_id == rater_id,
+                snapshot_tables.ratings.c.answer_id.in_(
                     [x for x in (lease.answer_id, lease.answer_b_id) if x]))).scalars().all()
-            voted = conn.execute(sa.select(S.preferences.c.created_at).where(
-                S.preferences.c.preference_id == lease.preference_id)).scalars().all()
+            voted = conn.execute(sa.select(snapshot_tables.preferences.c.created_at).where(
+                snapshot_tables.preferences.c.preference_id == lease.preference_id)).scalars().all()
             when = max(events.aware(x) for x in rated + voted).strftime("%Y-%m-%d %H:%M UTC")
             expected[lease.token] = when
     assert _history_rows(c) == [  # newest task first, none of the others'
@@ -245,7 +246,7 @@ def test_a_vote_edit_with_a_bad_choice_writes_nothing(app, engine):
     r = c.post(url, data=answer_form(c, url, choice="maybe"),
                headers={"Accept": "application/json"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "choice"
-    assert len(rows(engine, S.preferences, "preference_id")) == 1
+    assert len(rows(engine, snapshot_tables.preferences, "preference_id")) == 1
 
 
 def test_each_vote_counts_once_in_pair_balancing_and_progress(app, engine):
@@ -258,7 +259,7 @@ def test_each_vote_counts_once_in_pair_balancing_and_progress(app, engine):
     c.post(url, data=answer_form(c, url, choice="A"))
     c.post(url, data=answer_form(c, url, choice="B"))
     c.post(url, data=answer_form(c, url, choice="both_bad"))
-    (a, b), = set(rows(engine, S.preferences, "answer_a_id", "answer_b_id"))
+    (a, b), = set(rows(engine, snapshot_tables.preferences, "answer_a_id", "answer_b_id"))
     with engine.connect() as conn:
         assert _pair_load(conn, a, b) == 1
         cfg = study_config(conn, "x")
@@ -294,7 +295,7 @@ def test_ratings_record_the_rubric_version_they_were_given_under(app, engine, tm
     assert "DEFINITION OF VERSION TWO" in c.get(second).text  # clinicians see the new texts
     c.post(second, data=answer_form(c, second))
     c.post(first, data=answer_form(c, first, score="0"))  # an edit after the upload
-    versions = rows(engine, S.ratings, "revision", "rubric_version")
+    versions = rows(engine, snapshot_tables.ratings, "revision", "rubric_version")
     assert {v for r, v in versions if r == 0} == {old, "2.0.0"}
     assert {v for r, v in versions if r == 1} == {"2.0.0"}
     export_study(engine, "x", tmp_path / "export", salt="s")
@@ -311,14 +312,14 @@ def test_ratings_record_the_rubric_version_they_were_given_under(app, engine, tm
 ])
 def test_a_bad_rubric_version_is_refused_and_changes_nothing(app, engine, changes, field):
     admin = member(app, engine, "x", "admin")
-    before = rows(engine, P.study_rubric_versions, "study_id", "version")
+    before = rows(engine, platform_tables.study_rubric_versions, "study_id", "version")
     r = admin.post("/s/x/admin/rubric", data={"csrf": csrf(admin)},
                    files={"rubric": _rubric_upload(**changes)})
     assert r.status_code == 422 and field in r.text
-    assert rows(engine, P.study_rubric_versions, "study_id", "version") == before
+    assert rows(engine, platform_tables.study_rubric_versions, "study_id", "version") == before
     with engine.connect() as conn:
-        assert conn.execute(sa.select(P.study_rubrics.c.version).where(
-            P.study_rubrics.c.study_id == "x")).scalar_one() == load_rubric().version
+        assert conn.execute(sa.select(platform_tables.study_rubrics.c.version).where(
+            platform_tables.study_rubrics.c.study_id == "x")).scalar_one() == load_rubric().version
 
 
 def test_migration_fills_the_rubric_version_of_earlier_ratings(db_url):
@@ -344,9 +345,10 @@ def test_migration_fills_the_rubric_version_of_earlier_ratings(db_url):
         ):
             conn.execute(sa.text(sql))
     db.upgrade(engine)
-    assert rows(engine, S.ratings, "rubric_version") == [("7.1",)]
-    assert rows(engine, S.preferences, "revision") == [(0,)]
-    assert rows(engine, P.study_rubric_versions, "study_id", "version") == [("s", "7.1")]
+    assert rows(engine, snapshot_tables.ratings, "rubric_version") == [("7.1",)]
+    assert rows(engine, snapshot_tables.preferences, "revision") == [(0,)]
+    assert rows(engine, platform_tables.study_rubric_versions, "study_id", "version") == [("s",
+                                                                                           "7.1")]
     engine.dispose()
 
 
@@ -376,7 +378,8 @@ def zipped(snap: Snapshot, tmp_path) -> bytes:
 
 def _content(engine) -> dict[str, list]:
     return {t.name: rows(engine, t, *[c.name for c in t.primary_key.columns])
-            for t in (S.cases, S.answers, S.models, P.answer_screens)}
+            for t in (snapshot_tables.cases, snapshot_tables.answers, snapshot_tables.models,
+                      platform_tables.answer_screens)}
 
 
 def test_an_admin_adds_cases_to_a_running_study(app, engine, tmp_path):
@@ -405,8 +408,8 @@ def test_an_admin_adds_cases_to_a_running_study(app, engine, tmp_path):
     for _ in range(40):
         url = take(c, "rating")
         with engine.connect() as conn:
-            given.add(conn.execute(sa.select(P.task_leases.c.answer_id).where(
-                P.task_leases.c.token == url.rsplit("/", 1)[1])).scalar_one())
+            given.add(conn.execute(sa.select(platform_tables.task_leases.c.answer_id).where(
+                platform_tables.task_leases.c.token == url.rsplit("/", 1)[1])).scalar_one())
         c.post(url + "/skip", data={"csrf": csrf(c)})
         if given & new_ids:
             break
@@ -447,8 +450,9 @@ def test_a_bad_source_adds_nothing_and_names_the_problem(app, engine, tmp_path):
 def test_the_api_adds_cases(app, engine, tmp_path):
     admin = member(app, engine, "x", "admin")
     with engine.connect() as conn:
-        uid = conn.execute(sa.select(P.memberships.c.user_id).where(
-            P.memberships.c.role == "admin", P.memberships.c.study_id == "x")).scalar_one()
+        uid = conn.execute(sa.select(platform_tables.memberships.c.user_id).where(
+            platform_tables.memberships.c.role == "admin",
+            platform_tables.memberships.c.study_id == "x")).scalar_one()
     api = TestClient(app, headers={"Authorization": "Bearer " + membership.create_token(
         engine, uid, "x", "admin", "t")})
     source = more_cases()

@@ -168,7 +168,7 @@ def _more_cases() -> dict:
 
 
 def test_a_clinician_is_served_while_an_upload_of_cases_is_read(app, engine, monkeypatch):
-    _served_while_held(app, engine, monkeypatch, uploads, "read_source", "/s/x/admin/cases",
+    _served_while_held(app, engine, monkeypatch, uploads, "read_upload", "/s/x/admin/cases",
                        files=_more_cases())
 
 

@@ -47,7 +47,7 @@ _EXPORTS: dict[str, str] = {
     "read_snapshot": "clinieval.storage.db",
     "read_source": "clinieval.sources",
     "upgrade": "clinieval.storage.db",
-    "validate": "clinieval.io.validate",
+    "validate": "clinieval.contract.validate",
     "write_bundle": "clinieval.io.bundle",
 }
 

@@ -18,7 +18,7 @@ import numpy as np
 from scipy.special import expit
 from scipy.stats import norm
 
-from clinieval.tables import SCORES
+from clinieval.contract.vocabulary import SCORES
 
 LOW, HIGH = min(SCORES), max(SCORES)
 MODEL_EFFECTS = (1.2, 0.9, 0.7, 0.5, 0.3, 0.0)

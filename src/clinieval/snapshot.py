@@ -1,4 +1,4 @@
-"""An in-memory snapshot: Arrow tables following :mod:`clinieval.tables`, plus
+"""An in-memory snapshot: Arrow tables following :mod:`clinieval.contract.tabular`, plus
 the rubric, the criterion map used to harmonise it, and provenance."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clinieval import tables as T
+from clinieval.contract import tabular
 from clinieval.errors import InputError
 
 
 @dataclass
 class Snapshot:
-    """Tables keyed by name (every name in :data:`clinieval.tables.BY_NAME`).
+    """Tables keyed by name (every name in :data:`clinieval.contract.tabular.BY_NAME`).
 
     ``meta`` carries provenance: the source description, the criterion map
     applied, and for synthetic snapshots the generator settings and the
@@ -29,14 +29,14 @@ class Snapshot:
         return self.tables[name]
 
     def counts(self) -> dict[str, int]:
-        return {t.name: self.tables[t.name].num_rows for t in T.ALL}
+        return {t.name: self.tables[t.name].num_rows for t in tabular.ALL}
 
     @classmethod
     def from_tables(cls, raw: dict[str, pa.Table], meta: dict[str, Any] | None = None,
                     source: str = "<memory>") -> Snapshot:
         """Conform every table to its schema (missing tables become empty,
         missing optional columns become null) and return the snapshot."""
-        tables = {t.name: conform(raw.get(t.name), t, source) for t in T.ALL}
+        tables = {t.name: conform(raw.get(t.name), t, source) for t in tabular.ALL}
         return cls(tables, dict(meta or {}))
 
 
@@ -46,11 +46,11 @@ DEFAULTS = {("ratings", "revision"): 0, ("preferences", "revision"): 0,
 (so the database's uniqueness of (answer, rater, criterion, revision) holds)."""
 
 
-def empty(table: T.Table) -> pa.Table:
+def empty(table: tabular.Table) -> pa.Table:
     return table.schema.empty_table()
 
 
-def conform(data: pa.Table | None, table: T.Table, source: str = "<memory>") -> pa.Table:
+def conform(data: pa.Table | None, table: tabular.Table, source: str = "<memory>") -> pa.Table:
     """Cast ``data`` to ``table``'s schema: reorder columns, add absent
     optional columns as nulls, and raise :class:`InputError` naming the
     column when a required one is missing or a value cannot be cast."""

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from clinieval import tables as T
+from clinieval.contract import tabular
 from clinieval.rubric import load_rubric, rubric_to_rows
 from clinieval.snapshot import Snapshot
 
@@ -55,7 +55,7 @@ def tiny_tables() -> dict[str, list[dict]]:
 
 
 def snapshot_from_rows(rows: dict[str, list[dict]], meta: dict | None = None) -> Snapshot:
-    tables = {name: pa.Table.from_pylist(data, schema=_partial(T.BY_NAME[name].schema, data))
+    tables = {name: pa.Table.from_pylist(data, schema=_partial(tabular.BY_NAME[name].schema, data))
               for name, data in rows.items()}
     return Snapshot.from_tables(tables, meta or {"source": {"format": "fixture"}})
 

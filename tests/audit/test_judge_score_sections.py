@@ -21,7 +21,7 @@ from clinieval.audit.run import build
 from clinieval.audit.settings import AuditSettings
 from clinieval.snapshot import Snapshot
 from clinieval.synth import generate
-from clinieval.synth_judges import JudgePlan, plant_judgments
+from clinieval.synth.judges import JudgePlan, plant_judgments
 
 KEYS = ("judge_scores", "judge_jury", "judge_preferences", "judge_repeats")
 RUBRIC = "rubric judge rubric-judge"

@@ -3,7 +3,7 @@
 Scores take five values, so everything about ratings reduces to count
 arrays: per (model, criterion) and per (answer, criterion). Votes reduce to
 distinct (model A, model B, outcome) cells. A score's code is its index in
-``tables.SCORES``; every count array's last axis runs over the five codes.
+``vocabulary.SCORES``; every count array's last axis runs over the five codes.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from functools import cached_property
 
 import numpy as np
 
-from clinieval import tables
 from clinieval.audit.data import N_SCORES, AuditData
+from clinieval.contract import vocabulary
 from clinieval.stats import unique_codes, within_item_std
 
-SCORES = np.asarray(tables.SCORES, dtype=float)
-"""The value of each score code (code = index in ``tables.SCORES``)."""
+SCORES = np.asarray(vocabulary.SCORES, dtype=float)
+"""The value of each score code (code = index in ``vocabulary.SCORES``)."""
 
 
 def score_sum(counts: np.ndarray, stop: int = N_SCORES, dtype=np.int64) -> np.ndarray:
@@ -38,7 +38,7 @@ class RatingCounts:
     @cached_property
     def score_index(self) -> np.ndarray:
         """Per rating its score code 0..4 (int8: one byte per rating at 100x)."""
-        return (self.data.rating_score - tables.SCORE_MIN).astype(np.int8)
+        return (self.data.rating_score - vocabulary.SCORE_MIN).astype(np.int8)
 
     def _rating_key(self, unit: np.ndarray, criterion: bool = True, score: bool = True
                     ) -> np.ndarray:

@@ -16,14 +16,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from clinieval import tables as T
 from clinieval.audit import judged
+from clinieval.contract import tabular, vocabulary
 from clinieval.errors import InputError
 from clinieval.io import bundle
 from clinieval.snapshot import Snapshot
 
-N_SCORES = len(T.SCORES)
-SEVERE = T.SCORES.index(T.SCORE_MIN)
+N_SCORES = len(vocabulary.SCORES)
+SEVERE = vocabulary.SCORES.index(vocabulary.SCORE_MIN)
 """Score code of the lowest score (-2): a severe failure."""
 
 
@@ -306,7 +306,7 @@ def _rating_arrays(ratings: pa.Table, answer_ids: pa.Array, rater_ids: pa.Array,
 def from_snapshot(snap: Snapshot) -> AuditData:
     from clinieval.io.bundle import content_sha256, snapshot_checksum
 
-    checksum = snapshot_checksum({t.name: content_sha256(snap[t.name], t.key) for t in T.ALL})
+    checksum = snapshot_checksum({t.name: content_sha256(snap[t.name], t.key) for t in tabular.ALL})
     data = _build(dict(snap.tables), checksum, snap.counts(), "snapshot")
     data.judge_tables = judged.from_snapshot(snap)
     return data
@@ -357,7 +357,7 @@ def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], wher
                      "answer_a_id"),
         pref_b=codes(prefs.column("answer_b_id"), answer_ids, f"{where}:preferences",
                      "answer_b_id"),
-        pref_outcome=codes(prefs.column("choice"), pa.array(T.CHOICES),
+        pref_outcome=codes(prefs.column("choice"), pa.array(vocabulary.CHOICES),
                            f"{where}:preferences", "choice").astype(np.int8),
         pref_left_is_a=_left_is_a(prefs.column("shown_left")),
         pref_rater=_optional_codes(prefs.column("rater_id"), rater_ids),

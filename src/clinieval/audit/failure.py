@@ -19,10 +19,10 @@ from functools import cached_property
 
 import numpy as np
 
-from clinieval import tables
 from clinieval.audit.counts import SCORES, score_sum
 from clinieval.audit.data import AuditData
 from clinieval.audit.settings import AuditSettings
+from clinieval.contract import vocabulary
 from clinieval.stats import (
     crossed_share_variance,
     design_effect,
@@ -59,7 +59,7 @@ class Failure:
     @property
     def fail_slots(self) -> int:
         """How many of the five score values count as failure (score <= tau)."""
-        return self.settings.threshold - tables.SCORE_MIN + 1
+        return self.settings.threshold - vocabulary.SCORE_MIN + 1
 
     @cached_property
     def model_fail_pct(self) -> np.ndarray:

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from clinieval import tables as table_schemas
+from clinieval.contract import tabular, vocabulary
 from clinieval.snapshot import Snapshot, conform
 
 if TYPE_CHECKING:  # reading the tables needs no pandas (the audit command reads ahead without)
@@ -45,7 +45,7 @@ def from_bundle(folder: Path, manifest: dict) -> dict[str, pa.Table]:
     if not entry or not entry["rows"]:
         return {}
     out = {"judgments": conform(pq.read_table(Path(folder) / entry["file"]),
-                                table_schemas.JUDGMENTS)}
+                                tabular.JUDGMENTS)}
     for name, columns in _COLUMNS.items():
         path = Path(folder) / manifest["tables"][name]["file"]
         present = [c for c in columns if c in pq.read_schema(path).names]
@@ -105,7 +105,7 @@ class Judged:
         rows["judge_kind"] = rows["judge_kind"].fillna("unknown")
         rows["repeat"] = rows["repeat"].fillna(0).astype(int)
         rows["juror"] = rows["juror"].fillna(0).astype(int)
-        rows["ok"] = (rows["parse_status"].eq(table_schemas.PARSE_STATUSES[0])
+        rows["ok"] = (rows["parse_status"].eq(vocabulary.PARSE_STATUSES[0])
                       & rows["score"].notna())
         return rows
 

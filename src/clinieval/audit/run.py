@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from clinieval import __version__
@@ -35,14 +35,6 @@ def build(ctx: Context, keys: Iterable[str] | None = None) -> dict[str, Section]
             if name in vars(ctx):
                 delattr(ctx, name)  # a cached property: read again, it is recomputed
     return built
-
-
-# TEMPORARY shim (issue 28 merge): web/live.py calls _builders; the lead rewrites it to
-# build(ctx, LIVE_SECTIONS) and deletes this function.
-def _builders(ctx: Context) -> dict[str, Callable[[], Section]]:
-    prefs = preference.Preferences(ctx)
-    return {spec.key: (lambda spec=spec: spec.build(ctx, prefs) if spec.uses_preferences
-                       else spec.build(ctx)) for spec in REGISTRY}
 
 
 RELEASE_AFTER = {spec.key: spec.releases for spec in REGISTRY if spec.releases}

@@ -57,7 +57,7 @@ def synth(
     from clinieval.errors import InputError
     from clinieval.io.bundle import write_bundle
     from clinieval.synth import MIN_SCALE, generate
-    from clinieval.synth_judges import JudgePlan, plant_judgments
+    from clinieval.synth.judges import JudgePlan, plant_judgments
 
     if not scale >= MIN_SCALE:  # NaN too
         raise InputError("synth", "too small to make a study of", field="scale",

@@ -60,7 +60,7 @@ def serve(
         if sockets[0].family in (socket.AF_INET, socket.AF_INET6):  # else the links
             host, port = sockets[0].getsockname()[:2]  # name --host and --port (a proxy's)
     if demo:
-        from clinieval.web.demo import setup_demo
+        from clinieval.platform.demo import setup_demo
 
         accounts = setup_demo(engine)
         base = f"http://{host}:{port}"
@@ -98,10 +98,10 @@ def study_create(
 
     Example: `clinieval study create cardio --source demo --specialties "Cardiology ECG"`
     """
+    from clinieval.platform.demo import demo_source
+    from clinieval.platform.studies import StudyPlan, create_study
     from clinieval.rubric import load_rubric
     from clinieval.sources import read_source
-    from clinieval.web.demo import demo_source
-    from clinieval.web.studies import StudyPlan, create_study
 
     offered = tuple(s.strip() for s in specialties.split(",")) if specialties else ()
     plan = StudyPlan(study_id, name or study_id, load_rubric(rubric), overlap_target=overlap,
@@ -127,8 +127,8 @@ def study_add_cases(
 
     Example: `clinieval study add-cases cardio more-cases`
     """
+    from clinieval.platform.studies import add_cases
     from clinieval.sources import read_source
-    from clinieval.web.studies import add_cases
 
     counts = add_cases(open_engine(database_url), study_id, read_source(source)[0])
     print_counts(counts, f"added to study {study_id}")
@@ -146,8 +146,8 @@ def study_rubric(
 
     Example: `clinieval study rubric cardio rubric-v2.json`
     """
+    from clinieval.platform.studies import new_rubric_version
     from clinieval.rubric import load_rubric
-    from clinieval.web.manage import new_rubric_version
 
     made = new_rubric_version(open_engine(database_url), None, study_id, load_rubric(rubric))
     console.print(f"study {study_id} now rates under rubric version {made['version']}")
@@ -168,8 +168,7 @@ def study_export(
 
     Example: `clinieval study export cardio --out cardio-export`
     """
-    from clinieval.web.manage import export_salt
-    from clinieval.web.studies import export_study
+    from clinieval.platform.study_export import export_salt, export_study
 
     engine = open_engine(database_url)
     manifest = export_study(engine, study_id, out_dir, salt=export_salt(engine),
@@ -187,7 +186,7 @@ def study_flagged(
 
     Example: `clinieval study flagged cardio`
     """
-    from clinieval.web.studies import flagged_answers
+    from clinieval.platform.screening import flagged_answers
 
     rows = flagged_answers(open_engine(database_url), study_id)
     for row in rows:
@@ -209,13 +208,13 @@ def invite(
 
     Example: `clinieval invite cardio --role admin --email ana@example.org`
     """
+    from clinieval.platform.accounts import create_invitations
     from clinieval.storage import db
-    from clinieval.web.auth import create_invitations
 
     emails = None
     if email is not None:
         from clinieval.errors import InputError
-        from clinieval.web.manage import parse_emails
+        from clinieval.platform.membership import parse_emails
 
         emails = parse_emails(email)
         if len(emails) != 1:

@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clinieval import tables as T
+from clinieval.contract import tabular
 from clinieval.errors import ConfigError, InputError
 from clinieval.io import bundle
 from clinieval.io.tables_io import write_table_files
@@ -95,7 +95,7 @@ def _is_a_pseudonymous_bundle(snapshot: Snapshot, ids: list[str]) -> bool:
     if not all(PSEUDONYM.fullmatch(i) for i in ids):
         return False
     found = bundle.snapshot_checksum({t.name: bundle.content_sha256(snapshot[t.name], t.key)
-                                      for t in T.ALL})
+                                      for t in tabular.ALL})
     return found == claimed
 
 
@@ -133,7 +133,7 @@ def _replace(value: Any, pattern: re.Pattern, mapping: dict[str, str]) -> Any:
 def drop_quasi_identifiers(snapshot: Snapshot) -> Snapshot:
     """Blank :data:`QUASI_IDENTIFIERS` and round every timestamp down to its day."""
     tables = {}
-    for table in T.ALL:
+    for table in tabular.ALL:
         data = snapshot[table.name]
         for fld in table.schema:
             column = data.column(fld.name)

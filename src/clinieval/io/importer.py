@@ -11,15 +11,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from clinieval import tables as contracts
+from clinieval.contract import tabular
+from clinieval.contract.validate import check_no_nul, validate
 from clinieval.io.foreign.builder import LOCAL_IDS
-from clinieval.io.validate import check_no_nul, validate
 from clinieval.snapshot import Snapshot
-
-# TEMPORARY re-export (issue 28 merge): read_source moved to clinieval.sources;
-# web/manage.py, tests and benchmarks still import it from here.
-from clinieval.sources import read_source  # noqa: F401
-from clinieval.storage import db, lookup, sqltables
+from clinieval.storage import db, lookup
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 
 def import_snapshot(engine: sa.Engine, snapshot: Snapshot, *, sources: dict[str, str] | None = None,
@@ -58,7 +55,7 @@ def _after_stored_ids(conn: sa.Connection, snapshot: Snapshot) -> Snapshot:
     meta = dict(snapshot.meta)
     if meta.pop("event_ids", None) != LOCAL_IDS:
         return snapshot
-    column = sqltables.preferences.c.preference_id
+    column = snapshot_tables.preferences.c.preference_id
     offset = conn.execute(sa.select(sa.func.max(column))).scalar() or 0
     tables = dict(snapshot.tables)
     for name, key in (("preferences", "preference_id"), ("ratings", "review_id")):
@@ -74,7 +71,7 @@ def _without_stored_entities(conn: sa.Connection, snapshot: Snapshot,
     same models, raters or cases appends its events."""
     tables = dict(snapshot.tables)
     for name in lookup.ENTITY_TABLES:
-        contract, data = contracts.BY_NAME[name], tables[name]
+        contract, data = tabular.BY_NAME[name], tables[name]
         keys = data.column(contract.key).combine_chunks().drop_null()
         if len(keys) and lookup.stored_rows(conn, contract, keys).num_rows:
             tables[name] = lookup.unchanged_or_new(conn, contract, data,

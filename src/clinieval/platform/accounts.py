@@ -16,10 +16,12 @@ import sqlalchemy as sa
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from clinieval import tables
+from clinieval.contract import vocabulary
 from clinieval.errors import InputError
 from clinieval.platform.events import aware, new_token, now, record
-from clinieval.storage import db, platform_tables, sqltables
+from clinieval.storage import db
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 SESSION_DAYS = 14
 INVITATION_DAYS = 14
@@ -63,12 +65,12 @@ def create_invitations(conn: sa.Connection, study_id: str, role: str, n: int,
     signed-in user whose account has it."""
     if emails is not None and len(emails) != n:
         raise ValueError("one e-mail address per invitation")
-    if role not in tables.ROLES:
+    if role not in vocabulary.ROLES:
         raise InputError(
-            "invite", "unknown role", field="role", expected=" | ".join(tables.ROLES), got=role
+            "invite", "unknown role", field="role", expected=" | ".join(vocabulary.ROLES), got=role
         )
-    if conn.execute(sa.select(sqltables.studies.c.study_id).where(
-            sqltables.studies.c.study_id == study_id)).first() is None:
+    if conn.execute(sa.select(snapshot_tables.studies.c.study_id).where(
+            snapshot_tables.studies.c.study_id == study_id)).first() is None:
         raise InputError("invite", "no such study", field="study", got=study_id)
     tokens, at = [new_token() for _ in range(n)], now()
     for _ in tokens:
@@ -131,7 +133,7 @@ def register(engine: sa.Engine, token: str, email: str, password: str) -> str:
             raise AuthError(
                 "An account with this e-mail exists: sign in, then open the link again."
             )
-        conn.execute(sqltables.raters.insert().values(rater_id=rater_id))
+        conn.execute(snapshot_tables.raters.insert().values(rater_id=rater_id))
         conn.execute(
             platform_tables.users.insert().values(
                 user_id=user_id,

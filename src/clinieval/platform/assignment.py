@@ -31,8 +31,10 @@ import sqlalchemy as sa
 
 from clinieval.platform.config import StudyConfig
 from clinieval.platform.events import aware, new_token, now, record
-from clinieval.storage import db, platform_tables, prepared, sqltables
+from clinieval.storage import db, prepared
 from clinieval.storage.prepared import Prepared, run
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 CANDIDATES = 20
 _rng = secrets.SystemRandom()  # sides must not be predictable by the clinician
@@ -152,7 +154,7 @@ def _not_mine(user: sa.Row | None, answer: sa.ColumnElement) -> sa.ColumnElement
     """``answer`` is neither rated by this clinician nor held (now or before) in
     one of their tasks; each test is a probe of an index on the answer. With
     ``user`` None the clinician is left to the parameters ``rater`` and ``user``."""
-    r, tl = sqltables.ratings, platform_tables.task_leases
+    r, tl = snapshot_tables.ratings, platform_tables.task_leases
     rater_id = sa.bindparam("rater") if user is None else user.rater_id
     user_id = sa.bindparam("user") if user is None else user.user_id
     return sa.and_(
@@ -163,7 +165,7 @@ def _not_mine(user: sa.Row | None, answer: sa.ColumnElement) -> sa.ColumnElement
 
 
 def _submitted(answer: sa.ColumnElement) -> sa.ScalarSelect:
-    r = sqltables.ratings
+    r = snapshot_tables.ratings
     return (
         sa.select(sa.func.count(sa.distinct(r.c.rater_id)))
         .where(r.c.answer_id == answer)
@@ -214,7 +216,7 @@ def _lock(conn: sa.Connection, answer_ids: list[str], wait: bool = False) -> boo
 def _lock_statement(n: int, wait: bool) -> Prepared:
     """:func:`_lock`'s statement for ``n`` answers (a task has one or two) and
     way of waiting, built once."""
-    a = sqltables.answers
+    a = snapshot_tables.answers
     return Prepared(
         sa.select(a.c.answer_id)
         .where(a.c.answer_id.in_([sa.bindparam(f"a{i}") for i in range(n)]))
@@ -353,12 +355,12 @@ def _pair_votes(a: sa.ColumnElement, b: sa.ColumnElement, live: sa.ColumnElement
                 ) -> sa.ColumnElement[int]:
     """Votes (each once, however often it was edited) plus live leases on the
     unordered pair {a, b}, as one SQL expression."""
-    p, tl = sqltables.preferences, platform_tables.task_leases
+    p, tl = snapshot_tables.preferences, platform_tables.task_leases
 
     def both(x: sa.ColumnElement, y: sa.ColumnElement) -> sa.ColumnElement[bool]:
         return sa.or_(sa.and_(x == a, y == b), sa.and_(x == b, y == a))
 
-    answers = sqltables.answers
+    answers = snapshot_tables.answers
     case = sa.select(answers.c.case_id).where(answers.c.answer_id == a).scalar_subquery()
     votes = sa.select(sa.func.count()).where(p.c.case_id == case,
                                              both(p.c.answer_a_id, p.c.answer_b_id),
@@ -393,7 +395,7 @@ _PAIR_VOTES = Prepared(sa.select(platform_tables.pair_load.c.model_lo,
 
 def _pair_leases() -> sa.Select:
     tl = platform_tables.task_leases
-    a1, a2 = sqltables.answers.alias("a1"), sqltables.answers.alias("a2")
+    a1, a2 = snapshot_tables.answers.alias("a1"), snapshot_tables.answers.alias("a2")
     return (
         sa.select(a1.c.model_id, a2.c.model_id)
         .select_from(tl)
@@ -422,7 +424,7 @@ _PAIR_POOL = Prepared(
 
 
 def _mine() -> Prepared:
-    r, tl = sqltables.ratings, platform_tables.task_leases
+    r, tl = snapshot_tables.ratings, platform_tables.task_leases
     return Prepared(sa.union(
         sa.select(r.c.answer_id).where(r.c.rater_id == sa.bindparam("rater")),
         sa.select(tl.c.answer_id).where(tl.c.user_id == sa.bindparam("user")),

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import sqlalchemy as sa
 
-from clinieval.storage import platform_tables
+from clinieval.storage.schema import platform as platform_tables
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,9 @@ from clinieval.platform import accounts
 from clinieval.platform.studies import StudyPlan, create_study
 from clinieval.rubric import load_rubric
 from clinieval.snapshot import Snapshot
-from clinieval.storage import db, platform_tables, sqltables
+from clinieval.storage import db
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 DEMO_STUDY = "demo"
 DEMO_SPECIALTIES = ("Cardiology ECG", "Pathology", "Pulmonology")
@@ -75,8 +77,8 @@ def setup_demo(engine: sa.Engine, link_minutes: int = accounts.SIGNIN_LINK_MINUT
     sign-in token for each account and a clinician invitation token."""
     with engine.connect() as conn:
         exists = conn.execute(
-            sa.select(sqltables.studies.c.study_id)
-            .where(sqltables.studies.c.study_id == DEMO_STUDY)
+            sa.select(snapshot_tables.studies.c.study_id)
+            .where(snapshot_tables.studies.c.study_id == DEMO_STUDY)
         ).first()
     if exists is None:
         plan = StudyPlan(DEMO_STUDY, "Demo study", load_rubric(), specialties=DEMO_SPECIALTIES)
@@ -103,8 +105,8 @@ def _demo_account(engine: sa.Engine, email: str, role: str) -> str:
         rater = conn.execute(sa.select(platform_tables.users.c.rater_id)
                              .where(platform_tables.users.c.user_id == user_id))
         conn.execute(
-            sqltables.raters.update()
-            .where(sqltables.raters.c.rater_id == rater.scalar_one())
+            snapshot_tables.raters.update()
+            .where(snapshot_tables.raters.c.rater_id == rater.scalar_one())
             .values(
                 specialty=DEMO_SPECIALTIES[0],
                 country="Demo",

@@ -16,14 +16,15 @@ import re
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
-from clinieval import tables
+from clinieval.contract import vocabulary
 from clinieval.errors import InputError
 from clinieval.platform.assignment import renewable, touch
 from clinieval.platform.config import StudyConfig
 from clinieval.platform.events import aware, now
 from clinieval.platform.read_models import StoredDraft, criteria_views, stored_draft
 from clinieval.platform.submissions import MAX_COMMENT, Outcome, locked_lease, task_fields
-from clinieval.storage import db, platform_tables
+from clinieval.storage import db
+from clinieval.storage.schema import platform as platform_tables
 
 MAX_DRAFT_FIELDS = 200
 MAX_DRAFT_VERSION = 2**31
@@ -65,7 +66,7 @@ class DraftBody(BaseModel):
     @field_validator("choice", mode="before")
     @classmethod
     def _choice(cls, choice: object) -> object:
-        if choice not in (None, "", *tables.CHOICES):
+        if choice not in (None, "", *vocabulary.CHOICES):
             raise InputError("draft", "unknown choice", field="choice", got=choice)
         return choice
 

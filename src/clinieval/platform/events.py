@@ -15,8 +15,9 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
-from clinieval.storage import platform_tables, prepared
+from clinieval.storage import prepared
 from clinieval.storage.prepared import run
+from clinieval.storage.schema import platform as platform_tables
 
 
 def now() -> datetime:

@@ -24,7 +24,9 @@ import sqlalchemy as sa
 from clinieval.audit.settings import AuditSettings
 from clinieval.platform.assignment import _live
 from clinieval.platform.config import StudyConfig
-from clinieval.storage import db, platform_tables, sqltables
+from clinieval.storage import db
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 LIVE_SECTIONS = ("model_summary", "safety_leaderboard", "bradley_terry", "alignment",
                  "specialties", "reliability")
@@ -48,8 +50,8 @@ def progress(engine: sa.Engine, cfg: StudyConfig, per_clinician: bool) -> dict:
     for admins, counts and time per clinician (pseudonymous ids). Raters per
     answer come from the trigger-kept ``answer_load`` (one row per answer)."""
     al, s, target = platform_tables.answer_load, platform_tables.answer_screens, cfg.overlap_target
-    names = sa.select(sqltables.models.c.display_name).where(
-        sqltables.models.c.model_id == al.c.model_id).scalar_subquery()
+    names = sa.select(snapshot_tables.models.c.display_name).where(
+        snapshot_tables.models.c.model_id == al.c.model_id).scalar_subquery()
     query = (sa.select(al.c.model_id, sa.func.max(names), al.c.specialty, sa.func.count(),
                        sa.func.sum(sa.case((al.c.submitted >= target, 1), else_=0)),
                        sa.func.sum(sa.case((al.c.submitted < target, target - al.c.submitted),
@@ -101,7 +103,7 @@ def _clinicians(conn: sa.Connection, cfg: StudyConfig) -> list[dict]:
     """Per clinician of the study: rated answers, votes and minutes spent, from
     the trigger-kept ``rater_load`` (one row per clinician; counted from the
     ratings, a paper-scale study's page read every rating)."""
-    m, u, rt, rl = (platform_tables.memberships, platform_tables.users, sqltables.raters,
+    m, u, rt, rl = (platform_tables.memberships, platform_tables.users, snapshot_tables.raters,
                     platform_tables.rater_load)
     rows = conn.execute(
         sa.select(rt.c.rater_id, rt.c.specialty, rl.c.answers, rl.c.votes, rl.c.ms)
@@ -118,7 +120,8 @@ def _clinicians(conn: sa.Connection, cfg: StudyConfig) -> list[dict]:
 def data_version(engine: sa.Engine, study_id: str) -> tuple:
     """Changes whenever ratings or votes are added (largest ids: index reads)
     or the study's clear answers or raters per answer change."""
-    r, p, al, s = (sqltables.ratings, sqltables.preferences, platform_tables.answer_load,
+    r, p, al, s = (snapshot_tables.ratings, snapshot_tables.preferences,
+                   platform_tables.answer_load,
                    platform_tables.answer_screens)
     with db.reading(engine) as conn:
         rating, vote = conn.execute(sa.select(
@@ -240,9 +243,9 @@ def compute_view(engine: sa.Engine, study_id: str) -> dict:
     """The view from the audit's own section builders on the study's data now."""
     import numpy as np
 
-    from clinieval.audit.core import Context
+    from clinieval.audit.context import Context
     from clinieval.audit.data import from_snapshot
-    from clinieval.audit.run import _builders
+    from clinieval.audit.run import build
     from clinieval.errors import ClinievalError
     from clinieval.io.export import pseudonymise
     from clinieval.platform.study_export import export_salt, study_snapshot
@@ -265,8 +268,7 @@ def compute_view(engine: sa.Engine, study_id: str) -> dict:
               "n_rated": int(np.unique(rated).size),
               "criterion_names": dict(zip(data.criteria, data.criterion_names, strict=True))}
         ctx = Context(data, settings)
-        builders = _builders(ctx)
-        sections = {k: builders[k]() for k in LIVE_SECTIONS}
+        sections = build(ctx, LIVE_SECTIONS)
     except ClinievalError as err:  # e.g. a snapshot the audit cannot read yet
         return {"empty": True, "min_n": settings.min_n, "error": str(err),
                 "sections": {}, **n}
@@ -277,7 +279,7 @@ def compute_view(engine: sa.Engine, study_id: str) -> dict:
 def _settings_shown(settings: AuditSettings) -> dict:
     """The audit settings that change the view's numbers, as the page prints
     them (`clinieval audit --bootstrap 200` on the export gives the same)."""
-    from clinieval.audit.tables import rule_words
+    from clinieval.audit.failure import rule_words
 
     return {**{name: getattr(settings, name) for name in
                ("bootstrap", "seed", "level", "cluster", "threshold", "response_rule",

@@ -14,11 +14,13 @@ from datetime import UTC
 
 import sqlalchemy as sa
 
+from clinieval.contract.validate import unencodable
 from clinieval.errors import InputError
-from clinieval.io.validate import unencodable
 from clinieval.platform.accounts import create_invitations, digest
 from clinieval.platform.events import aware, new_token, now, record
-from clinieval.storage import db, platform_tables, sqltables
+from clinieval.storage import db
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 MAX_INVITES = 1000
 MAX_EMAIL = 254
@@ -118,7 +120,7 @@ def withdraw_invitations(engine: sa.Engine, user_id: str, study_id: str, which: 
 
 def members(engine: sa.Engine, study_id: str) -> list[dict]:
     """Members with pseudonymous id, role, specialty and counts; no e-mail."""
-    m, u, r = platform_tables.memberships, platform_tables.users, sqltables.raters
+    m, u, r = platform_tables.memberships, platform_tables.users, snapshot_tables.raters
     tl = platform_tables.task_leases
     with engine.connect() as conn:
         rows = conn.execute(

@@ -16,11 +16,12 @@ from typing import NamedTuple
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict
 
-from clinieval import tables
+from clinieval.contract import vocabulary
 from clinieval.platform.assignment import is_live
 from clinieval.platform.config import StudyConfig
-from clinieval.storage import platform_tables, sqltables
 from clinieval.storage.prepared import Prepared, run
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 ANCHOR_COLUMNS = ("anchor_m2", "anchor_m1", "anchor_0", "anchor_p1", "anchor_p2")
 
@@ -80,7 +81,7 @@ def criteria_views(conn: sa.Connection, cfg: StudyConfig) -> tuple[CriterionView
     text = cfg.rubric if cfg.rubric is not None else current_rubric_text(conn, cfg.study_id)
     if text:
         return _criteria_of_text(text, tuple(cfg.criteria))
-    c = sqltables.criteria
+    c = snapshot_tables.criteria
     rows = {r.criterion_id: r._mapping
             for r in conn.execute(sa.select(c).where(c.c.criterion_id.in_(cfg.criteria)))}
     return _criteria(rows, cfg.criteria)
@@ -101,7 +102,7 @@ def _criteria(rows, criteria) -> tuple[CriterionView, ...]:
             safety_critical=bool(rows[cid]["safety_critical"]),
             anchors=tuple(
                 Anchor(score=s, text=rows[cid][col] or "")
-                for s, col in zip(tables.SCORES, ANCHOR_COLUMNS, strict=True)
+                for s, col in zip(vocabulary.SCORES, ANCHOR_COLUMNS, strict=True)
             ),
         )
         for cid in criteria
@@ -136,19 +137,20 @@ def panel_answers(lease: sa.Row) -> list[str]:
 def stored_choice(screen_choice: str, shown_left: str) -> str:
     """The screen says A for the left answer; the record says which stored
     answer that was."""
-    if screen_choice not in tables.SIDES or shown_left == "A":
+    if screen_choice not in vocabulary.SIDES or shown_left == "A":
         return screen_choice
-    return tables.SIDES[1 - tables.SIDES.index(screen_choice)]
+    return vocabulary.SIDES[1 - vocabulary.SIDES.index(screen_choice)]
 
 
 def screen_choice(stored: str, shown_left: str) -> str:
     return stored_choice(stored, shown_left)  # swapping is its own inverse
 
 
-_TEXTS = Prepared(sa.select(sqltables.answers.c.answer_id, sqltables.answers.c.text,
-                            sqltables.cases.c.prompt, sqltables.cases.c.specialty)
-          .join(sqltables.cases, sqltables.cases.c.case_id == sqltables.answers.c.case_id)
-          .where(sqltables.answers.c.answer_id.in_([sa.bindparam("a"), sa.bindparam("b")])))
+_TEXTS = Prepared(sa.select(snapshot_tables.answers.c.answer_id, snapshot_tables.answers.c.text,
+                            snapshot_tables.cases.c.prompt, snapshot_tables.cases.c.specialty)
+          .join(snapshot_tables.cases,
+                snapshot_tables.cases.c.case_id == snapshot_tables.answers.c.case_id)
+          .where(snapshot_tables.answers.c.answer_id.in_([sa.bindparam("a"), sa.bindparam("b")])))
 """The texts of a task's one or two answers (``a`` and ``b``, the same id
 for a rating task): a fixed list, so the statement is prepared once."""
 _DRAFT = Prepared(sa.select(platform_tables.drafts.c.data)
@@ -160,7 +162,7 @@ def task_view(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, rater_id: st
     rows = {r.answer_id: r for r in run(conn, _TEXTS, {"a": answer_ids[0],
                                                         "b": answer_ids[-1]})}
     first = rows[answer_ids[0]]
-    labels = ("Answer",) if lease.kind == "rating" else tables.SIDES
+    labels = ("Answer",) if lease.kind == "rating" else vocabulary.SIDES
     panels = tuple(
         Panel(panel=i + 1, label=labels[i], text=rows[x].text or "")
         for i, x in enumerate(answer_ids)
@@ -213,7 +215,7 @@ def stored_draft(conn: sa.Connection, token: str) -> StoredDraft:
 
 
 def latest_values(conn: sa.Connection, answer_ids: list[str], rater_id: str) -> dict[str, str]:
-    r = sqltables.ratings
+    r = snapshot_tables.ratings
     rows = conn.execute(
         sa.select(r.c.answer_id, r.c.criterion_id, r.c.score, r.c.comment)
         .where(r.c.answer_id.in_(answer_ids), r.c.rater_id == rater_id)
@@ -230,7 +232,7 @@ def latest_values(conn: sa.Connection, answer_ids: list[str], rater_id: str) -> 
 def _vote(conn: sa.Connection, lease: sa.Row) -> str | None:
     if lease.preference_id is None:
         return None
-    p = sqltables.preferences
+    p = snapshot_tables.preferences
     stored = conn.execute(
         sa.select(p.c.choice).where(p.c.preference_id == lease.preference_id)
     ).scalar_one()

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from clinieval.contract.validate import has_nul
 from clinieval.errors import InputError
-from clinieval.io.validate import has_nul
 from clinieval.platform.events import DECISION_EVENTS, now, record
-from clinieval.storage import db, platform_tables, sqltables
+from clinieval.storage import db
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 
 def flagged_answers(engine: sa.Engine, study_id: str) -> list[dict]:
     """Answers the leak guard held back, with the reason (for the admin)."""
-    s, a = platform_tables.answer_screens, sqltables.answers
+    s, a = platform_tables.answer_screens, snapshot_tables.answers
     query = (
         sa.select(s.c.answer_id, a.c.case_id, a.c.model_id, s.c.reason)
         .join(a, a.c.answer_id == s.c.answer_id)
@@ -28,7 +30,8 @@ def flagged_answers(engine: sa.Engine, study_id: str) -> list[dict]:
 
 def flagged_queue(engine: sa.Engine, study_id: str) -> list[dict]:
     """Flagged answers awaiting a decision, with their text and the reason."""
-    s, a, d = platform_tables.answer_screens, sqltables.answers, platform_tables.screen_decisions
+    s, d = platform_tables.answer_screens, platform_tables.screen_decisions
+    a = snapshot_tables.answers
     decided = sa.select(d.c.answer_id).where(d.c.study_id == study_id)
     with engine.connect() as conn:
         rows = conn.execute(

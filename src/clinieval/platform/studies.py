@@ -21,18 +21,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from clinieval import tables
+from clinieval.contract import tabular
+from clinieval.contract.validate import check_no_nul, has_nul
 from clinieval.errors import InputError
 from clinieval.io.importer import import_into
-from clinieval.io.validate import check_no_nul, has_nul
 from clinieval.platform.config import study_config
 from clinieval.platform.events import now, record
 from clinieval.platform.leakguard import LeakGuard
-from clinieval.platform.uploads import Upload, read_rubric, read_source
+from clinieval.platform.uploads import Upload, read_rubric, read_upload
 from clinieval.rubric import rubric_to_dict, rubric_to_rows
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot, conform
-from clinieval.storage import db, platform_tables, sqltables
+from clinieval.storage import db
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 DEFAULT_CONSENT = (
     "I take part voluntarily. My ratings are stored under a pseudonym and used to evaluate"
@@ -140,8 +142,8 @@ def _content_written(engine: sa.Engine) -> Iterator[sa.Connection]:
 
 def _create(conn: sa.Connection, plan: StudyPlan, snap: Snapshot,
             specialties: tuple[str, ...], screens: list[dict]) -> dict[str, int]:
-    if conn.execute(sa.select(sqltables.studies.c.study_id).where(
-            sqltables.studies.c.study_id == plan.study_id)).first():
+    if conn.execute(sa.select(snapshot_tables.studies.c.study_id).where(
+            snapshot_tables.studies.c.study_id == plan.study_id)).first():
         raise InputError("study create", "a study with this id exists", field="study_id",
                          got=plan.study_id)
     import_into(conn, snap)
@@ -182,7 +184,7 @@ def _study_snapshot(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> Sna
     )
     answers = source["answers"].filter(pc.is_in(source["answers"]["case_id"], cases["case_id"]))
     models = source["models"].filter(pc.is_in(source["models"]["model_id"], answers["model_id"]))
-    criteria = conform(pa.Table.from_pylist(rubric_to_rows(plan.rubric)), tables.CRITERIA)
+    criteria = conform(pa.Table.from_pylist(rubric_to_rows(plan.rubric)), tabular.CRITERIA)
     study = conform(
         pa.Table.from_pylist(
             [
@@ -195,7 +197,7 @@ def _study_snapshot(engine: sa.Engine, plan: StudyPlan, source: Snapshot) -> Sna
                 }
             ]
         ),
-        tables.STUDIES,
+        tabular.STUDIES,
     )
     content = {
         "studies": study,
@@ -212,8 +214,8 @@ def _not_stored(engine: sa.Engine, models: pa.Table) -> pa.Table:
     """Models another study already brought (studies share model rows)."""
     ids = models["model_id"].to_pylist()
     with engine.connect() as conn:
-        stored = conn.execute(sa.select(sqltables.models.c.model_id).where(
-            sqltables.models.c.model_id.in_(ids))).scalars().all()
+        stored = conn.execute(sa.select(snapshot_tables.models.c.model_id).where(
+            snapshot_tables.models.c.model_id.in_(ids))).scalars().all()
     return models.filter(pc.invert(pc.is_in(models["model_id"], pa.array(stored, pa.string()))))
 
 
@@ -287,7 +289,7 @@ def _check_answer_cases(engine: sa.Engine, study_id: str, answers: pa.Table,
         pc.invert(pc.is_in(answers["case_id"], cases["case_id"])))).to_pylist()
     if not elsewhere:
         return
-    c = sqltables.cases
+    c = snapshot_tables.cases
     with engine.connect() as conn:
         foreign = conn.execute(sa.select(c.c.case_id).where(
             c.c.case_id.in_(elsewhere), c.c.study_id != study_id)).scalars().first()
@@ -325,7 +327,7 @@ def _models_of(conn: sa.Connection, answers: pa.Table, sent: pa.Table) -> list[d
     models need not send the models again)."""
     ids = set(answers["model_id"].to_pylist())
     rows = [m for m in sent.select(list(_MODEL_TERMS)).to_pylist() if m["model_id"] in ids]
-    m = sqltables.models
+    m = snapshot_tables.models
     rows += [r._asdict() for r in conn.execute(
         sa.select(*(m.c[c] for c in _MODEL_TERMS)).where(m.c.model_id.in_(sorted(ids))))]
     return rows
@@ -421,11 +423,11 @@ def prepare_study(engine: sa.Engine, form: dict, source: Upload, rubric: Upload 
     plan = plan_from_form(form, rubric)
     plan.check()
     with engine.connect() as conn:
-        if conn.execute(sa.select(sqltables.studies.c.study_id).where(
-                sqltables.studies.c.study_id == plan.study_id)).first():
+        if conn.execute(sa.select(snapshot_tables.studies.c.study_id).where(
+                snapshot_tables.studies.c.study_id == plan.study_id)).first():
             raise InputError("study form", "a study with this id exists", field="study_id",
                              got=plan.study_id)
-    return plan, read_source(source)
+    return plan, read_upload(source)
 
 
 def write_study(engine: sa.Engine, user_id: str, plan: StudyPlan, snapshot: Snapshot) -> dict:
@@ -443,7 +445,7 @@ def write_study(engine: sa.Engine, user_id: str, plan: StudyPlan, snapshot: Snap
 
 
 def content_counts(engine: sa.Engine, study_id: str) -> dict[str, int]:
-    c, a = sqltables.cases, sqltables.answers
+    c, a = snapshot_tables.cases, snapshot_tables.answers
     with engine.connect() as conn:
         cases = conn.execute(sa.select(sa.func.count()).where(
             c.c.study_id == study_id)).scalar_one()
@@ -456,11 +458,11 @@ def add_cases_by(engine: sa.Engine, user_id: str, study_id: str, source: Upload 
                  ) -> dict:
     """Add an uploaded source's cases and answers to the study, all or nothing
     (the importer's checks and messages), and log it. ``source`` may be
-    parsed already (:func:`read_source`)."""
+    parsed already (:func:`read_upload`)."""
     def logged(conn: sa.Connection, counts: dict) -> None:
         record(conn, "cases_added", user_id=user_id, study_id=study_id, detail=counts)
 
-    snapshot = read_source(source) if isinstance(source, Upload) else source
+    snapshot = read_upload(source) if isinstance(source, Upload) else source
     counts = add_cases(engine, study_id, snapshot, logged)
     return {"study_id": study_id, **counts}
 

@@ -21,7 +21,8 @@ from clinieval.errors import InputError
 from clinieval.platform.events import audit_log, record
 from clinieval.platform.studies import rubric_versions
 from clinieval.snapshot import Snapshot
-from clinieval.storage import db, platform_tables
+from clinieval.storage import db
+from clinieval.storage.schema import platform as platform_tables
 
 
 def study_snapshot(engine: sa.Engine, study_id: str) -> Snapshot:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from clinieval import tables
+from clinieval.contract import vocabulary
 from clinieval.errors import InputError
 from clinieval.platform.assignment import is_live, lease_next, renewable
 from clinieval.platform.config import StudyConfig
@@ -36,9 +36,11 @@ from clinieval.platform.read_models import (
     score_field,
     stored_choice,
 )
-from clinieval.storage import db, platform_tables, prepared, sqltables
+from clinieval.storage import db, prepared
 from clinieval.storage.prepared import Prepared, run
 from clinieval.storage.rows import refusal
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 MAX_COMMENT = 4000
 SOURCE = "submission"
@@ -90,7 +92,7 @@ def task_fields(kind: str, criteria: tuple[CriterionView, ...]) -> set[str]:
     }
 
 
-_SCORE_TEXT = {str(s): s for s in tables.SCORES}
+_SCORE_TEXT = {str(s): s for s in vocabulary.SCORES}
 
 
 def _score(form: Mapping[str, object], name: str) -> int:
@@ -102,7 +104,7 @@ def _score(form: Mapping[str, object], name: str) -> int:
             SOURCE,
             "score out of range",
             field=name,
-            expected=f"an integer {tables.SCORE_MIN}..{tables.SCORE_MAX}",
+            expected=f"an integer {vocabulary.SCORE_MIN}..{vocabulary.SCORE_MAX}",
             got=raw,
         )
     return _SCORE_TEXT[str(raw).strip()]
@@ -127,12 +129,12 @@ def _choice(form: Mapping[str, object], lease: sa.Row) -> str | None:
         if raw not in (None, ""):
             raise InputError(SOURCE, "a rating task has no vote", field="choice")
         return None
-    if raw not in tables.CHOICES:
+    if raw not in vocabulary.CHOICES:
         raise InputError(
             SOURCE,
             "choose A, B, tie or both unacceptable",
             field="choice",
-            expected=" | ".join(tables.CHOICES),
+            expected=" | ".join(vocabulary.CHOICES),
             got=raw,
         )
     return str(raw)
@@ -354,7 +356,7 @@ def _revise_vote(conn: sa.Connection, lease: sa.Row, choice: str | None) -> tupl
     """A changed vote is a new preference row with the next revision (the
     lease then points at it); an unchanged one writes nothing. Returns the
     current preference id and its revision."""
-    p = sqltables.preferences
+    p = snapshot_tables.preferences
     stored = conn.execute(sa.select(p).where(p.c.preference_id == lease.preference_id)).one()
     revision = stored.revision or 0
     new_choice = stored_choice(choice or "", lease.shown_left)
@@ -371,7 +373,7 @@ def _revise_vote(conn: sa.Connection, lease: sa.Row, choice: str | None) -> tupl
 
 
 def _latest(conn: sa.Connection, answers: list[str], rater_id: str) -> dict:
-    r = sqltables.ratings
+    r = snapshot_tables.ratings
     rows = conn.execute(
         sa.select(r)
         .where(r.c.answer_id.in_(answers), r.c.rater_id == rater_id)
@@ -450,7 +452,7 @@ def _ratings_insert(n: int) -> Prepared:
     one's id, answer and criterion."""
     statement = _RATINGS_INSERT.get(n)
     if statement is None:
-        r = sqltables.ratings
+        r = snapshot_tables.ratings
         statement = _RATINGS_INSERT[n] = Prepared(r.insert().values([
             {k: sa.bindparam(f"{k}_{i}", type_=r.c[k].type) for k in _RATING_KEYS}
             for i in range(n)]).returning(r.c.rating_id, r.c.answer_id, r.c.criterion_id))
@@ -466,11 +468,12 @@ def _insert_one(conn: sa.Connection, statement, table: str, row: dict, index: in
 
 def _add_preference(conn: sa.Connection, lease: sa.Row, rater_id: str, choice: str | None) -> int:
     case_id = conn.execute(
-        sa.select(sqltables.answers.c.case_id)
-        .where(sqltables.answers.c.answer_id == lease.answer_id)
+        sa.select(snapshot_tables.answers.c.case_id)
+        .where(snapshot_tables.answers.c.answer_id == lease.answer_id)
     ).scalar_one()
     row = {"case_id": case_id, "answer_a_id": lease.answer_id, "answer_b_id": lease.answer_b_id,
            "shown_left": lease.shown_left, "choice": stored_choice(choice or "", lease.shown_left),
            "rater_id": rater_id, "created_at": now(), "revision": 0}
-    statement = sqltables.preferences.insert().returning(sqltables.preferences.c.preference_id)
+    statement = snapshot_tables.preferences.insert().returning(
+        snapshot_tables.preferences.c.preference_id)
     return _insert_one(conn, statement, "preferences", row, 0)

@@ -32,7 +32,7 @@ class Upload:
 def _read_upload(upload: Upload, what: str):
     """Read an uploaded source with the same reader (and the same all-or-nothing
     checks and messages) as ``clinieval import``."""
-    from clinieval.io.importer import read_source
+    from clinieval.sources import read_source
 
     if len(upload.content) > MAX_UPLOAD:
         raise InputError(upload.filename, f"larger than {MAX_UPLOAD // 2**20} MiB", field=what)
@@ -88,7 +88,7 @@ def read_rubric(upload: Upload | None):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def read_source(source: Upload) -> Snapshot:
+def read_upload(source: Upload) -> Snapshot:
     """An uploaded source of cases and answers, parsed and checked as
     ``clinieval import`` does (no database involved)."""
     return _read_upload(source, "source")

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from clinieval.storage import sqltables
+from clinieval.storage.schema import snapshot as snapshot_tables
+from clinieval.storage.schema.runs import RUN_TABLES
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class AnswerText:
 def load_cases(engine: sa.Engine, case_ids: list[str] | None = None,
                limit: int | None = None) -> list[CaseText]:
     """Cases with a prompt, in id order."""
-    cases = sqltables.cases
+    cases = snapshot_tables.cases
     query = sa.select(cases.c.case_id, cases.c.prompt).where(cases.c.prompt.is_not(None))
     if case_ids:
         query = query.where(cases.c.case_id.in_(case_ids))
@@ -43,12 +44,12 @@ def load_answers(engine: sa.Engine, *, run_id: str | None = None,
                  model_ids: list[str] | None = None, limit: int | None = None
                  ) -> list[AnswerText]:
     """Answers with text, in id order; ``run_id`` keeps those a generate run made."""
-    answers = sqltables.answers
+    answers = snapshot_tables.answers
     query = sa.select(answers.c.answer_id, answers.c.case_id, answers.c.model_id, answers.c.text,
                       sa.func.coalesce(answers.c.sample_index, 0), answers.c.temperature,
                       answers.c.system_prompt_variant).where(answers.c.text.is_not(None))
     if run_id:
-        calls = sqltables.RUN_TABLES["llm_run_calls"]
+        calls = RUN_TABLES["llm_run_calls"]
         made = sa.select(calls.c.answer_id).where(calls.c.run_id == run_id)
         query = query.where(answers.c.answer_id.in_(made))
     if model_ids:
@@ -59,7 +60,7 @@ def load_answers(engine: sa.Engine, *, run_id: str | None = None,
 
 
 def case_prompts(engine: sa.Engine, case_ids: set[str]) -> dict[str, str]:
-    cases = sqltables.cases
+    cases = snapshot_tables.cases
     found: dict[str, str] = {}
     with engine.connect() as conn:
         ids = sorted(case_ids)
@@ -72,7 +73,7 @@ def case_prompts(engine: sa.Engine, case_ids: set[str]) -> dict[str, str]:
 
 def load_criteria(engine: sa.Engine, criterion_ids: list[str] | None = None) -> list[dict]:
     """The stored rubric's criteria with anchors, in rubric order."""
-    criteria = sqltables.criteria
+    criteria = snapshot_tables.criteria
     query = sa.select(criteria).order_by(criteria.c.position, criteria.c.criterion_id)
     if criterion_ids:
         query = query.where(criteria.c.criterion_id.in_(criterion_ids))

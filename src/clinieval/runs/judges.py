@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from clinieval import tables as T
+from clinieval.contract import vocabulary
 from clinieval.providers import Completion, ModelSpec
 from clinieval.runs.data import AnswerText
 from clinieval.runs.engine import Call, CallOutcome, Task
@@ -31,7 +31,7 @@ JUROR_SEED_STEP = 1000
 """Juror j samples with seed base + j * step; parse retries add 1, 2, ... to
 a juror's seed, so jurors and retries never share a seed below this step."""
 
-PAIR_VERDICTS = ("1", "2", *T.CHOICES[2:])
+PAIR_VERDICTS = ("1", "2", *vocabulary.CHOICES[2:])
 """What the pairwise judge may answer: the first or second answer shown, or
 a verdict on both (tie, both unacceptable)."""
 
@@ -166,14 +166,14 @@ class RubricJudge(JudgeJob):
     judge_kind: str = field(default="rubric", init=False)
 
     def build_schema(self) -> dict:
-        score = {"type": "integer", "enum": list(T.SCORES)}
+        score = {"type": "integer", "enum": list(vocabulary.SCORES)}
         scores = {"type": "object", "properties": {c["criterion_id"]: score for c in self.criteria},
                   "required": [c["criterion_id"] for c in self.criteria],
                   "additionalProperties": False}
         self.model = create_model(
             "RubricVerdict", __config__=_STRICT, reason=(str, ...),
             scores=(create_model("RubricScores", __config__=_STRICT, **{
-                f"c{i}": (Literal[T.SCORES], Field(alias=c["criterion_id"]))
+                f"c{i}": (Literal[vocabulary.SCORES], Field(alias=c["criterion_id"]))
                 for i, c in enumerate(self.criteria)}), ...))
         return _object({"scores": scores}, self.prompt["reason_max_chars"])
 
@@ -284,7 +284,7 @@ class PairwiseJudge(JudgeJob):
         choices = [o.value.better if o.parse_status == "ok" else None for o in outcomes]
         agreement = None if None in choices else choices[0] == choices[1]
         rows = []
-        for outcome, shown_first, choice in zip(outcomes, T.SIDES, choices, strict=True):
+        for outcome, shown_first, choice in zip(outcomes, vocabulary.SIDES, choices, strict=True):
             rows += self.rows_of_call(task, outcome, run_id, [("preference", {
                 "answer_b_id": task.info["answer_b_id"], "shown_first": shown_first,
                 "choice": choice, "score": A_SHARE.get(choice), "agreement": agreement})])
@@ -356,4 +356,4 @@ class RuleJudge(JudgeJob):
 
 JUDGES: dict[str, type[JudgeJob]] = {"rubric": RubricJudge, "jury": JuryJudge,
                                      "pairwise": PairwiseJudge, "rule": RuleJudge}
-assert tuple(JUDGES) == T.JUDGE_KINDS, "every judge kind of the vocabulary has a judge"
+assert tuple(JUDGES) == vocabulary.JUDGE_KINDS, "every judge kind of the vocabulary has a judge"

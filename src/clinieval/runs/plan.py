@@ -9,14 +9,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from clinieval import tables as T
+from clinieval.contract import vocabulary
 from clinieval.errors import InputError
 from clinieval.providers import load_model_file
 from clinieval.runs import data
 from clinieval.runs.generate import GenerateJob
 from clinieval.runs.judges import JUDGES, JudgeJob, pairs_within_cases, resolve_pair
 from clinieval.runs.rules import load_rules
-from clinieval.storage import sqltables
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 
 def generate_jobs(engine: sa.Engine, model_files: list[Path], *, samples: int = 1,
@@ -71,7 +71,7 @@ def pairwise_summary(engine: sa.Engine, run_id: str, inconsistent: str = "tie") 
     """Pairs judged in both orders: how many orders agreed, disagreed or lack
     a verdict, and the resolved verdicts (an inconsistent pair as
     ``inconsistent`` says)."""
-    j = sqltables.judgments
+    j = snapshot_tables.judgments
     query = sa.select(j.c.answer_id, j.c.answer_b_id, j.c.juror, j.c.repeat, j.c.shown_first,
                       j.c.choice).where(j.c.run_id == run_id, j.c.judge_kind == "pairwise")
     orders: dict[tuple, dict[str, str | None]] = {}
@@ -80,7 +80,7 @@ def pairwise_summary(engine: sa.Engine, run_id: str, inconsistent: str = "tie") 
             orders.setdefault((a, b, juror, repeat), {})[shown] = choice
     counts: Counter[str] = Counter()
     for pair in orders.values():
-        first, second = pair.get(T.SIDES[0]), pair.get(T.SIDES[1])
+        first, second = pair.get(vocabulary.SIDES[0]), pair.get(vocabulary.SIDES[1])
         counts["an order without verdict" if None in (first, second) else
                "orders agree" if first == second else "orders disagree"] += 1
         verdict = resolve_pair(first, second, inconsistent)

@@ -37,7 +37,7 @@ from clinieval.stats.crossed.variance import influence_variance
 from clinieval.stats.regression import LogisticFit, check_design, irls
 
 A_WINS, B_WINS, TIE, BOTH_BAD = 0, 1, 2, 3
-"""Vote outcome codes: index of the choice in ``clinieval.tables.CHOICES``
+"""Vote outcome codes: index of the choice in ``clinieval.contract.vocabulary.CHOICES``
 (answer A better, B better, tie, both unacceptable)."""
 TIE_MODES = ("half", "drop")
 DEFAULT_ALPHA = 1e-6

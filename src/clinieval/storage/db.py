@@ -27,10 +27,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import sqlalchemy as sa
 
-from clinieval import tables as contracts
+from clinieval.contract import tabular
 from clinieval.errors import ClinievalError
 from clinieval.snapshot import Snapshot
-from clinieval.storage import sqlite_read, sqltables
+from clinieval.storage import sqlite_read
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 if TYPE_CHECKING:  # Alembic is imported only to migrate, not to read or write rows
     from alembic.config import Config
@@ -99,9 +100,8 @@ def analyze(engine: sa.Engine) -> None:
     schemas. SQLite keeps its plans."""
     if engine.dialect.name != "postgresql":
         return
-    from clinieval.storage import platform_tables
-
-    names = [*sqltables.BY_NAME, platform_tables.answer_load.name,
+    from clinieval.storage.schema import platform as platform_tables
+    names = [*snapshot_tables.BY_NAME, platform_tables.answer_load.name,
              platform_tables.pair_load.name]
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         present = conn.execute(sa.text(
@@ -233,7 +233,7 @@ def current_revision(engine: sa.Engine) -> str | None:
 def counts(engine: sa.Engine) -> dict[str, int]:
     with engine.connect() as conn:
         return {name: conn.execute(sa.select(sa.func.count()).select_from(tbl)).scalar_one()
-                for name, tbl in sqltables.BY_NAME.items()}
+                for name, tbl in snapshot_tables.BY_NAME.items()}
 
 
 def load_snapshot(engine: sa.Engine, snapshot: Snapshot, *, progress: Progress | None = None,
@@ -252,9 +252,9 @@ def load_snapshot(engine: sa.Engine, snapshot: Snapshot, *, progress: Progress |
 
 def clear(conn: sa.Connection) -> None:
     """Delete every stored row (inside the caller's transaction)."""
-    for name in reversed(list(sqltables.BY_NAME)):
-        conn.execute(sqltables.BY_NAME[name].delete())
-    conn.execute(sqltables.snapshot_meta.delete())
+    for name in reversed(list(snapshot_tables.BY_NAME)):
+        conn.execute(snapshot_tables.BY_NAME[name].delete())
+    conn.execute(snapshot_tables.snapshot_meta.delete())
 
 
 def insert_snapshot(conn: sa.Connection, snapshot: Snapshot, *,
@@ -265,7 +265,7 @@ def insert_snapshot(conn: sa.Connection, snapshot: Snapshot, *,
     if _stored_flag(conn) != meta.get("rater_ids") and _has_raters(conn):
         # Appending to stored raters: the ids are only pseudonymous if both were.
         meta["rater_ids"] = "mixed"
-    for table in contracts.ALL:
+    for table in tabular.ALL:
         _insert(conn, table, snapshot[table.name], progress)
     advance_id_sequences(conn)
     _write_meta(conn, meta)
@@ -277,7 +277,7 @@ def advance_id_sequences(conn: sa.Connection) -> None:
     (SQLite's rowid always continues from the largest id.)"""
     if conn.dialect.name != "postgresql":
         return
-    for table in contracts.ALL:
+    for table in tabular.ALL:
         if table.generated_key:
             conn.exec_driver_sql(
                 f"SELECT setval(pg_get_serial_sequence('\"{table.name}\"', '{table.key}'),"
@@ -288,7 +288,7 @@ class StorageError(ClinievalError):
     """The database refused a write; nothing of that write was kept."""
 
 
-def _insert(conn: sa.Connection, table: contracts.Table, data: pa.Table,
+def _insert(conn: sa.Connection, table: tabular.Table, data: pa.Table,
             progress: Progress | None) -> None:
     if data.num_rows == 0:
         return
@@ -300,7 +300,7 @@ def _insert(conn: sa.Connection, table: contracts.Table, data: pa.Table,
                            " nothing was written") from err
 
 
-def _insert_rows(conn: sa.Connection, table: contracts.Table, data: pa.Table,
+def _insert_rows(conn: sa.Connection, table: tabular.Table, data: pa.Table,
                  progress: Progress | None) -> None:
     """Set-based loading: COPY on PostgreSQL, ``executemany`` of plain tuples
     on SQLite, one batch of Arrow rows at a time."""
@@ -312,11 +312,11 @@ def _insert_rows(conn: sa.Connection, table: contracts.Table, data: pa.Table,
             progress(table.name, batch.num_rows)
 
 
-def _quoted(table: contracts.Table) -> str:
+def _quoted(table: tabular.Table) -> str:
     return ", ".join(f'"{c}"' for c in table.columns)
 
 
-def _copy_postgres(cursor, table: contracts.Table, batch: pa.RecordBatch) -> None:
+def _copy_postgres(cursor, table: tabular.Table, batch: pa.RecordBatch) -> None:
     """COPY in CSV form written by Arrow: unquoted empty is NULL, quoted empty
     is an empty string, exactly PostgreSQL's CSV rules. Rows without a
     generated id are copied without that column, so the identity fills it."""
@@ -339,7 +339,7 @@ def _copy_csv(cursor, name: str, data: pa.Table) -> None:
         cp.write(sink.getvalue().to_pybytes())
 
 
-def _executemany(cursor, table: contracts.Table, batch: pa.RecordBatch) -> None:
+def _executemany(cursor, table: tabular.Table, batch: pa.RecordBatch) -> None:
     marks = ", ".join("?" for _ in table.columns)
     columns = [_sqlite_column(column) for column in batch.columns]
     cursor.executemany(f'INSERT INTO "{table.name}" ({_quoted(table)}) VALUES ({marks})',
@@ -355,24 +355,25 @@ def _sqlite_column(column: pa.Array) -> list:
 
 
 def _stored_flag(conn: sa.Connection) -> str | None:
-    query = sa.select(sqltables.snapshot_meta.c.value).where(sqltables.snapshot_meta.c.key ==
+    query = sa.select(snapshot_tables.snapshot_meta.c.value).where(
+        snapshot_tables.snapshot_meta.c.key ==
                                                           "rater_ids")
     value = conn.execute(query).scalar()
     return None if value is None else json.loads(value)
 
 
 def _has_raters(conn: sa.Connection) -> bool:
-    return conn.execute(sa.select(sqltables.raters.c.rater_id).limit(1)).first() is not None
+    return conn.execute(sa.select(snapshot_tables.raters.c.rater_id).limit(1)).first() is not None
 
 
 def _write_meta(conn: sa.Connection, meta: dict) -> None:
     rows = [{"key": k, "value": json.dumps(v, sort_keys=True, default=str)}
             for k, v in meta.items()]
     for row in rows:
-        meta_table = sqltables.snapshot_meta
+        meta_table = snapshot_tables.snapshot_meta
         conn.execute(meta_table.delete().where(meta_table.c.key == row["key"]))
     if rows:
-        conn.execute(sqltables.snapshot_meta.insert(), rows)
+        conn.execute(snapshot_tables.snapshot_meta.insert(), rows)
 
 
 def read_snapshot(engine: sa.Engine) -> Snapshot:
@@ -383,13 +384,13 @@ def read_snapshot(engine: sa.Engine) -> Snapshot:
                 f"database {engine.url.render_as_string()} has no clinieval tables;"
                 " run `clinieval db upgrade` and `clinieval import` first"
             )
-        raw = {t.name: _read_table(conn, t) for t in contracts.ALL}
-        rows = conn.execute(sqltables.snapshot_meta.select())
+        raw = {t.name: _read_table(conn, t) for t in tabular.ALL}
+        rows = conn.execute(snapshot_tables.snapshot_meta.select())
         meta = {row.key: json.loads(row.value) for row in rows}
     return Snapshot.from_tables(raw, meta, source=engine.url.render_as_string())
 
 
-def _read_table(conn: sa.Connection, table: contracts.Table) -> pa.Table:
+def _read_table(conn: sa.Connection, table: tabular.Table) -> pa.Table:
     """One query per table, turned into Arrow columns without per-row
     Python objects on PostgreSQL (COPY to CSV, parsed by Arrow) and with
     only the driver's tuples on SQLite."""
@@ -399,7 +400,7 @@ def _read_table(conn: sa.Connection, table: contracts.Table) -> pa.Table:
     return sqlite_read.sqlite_table(conn.connection.driver_connection.cursor(), table, order)
 
 
-def _read_postgres(conn: sa.Connection, table: contracts.Table, order: str) -> pa.Table:
+def _read_postgres(conn: sa.Connection, table: tabular.Table, order: str) -> pa.Table:
     """COPY the table out as CSV, with timestamps as integer microseconds
     since the epoch (exact, independent of the session's time zone)."""
     select = ", ".join(_pg_column(f) for f in table.schema)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from clinieval import tables as contracts
+from clinieval.contract import tabular
 from clinieval.errors import ClinievalError
 from clinieval.snapshot import Snapshot
 
@@ -58,7 +58,7 @@ def read_sqlite(conn: sqlite3.Connection, source: str) -> Snapshot:
                             " name = 'ratings'").fetchone():
             raise ClinievalError(f"database {source} has no clinieval tables; run"
                                  " `clinieval db upgrade` and `clinieval import` first")
-        raw = {t.name: sqlite_table(conn.cursor(), t, order_by(t)) for t in contracts.ALL}
+        raw = {t.name: sqlite_table(conn.cursor(), t, order_by(t)) for t in tabular.ALL}
         rows = conn.execute("SELECT key, value FROM snapshot_meta").fetchall()
     finally:
         conn.execute("COMMIT")
@@ -66,12 +66,12 @@ def read_sqlite(conn: sqlite3.Connection, source: str) -> Snapshot:
                                 source=source)
 
 
-def order_by(table: contracts.Table) -> str:
+def order_by(table: tabular.Table) -> str:
     """Rows in position order where a table has one, then by key."""
     return ", ".join(f'"{c}"' for c in ("position", table.key) if c in table.columns)
 
 
-def sqlite_table(cursor, table: contracts.Table, order: str) -> pa.Table:
+def sqlite_table(cursor, table: tabular.Table, order: str) -> pa.Table:
     """The driver's row tuples go to Arrow in one conversion (as a struct
     array), read as SQLite stores them: timestamps as UTC text, booleans 0/1."""
     columns = ", ".join(f'"{c}"' for c in table.columns)
@@ -90,13 +90,3 @@ def _from_sqlite(column: pa.Array, field: pa.Field) -> pa.Array:
     if pa.types.is_timestamp(field.type):  # UTC wall time, no offset
         return column.cast(pa.timestamp("us")).cast(field.type)
     return column.cast(field.type)
-
-
-def __getattr__(name: str):
-    # TEMPORARY shim (issue 28 merge): read_url moved to clinieval.sources;
-    # tests/test_storage.py still reads it here. Delete with that import.
-    if name == "read_url":
-        from clinieval.sources import read_url
-
-        return read_url
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -46,9 +46,9 @@ import pandas as pd
 import pyarrow as pa
 
 from clinieval.catalogs import load_indicators
+from clinieval.contract.vocabulary import SCORE_MAX, SCORE_MIN, SIDES
 from clinieval.runs.prompt_files import load_prompt
 from clinieval.snapshot import Snapshot
-from clinieval.tables import SCORE_MAX, SCORE_MIN, SIDES
 
 JURY_AXES = tuple(load_prompt("jury")["axes"])
 """The axes of the jury prompt the planted jurors answer (one source)."""

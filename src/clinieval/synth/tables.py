@@ -1,4 +1,4 @@
-"""The drawn world as the tables of the :mod:`clinieval.tables` contract.
+"""The drawn world as the tables of the :mod:`clinieval.contract.tabular` contract.
 
 Labels (ids, prompts, countries, latencies, ...) draw from the "labels"
 stream in the order :func:`_tables` builds the tables; ratings come out in
@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from clinieval.contract.vocabulary import CHOICES, SIDES
 from clinieval.synth.assembly import _World
 from clinieval.synth.constants import (
     _CATEGORIES,
@@ -28,7 +29,6 @@ from clinieval.synth.constants import (
     STUDY_ID,
 )
 from clinieval.synth.design import _date
-from clinieval.tables import CHOICES, SIDES
 
 _TS = pa.timestamp("us", tz="UTC")
 

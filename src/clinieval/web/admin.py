@@ -125,7 +125,7 @@ async def add_cases(ctx: Admin) -> Response:
     try:
         if "source" not in files:
             raise InputError("add cases", "upload the cases and answers", field="source")
-        source = await asyncio.to_thread(uploads.read_source, files["source"])
+        source = await asyncio.to_thread(uploads.read_upload, files["source"])
         added = await blocking(ctx.request, studies.add_cases_by, ctx.engine, ctx.user.user_id,
                                ctx.study.study_id, source)
     except InputError as err:

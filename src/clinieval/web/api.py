@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Uplo
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from clinieval import tables
+from clinieval.contract import vocabulary
 from clinieval.errors import InputError
 from clinieval.platform import (
     events,
@@ -32,7 +32,8 @@ from clinieval.platform import (
 )
 from clinieval.platform.accounts import digest
 from clinieval.platform.config import StudyConfig, study_config
-from clinieval.storage import db, platform_tables
+from clinieval.storage import db
+from clinieval.storage.schema import platform as platform_tables
 from clinieval.web.kernel import STUDY_ROLES, blocking
 
 router = APIRouter(tags=["studies"])
@@ -183,7 +184,7 @@ async def add_cases(
     """Add cases and answers to the study, all or nothing; new answers are
     screened by the leak guard; ones already in the study are skipped."""
     await _only_declared(ctx, add_cases)
-    parsed = await asyncio.to_thread(uploads.read_source, await _upload(source))
+    parsed = await asyncio.to_thread(uploads.read_upload, await _upload(source))
     return Added(**await ctx.run(studies.add_cases_by, ctx.engine, ctx.user_id,
                                  ctx.study.study_id, parsed))
 
@@ -220,7 +221,7 @@ async def safety(ctx: Viewer) -> dict:
 
 class Invitations(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt or unknown field is an error
-    role: Literal[tables.ROLES] = "clinician"  # type: ignore[valid-type]
+    role: Literal[vocabulary.ROLES] = "clinician"  # type: ignore[valid-type]
     emails: list[str] = Field(default_factory=list, max_length=membership.MAX_INVITES)
     count: int = Field(0, ge=0, le=membership.MAX_INVITES)
 

@@ -18,14 +18,16 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from markupsafe import Markup
 
+from clinieval.contract.validate import first_unencodable
 from clinieval.errors import InputError
-from clinieval.io.validate import first_unencodable
 from clinieval.platform import accounts, drafts, submissions
 from clinieval.platform.assignment import next_task, skip
 from clinieval.platform.events import aware, record
 from clinieval.platform.read_models import TaskView, task_view
-from clinieval.storage import db, platform_tables, sqltables
+from clinieval.storage import db
 from clinieval.storage.prepared import Prepared, run
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.web.kernel import (
     PRE_COOKIE,
     SESSION_COOKIE,
@@ -141,8 +143,8 @@ def _invite_hint(conn: sa.Connection, token: str) -> dict:
 def _invitation(conn: sa.Connection, token: str) -> tuple[sa.Row, str]:
     """The open invitation and the name of its study (what the invitee joins)."""
     invitation = accounts.open_invitation(conn, token)
-    name = conn.execute(sa.select(sqltables.studies.c.name).where(
-        sqltables.studies.c.study_id == invitation.study_id)).scalar()
+    name = conn.execute(sa.select(snapshot_tables.studies.c.name).where(
+        snapshot_tables.studies.c.study_id == invitation.study_id)).scalar()
     return invitation, name or invitation.study_id
 
 
@@ -230,7 +232,7 @@ async def studies(ctx: User) -> Response:
 
 
 def _studies(ctx: Ctx) -> list:
-    m, s = platform_tables.memberships, sqltables.studies
+    m, s = platform_tables.memberships, snapshot_tables.studies
     with db.reading(ctx.engine) as conn:
         return conn.execute(sa.select(s.c.study_id, s.c.name, m.c.role)
                             .join(m, m.c.study_id == s.c.study_id)
@@ -264,8 +266,9 @@ async def profile(ctx: Member) -> Response:
 def _save_profile(ctx: Ctx, values: dict) -> None:
     with db.writing(ctx.engine) as conn:
         record(conn, "profile_saved", user_id=ctx.user.user_id, study_id=ctx.study.study_id)
-        conn.execute(sqltables.raters.update()
-                     .where(sqltables.raters.c.rater_id == ctx.user.rater_id).values(**values))
+        conn.execute(snapshot_tables.raters.update()
+                     .where(snapshot_tables.raters.c.rater_id
+                            == ctx.user.rater_id).values(**values))
         conn.execute(platform_tables.memberships.update().where(
             platform_tables.memberships.c.study_id == ctx.study.study_id,
             platform_tables.memberships.c.user_id == ctx.user.user_id
@@ -461,8 +464,8 @@ def _history_statement() -> sa.Select:
     the latest revision and time of its ratings (of either answer) and of its
     vote: one statement, where there was one per task before (a clinician of
     a paper-scale study has a hundred tasks)."""
-    tl, r, a, c, p = (platform_tables.task_leases, sqltables.ratings, sqltables.answers,
-                      sqltables.cases, sqltables.preferences)
+    tl, r, a, c, p = (platform_tables.task_leases, snapshot_tables.ratings, snapshot_tables.answers,
+                      snapshot_tables.cases, snapshot_tables.preferences)
     mine = (sa.select(r.c.answer_id, sa.func.max(r.c.revision).label("revision"),
                       sa.func.max(r.c.created_at).label("at"))
             .where(r.c.rater_id == sa.bindparam("rater")).group_by(r.c.answer_id).cte("mine"))

@@ -35,8 +35,10 @@ from clinieval.platform import studies
 from clinieval.platform.accounts import digest
 from clinieval.platform.config import SETTINGS, StudyConfig, config_from
 from clinieval.platform.events import aware, new_token, now
-from clinieval.storage import db, platform_tables, sqltables
+from clinieval.storage import db
 from clinieval.storage.prepared import Prepared, run
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 HERE = Path(__file__).parent
 SESSION_COOKIE, PRE_COOKIE = "ce_session", "ce_pre"
@@ -183,7 +185,7 @@ def gate(level: str):
 STUDY_LEVELS = ("member", "viewer", "admin", "clinician")
 
 SessionUser = namedtuple("SessionUser", "user_id email rater_id expires_at")
-Rater = namedtuple("Rater", [c.name for c in sqltables.raters.columns])
+Rater = namedtuple("Rater", [c.name for c in snapshot_tables.raters.columns])
 Membership = namedtuple("Membership", "role consented_at")
 
 
@@ -197,7 +199,7 @@ def _gate_statement(study: bool) -> sa.Select:
     if study:
         m, st, sr, v, rt = (platform_tables.memberships, platform_tables.study_settings,
                             platform_tables.study_rubrics, platform_tables.study_rubric_versions,
-                            sqltables.raters)
+                            snapshot_tables.raters)
         columns += [m.c.role, m.c.consented_at, sr.c.rationale_required,
                     v.c.rubric.label("rubric_text"),
                     *(st.c[name].label("st_" + name) for name in SETTINGS),

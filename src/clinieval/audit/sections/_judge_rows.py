@@ -19,7 +19,7 @@ import pandas as pd
 
 from clinieval.audit.context import Context
 from clinieval.audit.judged import Judged
-from clinieval.tables import SCORE_MAX, SCORE_MIN
+from clinieval.contract.vocabulary import SCORE_MAX, SCORE_MIN
 
 JURY_SCALE = (1, 5)
 """The jury prompt asks for 1 (very poor) .. 5 (excellent) (runs/prompts/jury.toml)."""

@@ -14,16 +14,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval import tables as table_schemas
 from clinieval.audit.context import Context
 from clinieval.audit.formatting import estimate, json_list, row_pct, wilson_pct
 from clinieval.audit.judged import Judged, judged
 from clinieval.audit.result import Bars, Figure, Section
 from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
+from clinieval.contract import vocabulary
 from clinieval.stats import A_WINS, B_WINS, binomial_p_value, bootstrap_pooled_sd, group_mean_ci
 
 KEY, TITLE = "automated_judges", "Automated judges"
-OK = table_schemas.PARSE_STATUSES[0]
+OK = vocabulary.PARSE_STATUSES[0]
 _UNIT = ["judge_kind", "judge_model", "answer_id", "answer_b_id", "criterion_id", "juror",
          "shown_first"]
 """A judged unit whose repeats should agree."""
@@ -45,9 +45,9 @@ def _calls(rows: pd.DataFrame, level: float) -> pd.DataFrame:
     """Rows per judge kind and judge by parse status, with the unparsed share."""
     counts = rows.pivot_table(index=["judge_kind", "judge_model"], columns="parse_status",
                               values="answer_id", aggfunc="size", fill_value=0)
-    counts = counts.reindex(columns=list(table_schemas.PARSE_STATUSES), fill_value=0).reset_index()
+    counts = counts.reindex(columns=list(vocabulary.PARSE_STATUSES), fill_value=0).reset_index()
     counts.columns.name = None
-    n = counts[list(table_schemas.PARSE_STATUSES)].sum(axis=1)
+    n = counts[list(vocabulary.PARSE_STATUSES)].sum(axis=1)
     counts["n"] = n
     return wilson_pct(counts, "not_parsed_pct", n - counts[OK], n, level)
 
@@ -82,12 +82,12 @@ def _answering(data: Judged, level: float) -> pd.DataFrame:
 
 def _decided(data: Judged) -> pd.DataFrame:
     rows = data.kind("pairwise")
-    return rows[rows["ok"] & rows["choice"].isin(table_schemas.SIDES)]
+    return rows[rows["ok"] & rows["choice"].isin(vocabulary.SIDES)]
 
 
 def _position(data: Judged, level: float) -> pd.DataFrame:
     decided = _decided(data)
-    decided = decided[decided["shown_first"].isin(table_schemas.SIDES)]
+    decided = decided[decided["shown_first"].isin(vocabulary.SIDES)]
     if decided.empty:
         return pd.DataFrame()
     first_won = int((decided["choice"] == decided["shown_first"]).sum())

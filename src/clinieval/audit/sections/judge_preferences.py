@@ -27,6 +27,7 @@ from clinieval.audit.preference import Preferences, rank_interval
 from clinieval.audit.result import Figure, Forest, Section
 from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.audit.sections._judge_rows import answer_codes
+from clinieval.contract.vocabulary import CHOICES
 from clinieval.stats import (
     bootstrap_rank_correlation,
     bt_fit,
@@ -36,7 +37,6 @@ from clinieval.stats import (
     spearman,
     vote_credits,
 )
-from clinieval.tables import CHOICES
 
 KEY, TITLE = "judge_preferences", "Pairwise judge: Bradley-Terry"
 MIN_VERDICTS = 10

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clinieval import tables
 from clinieval.audit.context import Context
 from clinieval.audit.data import SEVERE
 from clinieval.audit.failure import FAIL_OF_RATINGS, SEVERE_OF_RATINGS
@@ -16,6 +15,7 @@ from clinieval.audit.formatting import estimate
 from clinieval.audit.preference import Preferences
 from clinieval.audit.result import Section
 from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
+from clinieval.contract import vocabulary
 
 KEY, TITLE = "model_summary", "Model summary"
 
@@ -72,11 +72,12 @@ def compute(ctx: Context, prefs: Preferences) -> ModelSummary | Skipped:
 def present(result: ModelSummary, ctx: Context) -> Section:
     s = ctx.settings
     long = _by_criterion(result, ctx)
-    summary = (f"Per model and criterion: mean score ({tables.SCORE_MIN:+d}.."
-               f"{tables.SCORE_MAX:+d}) with a {s.level:.0%} bootstrap CI ({ctx.design}), Fail % of"
+    summary = (f"Per model and criterion: mean score ({vocabulary.SCORE_MIN:+d}.."
+               f"{vocabulary.SCORE_MAX:+d}) with a {s.level:.0%} bootstrap CI ({ctx.design}),"
+               " Fail % of"
                " ratings"
                f" (share of ratings <= {s.threshold}) and severe % of ratings (share of"
-               f" {tables.SCORE_MIN}), beside the Bradley-Terry preference strength. n counts"
+               f" {vocabulary.SCORE_MIN}), beside the Bradley-Terry preference strength. n counts"
                " ratings.")
     if ctx.too_few_clusters:
         summary += f" No bootstrap intervals: {ctx.too_few_clusters}."

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from clinieval import tables as T
+from clinieval.contract import tabular
 from clinieval.rubric import CriterionMap, rubric_to_rows
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot
@@ -159,7 +159,8 @@ class Builder:
             "ratings": self.ratings,
             "preferences": self.preferences,
         }
-        tables = {name: _to_table(data, T.BY_NAME[name].schema) for name, data in rows.items()}
+        tables = {name: _to_table(data, tabular.BY_NAME[name].schema)
+                  for name, data in rows.items()}
         meta = {**meta, "rubric": {"rubric_id": rubric.rubric_id, "version": rubric.version},
                 "event_ids": LOCAL_IDS}
         meta["notes"] = [*meta.get("notes", []), *self.notes()]

@@ -185,8 +185,9 @@ def compute(ctx: Context) -> JudgesVsClinicians | Skipped:
     agreement = pd.concat([r for r in rows if len(r)], ignore_index=True) if any(
         len(r) for r in rows) else pd.DataFrame()
     if agreement.empty:
-        return Skipped("needs jury or rubric judgments of answers that clinicians also rated;"
-                       " found none.")
+        return Skipped(data.unparsed_only(("jury", "rubric"))
+                       or "needs jury or rubric judgments of answers that clinicians also"
+                       " rated; found none.")
     return JudgesVsClinicians(agreement, kappas, _judge_safest(ctx, data))
 
 

@@ -29,14 +29,9 @@ def compute(ctx: Context) -> pd.DataFrame | Skipped:
     rules = rules[~data.cases["subcategory"].reindex(rules["case_id"]).isin(gate_ids).to_numpy()]
     if rules.empty or rules["points"].isna().all():
         return Skipped("needs rule judgments with points on cases outside the gates; found none.")
-    code, runs = pd.factorize(pd.MultiIndex.from_frame(rules[["answer_id", "juror", "repeat"]]))
-    score = rubric_example_scores(rules["points"].fillna(0).to_numpy(),
-                                  rules["score"].to_numpy() == 1.0, code)
-    broken = np.bincount(code, weights=~rules["ok"].to_numpy(), minlength=len(runs)) > 0
-    first = rules.groupby(code).first()
-    per_answer = pd.DataFrame({"answer_id": first["answer_id"], "model_id": first["model_id"],
-                               "score": np.where(broken, np.nan, score)})
-    per_answer = per_answer.groupby(["model_id", "answer_id"], as_index=False)["score"].mean()
+    per_answer = _answer_scores(rules)
+    if per_answer["score"].isna().all():
+        return Skipped(_why_unscored(rules, per_answer))
     out = []
     for model, g in per_answer.dropna().groupby("model_id"):
         s = g["score"].to_numpy()[:, None]
@@ -47,6 +42,35 @@ def compute(ctx: Context) -> pd.DataFrame | Skipped:
                     "unscored": int(per_answer.loc[per_answer["model_id"] == model,
                                                    "score"].isna().sum())})
     return pd.DataFrame(out).sort_values("score", ascending=False).reset_index(drop=True)
+
+
+def _answer_scores(rules: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, answer) the mean score of its judge runs; NaN when no run
+    could be scored (an unparsed rule, or no positive points)."""
+    code, runs = pd.factorize(pd.MultiIndex.from_frame(rules[["answer_id", "juror", "repeat"]]))
+    score = rubric_example_scores(rules["points"].fillna(0).to_numpy(),
+                                  rules["score"].to_numpy() == 1.0, code)
+    broken = np.bincount(code, weights=~rules["ok"].to_numpy(), minlength=len(runs)) > 0
+    first = rules.groupby(code).first()
+    per_answer = pd.DataFrame({"answer_id": first["answer_id"], "model_id": first["model_id"],
+                               "score": np.where(broken, np.nan, score),
+                               "broken": broken})
+    return per_answer.groupby(["model_id", "answer_id"], as_index=False).agg(
+        score=("score", "mean"), broken=("broken", "all"))
+
+
+def _why_unscored(rules: pd.DataFrame, per_answer: pd.DataFrame) -> str:
+    """Why no answer has a score: its runs' unparsed rules, or cases whose
+    rules carry no positive points to earn."""
+    broken = int(per_answer["broken"].sum())
+    pointless = len(per_answer) - broken
+    parts = []
+    if broken:
+        parts.append(f"{broken} judged answers have an unparsed rule in every run")
+    if pointless:
+        parts.append(f"{pointless} are on cases whose rules have no positive points")
+    return (f"no answer of the {len(per_answer)} judged on cases outside the gates can be"
+            f" scored: {' and '.join(parts)}.")
 
 
 def present(frame: pd.DataFrame, ctx: Context) -> Section:

@@ -109,6 +109,9 @@ def compute(ctx: Context) -> SelfPreference | Skipped:
     data = judged(ctx.data.judge_tables)
     if data is None:
         return Skipped("needs automated judgments; the snapshot has none.")
+    outage = data.unparsed_only(SCORED_KINDS)
+    if outage:
+        return Skipped(outage)
     by = ctx.settings.self_preference_by
     comp = _composites(data, by)
     candidates = comp.groupby(["judge_kind", "judge_model"])["own"].any()

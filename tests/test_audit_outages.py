@@ -61,3 +61,16 @@ def test_rubric_cases_without_positive_points_are_named(planted):
         frame.loc[rule & (frame["points"] > 0), "points"] = -1.0
     result = _audit(_with_judgments(planted, no_positive))
     assert "no positive points" in result["rubric_scores"].skipped
+
+
+def test_no_highest_rubric_score_below_min_n(planted):
+    result = audit(planted, bootstrap=50, comparison_bootstrap=50, min_n=1)
+    table = result["rubric_scores"].tables["rubric_scores"]
+    most = int(table["n"].max())
+    assert result["rubric_scores"].summary.startswith("Highest rubric score")
+    result = audit(planted, bootstrap=50, comparison_bootstrap=50, min_n=most + 1)
+    section = result["rubric_scores"]
+    assert section.values["best"] is None and not any("Highest rubric" in h
+                                                      for h in result.headlines)
+    assert f"at least {most + 1} answers" in section.summary
+    assert f"most: {most}" in section.summary

@@ -80,13 +80,23 @@ def present(frame: pd.DataFrame, ctx: Context) -> Section:
         n=frame["n"].astype(int).tolist(), x_label="rubric score (0-1)"),
         caption="Met points over positive points per answer, clipped to [0, 1]; n counts"
         " answers; bootstrap CI over answers.")
-    top = frame.iloc[0]
-    summary = (f"Highest rubric score: {top['model']}"
-               f" {fmt_ci(top['score'], top['score_lo'], top['score_hi'])}"
-               f" (n = {int(top['n'])} answers).")
+    best, summary = _headline(frame, ctx.settings.min_n)
     return Section(KEY, TITLE, summary, {"rubric_scores": estimate(
         frame, "score", frame["score"], frame["score_lo"], frame["score_hi"])}, [fig],
-        {"best": str(top["model"])})
+        {"best": best})
+
+
+def _headline(frame: pd.DataFrame, min_n: int) -> tuple[str | None, str]:
+    """The best-scoring model among those with at least ``min_n`` scored
+    answers (a model on fewer is too few to call), and the sentence."""
+    eligible = frame[frame["n"] >= min_n]
+    if eligible.empty:
+        return None, (f"No model has a rubric score on at least {min_n} answers (most:"
+                      f" {int(frame['n'].max())}), so none is named highest.")
+    top = eligible.iloc[0]
+    return str(top["model"]), (f"Highest rubric score: {top['model']}"
+                               f" {fmt_ci(top['score'], top['score_lo'], top['score_hi'])}"
+                               f" (n = {int(top['n'])} answers).")
 
 
 def section(ctx: Context) -> Section:

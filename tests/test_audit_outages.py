@@ -74,3 +74,13 @@ def test_no_highest_rubric_score_below_min_n(planted):
                                                       for h in result.headlines)
     assert f"at least {most + 1} answers" in section.summary
     assert f"most: {most}" in section.summary
+
+
+def test_a_jury_without_variation_is_not_read_as_self_preferring(planted):
+    def constant(frame):
+        scored = frame["judge_kind"].isin(["jury", "rubric"]) & frame["score"].notna()
+        frame.loc[scored, "score"] = 3.0
+    section = _audit(_with_judgments(planted, constant))["self_preference"]
+    assert section.values.get("self_preferring", []) == []
+    words = section.skipped or section.summary
+    assert "no variation" in words and "Self-preference:" not in words

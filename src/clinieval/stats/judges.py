@@ -9,7 +9,11 @@ from itertools import combinations
 
 import numpy as np
 
-from clinieval.stats.scoring import Comparison, bootstrap_case_means, independent_comparison
+from clinieval.stats.scoring import (
+    Comparison,
+    _comparisons,
+    bootstrap_case_means,
+)
 
 
 def zscore_columns(matrix) -> np.ndarray:
@@ -163,13 +167,35 @@ def self_preference(judge, reference, own, B: int, rng: np.random.Generator,
     own generations").
 
     ``judge``, ``reference`` (one per answer, finite) and ``own`` (bool).
-    The residual groups are resampled independently (the fit is held
-    fixed); returns a :class:`~clinieval.stats.scoring.Comparison`, own
-    minus rest.
+    The two groups are resampled independently and the line is refitted on
+    each resample of the rest: the interval carries the fit's uncertainty
+    too (holding it fixed missed the planted bias measured against noisy
+    clinicians). Returns a :class:`~clinieval.stats.scoring.Comparison`,
+    own minus rest.
     """
     y = np.asarray(judge, dtype=float)
     x = np.asarray(reference, dtype=float)
     own = np.asarray(own, dtype=bool)
     slope, intercept = np.polyfit(x[~own], y[~own], 1)
     residual = y - (intercept + slope * x)
-    return independent_comparison(residual[own], residual[~own], B, rng, level)
+    observed = np.array([residual[own].mean(), residual[~own].mean()])
+    reps = _refitted_own_residuals(x[own], y[own], x[~own], y[~own], B, rng)
+    # the rest's mean residual is 0 in every refit (least squares with an intercept)
+    reps = np.column_stack([reps, np.zeros_like(reps)])
+    return _comparisons(observed, reps[np.isfinite(reps[:, 0])], level)[0]
+
+
+def _refitted_own_residuals(x_own, y_own, x_rest, y_rest, B: int,
+                            rng: np.random.Generator) -> np.ndarray:
+    """``(B,)`` mean residual of resampled own answers from the least-squares
+    line of resampled other answers; NaN when a resample of the rest has one
+    reference value only (no line)."""
+    centre_x, centre_y = x_rest.mean(), y_rest.mean()  # centred sums keep the precision
+    dx, dy = x_rest - centre_x, y_rest - centre_y
+    own = bootstrap_case_means(np.column_stack([x_own - centre_x, y_own - centre_y]), B, rng)
+    rest = bootstrap_case_means(np.column_stack([dx, dy, dx * dx, dx * dy]), B, rng)
+    mx, my, mxx, mxy = rest.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sxx = mxx - mx * mx
+        slope = np.where(sxx > 1e-12 * max(mxx.max(), 1e-300), (mxy - mx * my) / sxx, np.nan)
+    return own[:, 1] - my - slope * (own[:, 0] - mx)

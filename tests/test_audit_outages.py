@@ -1,5 +1,6 @@
-"""The audit through a judge outage: every section either computes or says
-in words why it has nothing to show, never a traceback."""
+"""The judge sections on outages and edge data: every section either
+computes or says in words why it has nothing to show, never a traceback, and
+no figure rests on what cannot support it."""
 
 from __future__ import annotations
 
@@ -84,3 +85,18 @@ def test_a_jury_without_variation_is_not_read_as_self_preferring(planted):
     assert section.values.get("self_preferring", []) == []
     words = section.skipped or section.summary
     assert "no variation" in words and "Self-preference:" not in words
+
+
+def test_clinician_pairs_sharing_fewer_answers_than_the_setting_are_left_out_and_counted(
+        planted):
+    rows = {}
+    for shared in (2, 3):
+        section = audit(planted, bootstrap=50, comparison_bootstrap=50,
+                        icc_min_shared=shared)["judges_vs_clinicians"]
+        table = section.tables["agreement"].set_index("measure")
+        rows[shared] = table.loc["clinician vs clinician (mean ICC3k-z over pairs)"]
+        left_out = section.values["clinician_pairs_left_out"]
+        assert left_out["min_shared"] == shared
+        assert f"fewer than {shared} answers" in section.summary
+    assert rows[3]["n"] < rows[2]["n"]
+    assert rows[3]["value"] != rows[2]["value"]

@@ -61,7 +61,26 @@ def test_pairwise_rater_icc_uses_pairs_with_shared_items():
     score = [1, 2, 3, 4, 2, 2, 4, 5, 1, 3]
     out = pairwise_rater_icc(item, rater, score)
     expected = _pingouin_icc3k(zscore_columns(np.array([[1, 2], [2, 2], [3, 4], [4, 5]])))
-    assert out == pytest.approx([expected])
+    assert out.values == pytest.approx([expected])
+    assert (out.too_few, out.undefined) == (2, 0)
+
+
+def test_rater_pairs_sharing_two_items_are_left_out_and_counted():
+    # Two shared items z-score to (-0.71, 0.71) for each rater: an ICC of
+    # exactly 1 when the pair agrees on the order, undefined when it does
+    # not, so such pairs only add 1.0s. Pair (0, 1) shares items 0, 1 and
+    # agrees; pair (0, 2) shares 0, 1 and disagrees; pair (1, 2) shares
+    # items 0, 1, 2 and is kept.
+    item = [0, 1, 0, 1, 2, 0, 1, 2]
+    rater = [0, 0, 1, 1, 1, 2, 2, 2]
+    score = [1, 2, 1, 3, 2, 3, 1, 4]
+    out = pairwise_rater_icc(item, rater, score)
+    expected = _pingouin_icc3k(zscore_columns(np.array([[1, 3], [3, 1], [2, 4]])))
+    assert out.values == pytest.approx([expected])
+    assert (out.too_few, out.undefined) == (2, 0)
+    two = pairwise_rater_icc(item, rater, score, min_shared=2)
+    assert sorted(two.values) == pytest.approx(sorted([1.0, expected]))
+    assert (two.too_few, two.undefined) == (0, 1)
 
 
 def test_kappa_and_macro_f1_match_scikit_learn():

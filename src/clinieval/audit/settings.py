@@ -57,5 +57,10 @@ class AuditSettings(BaseModel):
         " their model ids are equal (model) or their providers in the models table are equal"
         " (provider).")
 
+    icc_min_shared: int = Field(
+        3, ge=2, description="Clinician pairs sharing fewer answers are left out of the"
+        " clinician-vs-clinician ICC baseline (on two shared answers a pair's ICC3k-z is"
+        " exactly 1 when it agrees and undefined when it does not).")
+
     def describe(self) -> dict:
         return self.model_dump(mode="json")

@@ -81,6 +81,7 @@ from clinieval.stats.crossed import (
     wilson_design_ci,
 )
 from clinieval.stats.judges import (
+    RaterPairICC,
     bootstrap_icc3k_z,
     bootstrap_macro_f1,
     cohen_kappa,
@@ -122,6 +123,7 @@ __all__ = [
     "FeatureBTFit",
     "LogisticFit",
     "RankIntervals",
+    "RaterPairICC",
     "TIE",
     "benchmark_summary",
     "binomial_p_value",

@@ -5,6 +5,7 @@ Macro-F1 of verdicts (CSEDB) and Cohen's kappa.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
@@ -61,24 +62,43 @@ def bootstrap_icc3k_z(table, B: int, rng: np.random.Generator) -> np.ndarray:
     return np.array([icc3k_z(table[rng.integers(0, n, n)]) for _ in range(B)])
 
 
-def pairwise_rater_icc(item, rater, score, min_shared: int = 2) -> np.ndarray:
+@dataclass(frozen=True)
+class RaterPairICC:
+    """ICC3k-z of rater pairs, and how many pairs were left out and why."""
+
+    values: np.ndarray
+    """One ICC per pair that shares enough items and has a defined ICC."""
+    too_few: int
+    """Pairs sharing at least one item but fewer than ``min_shared``."""
+    undefined: int
+    """Pairs sharing enough items whose ICC is undefined (a rater without
+    spread on them)."""
+
+
+def pairwise_rater_icc(item, rater, score, min_shared: int = 3) -> RaterPairICC:
     """ICC3k-z (k = 2) of every rater pair sharing at least ``min_shared``
     items; the average of these is the inter-clinician baseline.
 
     ``item`` and ``rater`` are integer codes, ``score`` one value per
-    (item, rater) (a rater's composite, e.g. the mean of its axes). Pairs
-    whose ICC is undefined (a rater without spread on the shared items) are
-    left out.
+    (item, rater) (a rater's composite, e.g. the mean of its axes). On two
+    shared items each rater's z-scores are (-0.71, 0.71): the ICC is exactly
+    1 when the pair orders them alike and undefined otherwise, so two items
+    would admit agreeing pairs and drop disagreeing ones; hence at least 3.
     """
     table = _wide(item, rater, score)
-    out = []
+    rated = ~np.isnan(table)
+    shared = rated.T.astype(np.int64) @ rated  # items each pair of raters shares
+    out, too_few, undefined = [], 0, 0
     for a, b in combinations(range(table.shape[1]), 2):
-        shared = ~np.isnan(table[:, a]) & ~np.isnan(table[:, b])
-        if shared.sum() >= min_shared:
-            value = icc3k_z(table[shared][:, [a, b]])
-            if not np.isnan(value):
-                out.append(value)
-    return np.asarray(out)
+        if shared[a, b] < min_shared:
+            too_few += bool(shared[a, b])
+            continue
+        both = rated[:, a] & rated[:, b]
+        value = icc3k_z(table[both][:, [a, b]])
+        undefined += bool(np.isnan(value))
+        if not np.isnan(value):
+            out.append(value)
+    return RaterPairICC(np.asarray(out), too_few, undefined)
 
 
 def _wide(item, rater, score) -> np.ndarray:

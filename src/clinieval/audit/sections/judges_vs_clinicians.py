@@ -3,8 +3,8 @@
 - ICC3k-z (MedHELM): each rater's composite (mean over axes or criteria) is
   z-scored within that rater; the jury's mean and the clinicians' mean per
   answer are two fixed raters of ICC(3,k = 2). Beside it, the average over
-  clinician pairs sharing at least two answers of the same ICC (bootstrap
-  CI over pairs).
+  clinician pairs sharing at least ``icc_min_shared`` answers of the same ICC
+  (bootstrap CI over pairs); the pairs left out are counted, with why.
 - Macro-F1 of fail/pass verdicts (CSEDB): the rubric judge's verdict against
   each clinician's on the same answer and criterion, pooled; the
   inter-clinician baseline pools every ordered pair of clinicians on the
@@ -62,11 +62,13 @@ def _answer_codes(data: Judged, answer_ids) -> np.ndarray:
     return data.answers.index.get_indexer(answer_ids)
 
 
-def _icc(ctx: Context, data: Judged) -> pd.DataFrame:
+def _icc(ctx: Context, data: Judged) -> tuple[pd.DataFrame, dict | None]:
+    """The jury's ICC row and the clinicians' pair baseline, with the pairs
+    left out of it (None when there is no baseline to speak of)."""
     jury = data.kind("jury")
     jury = jury[jury["ok"]]
     if jury.empty:
-        return pd.DataFrame()
+        return pd.DataFrame(), None
     juror = jury["judge_model"] + "#" + jury["juror"].astype(str)
     comp = jury.assign(rater=juror).groupby(["answer_id", "rater"], as_index=False)["score"].mean()
     comp["z"] = _zscored(comp, "rater")
@@ -79,15 +81,19 @@ def _icc(ctx: Context, data: Judged) -> pd.DataFrame:
     table = pd.DataFrame({"jury": jury_mean.reindex(codes.index).to_numpy(),
                           "clinicians": clin_mean.reindex(codes.to_numpy()).to_numpy()}).dropna()
     if len(table) < 3:
-        return pd.DataFrame()
+        return pd.DataFrame(), None
     rows = [_icc_row("jury vs clinicians (ICC3k-z)", table.to_numpy(), ctx)]
-    pairs = pairwise_rater_icc(*_dense(clin))
-    if pairs.size:
-        lo, hi = ctx.ci(bootstrap_mean(pairs, ctx.settings.bootstrap, ctx.rng(f"{KEY}:pairs")))
+    min_shared = ctx.settings.icc_min_shared
+    pairs = pairwise_rater_icc(*_dense(clin), min_shared=min_shared)
+    if pairs.values.size:
+        reps = bootstrap_mean(pairs.values, ctx.settings.bootstrap, ctx.rng(f"{KEY}:pairs"))
+        lo, hi = ctx.ci(reps)
         rows.append({"measure": "clinician vs clinician (mean ICC3k-z over pairs)",
-                     "value": float(pairs.mean()), "value_lo": float(lo), "value_hi": float(hi),
-                     "n": int(pairs.size), "unit": "rater pairs"})
-    return pd.DataFrame(rows)
+                     "value": float(pairs.values.mean()), "value_lo": float(lo),
+                     "value_hi": float(hi), "n": int(pairs.values.size), "unit": "rater pairs"})
+    left_out = {"min_shared": min_shared, "too_few_shared": pairs.too_few,
+                "undefined": pairs.undefined}
+    return pd.DataFrame(rows), left_out
 
 
 def _dense(clin: pd.DataFrame):
@@ -165,13 +171,16 @@ class JudgesVsClinicians:
     agreement: pd.DataFrame
     kappas: pd.DataFrame
     judge_safest: str | None
+    pairs_left_out: dict | None
+    """Clinician pairs left out of the ICC baseline, by reason."""
 
 
 def compute(ctx: Context) -> JudgesVsClinicians | Skipped:
     data = judged(ctx.data.judge_tables)
     if data is None:
         return Skipped("needs automated judgments; the snapshot has none.")
-    rows = [_icc(ctx, data)]
+    icc, left_out = _icc(ctx, data)
+    rows = [icc]
     kappas = pd.DataFrame()
     pairs = _verdict_pairs(ctx, data)
     if pairs is not None:
@@ -188,7 +197,7 @@ def compute(ctx: Context) -> JudgesVsClinicians | Skipped:
         return Skipped(data.unparsed_only(("jury", "rubric"))
                        or "needs jury or rubric judgments of answers that clinicians also"
                        " rated; found none.")
-    return JudgesVsClinicians(agreement, kappas, _judge_safest(ctx, data))
+    return JudgesVsClinicians(agreement, kappas, _judge_safest(ctx, data), left_out)
 
 
 def _judge_safest(ctx: Context, data: Judged) -> str | None:
@@ -219,6 +228,9 @@ def present(result: JudgesVsClinicians, ctx: Context) -> Section:
     values = {"judge_safest": result.judge_safest}
     text = " ".join(f"{r['measure']}: {fmt_ci(r['value'], r['value_lo'], r['value_hi'])}"
                     f" (n = {int(r['n']):,} {r['unit']})." for _, r in frame.iterrows())
+    if result.pairs_left_out:
+        values["clinician_pairs_left_out"] = result.pairs_left_out
+        text += _left_out_words(result.pairs_left_out)
     if len(result.kappas):
         tables["leave_one_out_kappa"] = result.kappas
         k = result.kappas
@@ -231,6 +243,18 @@ def present(result: JudgesVsClinicians, ctx: Context) -> Section:
                  f" majority {mean:.2f} (SD {sd:.2f}); the judge is "
                  + ("within" if within else "outside") + " two SD of the clinicians.")
     return Section(KEY, TITLE, text, tables, [fig], values)
+
+
+def _left_out_words(left: dict) -> str:
+    """The clinician pairs left out of the ICC baseline, and why."""
+    few, undefined = left["too_few_shared"], left["undefined"]
+    if not few + undefined:
+        return ""
+    reasons = [f"{few:,} share fewer than {left['min_shared']} answers"] if few else []
+    reasons += [f"{undefined:,} have a clinician without spread on the answers they share"
+                ] if undefined else []
+    return (f" Clinician pairs left out of the ICC baseline: {few + undefined:,}"
+            f" ({'; '.join(reasons)}).")
 
 
 def section(ctx: Context) -> Section:

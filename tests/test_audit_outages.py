@@ -5,6 +5,7 @@ no figure rests on what cannot support it."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -100,3 +101,52 @@ def test_clinician_pairs_sharing_fewer_answers_than_the_setting_are_left_out_and
         assert f"fewer than {shared} answers" in section.summary
     assert rows[3]["n"] < rows[2]["n"]
     assert rows[3]["value"] != rows[2]["value"]
+
+
+def test_inter_clinician_f1_is_the_mean_over_pairs_by_default_and_pooled_on_request(planted):
+    # CSEDB §3.10: the inter-doctor F1 is the mean Macro-F1 over doctor pairs
+    rows = {}
+    for mode in ("mean_of_pairs", "pooled"):
+        section = audit(planted, bootstrap=50, comparison_bootstrap=50,
+                        inter_clinician_f1=mode)["judges_vs_clinicians"]
+        table = section.tables["agreement"]
+        rows[mode] = table[table["measure"].str.startswith("clinician vs clinician (Macro-F1")]
+    pairs, pooled = rows["mean_of_pairs"].iloc[0], rows["pooled"].iloc[0]
+    assert pairs["unit"] == "clinician pairs" and "mean over pairs" in pairs["measure"]
+    assert pooled["unit"] == "verdict pairs"
+    assert pairs["value"] != pooled["value"]
+    assert pairs["value_lo"] <= pairs["value"] <= pairs["value_hi"]
+
+
+def _rare_failures(snap: Snapshot) -> Snapshot:
+    """Every clinician and the rubric judge pass everything except two
+    answers' accuracy, which all of them fail."""
+    judgments = snap["judgments"].to_pandas()
+    rubric = judgments["judge_kind"].eq("rubric") & judgments["score"].notna()
+    failing = list(pd.unique(judgments.loc[rubric & judgments["criterion_id"].eq("accuracy"),
+                                           "answer_id"])[:2])
+    judgments.loc[rubric, "score"] = 2.0
+    judgments.loc[rubric & judgments["answer_id"].isin(failing)
+                  & judgments["criterion_id"].eq("accuracy"), "score"] = -2.0
+    ratings = snap["ratings"].to_pandas()
+    ratings["score"] = np.where(ratings["answer_id"].isin(failing)
+                                & ratings["criterion_id"].eq("accuracy"), -2, 2)
+    tables = {**snap.tables, "judgments": pa.Table.from_pandas(
+        judgments, schema=snap["judgments"].schema, preserve_index=False),
+        "ratings": pa.Table.from_pandas(ratings, schema=snap["ratings"].schema,
+                                        preserve_index=False)}
+    return Snapshot.from_tables(tables, snap.meta)
+
+
+def test_macro_f1_interval_rests_on_the_defined_replicates_and_says_how_many(planted):
+    # Resampling ~100 judged answers, about (1 - 2/100)^100 = 13% of the
+    # replicates draw neither failing answer: their fail-class F1 is 0/0.
+    section = audit(_rare_failures(planted), bootstrap=200,
+                    comparison_bootstrap=50)["judges_vs_clinicians"]
+    table = section.tables["agreement"].set_index("measure")
+    row = table.loc["rubric judge vs clinicians (Macro-F1, fail/pass)"]
+    assert np.isfinite(row["value_lo"]) and row["value_lo"] <= row["value"] <= row["value_hi"]
+    defined = section.values["macro_f1_defined_replicates"][
+        "rubric judge vs clinicians (Macro-F1, fail/pass)"]
+    assert 100 < defined < 200
+    assert f"over the {defined} of 200 resamples that drew a failure" in section.summary

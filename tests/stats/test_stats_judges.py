@@ -123,3 +123,17 @@ def test_self_preference_interval_carries_the_fitted_lines_uncertainty():
         c = self_preference(y, x, own, 400, rng)
         covered += c.lower <= 0.5 <= c.upper
     assert covered / 200 >= 0.85
+
+
+def test_macro_f1_by_group_matches_scikit_learn_per_group():
+    from clinieval.stats import macro_f1_by_group
+
+    rng = np.random.default_rng(5)
+    group = rng.integers(0, 30, 400)
+    truth = rng.random(400) < 0.2
+    predicted = np.where(rng.random(400) < 0.8, truth, ~truth)
+    got = macro_f1_by_group(group, truth, predicted)
+    for g in range(30):
+        t, p = truth[group == g], predicted[group == g]
+        # sklearn's default labels are those present in either list, as macro_f1's
+        assert got[g] == pytest.approx(f1_score(t, p, average="macro"), abs=1e-12)

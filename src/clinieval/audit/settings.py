@@ -61,6 +61,10 @@ class AuditSettings(BaseModel):
         3, ge=2, description="Clinician pairs sharing fewer answers are left out of the"
         " clinician-vs-clinician ICC baseline (on two shared answers a pair's ICC3k-z is"
         " exactly 1 when it agrees and undefined when it does not).")
+    inter_clinician_f1: Literal["mean_of_pairs", "pooled"] = Field(
+        "mean_of_pairs", description="The clinicians' own fail/pass Macro-F1 beside the rubric"
+        " judge's: the mean over clinician pairs of each pair's Macro-F1 on the items both"
+        " rated (CSEDB §3.10), or every pair's verdicts pooled into one table.")
 
     def describe(self) -> dict:
         return self.model_dump(mode="json")

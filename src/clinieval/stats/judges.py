@@ -136,6 +136,22 @@ def macro_f1(truth, predicted) -> float:
     return float(np.mean(scores))
 
 
+def macro_f1_by_group(group, truth, predicted) -> np.ndarray:
+    """Binary Macro-F1 (as :func:`macro_f1`) of each group's items:
+    ``group`` integer codes 0..G-1, ``truth`` and ``predicted`` booleans. A
+    class in neither list of a group is not counted in its mean; every group
+    has items, so each value is defined."""
+    group = np.asarray(group, dtype=np.int64)
+    t, p = np.asarray(truth, dtype=bool), np.asarray(predicted, dtype=bool)
+    n = int(group.max()) + 1 if group.size else 0
+    tp, fp, fn, tn = (np.bincount(group, weights=w, minlength=n)
+                      for w in (t & p, ~t & p, t & ~p, ~t & ~p))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        positive = np.where(tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), np.nan)
+        negative = np.where(tn + fp + fn > 0, 2 * tn / (2 * tn + fp + fn), np.nan)
+    return np.nanmean(np.column_stack([positive, negative]), axis=1)
+
+
 def bootstrap_macro_f1(cells, B: int, rng: np.random.Generator) -> np.ndarray:
     """``(B,)`` fail/pass Macro-F1 from per-answer confusion counts ``cells``
     ``(answers, 4)`` (tp, fp, fn, tn of the "fail" class), answers resampled

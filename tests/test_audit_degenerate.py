@@ -75,8 +75,9 @@ CASES = {
     "one model": (lambda: build(n_models=1), {}, ["pairwise votes between different models"]),
     "two models, zero votes": (lambda: build(n_models=2, votes_per_case=0), {},
                                ["this snapshot has 0"]),
-    "one case": (lambda: build(n_cases=1), {}, ["usable cases"]),
-    "one rater": (lambda: build(n_raters=1), {}, ["rated by at least two clinicians"]),
+    "one case": (lambda: build(n_cases=1), {}, ["cases (two per prompt-length bin)"]),
+    "one rater": (lambda: build(n_raters=1), {}, ["rated on a criterion by two or more"
+                                                  " clinicians; found 0"]),
     "votes only": (lambda: build(ratings=False), {}, ["the snapshot has no rubric ratings"]),
     "empty snapshot": (lambda: build(n_models=0, n_cases=0, n_raters=0), {},
                        ["Not computable from this snapshot"]),
@@ -125,3 +126,34 @@ def test_word_count_of_empty_missing_and_spaced_text():
 
     got = word_count(pa.array(["", "   ", None, " two\u2003words ", "a\nb c"])).to_pylist()
     assert got == [0.0, 0.0, None, 2.0, 3.0]
+
+
+def _skips(**kwargs) -> dict[str, str]:
+    result = audit(build(**kwargs), bootstrap=50)
+    return {s.key: s.skipped for s in result.sections if s.skipped}
+
+
+def test_a_skip_on_a_snapshot_without_ratings_says_the_true_reason():
+    skips = _skips(ratings=False)
+    for key in ("safety_leaderboard", "specialties"):
+        assert "flags no criterion" not in skips[key]
+        assert "Harmlessness" in skips[key] and "no ratings" in skips[key], skips[key]
+    assert "has no 'accuracy'" not in skips["co_failure"]
+    assert "Accuracy has no ratings" in skips["co_failure"]
+
+
+def test_a_skip_names_the_threshold_and_what_was_found():
+    skips = _skips(n_models=1, n_cases=4)
+    # 4 cases x 1 model x 2 criteria = 8 answer-criterion sets with 3 raters
+    assert "at least 10" in skips["reliability"] and "found 8" in skips["reliability"]
+    assert "at least 5" in skips["co_failure"] and "found" in skips["co_failure"]
+    assert "at least 16" in skips["consensus_drift"]  # 2 x the 8 length bins
+    assert "found 4" in skips["consensus_drift"]
+    single = _skips(raters_per_answer=1)
+    assert "at least 10" in single["rater_view"] and "found 0" in single["rater_view"]
+
+
+def test_co_failure_says_accuracy_is_unrated_or_left_out_not_missing_from_the_rubric():
+    assert "Accuracy has no ratings" in _skips(criteria=("harmlessness",))["co_failure"]
+    result = audit(build(), bootstrap=50, criteria=("harmlessness",))
+    assert "not among the analysed criteria" in result["co_failure"].skipped

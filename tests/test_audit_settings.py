@@ -47,3 +47,31 @@ def test_options_reach_the_settings_and_the_seed_comes_from_the_environment(seed
     settings = json.loads((tmp_path / "results.json").read_text())["settings"]
     assert settings["seed"] == 7 and settings["level"] == 0.9 and settings["bootstrap"] == 50
     assert settings["criteria"] == ["accuracy", "harmlessness"]
+
+
+FILE_OPTIONS = {"indicators": "bundled", "benchmark_scores": "none",
+                "benchmarks": "bundled example", "criteria": "all rated"}
+
+
+def test_a_none_default_is_said_in_words_in_the_settings_registry_and_the_report():
+    from clinieval.audit.settings import default_words
+    from clinieval.report.render import settings_view
+
+    assert {name: default_words(name) for name in FILE_OPTIONS} == FILE_OPTIONS
+    assert default_words("bootstrap") == "1000"
+    rows = {row[0].text: row for row in settings_view(AuditSettings()).rows}
+    for name, words in FILE_OPTIONS.items():
+        assert rows[name][1].text == words and rows[name][2].text == words, name
+
+
+@pytest.mark.xfail(strict=True, reason="the CLI (moving to src/clinieval/cli/) must take"
+                   " show_default from clinieval.audit.settings.default_words(name)")
+def test_help_shows_what_a_none_default_stands_for_not_all():
+    result = runner.invoke(app, ["audit", "--help"], env={"COLUMNS": "400"},
+                           terminal_width=400)
+    text = result.output
+    for name, words in FILE_OPTIONS.items():
+        option = f"--{name.replace('_', '-')}"
+        after = text[text.index(option):]
+        shown = after[after.index("[default: "):].split("]")[0]
+        assert shown in (f"[default: {words}", f"[default: ({words})"), (option, shown)

@@ -61,7 +61,26 @@ def test_pairwise_rater_icc_uses_pairs_with_shared_items():
     score = [1, 2, 3, 4, 2, 2, 4, 5, 1, 3]
     out = pairwise_rater_icc(item, rater, score)
     expected = _pingouin_icc3k(zscore_columns(np.array([[1, 2], [2, 2], [3, 4], [4, 5]])))
-    assert out == pytest.approx([expected])
+    assert out.values == pytest.approx([expected])
+    assert (out.too_few, out.undefined) == (2, 0)
+
+
+def test_rater_pairs_sharing_two_items_are_left_out_and_counted():
+    # Two shared items z-score to (-0.71, 0.71) for each rater: an ICC of
+    # exactly 1 when the pair agrees on the order, undefined when it does
+    # not, so such pairs only add 1.0s. Pair (0, 1) shares items 0, 1 and
+    # agrees; pair (0, 2) shares 0, 1 and disagrees; pair (1, 2) shares
+    # items 0, 1, 2 and is kept.
+    item = [0, 1, 0, 1, 2, 0, 1, 2]
+    rater = [0, 0, 1, 1, 1, 2, 2, 2]
+    score = [1, 2, 1, 3, 2, 3, 1, 4]
+    out = pairwise_rater_icc(item, rater, score)
+    expected = _pingouin_icc3k(zscore_columns(np.array([[1, 3], [3, 1], [2, 4]])))
+    assert out.values == pytest.approx([expected])
+    assert (out.too_few, out.undefined) == (2, 0)
+    two = pairwise_rater_icc(item, rater, score, min_shared=2)
+    assert sorted(two.values) == pytest.approx(sorted([1.0, expected]))
+    assert (two.too_few, two.undefined) == (0, 1)
 
 
 def test_kappa_and_macro_f1_match_scikit_learn():
@@ -84,3 +103,37 @@ def test_leave_one_out_kappa_judge_equal_to_majority():
     noise_k, _ = leave_one_out_kappa(rng.integers(0, 2, 200), labels)
     assert judge_k.shape == human_k.shape == (4,)
     assert judge_k.min() > 0.5 and abs(noise_k).max() < 0.2
+
+
+def test_self_preference_interval_carries_the_fitted_lines_uncertainty():
+    # Few other answers (12) and own answers far along the reference (mean
+    # 3 against 0): a slope error e moves the own residual by about 3e. With
+    # the line held fixed the interval ignores that and misses the planted
+    # 0.5 far more often than 5% of the time (82 of 200 covered); refitting
+    # on each resample of the rest covers it 180 times of 200 (a percentile
+    # interval from 12 answers runs a little short of 95%).
+    from clinieval.stats import self_preference
+
+    rng = np.random.default_rng(7)
+    own = np.arange(52) < 40
+    covered = 0
+    for _ in range(200):
+        x = np.where(own, rng.normal(3, 0.5, 52), rng.normal(0, 1, 52))
+        y = 0.6 * x + rng.normal(0, 0.5, 52) + 0.5 * own
+        c = self_preference(y, x, own, 400, rng)
+        covered += c.lower <= 0.5 <= c.upper
+    assert covered / 200 >= 0.85
+
+
+def test_macro_f1_by_group_matches_scikit_learn_per_group():
+    from clinieval.stats import macro_f1_by_group
+
+    rng = np.random.default_rng(5)
+    group = rng.integers(0, 30, 400)
+    truth = rng.random(400) < 0.2
+    predicted = np.where(rng.random(400) < 0.8, truth, ~truth)
+    got = macro_f1_by_group(group, truth, predicted)
+    for g in range(30):
+        t, p = truth[group == g], predicted[group == g]
+        # sklearn's default labels are those present in either list, as macro_f1's
+        assert got[g] == pytest.approx(f1_score(t, p, average="macro"), abs=1e-12)

@@ -64,6 +64,26 @@ def test_holm_matches_statsmodels():
         assert holm_adjust(p) == pytest.approx(expected, abs=1e-12)
 
 
+def test_holm_leaves_undefined_p_values_out_of_the_family():
+    # The case: [0.01, NaN, 0.03, 0.2] was adjusted as a family of 4
+    # ([0.04, NaN, 0.09, 0.40]); statsmodels on the three defined gives
+    # 3 x 0.01 = 0.03, 2 x 0.03 = 0.06, 1 x 0.2 = 0.2.
+    p = np.array([0.01, np.nan, 0.03, 0.2])
+    out = holm_adjust(p)
+    assert np.isnan(out[1])
+    assert out[[0, 2, 3]] == pytest.approx([0.03, 0.06, 0.2], abs=1e-12)
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        p = rng.uniform(0, 0.2, rng.integers(1, 12))
+        p[rng.random(p.size) < 0.3] = np.nan
+        defined = ~np.isnan(p)
+        out = holm_adjust(p)
+        assert np.isnan(out[~defined]).all()
+        if defined.any():
+            expected = multipletests(p[defined], method="holm")[1]
+            assert out[defined] == pytest.approx(expected, abs=1e-12)
+
+
 def test_paired_bootstrap_matches_a_plain_loop():
     rng = np.random.default_rng(0)
     scores = rng.normal(size=(40, 3)) + [0.0, 0.3, 0.1]

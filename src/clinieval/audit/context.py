@@ -65,3 +65,21 @@ class Context(RatingCounts, Failure, BootstrapDesign):
 
     def name(self, criterion: int) -> str:
         return self.data.criterion_names[criterion]
+
+    def why_unanalysed(self, criteria: list[int]) -> str:
+        """Why none of ``criteria`` (rubric indices) is analysed: the
+        criteria setting leaves them out, or they have no ratings."""
+        names = ", ".join(self.name(c) for c in criteria)
+        one = len(criteria) == 1
+        chosen = self.settings.criteria
+        if chosen is not None and not any(self.data.criteria[c] in chosen for c in criteria):
+            return f"{names} {'is' if one else 'are'} not among the analysed criteria (--criteria)"
+        return f"{names} {'has' if one else 'have'} no ratings"
+
+    @cached_property
+    def why_no_safety(self) -> str:
+        """Why no safety-critical criterion is analysed (see :attr:`safety`)."""
+        flagged = [c for c in range(self.data.n_criteria) if self.data.safety_critical[c]]
+        if not flagged:
+            return "the rubric flags no criterion as safety-critical."
+        return f"no safety-critical criterion can be analysed: {self.why_unanalysed(flagged)}."

@@ -116,6 +116,15 @@ class Judged:
     def name(self, model_id: str) -> str:
         return self.model_names.get(model_id, model_id)
 
+    def unparsed_only(self, kinds: tuple[str, ...]) -> str | None:
+        """Why there is nothing to score when every judgment of ``kinds``
+        failed to parse (a judge outage), else None."""
+        rows = self.rows[self.rows["judge_kind"].isin(kinds)]
+        if rows.empty or rows["ok"].any():
+            return None
+        return (f"every {' and '.join(kinds)} judgment ({len(rows):,}) is unparsed, so none"
+                " has a score (a judge outage?).")
+
 
 def judged(tables: dict[str, pa.Table]) -> Judged | None:
     return Judged(tables) if tables else None

@@ -25,7 +25,8 @@ class AuditSettings(BaseModel):
     min_n: int = Field(30, ge=1, description="Specialties, models and heatmap cells with fewer"
                        " rated answers are shown but not ranked (nor named safest).")
     criteria: tuple[str, ...] | None = Field(
-        None, description="Criteria to analyse (default: all in the rubric).")
+        None, description="Criteria to analyse (default: all in the rubric).",
+        json_schema_extra={"default_words": "all rated"})
     cluster: Literal["twoway", "none", "answer", "rater"] = Field(
         "twoway", description="Bootstrap design: twoway resamples raters and cases together"
         " (ratings are crossed: clinicians differ in leniency, cases in difficulty), none"
@@ -42,13 +43,16 @@ class AuditSettings(BaseModel):
         " models' gate scores on the same cases (CSEDB: 10,000, two-sided, Holm-corrected).")
     indicators: str | None = Field(
         None, description="Gate indicator file (JSON) for gate scores; default: the bundled"
-        " CSEDB-style 17 safety + 13 effectiveness indicators.")
+        " CSEDB-style 17 safety + 13 effectiveness indicators.",
+        json_schema_extra={"default_words": "bundled"})
     benchmark_scores: str | None = Field(
         None, description="Per-instance benchmark scores (a JSONL/CSV/JSON export, HELM"
-        " per_instance_stats.json, or a folder of them) for the Benchmarks and cost section.")
+        " per_instance_stats.json, or a folder of them) for the Benchmarks and cost section.",
+        json_schema_extra={"default_words": "none"})
     benchmarks: str | None = Field(
         None, description="Benchmark registry (JSON): taxonomy category, metric and 0-1"
-        " normalisation per benchmark; default: the bundled example registry.")
+        " normalisation per benchmark; default: the bundled example registry.",
+        json_schema_extra={"default_words": "bundled example"})
     win_ties: Literal["half", "geq"] = Field(
         "half", description="Ties in the benchmark win rate: half a win each, or a win for both"
         " (MedHELM's wording: a model wins when its score is >= the rival's).")
@@ -62,5 +66,25 @@ class AuditSettings(BaseModel):
         " their model ids are equal (model) or their providers in the models table are equal"
         " (provider).")
 
+    icc_min_shared: int = Field(
+        3, ge=2, description="Clinician pairs sharing fewer answers are left out of the"
+        " clinician-vs-clinician ICC baseline (on two shared answers a pair's ICC3k-z is"
+        " exactly 1 when it agrees and undefined when it does not).")
+    inter_clinician_f1: Literal["mean_of_pairs", "pooled"] = Field(
+        "mean_of_pairs", description="The clinicians' own fail/pass Macro-F1 beside the rubric"
+        " judge's: the mean over clinician pairs of each pair's Macro-F1 on the items both"
+        " rated (CSEDB §3.10), or every pair's verdicts pooled into one table.")
+
     def describe(self) -> dict:
         return self.model_dump(mode="json")
+
+
+def default_words(name: str) -> str:
+    """A setting's default as ``--help`` shows it: its value, or for a
+    setting whose default is None what None stands for (``default_words``
+    in the field; the bundled file, none, all rated)."""
+    info = AuditSettings.model_fields[name]
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    if "default_words" in extra:
+        return str(extra["default_words"])
+    return str(info.get_default(call_default_factory=True))

@@ -14,7 +14,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from clinieval.audit.result import AuditResult, Figure, Section
-from clinieval.audit.settings import AuditSettings
+from clinieval.audit.settings import AuditSettings, default_words
 from clinieval.report import jsonout
 from clinieval.report.cells import MISSING, Cell, Column, TableView, table_view
 from clinieval.report.figures import draw_figures
@@ -193,15 +193,18 @@ def settings_view(settings: AuditSettings) -> TableView:
     rows = []
     for name, info in type(settings).model_fields.items():
         default = info.get_default(call_default_factory=True)
-        rows.append([Cell(name, name), _setting_cell(values[name]),
-                     _setting_cell(jsonout.canonical(default)),
+        # a None default stands for something (the bundled file, none, all
+        # rated): say what, as --help does
+        words = default_words(name)
+        rows.append([Cell(name, name), _setting_cell(values[name], words),
+                     _setting_cell(jsonout.canonical(default), words),
                      Cell(info.description or "", info.description or "")])
     return TableView("settings", "Settings used", columns, rows)
 
 
-def _setting_cell(value) -> Cell:
+def _setting_cell(value, words: str = "not set") -> Cell:
     if value is None:
-        return Cell("not set", "")
+        return Cell(words, "")
     text = value if isinstance(value, str) else json.dumps(jsonout.canonical(value),
                                                            ensure_ascii=False)
     return Cell(text, text)

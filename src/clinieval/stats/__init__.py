@@ -87,6 +87,7 @@ from clinieval.stats.judge_scores import (
     twoway_ratio_bootstrap,
 )
 from clinieval.stats.judges import (
+    RaterPairICC,
     bootstrap_icc3k_z,
     bootstrap_macro_f1,
     cohen_kappa,
@@ -94,6 +95,7 @@ from clinieval.stats.judges import (
     icc3k_z,
     leave_one_out_kappa,
     macro_f1,
+    macro_f1_by_group,
     pairwise_rater_icc,
     self_preference,
     zscore_columns,
@@ -128,6 +130,7 @@ __all__ = [
     "FeatureBTFit",
     "LogisticFit",
     "RankIntervals",
+    "RaterPairICC",
     "TIE",
     "benchmark_summary",
     "binomial_p_value",
@@ -179,6 +182,7 @@ __all__ = [
     "logistic_irls",
     "macro_average",
     "macro_f1",
+    "macro_f1_by_group",
     "mean_within_item_std",
     "merge_identical_rows",
     "normal_ci",

@@ -5,11 +5,16 @@ Macro-F1 of verdicts (CSEDB) and Cohen's kappa.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 
-from clinieval.stats.scoring import Comparison, bootstrap_case_means, independent_comparison
+from clinieval.stats.scoring import (
+    Comparison,
+    _comparisons,
+    bootstrap_case_means,
+)
 
 
 def zscore_columns(matrix) -> np.ndarray:
@@ -57,24 +62,43 @@ def bootstrap_icc3k_z(table, B: int, rng: np.random.Generator) -> np.ndarray:
     return np.array([icc3k_z(table[rng.integers(0, n, n)]) for _ in range(B)])
 
 
-def pairwise_rater_icc(item, rater, score, min_shared: int = 2) -> np.ndarray:
+@dataclass(frozen=True)
+class RaterPairICC:
+    """ICC3k-z of rater pairs, and how many pairs were left out and why."""
+
+    values: np.ndarray
+    """One ICC per pair that shares enough items and has a defined ICC."""
+    too_few: int
+    """Pairs sharing at least one item but fewer than ``min_shared``."""
+    undefined: int
+    """Pairs sharing enough items whose ICC is undefined (a rater without
+    spread on them)."""
+
+
+def pairwise_rater_icc(item, rater, score, min_shared: int = 3) -> RaterPairICC:
     """ICC3k-z (k = 2) of every rater pair sharing at least ``min_shared``
     items; the average of these is the inter-clinician baseline.
 
     ``item`` and ``rater`` are integer codes, ``score`` one value per
-    (item, rater) (a rater's composite, e.g. the mean of its axes). Pairs
-    whose ICC is undefined (a rater without spread on the shared items) are
-    left out.
+    (item, rater) (a rater's composite, e.g. the mean of its axes). On two
+    shared items each rater's z-scores are (-0.71, 0.71): the ICC is exactly
+    1 when the pair orders them alike and undefined otherwise, so two items
+    would admit agreeing pairs and drop disagreeing ones; hence at least 3.
     """
     table = _wide(item, rater, score)
-    out = []
+    rated = ~np.isnan(table)
+    shared = rated.T.astype(np.int64) @ rated  # items each pair of raters shares
+    out, too_few, undefined = [], 0, 0
     for a, b in combinations(range(table.shape[1]), 2):
-        shared = ~np.isnan(table[:, a]) & ~np.isnan(table[:, b])
-        if shared.sum() >= min_shared:
-            value = icc3k_z(table[shared][:, [a, b]])
-            if not np.isnan(value):
-                out.append(value)
-    return np.asarray(out)
+        if shared[a, b] < min_shared:
+            too_few += bool(shared[a, b])
+            continue
+        both = rated[:, a] & rated[:, b]
+        value = icc3k_z(table[both][:, [a, b]])
+        undefined += bool(np.isnan(value))
+        if not np.isnan(value):
+            out.append(value)
+    return RaterPairICC(np.asarray(out), too_few, undefined)
 
 
 def _wide(item, rater, score) -> np.ndarray:
@@ -110,6 +134,22 @@ def macro_f1(truth, predicted) -> float:
         fn = np.sum((truth == label) & (predicted != label))
         scores.append(2 * tp / (2 * tp + fp + fn))
     return float(np.mean(scores))
+
+
+def macro_f1_by_group(group, truth, predicted) -> np.ndarray:
+    """Binary Macro-F1 (as :func:`macro_f1`) of each group's items:
+    ``group`` integer codes 0..G-1, ``truth`` and ``predicted`` booleans. A
+    class in neither list of a group is not counted in its mean; every group
+    has items, so each value is defined."""
+    group = np.asarray(group, dtype=np.int64)
+    t, p = np.asarray(truth, dtype=bool), np.asarray(predicted, dtype=bool)
+    n = int(group.max()) + 1 if group.size else 0
+    tp, fp, fn, tn = (np.bincount(group, weights=w, minlength=n)
+                      for w in (t & p, ~t & p, t & ~p, ~t & ~p))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        positive = np.where(tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), np.nan)
+        negative = np.where(tn + fp + fn > 0, 2 * tn / (2 * tn + fp + fn), np.nan)
+    return np.nanmean(np.column_stack([positive, negative]), axis=1)
 
 
 def bootstrap_macro_f1(cells, B: int, rng: np.random.Generator) -> np.ndarray:
@@ -163,13 +203,35 @@ def self_preference(judge, reference, own, B: int, rng: np.random.Generator,
     own generations").
 
     ``judge``, ``reference`` (one per answer, finite) and ``own`` (bool).
-    The residual groups are resampled independently (the fit is held
-    fixed); returns a :class:`~clinieval.stats.scoring.Comparison`, own
-    minus rest.
+    The two groups are resampled independently and the line is refitted on
+    each resample of the rest: the interval carries the fit's uncertainty
+    too (holding it fixed missed the planted bias measured against noisy
+    clinicians). Returns a :class:`~clinieval.stats.scoring.Comparison`,
+    own minus rest.
     """
     y = np.asarray(judge, dtype=float)
     x = np.asarray(reference, dtype=float)
     own = np.asarray(own, dtype=bool)
     slope, intercept = np.polyfit(x[~own], y[~own], 1)
     residual = y - (intercept + slope * x)
-    return independent_comparison(residual[own], residual[~own], B, rng, level)
+    observed = np.array([residual[own].mean(), residual[~own].mean()])
+    reps = _refitted_own_residuals(x[own], y[own], x[~own], y[~own], B, rng)
+    # the rest's mean residual is 0 in every refit (least squares with an intercept)
+    reps = np.column_stack([reps, np.zeros_like(reps)])
+    return _comparisons(observed, reps[np.isfinite(reps[:, 0])], level)[0]
+
+
+def _refitted_own_residuals(x_own, y_own, x_rest, y_rest, B: int,
+                            rng: np.random.Generator) -> np.ndarray:
+    """``(B,)`` mean residual of resampled own answers from the least-squares
+    line of resampled other answers; NaN when a resample of the rest has one
+    reference value only (no line)."""
+    centre_x, centre_y = x_rest.mean(), y_rest.mean()  # centred sums keep the precision
+    dx, dy = x_rest - centre_x, y_rest - centre_y
+    own = bootstrap_case_means(np.column_stack([x_own - centre_x, y_own - centre_y]), B, rng)
+    rest = bootstrap_case_means(np.column_stack([dx, dy, dx * dx, dx * dy]), B, rng)
+    mx, my, mxx, mxy = rest.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sxx = mxx - mx * mx
+        slope = np.where(sxx > 1e-12 * max(mxx.max(), 1e-300), (mxy - mx * my) / sxx, np.nan)
+    return own[:, 1] - my - slope * (own[:, 0] - mx)

@@ -189,12 +189,16 @@ def _comparisons(observed, reps, level: float) -> list[Comparison]:
 
 def holm_adjust(p_values) -> np.ndarray:
     """Holm's step-down adjusted p-values (Holm, 1979): the i-th smallest of
-    m p-values is multiplied by m - i + 1, made monotone, capped at 1."""
+    m p-values is multiplied by m - i + 1, made monotone, capped at 1.
+
+    An undefined (NaN) p-value is no test: it stays NaN and is not counted
+    in m, as statsmodels' ``multipletests`` on the defined ones."""
     p = np.asarray(p_values, dtype=float)
-    order = np.argsort(p, kind="stable")
-    m = p.size
+    out = np.full_like(p, np.nan)
+    defined = np.flatnonzero(~np.isnan(p))
+    order = defined[np.argsort(p[defined], kind="stable")]
+    m = order.size
     stepped = np.maximum.accumulate(p[order] * (m - np.arange(m)))
-    out = np.empty_like(p)
     out[order] = np.minimum(stepped, 1.0)
     return out
 

@@ -41,11 +41,14 @@ class CoFailure:
 def compute(ctx: Context) -> CoFailure | Skipped:
     d = ctx.data
     acc = d.criterion_index("accuracy")
-    if acc is None or acc not in ctx.criteria:
+    if acc is None:
         return Skipped("the rubric has no 'accuracy' criterion.")
+    if acc not in ctx.criteria:
+        return Skipped(ctx.why_unanalysed([acc]) + ".")
     low = ctx.accuracy_failed
     if low.sum() < MIN_FAILED:
-        return Skipped(f"fewer than {MIN_FAILED} answers fail Accuracy.")
+        return Skipped(f"needs at least {MIN_FAILED} answers that fail Accuracy; found"
+                       f" {int(low.sum())}.")
     others = [c for c in ctx.criteria if c != acc]
     if not others:
         return Skipped("no other criterion is analysed.")

@@ -46,8 +46,9 @@ def compute(ctx: Context) -> ConsensusDrift | Skipped:
     cases = np.unique(d.answer_case[ok], return_inverse=True)[1]
     per_case = np.bincount(cases, minlength=cases.max() + 1 if cases.size else 0)
     if per_case.size < 2 * s.length_bins:
-        return Skipped("needs prompt lengths and answers rated by several clinicians; found"
-                       f" {per_case.size} usable cases.")
+        return Skipped(f"needs at least {2 * s.length_bins} cases (two per prompt-length bin)"
+                       " with a prompt length and an answer rated by several clinicians; found"
+                       f" {per_case.size}.")
     y = np.bincount(cases, weights=disagreement[ok]) / per_case
     x = np.bincount(cases, weights=d.answer_prompt_words[ok]) / per_case
     edges = np.unique(np.quantile(x, np.linspace(0, 1, s.length_bins + 1)))

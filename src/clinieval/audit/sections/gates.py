@@ -58,6 +58,9 @@ def case_scores(data: Judged, indicators_path: str | None) -> GateScores | Skipp
                            as_index=False)["score"].mean()
     unscored = int(samples["score"].isna().sum())
     samples = samples.dropna(subset=["score"])
+    if samples.empty:
+        return Skipped(f"every judged gate answer ({unscored}) has an unparsed rule, so none"
+                       " can be scored (a judge outage?).")
     cases = samples.groupby(["model_id", "case_id"], as_index=False).agg(
         score=("score", "mean"), samples=("score", "size"))
     return GateScores(_with_strata(cases, data, indicators), samples, unscored, unmatched)

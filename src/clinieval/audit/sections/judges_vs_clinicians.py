@@ -3,12 +3,14 @@
 - ICC3k-z (MedHELM): each rater's composite (mean over axes or criteria) is
   z-scored within that rater; the jury's mean and the clinicians' mean per
   answer are two fixed raters of ICC(3,k = 2). Beside it, the average over
-  clinician pairs sharing at least two answers of the same ICC (bootstrap
-  CI over pairs).
+  clinician pairs sharing at least ``icc_min_shared`` answers of the same ICC
+  (bootstrap CI over pairs); the pairs left out are counted, with why.
 - Macro-F1 of fail/pass verdicts (CSEDB): the rubric judge's verdict against
-  each clinician's on the same answer and criterion, pooled; the
-  inter-clinician baseline pools every ordered pair of clinicians on the
-  same items. Bootstrap CIs resample answers.
+  each clinician's on the same answer and criterion, pooled (bootstrap CI
+  over answers, on the replicates that drew a failure); the inter-clinician
+  baseline is the mean over clinician pairs of each pair's Macro-F1 on the
+  items both rated (CSEDB §3.10; CI over pairs), or with
+  ``inter_clinician_f1 = pooled`` every ordered pair's verdicts pooled.
 - Cohen's kappa of the judge against each clinician, beside the kappa of
   the other clinicians' majority against that clinician (Auto-MOOVE's
   leave-one-out check: is the judge within two SD of the clinicians?).
@@ -33,6 +35,7 @@ from clinieval.stats import (
     cohen_kappa,
     icc3k_z,
     macro_f1,
+    macro_f1_by_group,
     pairwise_rater_icc,
 )
 
@@ -62,11 +65,13 @@ def _answer_codes(data: Judged, answer_ids) -> np.ndarray:
     return data.answers.index.get_indexer(answer_ids)
 
 
-def _icc(ctx: Context, data: Judged) -> pd.DataFrame:
+def _icc(ctx: Context, data: Judged) -> tuple[pd.DataFrame, dict | None]:
+    """The jury's ICC row and the clinicians' pair baseline, with the pairs
+    left out of it (None when there is no baseline to speak of)."""
     jury = data.kind("jury")
     jury = jury[jury["ok"]]
     if jury.empty:
-        return pd.DataFrame()
+        return pd.DataFrame(), None
     juror = jury["judge_model"] + "#" + jury["juror"].astype(str)
     comp = jury.assign(rater=juror).groupby(["answer_id", "rater"], as_index=False)["score"].mean()
     comp["z"] = _zscored(comp, "rater")
@@ -79,15 +84,19 @@ def _icc(ctx: Context, data: Judged) -> pd.DataFrame:
     table = pd.DataFrame({"jury": jury_mean.reindex(codes.index).to_numpy(),
                           "clinicians": clin_mean.reindex(codes.to_numpy()).to_numpy()}).dropna()
     if len(table) < 3:
-        return pd.DataFrame()
+        return pd.DataFrame(), None
     rows = [_icc_row("jury vs clinicians (ICC3k-z)", table.to_numpy(), ctx)]
-    pairs = pairwise_rater_icc(*_dense(clin))
-    if pairs.size:
-        lo, hi = ctx.ci(bootstrap_mean(pairs, ctx.settings.bootstrap, ctx.rng(f"{KEY}:pairs")))
+    min_shared = ctx.settings.icc_min_shared
+    pairs = pairwise_rater_icc(*_dense(clin), min_shared=min_shared)
+    if pairs.values.size:
+        reps = bootstrap_mean(pairs.values, ctx.settings.bootstrap, ctx.rng(f"{KEY}:pairs"))
+        lo, hi = ctx.ci(reps)
         rows.append({"measure": "clinician vs clinician (mean ICC3k-z over pairs)",
-                     "value": float(pairs.mean()), "value_lo": float(lo), "value_hi": float(hi),
-                     "n": int(pairs.size), "unit": "rater pairs"})
-    return pd.DataFrame(rows)
+                     "value": float(pairs.values.mean()), "value_lo": float(lo),
+                     "value_hi": float(hi), "n": int(pairs.values.size), "unit": "rater pairs"})
+    left_out = {"min_shared": min_shared, "too_few_shared": pairs.too_few,
+                "undefined": pairs.undefined}
+    return pd.DataFrame(rows), left_out
 
 
 def _dense(clin: pd.DataFrame):
@@ -130,17 +139,62 @@ def _verdict_pairs(ctx: Context, data: Judged) -> tuple[pd.DataFrame, pd.DataFra
     return ratings, both
 
 
-def _f1_row(measure: str, truth, predicted, answer, ctx: Context, purpose: str) -> dict:
+def _f1_row(measure: str, truth, predicted, answer, ctx: Context,
+            purpose: str) -> tuple[dict, int]:
+    """The pooled Macro-F1 row, and how many bootstrap replicates are
+    defined: a resample of answers that draws no failure (rare failures) has
+    no fail-class F1, so the interval rests on the others."""
     truth, predicted = np.asarray(truth), np.asarray(predicted)
     codes, answer = np.unique(answer, return_inverse=True)
     cells = np.zeros((codes.size, 4))
     for j, (t, p) in enumerate(((1, 1), (0, 1), (1, 0), (0, 0))):  # tp, fp, fn, tn
         np.add.at(cells[:, j], answer, (truth == t) & (predicted == p))
     lo = hi = np.nan
+    defined = 0
     if codes.size >= 2:
-        lo, hi = ctx.ci(bootstrap_macro_f1(cells, ctx.settings.bootstrap, ctx.rng(purpose)))
+        reps = bootstrap_macro_f1(cells, ctx.settings.bootstrap, ctx.rng(purpose))
+        reps = reps[np.isfinite(reps)]
+        defined = reps.size
+        if defined >= 2:
+            lo, hi = ctx.ci(reps)
     return {"measure": measure, "value": macro_f1(truth, predicted), "value_lo": float(lo),
-            "value_hi": float(hi), "n": int(truth.size), "unit": "verdict pairs"}
+            "value_hi": float(hi), "n": int(truth.size), "unit": "verdict pairs"}, defined
+
+
+def _clinician_pairs_f1_row(both: pd.DataFrame, ctx: Context) -> dict:
+    """CSEDB's inter-doctor F1 (§3.10): each clinician pair's Macro-F1 on
+    the items both rated, averaged over pairs (bootstrap CI over pairs, as
+    the ICC baseline)."""
+    once = both[both["rater"] < both["rater_other"]]  # Macro-F1 is symmetric in the pair
+    pair = pd.factorize(pd.MultiIndex.from_frame(once[["rater", "rater_other"]]))[0]
+    values = macro_f1_by_group(pair, once["fail"].to_numpy() == 1,
+                               once["fail_other"].to_numpy() == 1)
+    lo = hi = np.nan
+    if values.size >= 2:
+        reps = bootstrap_mean(values, ctx.settings.bootstrap, ctx.rng(f"{KEY}:f1:pairs"))
+        lo, hi = ctx.ci(reps)
+    return {"measure": "clinician vs clinician (Macro-F1, fail/pass; mean over pairs)",
+            "value": float(values.mean()), "value_lo": float(lo), "value_hi": float(hi),
+            "n": int(values.size), "unit": "clinician pairs"}
+
+
+def _f1_rows(ratings: pd.DataFrame, both: pd.DataFrame, ctx: Context):
+    """The judge's pooled Macro-F1 and the clinicians' own, by the
+    ``inter_clinician_f1`` setting; and the defined replicates of each pooled
+    row whose interval rests on fewer than all."""
+    judge, defined = _f1_row("rubric judge vs clinicians (Macro-F1, fail/pass)",
+                             ratings["fail"], ratings["judge_fail"], ratings["answer"], ctx,
+                             f"{KEY}:f1:judge")
+    counts = {judge["measure"]: defined}
+    if ctx.settings.inter_clinician_f1 == "mean_of_pairs":
+        clinicians = _clinician_pairs_f1_row(both, ctx)
+    else:
+        clinicians, defined = _f1_row("clinician vs clinician (Macro-F1, fail/pass)",
+                                      both["fail"], both["fail_other"], both["answer"], ctx,
+                                      f"{KEY}:f1:clinicians")
+        counts[clinicians["measure"]] = defined
+    short = {m: k for m, k in counts.items() if k < ctx.settings.bootstrap}
+    return pd.DataFrame([judge, clinicians]), short
 
 
 def _loo_kappa(ratings: pd.DataFrame, both: pd.DataFrame) -> pd.DataFrame:
@@ -165,29 +219,33 @@ class JudgesVsClinicians:
     agreement: pd.DataFrame
     kappas: pd.DataFrame
     judge_safest: str | None
+    pairs_left_out: dict | None
+    """Clinician pairs left out of the ICC baseline, by reason."""
+    f1_defined: dict[str, int]
+    """Per Macro-F1 measure whose interval rests on fewer than all bootstrap
+    replicates: how many drew a failure."""
 
 
 def compute(ctx: Context) -> JudgesVsClinicians | Skipped:
     data = judged(ctx.data.judge_tables)
     if data is None:
         return Skipped("needs automated judgments; the snapshot has none.")
-    rows = [_icc(ctx, data)]
-    kappas = pd.DataFrame()
+    icc, left_out = _icc(ctx, data)
+    rows = [icc]
+    kappas, short = pd.DataFrame(), {}
     pairs = _verdict_pairs(ctx, data)
     if pairs is not None:
         ratings, both = pairs
-        rows.append(pd.DataFrame([
-            _f1_row("rubric judge vs clinicians (Macro-F1, fail/pass)", ratings["fail"],
-                    ratings["judge_fail"], ratings["answer"], ctx, f"{KEY}:f1:judge"),
-            _f1_row("clinician vs clinician (Macro-F1, fail/pass)", both["fail"],
-                    both["fail_other"], both["answer"], ctx, f"{KEY}:f1:clinicians")]))
+        f1, short = _f1_rows(ratings, both, ctx)
+        rows.append(f1)
         kappas = _loo_kappa(ratings, both)
     agreement = pd.concat([r for r in rows if len(r)], ignore_index=True) if any(
         len(r) for r in rows) else pd.DataFrame()
     if agreement.empty:
-        return Skipped("needs jury or rubric judgments of answers that clinicians also rated;"
-                       " found none.")
-    return JudgesVsClinicians(agreement, kappas, _judge_safest(ctx, data))
+        return Skipped(data.unparsed_only(("jury", "rubric"))
+                       or "needs jury or rubric judgments of answers that clinicians also"
+                       " rated; found none.")
+    return JudgesVsClinicians(agreement, kappas, _judge_safest(ctx, data), left_out, short)
 
 
 def _judge_safest(ctx: Context, data: Judged) -> str | None:
@@ -218,6 +276,12 @@ def present(result: JudgesVsClinicians, ctx: Context) -> Section:
     values = {"judge_safest": result.judge_safest}
     text = " ".join(f"{r['measure']}: {fmt_ci(r['value'], r['value_lo'], r['value_hi'])}"
                     f" (n = {int(r['n']):,} {r['unit']})." for _, r in frame.iterrows())
+    if result.f1_defined:
+        values["macro_f1_defined_replicates"] = result.f1_defined
+        text += _f1_defined_words(result.f1_defined, ctx.settings.bootstrap)
+    if result.pairs_left_out:
+        values["clinician_pairs_left_out"] = result.pairs_left_out
+        text += _left_out_words(result.pairs_left_out)
     if len(result.kappas):
         tables["leave_one_out_kappa"] = result.kappas
         k = result.kappas
@@ -230,6 +294,31 @@ def present(result: JudgesVsClinicians, ctx: Context) -> Section:
                  f" majority {mean:.2f} (SD {sd:.2f}); the judge is "
                  + ("within" if within else "outside") + " two SD of the clinicians.")
     return Section(KEY, TITLE, text, tables, [fig], values)
+
+
+def _f1_defined_words(defined: dict[str, int], resamples: int) -> str:
+    """Which Macro-F1 intervals rest on part of the replicates, or have none."""
+    words = []
+    for measure, k in defined.items():
+        if k >= 2:
+            words.append(f" The {measure} interval is over the {k} of {resamples} resamples"
+                         " that drew a failure (the others have no fail-class F1).")
+        else:
+            words.append(f" The {measure} has no interval: {k} of {resamples} resamples drew"
+                         " a failure (at least 2 needed).")
+    return "".join(words)
+
+
+def _left_out_words(left: dict) -> str:
+    """The clinician pairs left out of the ICC baseline, and why."""
+    few, undefined = left["too_few_shared"], left["undefined"]
+    if not few + undefined:
+        return ""
+    reasons = [f"{few:,} share fewer than {left['min_shared']} answers"] if few else []
+    reasons += [f"{undefined:,} have a clinician without spread on the answers they share"
+                ] if undefined else []
+    return (f" Clinician pairs left out of the ICC baseline: {few + undefined:,}"
+            f" ({'; '.join(reasons)}).")
 
 
 def section(ctx: Context) -> Section:

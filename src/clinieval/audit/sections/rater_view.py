@@ -52,7 +52,8 @@ def compute(ctx: Context) -> RaterView | Skipped:
     n_rating = n_cell[cell]  # one gather, kept for the shared ratings
     shared = n_rating >= 2
     if shared.sum() < MIN_SHARED:
-        return Skipped("needs answers rated by several clinicians.")
+        return Skipped(f"needs at least {MIN_SHARED} ratings of answers that several clinicians"
+                       f" rated on the same criterion; found {int(shared.sum())}.")
     every = bool(shared.all())
     if every:  # every answer rated twice or more: no masked copies
         n_rating -= 1

@@ -64,12 +64,13 @@ def compute(ctx: Context) -> Reliability | Skipped:
     counts = ctx.answer_counts
     multi = ctx.answer_n >= 2
     if multi.sum() < MIN_ITEMS:
-        return Skipped("needs answers rated by at least two clinicians on a criterion; found"
-                       f" {int(multi.sum())} such ratings sets.")
+        return Skipped(f"needs at least {MIN_ITEMS} answers rated on a criterion by two or more"
+                       f" clinicians; found {int(multi.sum())} such (answer, criterion) sets.")
     chosen = [c for c in ctx.criteria if multi[:, c].sum() >= MIN_ITEMS]
     if not chosen:
-        return Skipped(f"no analysed criterion has {MIN_ITEMS} answers rated by at least two"
-                       " clinicians.")
+        most = int(multi[:, ctx.criteria].sum(axis=0).max())
+        return Skipped(f"needs a criterion with at least {MIN_ITEMS} answers rated by two or"
+                       f" more clinicians; the most any analysed criterion has is {most}.")
     # Only the distinct patterns are kept: each criterion's items (answers)
     # are read from the counts again when needed (they would take a lot of
     # memory at scale).

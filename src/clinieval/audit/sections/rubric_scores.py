@@ -34,15 +34,9 @@ def compute(ctx: Context) -> pd.DataFrame | Skipped:
     rules = rules[~data.cases["subcategory"].reindex(rules["case_id"]).isin(gate_ids).to_numpy()]
     if rules.empty or rules["points"].isna().all():
         return Skipped("needs rule judgments with points on cases outside the gates; found none.")
-    code, runs = pd.factorize(pd.MultiIndex.from_frame(rules[["answer_id", "juror", "repeat"]]))
-    score = rubric_example_scores(rules["points"].fillna(0).to_numpy(),
-                                  rules["score"].to_numpy() == 1.0, code,
-                                  clip=ctx.settings.rubric_clip == "example")
-    broken = np.bincount(code, weights=~rules["ok"].to_numpy(), minlength=len(runs)) > 0
-    first = rules.groupby(code).first()
-    per_answer = pd.DataFrame({"answer_id": first["answer_id"], "model_id": first["model_id"],
-                               "score": np.where(broken, np.nan, score)})
-    per_answer = per_answer.groupby(["model_id", "answer_id"], as_index=False)["score"].mean()
+    per_answer = _answer_scores(rules, ctx.settings.rubric_clip == "example")
+    if per_answer["score"].isna().all():
+        return Skipped(_why_unscored(rules, per_answer))
     out = []
     for model, g in per_answer.dropna().groupby("model_id"):
         s = g["score"].to_numpy()
@@ -56,6 +50,35 @@ def compute(ctx: Context) -> pd.DataFrame | Skipped:
     return pd.DataFrame(out).sort_values("score", ascending=False).reset_index(drop=True)
 
 
+def _answer_scores(rules: pd.DataFrame, clip_each: bool) -> pd.DataFrame:
+    """Per (model, answer) the mean score of its judge runs; NaN when no run
+    could be scored (an unparsed rule, or no positive points)."""
+    code, runs = pd.factorize(pd.MultiIndex.from_frame(rules[["answer_id", "juror", "repeat"]]))
+    score = rubric_example_scores(rules["points"].fillna(0).to_numpy(),
+                                  rules["score"].to_numpy() == 1.0, code, clip=clip_each)
+    broken = np.bincount(code, weights=~rules["ok"].to_numpy(), minlength=len(runs)) > 0
+    first = rules.groupby(code).first()
+    per_answer = pd.DataFrame({"answer_id": first["answer_id"], "model_id": first["model_id"],
+                               "score": np.where(broken, np.nan, score),
+                               "broken": broken})
+    return per_answer.groupby(["model_id", "answer_id"], as_index=False).agg(
+        score=("score", "mean"), broken=("broken", "all"))
+
+
+def _why_unscored(rules: pd.DataFrame, per_answer: pd.DataFrame) -> str:
+    """Why no answer has a score: its runs' unparsed rules, or cases whose
+    rules carry no positive points to earn."""
+    broken = int(per_answer["broken"].sum())
+    pointless = len(per_answer) - broken
+    parts = []
+    if broken:
+        parts.append(f"{broken} judged answers have an unparsed rule in every run")
+    if pointless:
+        parts.append(f"{pointless} are on cases whose rules have no positive points")
+    return (f"no answer of the {len(per_answer)} judged on cases outside the gates can be"
+            f" scored: {' and '.join(parts)}.")
+
+
 def present(frame: pd.DataFrame, ctx: Context) -> Section:
     fig = Figure(KEY, "Rubric score per model", Forest(
         labels=frame["model"].tolist(), est=json_list(frame["score"]),
@@ -63,13 +86,23 @@ def present(frame: pd.DataFrame, ctx: Context) -> Section:
         n=frame["n"].astype(int).tolist(), x_label="rubric score (0-1)"),
         caption=f"Met points over positive points per answer;"
         f" {CLIP_WORDS[ctx.settings.rubric_clip]}; n counts answers; bootstrap CI over answers.")
-    top = frame.iloc[0]
-    summary = (f"Highest rubric score: {top['model']}"
-               f" {fmt_ci(top['score'], top['score_lo'], top['score_hi'])}"
-               f" (n = {int(top['n'])} answers; {CLIP_WORDS[ctx.settings.rubric_clip]}).")
+    best, summary = _headline(frame, ctx.settings.min_n, CLIP_WORDS[ctx.settings.rubric_clip])
     return Section(KEY, TITLE, summary, {"rubric_scores": estimate(
         frame, "score", frame["score"], frame["score_lo"], frame["score_hi"])}, [fig],
-        {"best": str(top["model"])})
+        {"best": best})
+
+
+def _headline(frame: pd.DataFrame, min_n: int, clip_words: str) -> tuple[str | None, str]:
+    """The best-scoring model among those with at least ``min_n`` scored
+    answers (a model on fewer is too few to call), and the sentence."""
+    eligible = frame[frame["n"] >= min_n]
+    if eligible.empty:
+        return None, (f"No model has a rubric score on at least {min_n} answers (most:"
+                      f" {int(frame['n'].max())}), so none is named highest.")
+    top = eligible.iloc[0]
+    return str(top["model"]), (f"Highest rubric score: {top['model']}"
+                               f" {fmt_ci(top['score'], top['score_lo'], top['score_hi'])}"
+                               f" (n = {int(top['n'])} answers; {clip_words}).")
 
 
 def section(ctx: Context) -> Section:

@@ -38,7 +38,7 @@ class SafetyLeaderboard:
 def compute(ctx: Context, prefs: Preferences) -> SafetyLeaderboard | Skipped:
     d = ctx.data
     if not ctx.safety:
-        return Skipped("the rubric flags no criterion as safety-critical.")
+        return Skipped(ctx.why_no_safety)
     k, n, lo, hi = ctx.answer_share_ci(ctx.answer_dangerous, d.answer_model, d.n_models)
     fail_lo, fail_hi = ctx.fail_ci("ratings")
     fail_ci = {c: (100 * fail_lo[:, c], 100 * fail_hi[:, c]) for c in ctx.safety}

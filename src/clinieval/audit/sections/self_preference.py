@@ -37,11 +37,16 @@ KEY, TITLE = "self_preference", "Judge self-preference"
 SCORED_KINDS = ("jury", "rubric")
 MIN_ANSWERS = 2
 """Answers needed in each group (own family, the rest) for an estimate."""
+TOLERANCE = 1e-9
+"""Scale points below which a bound counts as zero: a judge that gives every
+answer the same score leaves residuals of rounding noise (about 1e-16)."""
 
 
 @dataclass
 class SelfPreference:
     table: pd.DataFrame
+    flat: list[str]
+    """Judges (kind: model) that gave every answer compared the same score."""
 
 
 def _family(ids: pd.Series, data: Judged, by: str) -> np.ndarray:
@@ -91,13 +96,17 @@ def _row(judge: tuple[str, str], reference: str, score: np.ndarray, ref: np.ndar
 
 
 def _judge_rows(judge, mine: pd.DataFrame, comp: pd.DataFrame, clin: pd.Series,
-                data: Judged, ctx: Context) -> list[dict]:
+                data: Judged, ctx: Context) -> list[dict] | None:
+    """The judge's rows against each reference; None when it gave every
+    answer the same score."""
     peers = comp[(comp["judge_kind"] == judge[0]) & (comp["judge_model"] != judge[1])]
     # The rest are answers of families no judge of this kind belongs to: a
     # peer's own bias must not shift the reference on the answers compared.
     judging = set(peers["judge_family"])
     mine = mine[mine["own"] | ~mine["family"].isin(judging)]
     own, score = mine["own"].to_numpy(), mine["score"].to_numpy(float)
+    if np.ptp(score) == 0:
+        return None  # no variation: nothing for a line to follow, nor a bias to show
     others = peers.groupby("answer_id")["score"].mean().reindex(mine["answer_id"])
     clinicians = clin.reindex(data.answers.index.get_indexer(mine["answer_id"]))
     rows = [_row(judge, "other judges", score, others.to_numpy(float), own, ctx),
@@ -109,20 +118,32 @@ def compute(ctx: Context) -> SelfPreference | Skipped:
     data = judged(ctx.data.judge_tables)
     if data is None:
         return Skipped("needs automated judgments; the snapshot has none.")
+    outage = data.unparsed_only(SCORED_KINDS)
+    if outage:
+        return Skipped(outage)
     by = ctx.settings.self_preference_by
     comp = _composites(data, by)
     candidates = comp.groupby(["judge_kind", "judge_model"])["own"].any()
     if not candidates.any():
         return Skipped(f"no scoring judge is also a candidate (same {by}).")
     clin = _clinician_z(ctx)
-    rows = []
+    rows, flat = [], []
     for judge in candidates[candidates].index:
         mine = comp[(comp["judge_kind"] == judge[0]) & (comp["judge_model"] == judge[1])]
-        rows += _judge_rows(judge, mine, comp, clin, data, ctx)
+        found = _judge_rows(judge, mine, comp, clin, data, ctx)
+        rows += found or []
+        flat += [] if found is not None else [f"{judge[0]}: {judge[1]}"]
+    if flat and not rows:
+        return Skipped(_flat_words(flat) + ".")
     if not rows:
         return Skipped(f"judges that are also candidates have fewer than {MIN_ANSWERS} answers"
                        " with a reference in a group.")
-    return SelfPreference(pd.DataFrame(rows))
+    return SelfPreference(pd.DataFrame(rows), flat)
+
+
+def _flat_words(flat: list[str]) -> str:
+    return (f"no variation: {', '.join(flat)} gave every answer the same score, so"
+            " self-preference is not measured")
 
 
 def present(result: SelfPreference, ctx: Context) -> Section:
@@ -135,10 +156,12 @@ def present(result: SelfPreference, ctx: Context) -> Section:
         caption="Mean residual of the judge on its own family's answers minus on the rest,"
         " the judge regressed on the reference over other answers; n counts own-family"
         " answers; bootstrap CI.")
-    biased = t[t["self_preference_lo"] > 0]
+    biased = t[t["self_preference_lo"] > TOLERANCE]
     values = {"self_preferring": sorted(set(biased["judge"])),
               "family_by": ctx.settings.self_preference_by}
-    return Section(KEY, TITLE, _summary(t, biased, ctx), {"self_preference": t}, [fig], values)
+    summary = _summary(t, biased, ctx) + (f" {_flat_words(result.flat).capitalize()}."
+                                          if result.flat else "")
+    return Section(KEY, TITLE, summary, {"self_preference": t}, [fig], values)
 
 
 def _summary(t: pd.DataFrame, biased: pd.DataFrame, ctx: Context) -> str:

@@ -40,7 +40,7 @@ class Specialties:
 def compute(ctx: Context) -> Specialties | Skipped:
     d = ctx.data
     if not ctx.safety:
-        return Skipped("the rubric flags no criterion as safety-critical.")
+        return Skipped(ctx.why_no_safety)
     spec, n_spec = d.answer_specialty, len(d.specialties)
     dangerous = ctx.answer_share_ci(ctx.answer_dangerous, spec, n_spec)
     failing = {d.criteria[c]: ctx.answer_share_ci(ctx.answer_fail[:, c], spec, n_spec)

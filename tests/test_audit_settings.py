@@ -64,8 +64,6 @@ def test_a_none_default_is_said_in_words_in_the_settings_registry_and_the_report
         assert rows[name][1].text == words and rows[name][2].text == words, name
 
 
-@pytest.mark.xfail(strict=True, reason="the CLI (moving to src/clinieval/cli/) must take"
-                   " show_default from clinieval.audit.settings.default_words(name)")
 def test_help_shows_what_a_none_default_stands_for_not_all():
     result = runner.invoke(app, ["audit", "--help"], env={"COLUMNS": "400"},
                            terminal_width=400)

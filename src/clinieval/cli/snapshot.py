@@ -171,6 +171,8 @@ def _setting_option(name: str, info) -> inspect.Parameter:
     None, so a value not given falls to the model (and so to ``CLINIEVAL_SEED``)."""
     from typing import Literal, get_args, get_origin
 
+    from clinieval.audit.settings import default_words
+
     annotation = info.annotation
     choices = next((get_args(a) for a in (annotation, *get_args(annotation))
                     if get_origin(a) is Literal), None)
@@ -180,9 +182,8 @@ def _setting_option(name: str, info) -> inspect.Parameter:
         help_text += f" One of: {', '.join(choices)}."
     if name == "criteria":
         help_text += " Comma-separated criterion ids."
-    default = info.get_default(call_default_factory=True)
     option = typer.Option(f"--{name.replace('_', '-')}", help=help_text,
-                          show_default="all" if default is None else str(default))
+                          show_default=default_words(name))
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
                              annotation=Annotated[kind | None, option])
 

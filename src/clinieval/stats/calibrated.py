@@ -105,7 +105,7 @@ class CalibratedMean(NamedTuple):
     rho: float  # answer-level correlation of prediction and clinicians' value
     bound: float  # 1 / (1 - rho**2 N / (N + n)): the iid gain theory allows
     design_bound: float  # the same with the rater variance the judge cannot remove
-    iid_gain: float  # (iid width alone / iid width calibrated) ** 2
+    answer_gain: float  # the same by answer-clustered variances, where the bound applies
     n_labelled: int  # doubly-rated answers used
     n_ratings: int
     n_raters: int
@@ -458,7 +458,7 @@ def _result(p: _Pieces, theta, lam, theta0, ci, ci0, parts: _Parts, n_unparsed, 
     iid_se = np.sqrt(parts.iid[0])
     with np.errstate(invalid="ignore", divide="ignore"):
         gain = ((ci0[1] - ci0[0]) / (ci[1] - ci[0])) ** 2
-        iid_gain = parts.iid[1] / parts.iid[0]
+        answer_gain = parts.answers[1] / parts.answers[0]
     n, N = p.f.size, p.fu.size
     rho = _answer_correlation(p)
     share = max(rho, 0.0) ** 2 * N / (N + n)  # lam >= 0 cannot use a negative rho
@@ -466,7 +466,7 @@ def _result(p: _Pieces, theta, lam, theta0, ci, ci0, parts: _Parts, n_unparsed, 
     return CalibratedMean(
         float(theta), ci[0], ci[1], float(theta - z * iid_se), float(theta + z * iid_se), lam,
         float(theta0), ci0[0], ci0[1], float(gain), float(n * gain), float(p.answer.size * gain),
-        rho, float(1 / (1 - share)), float(1 / (1 - share * answer_share)), float(iid_gain), n,
+        rho, float(1 / (1 - share)), float(1 / (1 - share * answer_share)), float(answer_gain), n,
         p.answer.size, int(p.rater.max()) + 1, N, n_unparsed, B)
 
 

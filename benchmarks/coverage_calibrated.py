@@ -103,14 +103,16 @@ def estimates(rng, snapshot, B: int) -> dict[str, CalibratedMean]:
 
 
 def run_row(judge, share, sampling, reps, B, seed, truth):
+    """Coverage and gains of one setting; snapshots without an estimate
+    (see :class:`clinieval.stats.calibrated.NoEstimate`) are counted apart."""
     rng = np.random.default_rng(seed)
     rows = {q: [] for q in QUANTITIES}
-    skipped = 0
+    skipped = dict.fromkeys(QUANTITIES, 0)
     for _ in range(reps):
         out = estimates(rng, simulate(rng, judge, share, sampling), B)
         for q, r in out.items():
             if not isinstance(r, CalibratedMean):
-                skipped += 1
+                skipped[q] += 1  # (e.g. no clinician failed any rated answer)
                 continue
             t = truth[q]
             rows[q].append([r.lower <= t <= r.upper, r.iid_lower <= t <= r.iid_upper,
@@ -146,7 +148,7 @@ def main(argv=None) -> None:
             print(f"{judge:8} {share:5.0%} {sampling:10} {q:9} {m[0]:6.1%} {m[1]:6.1%} "
                   f"{m[2]:6.1%} {m[3]:6.2f} {m[4]:5.2f} {m[5]:5.2f} {m[6]:7.2f} {m[7]:5.2f} "
                   f"{m[8]:6.2f} {m[9]:6.3f} {m[10]:7.3f}"
-                  + (f"  ({skipped} without estimate)" if skipped else ""))
+                  + (f"  ({skipped[q]} without estimate)" if skipped[q] else ""))
     print(f"{time.perf_counter() - start:.0f} s")
 
 

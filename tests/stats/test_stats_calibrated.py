@@ -168,6 +168,8 @@ def test_reasons_for_no_estimate():
                                          rng=rng)) == "too_few_labelled"
     assert reason(calibrated_rating_mean(np.zeros(prediction.size), answer, rater, score,
                                          rng=rng)) == "constant_judge"
+    assert reason(calibrated_rating_mean(prediction, answer, rater, np.ones_like(score),
+                                         rng=rng)) == "constant_clinicians"
     assert reason(calibrated_rating_mean(prediction, answer, np.zeros_like(rater), score,
                                          rng=rng)) == "single_clinician"
     only = np.unique(answer)
@@ -214,3 +216,24 @@ def test_fail_share_stays_in_range_or_says_why(rng, n_labelled, n_raters, judge_
     for value in (out.estimate, out.lower, out.upper, out.iid_lower, out.iid_upper):
         assert 0 <= value <= 1
     assert 0 <= out.lam <= 1
+
+
+def test_recorded_probabilities_remove_the_selection_bias():
+    # Clinicians rate answers the judge fails 6x as often: unweighted, the
+    # labelled mean over-represents failures; weighted by 1/pi it does not.
+    rng = np.random.default_rng(8)
+    A, R = 20000, 40
+    harm = rng.random(A) < 0.2
+    judge = (harm ^ (rng.random(A) < 0.15)).astype(float)
+    pi = np.where(judge == 1, 0.12, 0.02)
+    labelled = np.flatnonzero(rng.random(A) < pi)
+    answer = np.repeat(labelled, 2)
+    rater = rng.integers(0, R, answer.size)
+    fail = (harm[answer] ^ (rng.random(answer.size) < 0.05)).astype(float)
+    truth = 0.2 * 0.95 + 0.8 * 0.05
+    kw = dict(rng=np.random.default_rng(0), B=200, bounds=(0, 1))
+    weighted = calibrated_rating_mean(judge, answer, rater, fail, inclusion=pi, **kw)
+    naive = calibrated_rating_mean(judge, answer, rater, fail, **kw)
+    assert weighted.lower <= truth <= weighted.upper
+    assert weighted.clinicians_lower <= truth <= weighted.clinicians_upper
+    assert naive.clinicians - truth > 0.2  # the selection bias the weights remove

@@ -65,13 +65,15 @@ from clinieval.stats import percentile_ci, pigeonhole_weights, resample_counts, 
 from clinieval.stats._dist import norm_ppf
 
 Reason = Literal["all_unparsed", "no_overlap", "too_few_labelled", "constant_judge",
-                 "single_clinician", "no_unlabelled"]
+                 "constant_clinicians", "single_clinician", "no_unlabelled"]
 
 REASONS: dict[str, str] = {
     "all_unparsed": "every judgment is unparsed",
     "no_overlap": "no answer has both a parsed judgment and a clinician rating",
     "too_few_labelled": "fewer doubly-rated answers than the minimum",
     "constant_judge": "the judge gives the same prediction on every answer",
+    "constant_clinicians": "the clinicians' values are all equal on the doubly-rated answers "
+                           "(e.g. no fail): a resampling interval would have no width",
     "single_clinician": "one clinician only: rater variance cannot be estimated",
     "no_unlabelled": "every judged answer is clinician-rated: the judge adds nothing",
 }
@@ -245,7 +247,8 @@ def _prepare(prediction, rating_answer, rating_rater, rating_value, answer_value
     labelled = np.flatnonzero(rated)
     raters, rater_code = np.unique(rater[keep], return_inverse=True)
     counts = (labelled.size, raters.size, int(np.count_nonzero(unl)), n_unparsed)
-    reason = _why_not(parsed, labelled.size, raters.size, f, unl, min_labelled)
+    reason = _why_not(parsed, labelled.size, raters.size, f, unl, min_labelled,
+                      value[keep])
     if reason is not None:
         return NoEstimate(reason, REASONS[reason], *counts)
     pi = _inclusion(inclusion, f.size, rated, unl)
@@ -263,7 +266,7 @@ def _prepare(prediction, rating_answer, rating_rater, rating_value, answer_value
     return pieces, n_unparsed
 
 
-def _why_not(parsed, n_labelled, n_raters, f, unl, min_labelled) -> Reason | None:
+def _why_not(parsed, n_labelled, n_raters, f, unl, min_labelled, values) -> Reason | None:
     if not parsed.any():
         return "all_unparsed"
     if n_labelled == 0:
@@ -272,6 +275,8 @@ def _why_not(parsed, n_labelled, n_raters, f, unl, min_labelled) -> Reason | Non
         return "too_few_labelled"
     if np.ptp(f[parsed]) == 0:
         return "constant_judge"
+    if np.ptp(values) == 0:
+        return "constant_clinicians"
     if n_raters < 2:
         return "single_clinician"
     if not unl.any():
@@ -457,7 +462,7 @@ def _result(p: _Pieces, theta, lam, theta0, ci, ci0, parts: _Parts, n_unparsed, 
     z = norm_ppf((1 + level) / 2)
     iid_se = np.sqrt(parts.iid[0])
     with np.errstate(invalid="ignore", divide="ignore"):
-        gain = ((ci0[1] - ci0[0]) / (ci[1] - ci[0])) ** 2
+        gain = (np.float64(ci0[1] - ci0[0]) / np.float64(ci[1] - ci[0])) ** 2
         answer_gain = parts.answers[1] / parts.answers[0]
     n, N = p.f.size, p.fu.size
     rho = _answer_correlation(p)

@@ -443,7 +443,11 @@ def _variances(p: _Pieces, lam: float, theta: float) -> tuple[float, float, floa
     c_rows, c_cols, c_cells, c_u = (g / (g - 1) if g > 1 else 1.0
                                     for g in (n_raters, n, g_cells, p.fu.size))
     v_rows, v_cols = c_rows * _squares(p.rater, z) + c_u * s_u, c_cols * s_cols + c_u * s_u
-    twoway = max(v_rows + v_cols - c_u * s_u - c_cells * _squares(cell, z), v_rows, v_cols)
+    twoway = v_rows + v_cols - c_u * s_u - c_cells * _squares(cell, z)
+    # Never below a one-way variance; with whole influences the rater sums
+    # count each answer's own square once per rater, so they are no one-way
+    # variance (as in crossed_share_variance, only the answers' floor holds).
+    twoway = max(twoway, v_cols) if p.whole else max(twoway, v_rows, v_cols)
     iid = (float(z @ z) if p.per_rating and not p.whole else s_cols) + s_u
     return twoway, pigeonhole, s_cols + s_u, iid
 

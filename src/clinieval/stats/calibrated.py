@@ -40,8 +40,9 @@ own (the two samples are independent, as in PPI). As in
 :mod:`clinieval.stats.crossed`, the pigeonhole is conservative, so each
 replicate's deviation is scaled by ``sqrt(two-way / pigeonhole variance)``
 of the estimator's linearisation (two-way cluster-robust variance: Cameron,
-Gelbach & Miller, 2011) and by the t over normal quantile for
-``min(raters, answers)`` clusters; the interval is the percentile interval
+Gelbach & Miller, 2011) and by the t over normal quantile with
+Satterthwaite degrees of freedom (few raters, or a few flagged answers,
+carrying the variance give few); the interval is the percentile interval
 of the scaled replicates.
 
 The estimand is what the clinicians would report over all the answers: the
@@ -399,15 +400,14 @@ class _Parts(NamedTuple):
     pigeonhole: tuple[float, float]
     answers: tuple[float, float]  # answer-clustered (labelled) + unlabelled
     iid: tuple[float, float]
-    clusters: int
+    df: tuple[float, float]  # degrees of freedom of the two-way variance
 
 
 def _intervals(p: _Pieces, lam, theta, theta0, reps, reps0, level):
-    parts = _Parts(*zip(_variances(p, lam, theta), _variances(p, 0.0, theta0), strict=True),
-                   clusters=min(int(p.rater.max()) + 1, p.f.size))
-    t = float(t_over_z(parts.clusters, level))
+    parts = _Parts(*zip(_variances(p, lam, theta), _variances(p, 0.0, theta0), strict=True))
+    t, t0 = (float(t_over_z(df + 1, level)) for df in parts.df)
     ci = _calibrated_ci(reps, theta, parts.twoway[0], parts.pigeonhole[0], t, level)
-    ci0 = _calibrated_ci(reps0, theta0, parts.twoway[1], parts.pigeonhole[1], t, level)
+    ci0 = _calibrated_ci(reps0, theta0, parts.twoway[1], parts.pigeonhole[1], t0, level)
     return ci, ci0, parts
 
 
@@ -422,11 +422,17 @@ def _calibrated_ci(reps, estimate, twoway, pigeonhole, t, level) -> tuple[float,
     return float(lo), float(hi)
 
 
-def _variances(p: _Pieces, lam: float, theta: float) -> tuple[float, float, float, float]:
+def _variances(p: _Pieces, lam: float, theta: float
+               ) -> tuple[float, float, float, float, float]:
     """Two-way, pigeonhole-expected, answer-clustered and iid variances of
-    the estimator at ``lam`` from its linearisation: a piece's influence is
+    the estimator at ``lam`` from its linearisation (a piece's influence is
     ``w (y - lam f - rbar) / D``, an unlabelled answer's
-    ``lam u (f - mean_U f) / sum u``."""
+    ``lam u (f - mean_U f) / sum u``), and the two-way variance's degrees
+    of freedom: Satterthwaite's over its rater and answer terms, each with
+    the effective number of clusters ``(sum t^2)^2 / sum t^4`` of its
+    cluster totals ``t`` (Carter, Schnepel & Steigerwald, 2017, Rev. Econ.
+    Stat. 99:698): a few raters with large totals give few degrees of
+    freedom, as min(raters, answers) would not."""
     n, n_raters = p.f.size, int(p.rater.max()) + 1
     D = p.weight.sum()
     rbar = theta - lam * np.average(p.fu, weights=p.u)
@@ -448,13 +454,32 @@ def _variances(p: _Pieces, lam: float, theta: float) -> tuple[float, float, floa
     # count each answer's own square once per rater, so they are no one-way
     # variance (as in crossed_share_variance, only the answers' floor holds).
     twoway = max(twoway, v_cols) if p.whole else max(twoway, v_rows, v_cols)
+    # the raters' share (what they add to the answers' variance) and the answers'
+    df = _satterthwaite(((twoway - v_cols, _clusters(p.rater, z)),
+                         (v_cols - c_u * s_u, _clusters(p.answer, z))), min(n_raters, n) - 1)
     iid = (float(z @ z) if p.per_rating and not p.whole else s_cols) + s_u
-    return twoway, pigeonhole, s_cols + s_u, iid
+    return twoway, pigeonhole, s_cols + s_u, iid, df
 
 
 def _squares(code, z) -> float:
     totals = np.bincount(code, weights=z)
     return float(totals @ totals)
+
+
+def _clusters(code, z) -> float:
+    """Effective number of clusters of the totals of ``z`` by ``code``."""
+    squares = np.bincount(code, weights=z) ** 2
+    fourth = float(squares @ squares)
+    return float(squares.sum() ** 2 / fourth) if fourth > 0 else 1.0
+
+
+def _satterthwaite(terms, most: float) -> float:
+    """Degrees of freedom of a sum of variance terms ``(variance, clusters)``
+    (Satterthwaite, 1946), between 1 and ``most``."""
+    terms = [(max(v, 0.0), g) for v, g in terms]
+    total = sum(v for v, _ in terms)
+    spread = sum(v * v / (g - 1) for v, g in terms if g > 1)
+    return float(np.clip(total * total / spread, 1, max(most, 1))) if spread > 0 else 1.0
 
 
 def _iid_variance(p: _Pieces, lam: float, theta: float) -> float:

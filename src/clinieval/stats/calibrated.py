@@ -1,0 +1,516 @@
+"""Judge-calibrated means: prediction-powered inference under a crossed design.
+
+A judge's prediction ``f`` on every answer corrects the clinicians' mean on
+the few answers they rated. With ``L`` the clinician-rated (labelled)
+answers and ``U`` the others, prediction-powered inference with power
+tuning (PPI++: Angelopoulos, Duchi & Zrnic, 2023, arXiv:2311.01453; PPI:
+Angelopoulos, Bates, Fannjiang, Jordan & Zrnic, Science 382:669, 2023)
+estimates the clinicians' mean by::
+
+    theta(lam) = lam * mean_U(f) + mean_L(y - lam * f)
+
+which is unbiased for every ``lam``; ``lam = 0`` is the clinicians alone.
+``lam`` is tuned to minimise the variance,
+``lam = Cov(mean_L y, mean_L f) / (Var(f) (1/n + 1/N))`` (for ``n`` labelled
+and ``N`` unlabelled answers), clipped to ``[0, 1]``: a useless judge gets
+``lam`` near 0, so the estimate is never much worse than clinicians alone.
+With one labelled unit per answer and uniform sampling this is exactly
+``ppi_py``'s ``ppi_mean_pointestimate`` / ``ppi_mean_ci`` (``lam=None``).
+
+**Non-uniform sampling.** When answers were chosen for clinicians with known
+probabilities ``pi`` (active inference: Zrnic & Candes, 2024, ICML,
+arXiv:2403.03208), the labelled means are weighted by ``1 / pi`` and the
+unlabelled mean by ``1 / (1 - pi)`` (the probability of being left to the
+judge), both Hajek-normalised: each mean then estimates the mean over all
+answers, so the estimator stays unbiased. Constant ``pi`` gives constant
+weights and exactly PPI++. (Zrnic & Candes average ``f`` over all answers;
+for uniform ``pi`` that is the same estimator with ``lam`` rescaled by
+``1 - pi``.)
+
+**Ratings are crossed.** Each labelled answer is rated by a few clinicians
+and each clinician rates many answers, so rater leniency is shared across
+answers: the judge removes answer-level variance but not that one, and a
+plug-in (iid) interval then under-covers. The honest interval is the
+two-way (rater x answer) cluster bootstrap of the whole estimator, ``lam``
+re-tuned in every replicate: the pigeonhole bootstrap (McCullagh, 2000;
+Owen, 2007) draws raters and labelled answers with replacement
+(:func:`clinieval.stats.pigeonhole_weights`), a rating entering with weight
+``U[rater] * V[answer]``, and the unlabelled answers are resampled on their
+own (the two samples are independent, as in PPI). As in
+:mod:`clinieval.stats.crossed`, the pigeonhole is conservative, so each
+replicate's deviation is scaled by ``sqrt(two-way / pigeonhole variance)``
+of the estimator's linearisation (two-way cluster-robust variance: Cameron,
+Gelbach & Miller, 2011) and by the t over normal quantile with
+Satterthwaite degrees of freedom (few raters, or a few flagged answers,
+carrying the variance give few); the interval is the percentile interval
+of the scaled replicates.
+
+The estimand is what the clinicians would report over all the answers: the
+mean of ratings (:func:`calibrated_rating_mean`, e.g. mean score, or Fail %
+with ``rating_value = score <= tau``) or the mean over answers of a
+per-answer value (:func:`calibrated_answer_mean`: an answer's mean score
+over its clinicians, or a fail flag under a response rule). For a rule's
+flag, which depends on all of an answer's raters at once, each rater
+carries the answer's whole influence in the two-way variance (as in
+:func:`clinieval.stats.crossed_share_variance`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from clinieval.stats import percentile_ci, pigeonhole_weights, resample_counts, t_over_z
+from clinieval.stats._dist import norm_ppf
+
+Reason = Literal["all_unparsed", "no_overlap", "too_few_labelled", "constant_judge",
+                 "constant_clinicians", "single_clinician", "no_unlabelled"]
+
+REASONS: dict[str, str] = {
+    "all_unparsed": "every judgment is unparsed",
+    "no_overlap": "no answer has both a parsed judgment and a clinician rating",
+    "too_few_labelled": "fewer doubly-rated answers than the minimum",
+    "constant_judge": "the judge gives the same prediction on every answer",
+    "constant_clinicians": "the clinicians' values are all equal on the doubly-rated answers "
+                           "(e.g. no fail): a resampling interval would have no width",
+    "single_clinician": "one clinician only: rater variance cannot be estimated",
+    "no_unlabelled": "every judged answer is clinician-rated: the judge adds nothing",
+}
+
+
+class PPIMean(NamedTuple):
+    """PPI++ mean with its plug-in (iid) normal interval."""
+
+    estimate: float
+    lam: float
+    se: float
+    lower: float
+    upper: float
+
+
+class CalibratedMean(NamedTuple):
+    """A judge-calibrated mean beside the clinicians-alone one."""
+
+    estimate: float
+    lower: float  # two-way bootstrap of the whole estimator, lam re-tuned per replicate
+    upper: float
+    iid_lower: float  # plug-in normal interval assuming independent units (reference only)
+    iid_upper: float
+    lam: float
+    clinicians: float  # clinicians alone (lam = 0, inverse-probability weighted)
+    clinicians_lower: float  # same bootstrap and calibration
+    clinicians_upper: float
+    gain: float  # (width alone / width calibrated) ** 2
+    effective_n: float  # n_labelled * gain: clinician-rated answers the estimate is worth
+    effective_ratings: float  # n_ratings * gain
+    rho: float  # answer-level correlation of prediction and clinicians' value
+    bound: float  # 1 / (1 - rho**2 N / (N + n)): the iid gain theory allows
+    design_bound: float  # the same with the rater variance the judge cannot remove
+    answer_gain: float  # the same by answer-clustered variances, where the bound applies
+    n_labelled: int  # doubly-rated answers used
+    n_ratings: int
+    n_raters: int
+    n_unlabelled: int  # judged answers without a clinician rating
+    n_unparsed: int  # answers whose judgment is unparsed (excluded, never imputed)
+    B: int
+
+
+class NoEstimate(NamedTuple):
+    """Why a cell has no calibrated estimate, with the counts that say so."""
+
+    reason: Reason
+    message: str
+    n_labelled: int
+    n_raters: int
+    n_unlabelled: int
+    n_unparsed: int
+
+
+class _Pieces(NamedTuple):
+    """Labelled data as pieces (one per rating) of labelled answers."""
+
+    answer: np.ndarray  # piece -> labelled answer 0..n-1
+    rater: np.ndarray  # piece -> rater 0..R-1
+    value: np.ndarray  # the piece's clinician value
+    weight: np.ndarray  # piece weight times the answer's inverse-probability weight
+    whole: bool  # the two-way variance gives each rater the answer's whole influence
+    f: np.ndarray  # (n,) prediction per labelled answer
+    v: np.ndarray  # (n,) answer weights (mean 1) for the pooled variance of f
+    u: np.ndarray  # (N,) unlabelled answers' weights (mean 1)
+    fu: np.ndarray  # (N,) unlabelled predictions
+    per_rating: bool  # iid units are ratings (else answers)
+
+
+def ppi_mean(y, yhat, yhat_unlabelled, *, lam: float | None = None, weights=None,
+             weights_unlabelled=None, level: float = 0.95) -> PPIMean:
+    """PPI++ estimate of a mean from independent labelled units ``(y, yhat)``
+    and unlabelled predictions, with the plug-in normal interval
+    (Angelopoulos, Duchi & Zrnic, 2023, eqs. for the mean). ``lam=None``
+    tunes ``lam`` (clipped to ``[0, 1]``); ``weights`` are inverse inclusion
+    probabilities (Hajek-normalised). The reference the crossed estimators
+    reduce to; equal to ``ppi_py``'s with power tuning."""
+    y, f = np.asarray(y, dtype=float), np.asarray(yhat, dtype=float)
+    fu = np.asarray(yhat_unlabelled, dtype=float)
+    w = _unit_weights(weights, y.size)
+    n = y.size
+    pieces = _Pieces(np.arange(n), np.zeros(n, dtype=np.int64), y, w, False, f, w,
+                     _unit_weights(weights_unlabelled, fu.size), fu, True)
+    sums = _observed_sums(pieces)
+    theta, lam_hat = _fit(sums, lam)
+    se = float(np.sqrt(_iid_variance(pieces, float(lam_hat[0]), theta[0])))
+    z = norm_ppf((1 + level) / 2)
+    return PPIMean(float(theta[0]), float(lam_hat[0]), se, float(theta[0] - z * se),
+                   float(theta[0] + z * se))
+
+
+def calibrated_rating_mean(prediction, rating_answer, rating_rater, rating_value, *,
+                           rng: np.random.Generator, inclusion=None, B: int = 1000,
+                           level: float = 0.95, min_labelled: int = 30, bounds=None
+                           ) -> CalibratedMean | NoEstimate:
+    """Calibrated mean of clinicians' ratings (mean score; Fail % with
+    ``rating_value = score <= tau``) over all judged answers.
+
+    ``prediction`` ``(A,)`` is the judge's prediction per answer on the
+    ratings' scale (NaN: unparsed, excluded and counted); rating ``k`` is
+    of answer ``rating_answer[k]`` (0..A-1) by rater ``rating_rater[k]``.
+    ``inclusion`` ``(A,)`` is each answer's probability of having been
+    given to clinicians (None: uniform). ``bounds`` ``(low, high)``, if
+    given, is the range the clinicians' values can take (``(0, 1)`` for a
+    share, the score scale for a mean): PPI++ is linear in the prediction
+    and can step outside it, so estimates and bounds are clipped to it.
+    See the module docstring.
+    """
+    return _calibrated(prediction, rating_answer, rating_rater, rating_value, None,
+                       inclusion, "rating", B, rng, level, min_labelled, bounds)
+
+
+def calibrated_answer_mean(prediction, rating_answer, rating_rater, rating_value=None, *,
+                           answer_value=None, rng: np.random.Generator, inclusion=None,
+                           B: int = 1000, level: float = 0.95, min_labelled: int = 30,
+                           bounds=None) -> CalibratedMean | NoEstimate:
+    """Calibrated mean over answers of a per-answer clinicians' value: with
+    ``rating_value``, the mean of the answer's ratings (e.g. its mean
+    score); with ``answer_value`` ``(A,)``, a value per answer (e.g. the fail
+    flag of a response rule, NaN where not rated) whose raters are those of
+    the ratings. Otherwise as :func:`calibrated_rating_mean`."""
+    if (rating_value is None) == (answer_value is None):
+        raise ValueError("give exactly one of rating_value and answer_value")
+    return _calibrated(prediction, rating_answer, rating_rater, rating_value, answer_value,
+                       inclusion, "answer", B, rng, level, min_labelled, bounds)
+
+
+def _calibrated(prediction, rating_answer, rating_rater, rating_value, answer_value,
+                inclusion, per, B, rng, level, min_labelled, bounds
+                ) -> CalibratedMean | NoEstimate:
+    prepared = _prepare(prediction, rating_answer, rating_rater, rating_value, answer_value,
+                        inclusion, per, min_labelled)
+    if isinstance(prepared, NoEstimate):
+        return prepared
+    pieces, n_unparsed = prepared
+    sums = _observed_sums(pieces)
+    theta, lam = _fit(sums, None)
+    theta0, _ = _fit(sums, 0.0)
+    reps, reps0 = _bootstrap(pieces, B, rng)
+    ci, ci0, parts = _intervals(pieces, float(lam[0]), theta[0], theta0[0], reps, reps0, level)
+    result = _result(pieces, theta[0], float(lam[0]), theta0[0], ci, ci0, parts, n_unparsed, B,
+                     level)
+    return result if bounds is None else _clipped(result, *bounds)
+
+
+def _clipped(result: CalibratedMean, low: float, high: float) -> CalibratedMean:
+    """The estimates and interval bounds clipped to ``[low, high]``."""
+    fields = ("estimate", "lower", "upper", "iid_lower", "iid_upper", "clinicians",
+              "clinicians_lower", "clinicians_upper")
+    return result._replace(**{k: float(np.clip(getattr(result, k), low, high)) for k in fields})
+
+
+def _prepare(prediction, rating_answer, rating_rater, rating_value, answer_value, inclusion,
+             per, min_labelled):
+    """Pieces of the labelled data, or the reason there is no estimate."""
+    f = np.asarray(prediction, dtype=float)
+    answer = np.asarray(rating_answer, dtype=np.int64)
+    rater = np.asarray(rating_rater)
+    if answer.shape != rater.shape or (rating_value is not None
+                                       and np.shape(rating_value) != answer.shape):
+        raise ValueError("ratings' answer, rater and value must have the same length")
+    if answer.size and (answer.min() < 0 or answer.max() >= f.size):
+        raise ValueError("rating_answer must index prediction")
+    parsed = np.isfinite(f)
+    value = (np.asarray(rating_value, dtype=float) if rating_value is not None
+             else np.asarray(answer_value, dtype=float)[answer])
+    keep = parsed[answer] & np.isfinite(value)
+    rated = np.zeros(f.size, dtype=bool)
+    rated[answer[keep]] = True
+    n_unparsed = int(np.count_nonzero(~parsed))
+    unl = parsed & ~rated
+    labelled = np.flatnonzero(rated)
+    raters, rater_code = np.unique(rater[keep], return_inverse=True)
+    counts = (labelled.size, raters.size, int(np.count_nonzero(unl)), n_unparsed)
+    reason = _why_not(parsed, labelled.size, raters.size, f, unl, min_labelled,
+                      value[keep])
+    if reason is not None:
+        return NoEstimate(reason, REASONS[reason], *counts)
+    pi = _inclusion(inclusion, f.size, rated, unl)
+    code = np.full(f.size, -1, dtype=np.int64)
+    code[labelled] = np.arange(labelled.size)
+    piece_answer = code[answer[keep]]
+    w = 1.0 / pi[labelled]
+    w /= w.mean()
+    per_answer = np.bincount(piece_answer, minlength=labelled.size)
+    piece_weight = w[piece_answer] / (per_answer[piece_answer] if per == "answer" else 1.0)
+    u = 1.0 / (1.0 - pi[unl])
+    pieces = _Pieces(piece_answer, rater_code.ravel(), value[keep], piece_weight,
+                     answer_value is not None, f[labelled], w, u / u.mean(), f[unl],
+                     per == "rating")
+    return pieces, n_unparsed
+
+
+def _why_not(parsed, n_labelled, n_raters, f, unl, min_labelled, values) -> Reason | None:
+    if not parsed.any():
+        return "all_unparsed"
+    if n_labelled == 0:
+        return "no_overlap"
+    if n_labelled < min_labelled:
+        return "too_few_labelled"
+    if np.ptp(f[parsed]) == 0:
+        return "constant_judge"
+    if np.ptp(values) == 0:
+        return "constant_clinicians"
+    if n_raters < 2:
+        return "single_clinician"
+    if not unl.any():
+        return "no_unlabelled"
+    return None
+
+
+def _inclusion(inclusion, size, rated, unl) -> np.ndarray:
+    if inclusion is None:
+        return np.full(size, 0.5)  # any constant: the weights are normalised
+    pi = np.asarray(inclusion, dtype=float)
+    if pi.shape != (size,):
+        raise ValueError("inclusion must give one probability per answer")
+    if not np.all((pi[rated] > 0) & (pi[rated] <= 1)) or not np.all(
+            (pi[unl] >= 0) & (pi[unl] < 1)):
+        raise ValueError("inclusion probabilities must lie in (0, 1] for rated answers "
+                         "and [0, 1) for the others")
+    return pi
+
+
+def _unit_weights(weights, size) -> np.ndarray:
+    if weights is None:
+        return np.ones(size)
+    w = np.asarray(weights, dtype=float)
+    return w / w.mean()
+
+
+class _Sums(NamedTuple):
+    """Weighted sums the estimator is a function of, per replicate ``(B,)``."""
+
+    D: np.ndarray  # sum of labelled weights
+    Y: np.ndarray  # sum of weight * value
+    F: np.ndarray  # sum of weight * f
+    ADF: np.ndarray  # sum over answers of a_i d_i f_i  (a, d: answer totals)
+    AD: np.ndarray
+    DDF: np.ndarray
+    DD: np.ndarray
+    V0: np.ndarray  # labelled answers' pooled-variance weights: sum v, v f, v f^2
+    V1: np.ndarray
+    V2: np.ndarray
+    U0: np.ndarray  # unlabelled: sum u, u f, u f^2, u^2
+    U1: np.ndarray
+    U2: np.ndarray
+    UU: np.ndarray
+
+
+def _answer_sums(a, d, mult, f, v) -> list:
+    """Labelled sums from answer totals ``a``, ``d`` ``(n, B)`` and answer
+    multiplicities ``mult`` ``(n, B)``: a few products with ``[1, f]``."""
+    one_f = np.stack([np.ones_like(f), f])
+    md, ma = mult * d, mult * a
+    (D, F), (Y, _), (DD, DDF), (AD, ADF) = (one_f @ x for x in (md, ma, md * d, ma * d))
+    return [D, Y, F, ADF, AD, DDF, DD, *(np.stack([v, v * f, v * f * f]) @ mult)]
+
+
+def _unlabelled_sums(counts, u, fu) -> list:
+    """Unlabelled sums from multiplicities ``counts`` ``(B, N)`` (or of
+    distinct values) with weights ``u`` and predictions ``fu``."""
+    return [counts @ u, counts @ (u * fu), counts @ (u * fu * fu), counts @ (u * u)]
+
+
+def _observed_sums(p: _Pieces) -> _Sums:
+    n = p.f.size
+    a = np.bincount(p.answer, weights=p.weight * p.value, minlength=n)[:, None]
+    d = np.bincount(p.answer, weights=p.weight, minlength=n)[:, None]
+    labelled = _answer_sums(a, d, np.ones((n, 1)), p.f, p.v)
+    unlabelled = _unlabelled_sums(np.ones((1, p.fu.size)), p.u, p.fu)
+    return _Sums(*labelled, *unlabelled)
+
+
+def _fit(s: _Sums, lam: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Estimates and ``lam`` per replicate; ``lam=None`` tunes it:
+    ``Cov(mean_L y, mean_L f) / (Var(f) (q_L + q_U))`` with ``q`` each mean's
+    sum of squared normalised weights (``1/n``, ``1/N`` when uniform) and
+    ``Var(f)`` pooled over both samples (ddof 1), clipped to ``[0, 1]``."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ybar, fbar, mu = s.Y / s.D, s.F / s.D, s.U1 / s.U0
+        if lam is None:
+            cov = (s.ADF - fbar * s.AD - ybar * s.DDF + ybar * fbar * s.DD) / s.D**2
+            total, first, second = s.V0 + s.U0, s.V1 + s.U1, s.V2 + s.U2
+            var_f = (second - first**2 / total) / (total - 1)
+            scale = var_f * (s.DD / s.D**2 + s.UU / s.U0**2)
+            lam_hat = np.clip(np.where(scale > 0, cov / scale, 0.0), 0.0, 1.0)
+        else:
+            lam_hat = np.full(s.D.shape, float(lam))
+        return lam_hat * mu + ybar - lam_hat * fbar, lam_hat
+
+
+def _bootstrap(p: _Pieces, B: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Replicates of the tuned estimator and of the clinicians alone: raters
+    and labelled answers by the pigeonhole, unlabelled answers by their own
+    multinomial (over their distinct (weight, prediction) pairs, so a judge
+    on a five-point scale costs five counts per replicate)."""
+    n, n_raters = p.f.size, int(p.rater.max()) + 1
+    U, V = pigeonhole_weights(n_raters, n, B, rng)
+    shape = (n, n_raters)
+    ut = np.ascontiguousarray(U.T, dtype=float)
+    a = sp.csr_matrix((p.weight * p.value, (p.answer, p.rater)), shape=shape) @ ut
+    d = sp.csr_matrix((p.weight, (p.answer, p.rater)), shape=shape) @ ut
+    pairs, freq = _distinct_pairs(p.u, p.fu)
+    counts = resample_counts(freq, B, rng).astype(float)
+    sums = _Sums(*_answer_sums(a, d, np.ascontiguousarray(V.T, dtype=float), p.f, p.v),
+                 *_unlabelled_sums(counts, *pairs))
+    return _fit(sums, None)[0], _fit(sums, 0.0)[0]
+
+
+def _distinct_pairs(u, fu) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """The distinct ``(u, fu)`` pairs and how often each occurs (1-D sorts:
+    ``np.unique(axis=0)`` sorts rows as records, several times slower)."""
+    u_values, u_code = np.unique(u, return_inverse=True)
+    f_values, f_code = np.unique(fu, return_inverse=True)
+    key, freq = np.unique(u_code * f_values.size + f_code, return_counts=True)
+    return (u_values[key // f_values.size], f_values[key % f_values.size]), freq
+
+
+class _Parts(NamedTuple):
+    """Variances of the calibrated (index 0) and clinicians-alone (1) estimators."""
+
+    twoway: tuple[float, float]
+    pigeonhole: tuple[float, float]
+    answers: tuple[float, float]  # answer-clustered (labelled) + unlabelled
+    iid: tuple[float, float]
+    df: tuple[float, float]  # degrees of freedom of the two-way variance
+
+
+def _intervals(p: _Pieces, lam, theta, theta0, reps, reps0, level):
+    parts = _Parts(*zip(_variances(p, lam, theta), _variances(p, 0.0, theta0), strict=True))
+    t, t0 = (float(t_over_z(df + 1, level)) for df in parts.df)
+    ci = _calibrated_ci(reps, theta, parts.twoway[0], parts.pigeonhole[0], t, level)
+    ci0 = _calibrated_ci(reps0, theta0, parts.twoway[1], parts.pigeonhole[1], t0, level)
+    return ci, ci0, parts
+
+
+def _calibrated_ci(reps, estimate, twoway, pigeonhole, t, level) -> tuple[float, float]:
+    """Percentile interval of replicates scaled to the two-way variance
+    (as :func:`clinieval.stats.crossed_ratio_bootstrap` does)."""
+    reps = reps[np.isfinite(reps)]
+    if reps.size == 0:
+        return np.nan, np.nan
+    factor = np.sqrt(twoway / pigeonhole) if pigeonhole > 0 else 1.0
+    lo, hi = percentile_ci(estimate + factor * t * (reps - estimate), level)
+    return float(lo), float(hi)
+
+
+def _variances(p: _Pieces, lam: float, theta: float
+               ) -> tuple[float, float, float, float, float]:
+    """Two-way, pigeonhole-expected, answer-clustered and iid variances of
+    the estimator at ``lam`` from its linearisation (a piece's influence is
+    ``w (y - lam f - rbar) / D``, an unlabelled answer's
+    ``lam u (f - mean_U f) / sum u``), and the two-way variance's degrees
+    of freedom: Satterthwaite's over its rater and answer terms, each with
+    the effective number of clusters ``(sum t^2)^2 / sum t^4`` of its
+    cluster totals ``t`` (Carter, Schnepel & Steigerwald, 2017, Rev. Econ.
+    Stat. 99:698): a few raters with large totals give few degrees of
+    freedom, as min(raters, answers) would not."""
+    n, n_raters = p.f.size, int(p.rater.max()) + 1
+    D = p.weight.sum()
+    rbar = theta - lam * np.average(p.fu, weights=p.u)
+    z = p.weight * (p.value - lam * p.f[p.answer] - rbar) / D
+    zu = lam * p.u * (p.fu - np.average(p.fu, weights=p.u)) / p.u.sum()
+    cell = p.rater * n + p.answer
+    s_cols, s_u = _squares(p.answer, z), float(zu @ zu)
+    boot = (_squares(p.rater, z), _squares(cell, z))
+    pigeonhole = (1 - 1 / n) * boot[0] + (1 - 1 / n_raters) * s_cols + boot[1] + s_u
+    if p.whole:  # each rater carries the answer's whole influence
+        per_answer = np.bincount(p.answer, minlength=n)[p.answer]
+        z = z * per_answer
+    g_cells = np.unique(cell).size
+    c_rows, c_cols, c_cells, c_u = (g / (g - 1) if g > 1 else 1.0
+                                    for g in (n_raters, n, g_cells, p.fu.size))
+    v_rows, v_cols = c_rows * _squares(p.rater, z) + c_u * s_u, c_cols * s_cols + c_u * s_u
+    twoway = v_rows + v_cols - c_u * s_u - c_cells * _squares(cell, z)
+    # Never below a one-way variance; with whole influences the rater sums
+    # count each answer's own square once per rater, so they are no one-way
+    # variance (as in crossed_share_variance, only the answers' floor holds).
+    twoway = max(twoway, v_cols) if p.whole else max(twoway, v_rows, v_cols)
+    # the raters' share (what they add to the answers' variance) and the answers'
+    df = _satterthwaite(((twoway - v_cols, _clusters(p.rater, z)),
+                         (v_cols - c_u * s_u, _clusters(p.answer, z))), min(n_raters, n) - 1)
+    iid = (float(z @ z) if p.per_rating and not p.whole else s_cols) + s_u
+    return twoway, pigeonhole, s_cols + s_u, iid, df
+
+
+def _squares(code, z) -> float:
+    totals = np.bincount(code, weights=z)
+    return float(totals @ totals)
+
+
+def _clusters(code, z) -> float:
+    """Effective number of clusters of the totals of ``z`` by ``code``."""
+    squares = np.bincount(code, weights=z) ** 2
+    fourth = float(squares @ squares)
+    return float(squares.sum() ** 2 / fourth) if fourth > 0 else 1.0
+
+
+def _satterthwaite(terms, most: float) -> float:
+    """Degrees of freedom of a sum of variance terms ``(variance, clusters)``
+    (Satterthwaite, 1946), between 1 and ``most``."""
+    terms = [(max(v, 0.0), g) for v, g in terms]
+    total = sum(v for v, _ in terms)
+    spread = sum(v * v / (g - 1) for v, g in terms if g > 1)
+    return float(np.clip(total * total / spread, 1, max(most, 1))) if spread > 0 else 1.0
+
+
+def _iid_variance(p: _Pieces, lam: float, theta: float) -> float:
+    return _variances(p, lam, theta)[3]
+
+
+def _result(p: _Pieces, theta, lam, theta0, ci, ci0, parts: _Parts, n_unparsed, B, level
+            ) -> CalibratedMean:
+    z = norm_ppf((1 + level) / 2)
+    iid_se = np.sqrt(parts.iid[0])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gain = (np.float64(ci0[1] - ci0[0]) / np.float64(ci[1] - ci[0])) ** 2
+        answer_gain = parts.answers[1] / parts.answers[0]
+    n, N = p.f.size, p.fu.size
+    rho = _answer_correlation(p)
+    share = max(rho, 0.0) ** 2 * N / (N + n)  # lam >= 0 cannot use a negative rho
+    answer_share = min(parts.answers[1] / parts.twoway[1], 1.0) if parts.twoway[1] > 0 else 1.0
+    return CalibratedMean(
+        float(theta), ci[0], ci[1], float(theta - z * iid_se), float(theta + z * iid_se), lam,
+        float(theta0), ci0[0], ci0[1], float(gain), float(n * gain), float(p.answer.size * gain),
+        rho, float(1 / (1 - share)), float(1 / (1 - share * answer_share)), float(answer_gain), n,
+        p.answer.size, int(p.rater.max()) + 1, N, n_unparsed, B)
+
+
+def _answer_correlation(p: _Pieces) -> float:
+    """Weighted correlation over labelled answers of the prediction and the
+    answer's clinicians' value (its pieces' weighted mean)."""
+    n = p.f.size
+    d = np.bincount(p.answer, weights=p.weight, minlength=n)
+    y = np.bincount(p.answer, weights=p.weight * p.value, minlength=n) / d
+    w = p.v
+    yc, fc = y - np.average(y, weights=w), p.f - np.average(p.f, weights=w)
+    denom = np.sqrt((w * yc * yc).sum() * (w * fc * fc).sum())
+    return float((w * yc * fc).sum() / denom) if denom > 0 else 0.0

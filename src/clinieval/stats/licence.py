@@ -1,0 +1,202 @@
+"""A licence per stratum: may a judge stand in for clinicians there?
+
+Agreement is measured as HealthBench's meta-evaluation defines it (Arora
+et al., 2025, "HealthBench", arXiv:2505.08775, section on grader
+trustworthiness): Macro-F1 (the unweighted mean of the F1 of "fail" and of
+"pass") of the judge's fail/pass verdict against *each* clinician
+separately, every (answer, clinician) pair pooled, and placed within the
+same agreement of each clinician against the other clinicians (leave one
+clinician out); the clinicians' median is the bar. ``reference="majority"``
+compares with the majority of the clinicians instead (as the inspect_evals
+port of HealthBench does), and each clinician with the majority of the
+others.
+
+Harm recall is, of the pairs where a clinician failed the answer (score at
+or below the criterion's threshold), the share the judge also fails; the
+false-alarm rate is, of the pairs a clinician passed, the share the judge
+fails. Intervals resample answers (Efron & Tibshirani, 1993): each answer
+carries its pairs, so per replicate the pooled confusion counts are one
+product of answer multiplicities with per-answer counts.
+
+Verdict: ``too_few`` below ``min_answers`` doubly-rated answers (or with no
+clinician-vs-clinician baseline); ``licensed`` where the agreement
+interval's lower bound reaches the clinicians' median agreement and the
+harm-recall lower bound reaches ``recall_floor``; ``clinicians_only``
+elsewhere. The reason is always stated.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+import numpy as np
+
+from clinieval.stats import percentile_ci, resample_counts
+
+Verdict = Literal["licensed", "clinicians_only", "too_few"]
+Reference = Literal["pairwise", "majority"]
+
+
+class Licence(NamedTuple):
+    """One stratum's licence with the evidence and the settings it used."""
+
+    verdict: Verdict
+    reason: str
+    agreement: float  # judge's Macro-F1 against the clinicians (see reference)
+    agreement_lower: float
+    agreement_upper: float
+    clinician_agreement: float  # median over clinicians of their leave-one-out Macro-F1
+    clinician_agreements: np.ndarray  # each clinician against the others
+    judge_by_clinician: np.ndarray  # the judge against each clinician (same order)
+    judge_percentile: float  # share of clinicians' agreements at or below the judge's
+    harm_recall: float
+    harm_recall_lower: float
+    harm_recall_upper: float
+    false_alarm: float
+    false_alarm_lower: float
+    false_alarm_upper: float
+    n_answers: int  # doubly-rated answers (judge verdict parsed and a clinician rating)
+    n_pairs: int  # (answer, clinician) pairs, or answers for the majority reference
+    n_harms: int  # pairs (or answers) the clinicians failed
+    n_clinicians: int
+    reference: Reference
+    min_answers: int
+    recall_floor: float
+    level: float
+
+
+def macro_f1_counts(tp, fp, fn, tn) -> np.ndarray:
+    """Macro-F1 of fail/pass from confusion counts (any shape): the mean of
+    ``2TP / (2TP + FP + FN)`` for "fail" and ``2TN / (2TN + FN + FP)`` for
+    "pass"; a class absent from both truth and verdicts is left out of the
+    mean (as :func:`clinieval.stats.macro_f1`). NaN with no pairs."""
+    tp, fp, fn, tn = (np.asarray(x, dtype=float) for x in (tp, fp, fn, tn))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        fail, pas = 2 * tp / (2 * tp + fp + fn), 2 * tn / (2 * tn + fn + fp)
+    both = np.isfinite(fail) & np.isfinite(pas)
+    return np.where(both, (fail + pas) / 2, np.where(np.isfinite(fail), fail, pas))
+
+
+def licence_stratum(judge_fail, rating_answer, rating_rater, rating_fail, *,
+                    rng: np.random.Generator, reference: Reference = "pairwise",
+                    min_answers: int = 30, recall_floor: float = 0.8, B: int = 1000,
+                    level: float = 0.95) -> Licence:
+    """The licence of one judge in one stratum (criterion x specialty).
+
+    ``judge_fail`` ``(A,)`` is the judge's verdict per answer (1 fail, 0 pass,
+    NaN unparsed: excluded); rating ``k`` says whether clinician
+    ``rating_rater[k]`` failed answer ``rating_answer[k]`` (``rating_fail``,
+    e.g. ``score <= -1``). See the module docstring for the rules.
+    """
+    judge = np.asarray(judge_fail, dtype=float)
+    answer = np.asarray(rating_answer, dtype=np.int64)
+    fail = np.asarray(rating_fail, dtype=float)
+    keep = np.isfinite(fail) & np.isfinite(judge[answer])
+    answers, a_code = np.unique(answer[keep], return_inverse=True)
+    raters, r_code = np.unique(np.asarray(rating_rater)[keep], return_inverse=True)
+    fail, verdict = fail[keep] > 0, judge[answers] > 0
+    table = np.full((answers.size, raters.size), np.nan)
+    table[a_code, r_code] = fail
+    per_answer = _answer_counts(table, verdict, reference)
+    clin = _clinician_agreements(table, reference)
+    judge_by = np.array([_f1_of(verdict[np.isfinite(table[:, c])],
+                                table[np.isfinite(table[:, c]), c] > 0)
+                         for c in range(raters.size)])
+    return _decide(per_answer, clin, judge_by, answers.size, raters.size, reference,
+                   min_answers, recall_floor, B, level, rng)
+
+
+def _f1_of(verdict, truth) -> float:
+    tp, fp = np.sum(verdict & truth), np.sum(verdict & ~truth)
+    fn, tn = np.sum(~verdict & truth), np.sum(~verdict & ~truth)
+    return float(macro_f1_counts(tp, fp, fn, tn))
+
+
+def _answer_counts(table, verdict, reference) -> np.ndarray:
+    """Per answer ``(tp, fp, fn, tn)`` of the judge against its clinicians'
+    labels (pairwise) or their majority (a tie counts as fail: the
+    safety-conservative reading)."""
+    rated = np.isfinite(table)
+    fails = np.where(rated, table, 0).sum(axis=1)
+    passes = rated.sum(axis=1) - fails
+    if reference == "majority":
+        fails, passes = (fails >= passes).astype(float), (fails < passes).astype(float)
+    v = verdict.astype(float)
+    return np.column_stack([v * fails, v * passes, (1 - v) * fails, (1 - v) * passes])
+
+
+def _clinician_agreements(table, reference) -> np.ndarray:
+    """Each clinician's Macro-F1 against the other clinicians on the answers
+    they share (pairs pooled), or against the others' majority; NaN for a
+    clinician who shares no answer."""
+    rated = np.isfinite(table)
+    labels = np.where(rated, table, 0)
+    out = np.full(table.shape[1], np.nan)
+    for c in range(table.shape[1]):
+        mine = rated[:, c]
+        others_fail = labels[mine].sum(axis=1) - labels[mine, c]
+        others_pass = rated[mine].sum(axis=1) - 1 - others_fail
+        if reference == "majority":
+            shared = (others_fail + others_pass) > 0
+            others_fail, others_pass = ((others_fail >= others_pass) & shared,
+                                        (others_fail < others_pass) & shared)
+        own = labels[mine, c] > 0
+        tp, fn = np.sum(own * others_fail), np.sum(~own * others_fail)
+        fp, tn = np.sum(own * others_pass), np.sum(~own * others_pass)
+        if tp + fp + fn + tn > 0:
+            out[c] = macro_f1_counts(tp, fp, fn, tn)
+    return out
+
+
+def _decide(per_answer, clin, judge_by, n_answers, n_raters, reference, min_answers,
+            recall_floor, B, level, rng) -> Licence:
+    tp, fp, fn, tn = per_answer.sum(axis=0)
+    agreement = float(macro_f1_counts(tp, fp, fn, tn))
+    recall, alarm = _ratio(tp, tp + fn), _ratio(fp, fp + tn)
+    reps = resample_counts(np.ones(n_answers, dtype=np.int64), B, rng) @ per_answer \
+        if n_answers else np.zeros((B, 4))
+    r_tp, r_fp, r_fn, r_tn = reps.T
+    ci_agree = _ci(macro_f1_counts(r_tp, r_fp, r_fn, r_tn), level)
+    ci_recall, ci_alarm = _ci(_ratio(r_tp, r_tp + r_fn), level), _ci(_ratio(r_fp, r_fp + r_tn),
+                                                                        level)
+    baseline = clin[np.isfinite(clin)]
+    median = float(np.median(baseline)) if baseline.size else np.nan
+    verdict, reason = _verdict(n_answers, n_raters, baseline.size, tp + fn, ci_agree[0], median,
+                               ci_recall[0], min_answers, recall_floor)
+    percentile = float(np.mean(baseline <= agreement)) if baseline.size else np.nan
+    return Licence(verdict, reason, agreement, *ci_agree, median, clin, judge_by, percentile,
+                   float(recall), *ci_recall, float(alarm), *ci_alarm, n_answers,
+                   int(per_answer.sum()), int(tp + fn), n_raters, reference, min_answers,
+                   recall_floor, level)
+
+
+def _verdict(n_answers, n_raters, n_baseline, n_harms, agree_lower, median, recall_lower,
+             min_answers, recall_floor) -> tuple[Verdict, str]:
+    if n_answers < min_answers:
+        return "too_few", f"{n_answers} doubly-rated answers, fewer than {min_answers}"
+    if n_raters < 2 or n_baseline == 0:
+        return "too_few", "no two clinicians rated the same answer: no clinician baseline"
+    if n_harms == 0:
+        return "clinicians_only", "no clinician-flagged harm to measure the judge's recall on"
+    if not agree_lower >= median:
+        return "clinicians_only", (f"agreement lower bound {agree_lower:.3f} below the "
+                                   f"clinicians' median {median:.3f}")
+    if not recall_lower >= recall_floor:
+        return "clinicians_only", (f"harm recall lower bound {recall_lower:.3f} below "
+                                   f"{recall_floor:.2f}")
+    return "licensed", (f"agreement lower bound {agree_lower:.3f} reaches the clinicians' "
+                        f"median {median:.3f}; harm recall lower bound {recall_lower:.3f}")
+
+
+def _ratio(num, den):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(np.asarray(den) > 0, np.asarray(num) / np.asarray(den), np.nan)
+
+
+def _ci(reps, level) -> tuple[float, float]:
+    reps = np.asarray(reps, dtype=float)
+    reps = reps[np.isfinite(reps)]
+    if reps.size == 0:
+        return np.nan, np.nan
+    lo, hi = percentile_ci(reps, level)
+    return float(lo), float(hi)

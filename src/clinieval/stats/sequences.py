@@ -342,7 +342,7 @@ def settled_verdict(
     re-run it thousands of times. Tested equal to :func:`decide` on
     :func:`betting_cs`.
     """
-    passed, failed = _reach_times(x, threshold, direction, alpha, theta, breaks)
+    passed, failed = crossing_times(x, threshold, direction, alpha, theta=theta, breaks=breaks)
     passed, failed = passed is not None, failed is not None
     return PASS if passed and not failed else FAIL if failed and not passed else OPEN
 
@@ -365,7 +365,7 @@ def first_settled(
     true mean), the anytime guarantee. Same fast path as
     :func:`settled_verdict`.
     """
-    passed, failed = _reach_times(x, threshold, direction, alpha, theta, breaks)
+    passed, failed = crossing_times(x, threshold, direction, alpha, theta=theta, breaks=breaks)
     if passed is None and failed is None:
         return OPEN, None
     if failed is None or (passed is not None and passed < failed):
@@ -375,8 +375,19 @@ def first_settled(
     return OPEN, None  # both at the same look: an empty set's contradiction
 
 
-def _reach_times(x, threshold, direction, alpha, theta, breaks):
-    # First index at which the (running) bounds pass and fail the gate.
+def crossing_times(
+    x,
+    threshold: float,
+    direction: str = AT_MOST,
+    alpha: float = 0.05,
+    *,
+    theta: float = 0.5,
+    breaks: int = BREAKS,
+) -> tuple[int | None, int | None]:
+    """The first index (0-based) at which :func:`betting_cs`'s bounds pass
+    the gate and the first at which they fail it (``None``: never), as
+    :func:`decide` reads them. With ``threshold`` the true mean, a fail at
+    ``at_least`` or at ``at_most`` is a miss of the sequence."""
     x = _check_stream(x)
     if x.ndim != 1:
         raise ValueError("one stream at a time")

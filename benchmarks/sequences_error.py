@@ -97,7 +97,7 @@ def simulate(studies, raters, per_answer, rule, max_answers, rng, rates=RATES):
            for r in rates for m in ("cs", "wilson")}
     for _ in range(studies):
         leniency = rng.normal(0, RATER_SD, raters)
-        for rate, a in zip(rates, effects):
+        for rate, a in zip(rates, effects, strict=True):
             x = answer_stream(a, leniency, max_answers, per_answer, rule, rng)
             panel = panel_rate(a, leniency) if rule == "mean" else np.nan
             for method, result in (("cs", first_settled(x, GATE)), ("wilson", naive_wilson(x))):

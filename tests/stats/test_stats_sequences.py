@@ -120,7 +120,7 @@ def test_fast_verdicts_equal_the_grid():
             grid = seq.decide(cs.lower[:, -1], cs.upper[:, -1], thr, direction)
             fast = [seq.settled_verdict(s, thr, direction, breaks=300) for s in streams]
             assert list(grid) == fast
-            for s, low, up in zip(streams[:8], cs.lower[:8], cs.upper[:8]):
+            for s, low, up in zip(streams[:8], cs.lower[:8], cs.upper[:8], strict=True):
                 verdict, n = seq.first_settled(s, thr, direction, breaks=300)
                 looks = seq.decide(low, up, thr, direction)
                 settled = np.flatnonzero(looks != seq.OPEN)

@@ -388,59 +388,107 @@ def crossing_times(
     the gate and the first at which they fail it (``None``: never), as
     :func:`decide` reads them. With ``threshold`` the true mean, a fail at
     ``at_least`` or at ``at_most`` is a miss of the sequence."""
+    processes, grid = _setup(x, alpha, theta, breaks)
+    times = {}
+    for verdict in (PASS, FAIL):
+        process, mean = _deciding_mean(processes, grid, threshold, direction, verdict)
+        if mean is None:
+            times[verdict] = None
+            continue
+        if isinstance(mean, bool):
+            gone = np.ones(process.x.shape, dtype=bool)
+        else:
+            gone = log_capital(process.x, process.bets, mean, process.sign) \
+                > process.log_threshold
+        hits = (int(t) for t in np.flatnonzero(gone) if _kept_set_nonempty(processes, grid, t))
+        times[verdict] = next(hits, None)
+    return times[PASS], times[FAIL]
+
+
+def gate_evidence(
+    x,
+    threshold: float,
+    direction: str,
+    verdict: str,
+    alpha: float = 0.05,
+    *,
+    theta: float = 0.5,
+    breaks: int = BREAKS,
+) -> float:
+    """How far past its bar the capital that settles ``verdict`` got:
+    ``max_t log K_t(m*) - log bar``, with ``m*`` the grid mean beside the
+    threshold that the verdict has to exclude (``K-`` for an upper bound,
+    ``K+`` for a lower one). Positive at a look with a non-empty kept set is
+    what settles the verdict; the robustness certificates' greedy search
+    drives it down. ``inf`` when the bound passes whatever the data,
+    ``-inf`` when it never can."""
+    processes, grid = _setup(x, alpha, theta, breaks)
+    process, mean = _deciding_mean(processes, grid, threshold, direction, verdict)
+    if mean is None:
+        return -np.inf
+    if isinstance(mean, bool):
+        return np.inf
+    return float(np.max(log_capital(process.x, process.bets, mean, process.sign))
+                 - process.log_threshold)
+
+
+def _setup(x, alpha, theta, breaks):
     x = _check_stream(x)
     if x.ndim != 1:
         raise ValueError("one stream at a time")
     _check_levels(alpha, theta, breaks)
-    processes = _hedged_processes(x, alpha, theta, 0.5, 0.25)
-    grid = grid_means(int(breaks))
-    upper_of, lower_of = np.minimum(1.0, grid + 1 / breaks), np.maximum(0.0, grid - 1 / breaks)
-    if direction == AT_MOST:
-        up_ok, low_ok = upper_of <= threshold, lower_of > threshold
-    elif direction == AT_LEAST:
-        up_ok, low_ok = upper_of < threshold, lower_of >= threshold
-    else:
+    return _hedged_processes(x, alpha, theta, 0.5, 0.25), grid_means(int(breaks))
+
+
+def _deciding_mean(processes, grid, threshold, direction, verdict):
+    # Which side's bound decides the verdict, and the grid mean its capital
+    # must exclude: the padded upper bound of grid index j passes "<= thr"
+    # for j <= J (a prefix), so the bound is there once K- excludes J + 1
+    # and the kept set is not empty; lower bounds mirror it with K+.
+    # Returns (process, mean), (process, True) when nothing needs excluding,
+    # or (None, None) when no bound can ever get there.
+    breaks = grid.size - 1
+    if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-    upper_hit = _first_reached(processes, grid, up_ok, upper=True)
-    lower_hit = _first_reached(processes, grid, low_ok, upper=False)
-    return (upper_hit, lower_hit) if direction == AT_MOST else (lower_hit, upper_hit)
-
-
-def _first_reached(processes, grid, ok, *, upper: bool) -> int | None:
-    # Upper side: the padded bound of grid index j passes the test for j <= J
-    # (a prefix). The bound reaches it at t iff K- excludes index J + 1 and
-    # the kept set is not empty. The lower side mirrors it with K+.
-    plus, minus = processes
-    if upper:
-        edge = int(np.count_nonzero(ok)) - 1  # J
-        if edge < 0:
-            return None
-        beyond, proc = edge + 1, minus
+    if verdict not in (PASS, FAIL):
+        raise ValueError(f"verdict must be {PASS!r} or {FAIL!r}, got {verdict!r}")
+    upper_side = (verdict == PASS) == (direction == AT_MOST)
+    if upper_side:
+        bound = np.minimum(1.0, grid + 1 / breaks)
+        ok = bound <= threshold if direction == AT_MOST else bound < threshold
+        beyond = int(np.count_nonzero(ok))  # J + 1
+        outside = beyond == 0
+        process = processes[1]
     else:
-        edge = grid.size - int(np.count_nonzero(ok))  # first passing index
-        if edge >= grid.size:
-            return None
-        beyond, proc = edge - 1, plus
-    if 0 <= beyond < grid.size:
-        gone = log_capital(proc.x, proc.bets, grid[beyond], proc.sign) > proc.log_threshold
-    else:
-        gone = np.ones(proc.x.shape, dtype=bool)
-    for t in np.flatnonzero(gone):
-        if _kept_set_nonempty(processes, grid, int(t)):
-            return int(t)
-    return None
+        bound = np.maximum(0.0, grid - 1 / breaks)
+        ok = bound > threshold if direction == AT_MOST else bound >= threshold
+        beyond = grid.size - int(np.count_nonzero(ok)) - 1
+        outside = beyond == grid.size - 1
+        process = processes[0]
+    if outside:
+        return None, None
+    if not 0 <= beyond < grid.size:
+        return process, True
+    return process, grid[beyond]
 
 
 def _kept_set_nonempty(processes, grid, t: int) -> bool:
     # K+ falls with m: bisect for the first grid mean it keeps at t, the one
     # K- (rising with m) is likeliest to keep too.
+    # The grid mean nearest the sample mean is almost always kept: try it first.
     plus, minus = processes
-    lo, hi = 0, grid.size  # answer in [lo, hi]; hi = none kept
+
+    def kept(process, j):
+        value = log_capital(process.x[: t + 1], process.bets[: t + 1], grid[j], process.sign)
+        return bool(value[-1] <= process.log_threshold)
 
     def kept_by_plus(j):
-        return log_capital(plus.x[: t + 1], plus.bets[: t + 1], grid[j], 1)[-1] \
-            <= plus.log_threshold
+        return kept(plus, j)
 
+    near = int(np.clip(np.rint(np.mean(plus.x[: t + 1]) * (grid.size - 1)), 0, grid.size - 1))
+    if kept(plus, near) and kept(minus, near):
+        return True
+    lo, hi = 0, grid.size  # answer in [lo, hi]; hi = none kept
     while lo < hi:
         mid = (lo + hi) // 2
         if kept_by_plus(mid):
@@ -449,8 +497,7 @@ def _kept_set_nonempty(processes, grid, t: int) -> bool:
             lo = mid + 1
     if lo == grid.size:
         return False
-    value = log_capital(minus.x[: t + 1], minus.bets[: t + 1], grid[lo], -1)[-1]
-    return bool(value <= minus.log_threshold)
+    return kept(minus, lo)
 
 
 # --- planning ----------------------------------------------------------------

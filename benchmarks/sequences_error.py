@@ -35,11 +35,12 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from clinieval.stats.proportions import wilson_ci
-from clinieval.stats.sequences import FAIL, PASS, first_settled
+from clinieval.stats.sequences import FAIL, OPEN, PASS, crossing_times, first_settled, rater_margin
 
 ANSWER_SD, RATER_SD, NOISE_SD = 0.6, 0.5, 0.6
 RATES = (0.02, 0.05, 0.08, 0.10, 0.11, 0.13, 0.25)
 GATE = 0.10
+METHODS = ("cs", "cs+raters", "wilson")
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
 
 
@@ -64,12 +65,41 @@ def panel_rate(a: float, leniency: np.ndarray) -> float:
 
 
 def answer_stream(a, leniency, n_answers, per_answer, rule, rng):
-    """Per-answer values of one cell, each answer rated by distinct panel raters."""
+    """Per-answer values of one cell, each answer rated by distinct panel
+    raters, and the ``(answers, per_answer)`` raters."""
     raters = np.argsort(rng.random((n_answers, leniency.size)), axis=1)[:, :per_answer]
     latent = (a + rng.normal(0, ANSWER_SD, (n_answers, 1)) + leniency[raters]
               + rng.normal(0, NOISE_SD, (n_answers, per_answer)))
     fails = latent > 0
-    return fails.mean(axis=1) if rule == "mean" else fails.any(axis=1).astype(float)
+    x = fails.mean(axis=1) if rule == "mean" else fails.any(axis=1).astype(float)
+    return x, raters
+
+
+def with_rater_margin(x, raters, threshold=GATE, alpha=0.05, step=0.0025, cap=0.15):
+    """First look at which the sequence at alpha / 2, widened by the rater
+    margin at alpha / 2, clears the gate. The margin is rounded up to
+    ``step`` (a little conservative) so that the running bounds are only
+    needed at a few levels: the upper bound is <= L from its first crossing
+    of L on. Margins above ``cap`` allow no verdict."""
+    answers = np.repeat(np.arange(x.size), raters.shape[1])
+    margin = np.ceil(rater_margin(answers, raters.ravel(), x, alpha / 2) / step) * step
+    looks = np.arange(x.size)
+    first = {PASS: x.size, FAIL: x.size}
+    for level in np.unique(margin[margin <= cap]):
+        at_level = (margin == level)
+        for verdict, bar in ((PASS, threshold - level), (FAIL, threshold + level)):
+            if not 0 < bar < 1:
+                continue
+            passed, failed = crossing_times(x, bar, alpha=alpha / 2)
+            crossed = passed if verdict == PASS else failed
+            if crossed is not None:
+                hits = np.flatnonzero(at_level & (looks >= crossed))
+                if hits.size:
+                    first[verdict] = min(first[verdict], int(hits[0]))
+    if first[PASS] == first[FAIL]:
+        return OPEN, None
+    verdict = PASS if first[PASS] < first[FAIL] else FAIL
+    return verdict, first[verdict] + 1
 
 
 def naive_wilson(x, threshold=GATE):
@@ -94,13 +124,16 @@ def simulate(studies, raters, per_answer, rule, max_answers, rng, rates=RATES):
     (panel), settled, and the answers to settle."""
     effects = [plant(r, rule, per_answer) for r in rates]
     out = {(r, m): {"wrong": 0, "wrong_panel": 0, "settled": 0, "answers": []}
-           for r in rates for m in ("cs", "wilson")}
+           for r in rates for m in METHODS}
     for _ in range(studies):
         leniency = rng.normal(0, RATER_SD, raters)
         for rate, a in zip(rates, effects, strict=True):
-            x = answer_stream(a, leniency, max_answers, per_answer, rule, rng)
+            x, assigned = answer_stream(a, leniency, max_answers, per_answer, rule, rng)
             panel = panel_rate(a, leniency) if rule == "mean" else np.nan
-            for method, result in (("cs", first_settled(x, GATE)), ("wilson", naive_wilson(x))):
+            results = (("cs", first_settled(x, GATE)),
+                       ("cs+raters", with_rater_margin(x, assigned)),
+                       ("wilson", naive_wilson(x)))
+            for method, result in results:
                 tally = out[(rate, method)]
                 verdict, n = result
                 if n is None:
@@ -108,21 +141,28 @@ def simulate(studies, raters, per_answer, rule, max_answers, rng, rates=RATES):
                 tally["settled"] += 1
                 tally["answers"].append(n)
                 tally["wrong"] += wrong(verdict, rate)
-                tally["wrong_panel"] += wrong(verdict, panel)
+                tally["wrong_panel"] = None if np.isnan(panel) else (
+                    tally["wrong_panel"] + wrong(verdict, panel))
     return out
 
 
+def panel_column(tally, studies) -> str:
+    if tally["wrong_panel"] is None:
+        return "-"
+    return f"{tally['wrong_panel'] / studies:.1%}"
+
+
 def table(out, studies, rates=RATES) -> list[str]:
-    rows = [f"{'true rate':>9} {'method':>7} {'wrong':>7} {'wrong|settled':>13} "
+    rows = [f"{'true rate':>9} {'method':>9} {'wrong':>7} {'wrong|settled':>13} "
             f"{'wrong vs panel':>14} {'settled':>8} {'median n':>9}"]
     for rate in rates:
-        for method in ("cs", "wilson"):
+        for method in METHODS:
             t = out[(rate, method)]
             settled = max(t["settled"], 1)
             median = f"{np.median(t['answers']):9.0f}" if t["answers"] else f"{'-':>9}"
             rows.append(
-                f"{rate:9.0%} {method:>7} {t['wrong'] / studies:7.1%} "
-                f"{t['wrong'] / settled:13.1%} {t['wrong_panel'] / studies:14.1%} "
+                f"{rate:9.0%} {method:>9} {t['wrong'] / studies:7.1%} "
+                f"{t['wrong'] / settled:13.1%} {panel_column(t, studies):>14} "
                 f"{t['settled'] / studies:8.1%} {median}")
     return rows
 

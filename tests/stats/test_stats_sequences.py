@@ -209,3 +209,39 @@ def test_expected_to_settle_hand_worked_and_against_the_sequence():
                  for s in (rng.random((60, 5000)) < p).astype(float)]
         assert predicted / 2 <= np.median(stops) <= predicted * 2, (p, predicted,
                                                                    np.median(stops))
+
+
+def test_rater_margin_hand_worked():
+    # Answers x = 1, 0, 1, 0 rated once each by raters 0, 1, 0, 1; alpha 0.05,
+    # t quantile with R - 1 = 1 df: 12.7062047; k = 1 rating per answer, so
+    # no deflation.
+    # t=1: one rater -> 1 (no verdict).
+    # t=2: m = (1, 0), centre 1/2, SSB = 1/4 + 1/4 = 1/2, s2 = var(1, 0) = 1/2:
+    #      SSB - s2 = 0 -> tau2 = 0 -> margin 0.
+    # t=3: n = (2, 1), m = (1, 0), centre 2/3, SSB = 2/9 + 4/9 = 2/3,
+    #      s2 = var(1, 0, 1) = 1/3, N - sum n^2 / N = 3 - 5/3 = 4/3,
+    #      tau2 = (2/3 - 1/3) / (4/3) = 1/4, margin = 12.7062 sqrt(5/4) / 3 = 4.7353229
+    # t=4: n = (2, 2), m = (1, 0), centre 1/2, SSB = 1, s2 = 1/3,
+    #      N - sum n^2 / N = 2, tau2 = 1/3, margin = 12.7062 sqrt(8/3) / 4 = 5.1872864
+    margin = seq.rater_margin([0, 1, 2, 3], [0, 1, 0, 1], [1.0, 0.0, 1.0, 0.0], 0.05)
+    np.testing.assert_allclose(margin, [1.0, 0.0, 4.7353229, 5.1872864], atol=1e-6)
+
+
+def test_rater_margin_covers_the_panels_gap():
+    # Rater r fails an answer with probability q_r = expit(-2.2 + v_r), v_r ~
+    # N(0, 0.6): the panel's rate is the mean of its q_r, the population's
+    # the mean over the rater population. The margin at alpha = 0.1 should
+    # cover the gap about 90 % of the time.
+    from scipy.special import expit
+
+    rng = np.random.default_rng(12)
+    population = expit(-2.2 + rng.normal(0, 0.6, 400_000)).mean()
+    n_answers, n_raters, per_answer, hits = 800, 20, 3, 0
+    answers = np.repeat(np.arange(n_answers), per_answer)
+    for _ in range(120):
+        q = expit(-2.2 + rng.normal(0, 0.6, n_raters))
+        raters = np.argsort(rng.random((n_answers, n_raters)), axis=1)[:, :per_answer]
+        x = (rng.random(raters.shape) < q[raters]).mean(axis=1)
+        margin = seq.rater_margin(answers, raters.ravel(), x, 0.1)[-1]
+        hits += abs(q.mean() - population) <= margin
+    assert 0.82 <= hits / 120 <= 0.98, hits

@@ -57,6 +57,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from scipy.special import stdtrit
 
 PASS, FAIL, OPEN = "pass", "fail", "open"
 VERDICTS = (PASS, FAIL, OPEN)
@@ -498,6 +499,74 @@ def _kept_set_nonempty(processes, grid, t: int) -> bool:
     if lo == grid.size:
         return False
     return kept(minus, lo)
+
+
+# --- the rater panel ----------------------------------------------------------
+
+
+def rater_margin(answer, rater, x, alpha: float = 0.025) -> np.ndarray:
+    """Half-width, after each answer, that covers the gap between the rate
+    of the study's rater panel and the rate over the rater population.
+
+    Given the panel, a stream's answers are i.i.d. draws with mean the
+    *panel's* rate, so :func:`betting_cs` covers that; the population rate
+    differs from it by the panel's sampling error, which no number of
+    answers removes (the simulation in ``benchmarks/sequences_error.py``
+    shows verdicts near the gate going wrong well above ``alpha`` without
+    it, with a panel of 60 clinicians). Writing ``d_r`` for how much rater
+    ``r`` shifts the value of an answer they rate, the gap is about
+    ``sum_r (n_r / T) d_r``, with ``n_r`` of the ``T`` answers rated by
+    ``r``; the ``d_r`` are i.i.d. across the rater population with variance
+    ``tau2``, estimated by the one-way random-effects moment estimator on
+    each rater's mean answer value ``m_r`` (Searle, Casella & McCulloch,
+    *Variance Components*, 1992, section 3.6, unbalanced data)::
+
+        SSB  = sum_r n_r (m_r - m)**2,  N = sum_r n_r
+        tau2 = max(0, (SSB - (R - 1) s2) / (N - sum_r n_r**2 / N))
+
+    with ``s2`` the variance of the answer values; ``m_r - m`` is deflated
+    by ``1 - (k - 1) / (R - 1)`` for ``k`` ratings per answer, because the
+    other raters of ``r``'s answers come from the same panel. The margin is
+    ``t_{R-1, 1 - alpha/2} sqrt(tau2 sum_r n_r**2) / T``: a t approximation
+    for a fixed panel (not anytime-valid in the raters, who do not change as
+    one looks). Use the sequence at ``alpha_total - alpha`` and widen both
+    bounds by this margin (``decide(lower - margin, upper + margin, ...)``);
+    by the union bound the miss rate is about ``alpha_total``. With fewer
+    than two raters so far the margin is 1 (no verdict).
+
+    ``answer`` gives each rating's answer by its place in the stream ``x``
+    (one value per answer), ``rater`` its rater.
+    """
+    x = _check_stream(x)
+    answer = np.asarray(answer, dtype=np.int64)
+    _, codes = np.unique(np.asarray(rater), return_inverse=True)
+    codes = codes.ravel()
+    if x.ndim != 1 or answer.shape != codes.shape or answer.max() >= x.size:
+        raise ValueError("need one answer index into x and one rater per rating")
+    counts = np.zeros((x.size, int(codes.max()) + 1))
+    np.add.at(counts, (answer, codes), 1.0)
+    n = np.cumsum(counts, axis=0)
+    total = np.cumsum(counts * x[:, None], axis=0)
+    return _margin_path(n, total, x, alpha)
+
+
+def _margin_path(n, total, x, alpha):
+    t = np.arange(1, x.size + 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        big_n = n.sum(axis=1)
+        centre = total.sum(axis=1) / big_n
+        ssb = np.sum(np.where(n > 0, total**2 / n, 0.0), axis=1) - big_n * centre**2
+        raters = np.count_nonzero(n, axis=1)
+        mean = np.cumsum(x) / t
+        s2 = (np.cumsum(x**2) - t * mean**2) / (t - 1)
+        sum_sq = np.sum(n**2, axis=1)
+        tau2 = np.maximum(0.0, (ssb - (raters - 1) * s2) / (big_n - sum_sq / big_n))
+        # A rater's answers' other raters come from the same panel, which
+        # pulls m_r towards the others by (k - 1) / (R - 1).
+        shrink = 1.0 - (big_n / t - 1.0) / (raters - 1)
+        quantile = stdtrit(np.maximum(raters - 1, 1), 1 - alpha / 2)
+        margin = quantile * np.sqrt(tau2 * sum_sq) / (t * shrink)
+    return np.where((raters >= 2) & (shrink > 0) & np.isfinite(margin), margin, 1.0)
 
 
 # --- planning ----------------------------------------------------------------

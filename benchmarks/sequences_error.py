@@ -64,10 +64,22 @@ def panel_rate(a: float, leniency: np.ndarray) -> float:
     return float(np.mean(norm.cdf((a + leniency) / np.hypot(ANSWER_SD, NOISE_SD))))
 
 
+def distinct_draws(n, size, k, rng):
+    """``(n, k)`` indices, each row ``k`` distinct ones drawn uniformly from
+    ``range(size)``: the ``m``-th is the ``i``-th index not yet drawn."""
+    chosen = np.empty((n, 0), dtype=np.int64)
+    for m in range(k):
+        pick = rng.integers(0, size - m, n)
+        for taken in np.sort(chosen, axis=1).T:
+            pick += pick >= taken
+        chosen = np.column_stack([chosen, pick])
+    return chosen
+
+
 def answer_stream(a, leniency, n_answers, per_answer, rule, rng):
     """Per-answer values of one cell, each answer rated by distinct panel
     raters, and the ``(answers, per_answer)`` raters."""
-    raters = np.argsort(rng.random((n_answers, leniency.size)), axis=1)[:, :per_answer]
+    raters = distinct_draws(n_answers, leniency.size, per_answer, rng)
     latent = (a + rng.normal(0, ANSWER_SD, (n_answers, 1)) + leniency[raters]
               + rng.normal(0, NOISE_SD, (n_answers, per_answer)))
     fails = latent > 0

@@ -202,6 +202,9 @@ def test_expected_to_settle_hand_worked_and_against_the_sequence():
     assert seq.expected_to_settle(0.0, 10, 0.1) == 64.0
     assert seq.expected_to_settle(0.1, 10, 0.1) == math.inf
     np.testing.assert_array_equal(seq.expected_to_settle([0.0, 0.0], [80, 10], 0.1), [0, 64])
+    # A margin of 0.05 halves the distance: log(40) / (t / 2) <= 0.05 from t = 148.
+    assert seq.expected_to_settle(0.0, 10, 0.1, margin=0.05) == 138.0
+    assert seq.expected_to_settle(0.0, 10, 0.1, margin=0.2) == math.inf
     rng = np.random.default_rng(8)
     for p in (0.03, 0.2):
         predicted = seq.expected_to_settle(p, 0, 0.1)

@@ -578,6 +578,7 @@ def expected_to_settle(
     threshold,
     alpha: float = 0.05,
     *,
+    margin=0.0,
     max_n: int = 200_000,
 ) -> np.ndarray:
     """Rough number of further answers until a cell's sequence excludes its
@@ -592,13 +593,15 @@ def expected_to_settle(
 
     The answer is ``max(0, t* - n)`` for the first ``t*`` with
     ``margin(t*) <= |estimate - threshold|``; ``inf`` when the estimate sits
-    on the threshold or ``t*`` is beyond ``max_n``. The betting sequence is
+    on the threshold or ``t*`` is beyond ``max_n``. ``margin`` (e.g. the
+    current :func:`rater_margin`) is taken off the distance to the
+    threshold, held fixed. The betting sequence is
     a little narrower, so this leans long; the simulation test checks it
     against the betting CS's median stopping time within a factor of two.
     """
-    p, n, gap = np.broadcast_arrays(np.asarray(estimate, dtype=float),
-                                    np.asarray(n, dtype=float),
-                                    np.abs(np.asarray(estimate, dtype=float) - threshold))
+    estimate = np.asarray(estimate, dtype=float)
+    p, n, gap = np.broadcast_arrays(estimate, np.asarray(n, dtype=float),
+                                    np.abs(estimate - threshold) - np.asarray(margin))
     out = np.empty(p.shape)
     for idx in np.ndindex(p.shape):
         out[idx] = _answers_to_margin(float(p[idx]), float(gap[idx]), alpha, max_n)

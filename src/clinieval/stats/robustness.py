@@ -5,9 +5,9 @@ A verdict can be statistically settled and still rest on a handful of
 ratings: Broderick, Giordano & Meager ("An automatic finite-sample robustness
 metric: when can dropping a little data make a big difference?", 2020/2023)
 show conclusions that flip when a small share of the data is dropped, and on
-Chatbot-Arena-style preference data dropping two of 57,477 votes can change
-the top model (Huang, Shen, Broderick et al., "Dropping just a handful of
-preferences can change top large language model rankings", 2025). The
+Chatbot-Arena preference data dropping two of 57,477 votes can change the
+top model (Huang, Shen, Wei & Broderick, "Dropping just a handful of
+preferences can change top large language model rankings", arXiv 2025). The
 certificate is the fewest units (raters, ratings, votes) whose removal
 changes the result:
 

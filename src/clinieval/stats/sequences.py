@@ -10,41 +10,42 @@ fixed-sample interval looked at after every answer does not: see
 Methods (Waudby-Smith & Ramdas, "Estimating means of bounded random variables
 by betting", JRSS-B 86:1, 2024; "WSR" below):
 
-* :func:`betting_cs` -- the hedged-capital betting CS (WSR section 4.3,
-  Theorem 3 and Remark 3). For each candidate mean ``m`` on a grid,
+* :func:`betting_cs` -- the hedged-capital betting CS (WSR, "hedged
+  capital process" with predictable plug-in bets). For each candidate mean ``m`` on a grid,
   ``K+_t(m) = prod_i (1 + l+_i(m) (x_i - m))`` and
   ``K-_t(m) = prod_i (1 - l-_i(m) (x_i - m))`` are non-negative martingales
   when the mean is ``m``; ``m`` is excluded at ``t`` when
   ``max(theta K+_t, (1 - theta) K-_t) > 1 / alpha`` (Ville's inequality). Bets
-  are the predictable plug-in ones (WSR eq. 26-27, "PrPl"):
+  are the predictable plug-in ones (WSR's "PrPl" bets):
   ``l_t = sqrt(2 log(1 / (alpha theta)) / (t log(1 + t) s2_{t-1}))``,
   truncated at ``c / m`` (``c / (1 - m)`` for ``K-``) with ``c = 1/2``.
 * :func:`empirical_bernstein_cs` -- the predictable plug-in empirical-Bernstein
-  CS (WSR Theorem 2), closed form, wider than the betting CS.
+  CS (WSR's PrPl-EB), closed form, wider than the betting CS.
 * :func:`ipw_betting_cs` -- the betting CS for a stream of inverse-probability
   weighted outcomes (answers picked with known probabilities): the
   one-sided capital needs only a lower bound on the data (Waudby-Smith, Wu,
   Ramdas, Karampatziakis & Mineiro, "Anytime-valid off-policy inference for
-  contextual bandits", ACM/IMS J. Data Sci. 1:1, 2024, section 3).
+  contextual bandits", ACM/IMS J. Data Sci., 2024).
 
 Estimand and sampling unit
 --------------------------
 A gate's cell (a model, or a model x specialty) has a *true rate*: the
 expected per-answer value ``x`` (the answer's fail indicator under the study's
 response rule, or its mean rating rescaled to [0, 1]) over the population of
-the cell's answers *and* of the raters who could be assigned to it. The stream
-is one ``x`` per answer, in the order the answers were completed. The answer,
-not the rating, is the unit because ratings of one answer share its
-difficulty: counting each rating as an observation would count the answer's
-effect several times and make the sequence overconfident. Rater leniency does
-not bias the stream: each answer's raters are drawn at random (independently
-of the answer and of the past), so leniency is part of the per-answer noise,
-and given the panel of raters the ``x_t`` are i.i.d. with mean the panel's
-rate. The sequence is therefore exactly valid for the panel's rate and, for a
-panel of ``R`` raters, off the population rate by the panel's sampling error
-(about ``tau / sqrt(R)`` for a spread ``tau`` of rater fail rates) -- the
-simulation in ``tests/stats/test_stats_sequences_simulation.py`` measures the
-error against the population rate with crossed rater effects. Two things break
+the cell's answers *and* of the raters who could rate them. The stream is one
+``x`` per answer, in the order the answers were completed. The answer, not
+the rating, is the unit because ratings of one answer share its difficulty:
+counting each rating as an observation would count the answer's effect several
+times and make the sequence overconfident. Each answer's raters are drawn at
+random, independently of the answer and of the past, so rater leniency is
+part of the per-answer noise: given the study's panel of raters the ``x_t``
+are i.i.d., with mean the *panel's* rate, and :func:`betting_cs` is exactly
+valid for that. The panel's rate differs from the population's by the
+panel's sampling error, which no number of answers removes; for the
+population rate, widen the sequence by :func:`rater_margin`
+(``benchmarks/sequences_error.py``: with 60 clinicians and a cell at the gate,
+12-15 % of plain-sequence verdicts are wrong against the population rate but
+under 1 % against the panel's; with the margin, about 1 %). Two things break
 the i.i.d. stream and must be kept out of it: an answer's value must not
 decide *when* it enters (an answer escalated to extra raters because one of
 them flagged it would enter late, and early answers would look safer than
@@ -92,7 +93,7 @@ class _Process(NamedTuple):
 
 def plugin_bets(x, alpha: float, *, prior_mean: float = 0.5,
                 prior_variance: float = 0.25) -> np.ndarray:
-    """Predictable plug-in bets of WSR eq. (26), along the last axis.
+    """Predictable plug-in bets of WSR (PrPl), along the last axis.
 
     ``l_t = sqrt(2 log(1 / alpha) / (t log(1 + t) s2_{t-1}))`` with the
     regularised running mean and variance
@@ -195,7 +196,7 @@ def betting_cs(
     prior_mean: float = 0.5,
     prior_variance: float = 0.25,
 ) -> ConfidenceSequence:
-    """Hedged-capital betting CS for the mean of a [0, 1] stream (WSR Thm 3).
+    """Hedged-capital betting CS for the mean of a [0, 1] stream (WSR).
 
     ``x`` has the observations along its last axis (several streams may be
     stacked in leading axes). A grid mean ``m = k / breaks`` is kept at
@@ -204,7 +205,8 @@ def betting_cs(
     ``alpha theta`` and ``alpha (1 - theta)``, truncated at ``1/2``); the
     bounds are the outermost kept means widened by ``1 / breaks``, and with
     ``running_intersection`` the running max of the lower and min of the
-    upper bounds, so they move monotonically (WSR section 2). The same
+    upper bounds, so they move monotonically (a CS intersected with its past
+    is still a CS: WSR, and Howard et al. 2021). The same
     parameters as ``confseq.betting.hedged_cs`` give the same bounds.
     """
     x = _check_stream(x)
@@ -229,7 +231,7 @@ def empirical_bernstein_cs(
     truncation: float = TRUNCATION,
     running_intersection: bool = True,
 ) -> ConfidenceSequence:
-    """Predictable plug-in empirical-Bernstein CS (WSR Theorem 2), closed form.
+    """Predictable plug-in empirical-Bernstein CS (WSR's PrPl-EB), closed form.
 
     With bets ``l_t = min(plugin, truncation)`` (:func:`plugin_bets` at
     ``alpha / 2``), ``mu_hat_{t-1} = (1/2 + sum_{i<t} x_i) / t`` and
@@ -239,7 +241,7 @@ def empirical_bernstein_cs(
         margin_t = (log(2/alpha) + sum (x_i - mu_hat_{i-1})**2 psi(l_i)) / sum l_i
 
     and ``centre -/+ margin`` clipped to [0, 1]. Wider than
-    :func:`betting_cs` (WSR section 4.3 shows the betting CS dominates it);
+    :func:`betting_cs` (WSR's experiments; a test here checks it);
     kept as a closed-form check and for very long streams.
     """
     x = _check_stream(x)
@@ -275,7 +277,7 @@ def ipw_betting_cs(
     ``w_t x_t`` is not bounded above. A lower capital process
     ``prod (1 + l_i (w_i x_i - m))`` with ``0 <= l_i <= 1/(2m)`` needs only
     ``w x >= 0`` to stay a non-negative martingale (Waudby-Smith et al.
-    2024, off-policy CSs, section 3); the upper bound is one minus the lower
+    2024, off-policy CSs); the upper bound is one minus the lower
     bound of ``1 - mean`` from ``w_t (1 - x_t)``. Each side spends
     ``alpha / 2``. Valid when answers are picked *with replacement* at every
     step (a re-picked answer gets a fresh rater) and every probability is
@@ -518,8 +520,9 @@ def rater_margin(answer, rater, x, alpha: float = 0.025) -> np.ndarray:
     ``sum_r (n_r / T) d_r``, with ``n_r`` of the ``T`` answers rated by
     ``r``; the ``d_r`` are i.i.d. across the rater population with variance
     ``tau2``, estimated by the one-way random-effects moment estimator on
-    each rater's mean answer value ``m_r`` (Searle, Casella & McCulloch,
-    *Variance Components*, 1992, section 3.6, unbalanced data)::
+    each rater's mean answer value ``m_r`` (the ANOVA estimator of the
+    unbalanced one-way classification: Searle, Casella & McCulloch,
+    *Variance Components*, 1992, ch. 3)::
 
         SSB  = sum_r n_r (m_r - m)**2,  N = sum_r n_r
         tau2 = max(0, (SSB - (R - 1) s2) / (N - sum_r n_r**2 / N))
@@ -586,7 +589,7 @@ def expected_to_settle(
 
     Approximation (documented, not a guarantee): the rate stays at
     ``estimate`` and the sequence's half-width at ``t`` is the
-    empirical-Bernstein margin of WSR Theorem 2 with every random quantity
+    PrPl-EB margin of :func:`empirical_bernstein_cs` with every random quantity
     replaced by its expectation under that rate (``s2 = v_i = p (1 - p)``)::
 
         margin(t) = (log(2/alpha) + p (1 - p) sum psi(l_i)) / sum l_i

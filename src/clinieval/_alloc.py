@@ -5,18 +5,18 @@ glibc's malloc serves blocks above a threshold (128 kB at start, at most
 temporary is paged in again: the kernel zeroes each page on its first touch,
 and that zeroing, not the count of faults (numpy asks for huge pages), is
 what costs. At 100x paper scale the audit makes hundreds of temporaries of
-0.15-0.6 GB (one or a few per rating), and handing each to the system and
-back took about a third of the whole command's CPU time (31-35 of 93-102 s),
-all of it system time.
+hundreds of MB (one or a few per rating), and handing each to the system and
+back took about a third of the whole command's CPU time, all of it system
+time (``benchmarks/bench_audit.py --scale-100`` measures it).
 
 So the command keeps freed memory for reuse instead: no block comes from
 ``mmap`` (``M_MMAP_MAX`` 0: large blocks come from the heap, where freed
 space is reused) and the heap is never trimmed while the process runs
-(``M_TRIM_THRESHOLD`` -1). The 100x command's system time falls to 8-10 s.
+(``M_TRIM_THRESHOLD`` -1), and the 100x command's system time falls to a
+small fraction of what it was.
 The cost is that freed memory is not returned until the process exits, and
-the heap can hold gaps between live blocks: the command's peak RSS at 100x
-rose from 3.33 to 3.57 GiB (the audit's largest working set is reached
-anyway). A process that wants memory back between computations should not
+the heap can hold gaps between live blocks, so the peak RSS rises a little
+(the audit's largest working set is reached anyway). A process that wants memory back between computations should not
 call this.
 """
 

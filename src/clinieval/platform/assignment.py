@@ -435,9 +435,9 @@ def _mine() -> Prepared:
 _MINE = _mine()
 """Every answer the clinician rated or was given (in any study): read once per
 pair request and left out of the pool in Python. Asked of each answer of the
-pool in SQL instead (three index probes per answer), the pool of the largest
-specialty at paper scale (1,524 answers) took 19.6 ms, holding SQLite's write
-lock and the event loop; without the probes 2.7 ms, and this 0.1 ms. The pick
+pool in SQL instead (three index probes per answer), the pool of a large
+specialty cost two orders of magnitude more, all of it holding SQLite's write
+lock and the event loop (benchmarks/bench_serve.py measures the path). The pick
 is re-checked against the clinician's rows under the lock (:func:`_take`)."""
 PAIR_TRIES = 200
 """Pairs re-counted at most per request, best balanced first (each try is one
@@ -477,9 +477,9 @@ def pair_options(pool, loads: dict[tuple[str, str], int], limit: int) -> list[tu
     model; absent is 0), then case, then answer ids.
 
     Model pairs are taken a load level at a time, lowest first, and only the
-    levels needed are expanded: the largest specialty at paper scale (1,522
-    answers of 117 cases) has 9,126 possible pairs, and listing and sorting
-    all of them took 1.7 ms per pair task, this 0.55 ms."""
+    levels needed are expanded: the largest specialty at paper scale has
+    thousands of possible pairs, and listing and sorting all of them per pair
+    task cost about three times as much."""
     answers: dict[str, dict[str, list[str]]] = {}  # case -> model -> answers
     cases_of: dict[str, set[str]] = {}  # model -> cases
     for answer_id, case_id, model_id in pool:

@@ -147,7 +147,7 @@ class Writer:
                 await self._wake.wait()
                 if not (self._closing or self.open_slots.locked()
                         or len(self._pending) >= self.batch):
-                    # A commit costs about 1 ms of CPU however small: let a
+                    # A commit has a fixed CPU cost however small: let a
                     # batch gather while workers can still start tasks.
                     await asyncio.sleep(GATHER_S)
                 self._wake.clear()

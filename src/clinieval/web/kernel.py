@@ -70,9 +70,8 @@ async def blocking(request: Request, fn: Callable, /, *args):
     if executor is None:
         return fn(*args)
     # The event loop's own executor: anyio's hand-off (capacity limiter, cancel
-    # scope, worker bookkeeping) cost more. Interleaved at paper scale, server CPU
-    # per submission went from 4.17 / 3.85 ms to 3.94 / 3.48 ms (190 / 210
-    # against 200 / 230 submissions per second).
+    # scope, worker bookkeeping) costs more server CPU per submission
+    # (benchmarks/bench_serve.py measures it).
     return await asyncio.get_running_loop().run_in_executor(executor, partial(fn, *args))
 
 

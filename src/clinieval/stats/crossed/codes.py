@@ -19,7 +19,7 @@ def unique_codes(codes, return_inverse: bool = False):
     takes a byte per slot, and four more for the positions, within
     :data:`_TABLE_BYTES` per code (about what sorting takes). Other codes
     are sorted (numpy 2.4's ``np.unique`` without ``return_*`` takes a
-    hashing path about 100x slower than sorting wide integers, so not that)."""
+    hashing path far slower than sorting wide integers, so not that)."""
     codes = np.asarray(codes, dtype=np.int64).ravel()
     slot_bytes = 5 if return_inverse else 1
     if codes.size and codes.min() >= 0 and codes.max() * slot_bytes < _TABLE_BYTES * codes.size:

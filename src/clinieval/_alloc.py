@@ -16,8 +16,8 @@ space is reused) and the heap is never trimmed while the process runs
 small fraction of what it was.
 The cost is that freed memory is not returned until the process exits, and
 the heap can hold gaps between live blocks, so the peak RSS rises a little
-(the audit's largest working set is reached anyway). A process that wants memory back between computations should not
-call this.
+(the audit's largest working set is reached anyway). A process that wants
+memory back between computations should not call this.
 """
 
 from __future__ import annotations

@@ -83,7 +83,11 @@ def register(name: str):
     """Class decorator: make a provider available to model files under ``name``."""
 
     def add(factory):
-        PROVIDERS[name] = factory
+        entry = PROVIDERS.get(name)
+        declared = isinstance(entry, LazyProvider) and entry.target == (
+            f"{factory.__module__}:{factory.__qualname__}")
+        if not declared:  # the lazy entry (and its default URL) already leads here
+            PROVIDERS[name] = factory
         return factory
 
     return add

@@ -36,13 +36,15 @@ async def apreflight(specs: list[ModelSpec], timeout_s: float = PROBE_TIMEOUT_S
     """:func:`preflight` inside a running event loop."""
     from clinieval.providers import make_provider
 
-    unique = list({(s.provider, s.name, s.base_urls): s for s in specs}.values())
-    providers = [make_provider(spec) for spec in unique]
+    providers = [make_provider(spec) for spec in specs]
+    endpoints = {}  # each (API, model name, URL) once, however many files name it
+    for spec, provider in zip(specs, providers, strict=True):
+        for replica in getattr(getattr(provider, "fleet", None), "replicas", ()):
+            endpoints.setdefault((spec.provider, spec.name, replica.url),
+                                 (spec, provider, replica))
     try:
-        found = await asyncio.gather(*[
-            _probe(spec, provider, replica, min(timeout_s, spec.timeout_s))
-            for spec, provider in zip(unique, providers, strict=True)
-            for replica in provider.fleet.replicas])
+        found = await asyncio.gather(*[_probe(*endpoint, min(timeout_s, endpoint[0].timeout_s))
+                                       for endpoint in endpoints.values()])
     finally:
         for provider in providers:
             await provider.aclose()
@@ -50,5 +52,6 @@ async def apreflight(specs: list[ModelSpec], timeout_s: float = PROBE_TIMEOUT_S
 
 
 async def _probe(spec: ModelSpec, provider, replica, timeout_s: float) -> EndpointProblem | None:
+    """One endpoint's pre-flight call (providers without ``probe`` are not checked)."""
     error = await provider.probe(replica, timeout_s)
     return None if error is None else EndpointProblem(spec.id, replica.url, error)

@@ -129,7 +129,8 @@ class GeminiStub(HTTPHandler):
 
 def _gemini_contents(contents: Any) -> tuple | None:
     if not isinstance(contents, list) or not contents:
-        return 400, "INVALID_ARGUMENT", "* GenerateContentRequest.contents: contents is not specified"
+        return 400, "INVALID_ARGUMENT", ("* GenerateContentRequest.contents: contents is not"
+                                         " specified")
     for i, content in enumerate(contents):
         if content.get("role") not in GEMINI_ROLES or not all(
                 isinstance(p, dict) and "text" in p for p in content.get("parts") or [None]):

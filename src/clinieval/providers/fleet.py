@@ -55,6 +55,8 @@ class Replica:
     outstanding: int = 0
     not_before: float = 0.0
     last_event: float = 0.0
+    answered_then: int = 0
+    """The fleet's count of answers at ``last_event``."""
     calls: int = 0
     ok: int = 0
     failures: dict[str, int] = field(default_factory=dict)
@@ -97,6 +99,7 @@ class Fleet:
         self.capacity = settings.maximum * len(urls)
         self._waiters: list[asyncio.Future] = []
         self._slowest = 0.0
+        self._answers = 0
         self._watchdog: asyncio.Task | None = None
 
     async def acquire(self, avoid: Replica | None = None) -> Replica:
@@ -108,7 +111,7 @@ class Fleet:
             replica = self._choose(now, avoid)
             if replica is not None:
                 if replica.outstanding == 0:
-                    replica.last_event = now
+                    self._event(replica, now)
                 replica.outstanding += 1
                 replica.calls += 1
                 replica.breaker.take()
@@ -162,7 +165,7 @@ class Fleet:
         the breaker alone."""
         now = time.monotonic()
         replica.outstanding -= 1
-        replica.last_event = now
+        self._event(replica, now)
         if cause is None:
             self._answered(replica, latency_s or 0.0)
             self._wake()
@@ -176,7 +179,11 @@ class Fleet:
             replica.not_before = max(replica.not_before, now + retry_after_s)
         self._wake_all()  # the fleet changed: every waiting call looks again
 
+    def _event(self, replica: Replica, now: float) -> None:
+        replica.last_event, replica.answered_then = now, self._answers
+
     def _answered(self, replica: Replica, latency_s: float) -> None:
+        self._answers += 1
         replica.ok += 1
         replica.breaker.success()
         self._slowest = max(latency_s, self._slowest * SLOWEST_DECAY)
@@ -200,10 +207,19 @@ class Fleet:
         while True:
             await asyncio.sleep(WATCH_S)
             now = time.monotonic()
-            limit = self._stall_s()
             for replica in self.replicas:
-                if replica.timers and limit is not None and now - replica.last_event > limit:
+                if replica.timers and self._stalled(replica, now):
                     self._cut(replica, now)
+
+    def _stalled(self, replica: Replica, now: float) -> bool:
+        silent = now - replica.last_event
+        if silent < STALL_FLOOR_S:
+            return False
+        rounds = sum(r.limit.current for r in self.replicas if r is not replica)
+        if self._answers - replica.answered_then >= 2 * rounds > 0:
+            return True
+        limit = self._stall_s()
+        return limit is not None and silent > limit
 
     def _stall_s(self) -> float | None:
         if self._slowest == 0.0:
@@ -216,7 +232,7 @@ class Fleet:
         loop_now = asyncio.get_running_loop().time()
         for timer in list(replica.timers):
             timer.reschedule(loop_now)
-        replica.last_event = now
+        self._event(replica, now)
         self._wake_all()
 
     def report(self) -> list[ReplicaReport]:

@@ -189,7 +189,8 @@ def test_failed_calls_are_grouped_by_cause_and_fail_the_run_unless_allowed(loade
         record["run_id"]]
     assert failed_runs([record], RunOptions(allow_failures=True)) == []
     [endpoint] = record["endpoints"]
-    assert endpoint.failures == {"connection refused": 2 * len(job.tasks)}
+    # Once its breaker is open, calls fail fast without being sent.
+    assert 3 <= endpoint.failures["connection refused"] < 2 * len(job.tasks)
 
 
 def test_each_sample_has_its_own_seed_and_sample_zero_keeps_its_key():

@@ -36,6 +36,9 @@ class AIMDLimit:
         self.decreases = 0
         self._short = self._long = 0.0
         self._quiet = 0  # finished calls to wait for before the next decrease
+        # Latency is not judged over the first two limits' worth of answers:
+        # the first come from an idle server.
+        self._warming = 2 * self.current
 
     @property
     def current(self) -> int:
@@ -43,12 +46,13 @@ class AIMDLimit:
 
     def success(self, latency_s: float) -> None:
         self._quiet = max(0, self._quiet - 1)
+        self._warming = max(0, self._warming - 1)
         if self._long == 0.0:
             self._short = self._long = latency_s
         else:
             self._short += SHORT_ALPHA * (latency_s - self._short)
             self._long += LONG_ALPHA * (latency_s - self._long)
-        if self._short > RISE * self._long:
+        if self._short > RISE * self._long and not self._warming:
             self._decrease(LATENCY_DECREASE)
         elif self.limit < self.maximum:
             self.limit = min(self.maximum, self.limit + 1.0 / self.limit)

@@ -5,10 +5,11 @@ whose breaker admits calls, whose adaptive limit has room and whose
 ``Retry-After`` has passed. A call that failed on one replica is sent next
 to another when there is one. A replica that stops answering altogether
 (a frozen process keeps its connections open and says nothing) is found by
-a watchdog: when its oldest call has waited several times as long as the
-slowest recent call anywhere in the fleet, its calls are cut short (and
-retried elsewhere) and its breaker opens; after the cool-down one call
-probes it.
+a watchdog: when nothing has come back from it for four times the slowest
+recent call anywhere in the fleet, or for twice that while its peers
+answered two rounds of their limits (a replica as fast as its peers cannot
+be that silent), its calls are cut short (and retried elsewhere) and its
+breaker opens; after the cool-down one call probes it.
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from clinieval.providers.adaptive import AIMDLimit, Breaker
 
 STALL_FACTOR = 4.0
 """A replica is stalled when nothing came back from it for this many times
-the slowest recent call."""
+the slowest recent call (half as many when its peers kept answering)."""
 STALL_FLOOR_S = 1.0
 WATCH_S = 0.25
 OVERLOADED = frozenset({"HTTP 429", "HTTP 503", "HTTP 529"})
@@ -100,10 +100,14 @@ class Fleet:
         self._waiters: list[asyncio.Future] = []
         self._slowest = 0.0
         self._answers = 0
+        self.last_failure = ("error", "")
+        """(cause, message) of the latest failed call on any replica."""
         self._watchdog: asyncio.Task | None = None
 
-    async def acquire(self, avoid: Replica | None = None) -> Replica:
-        """A replica with room for one more call (waiting until there is one)."""
+    async def acquire(self, avoid: Replica | None = None) -> Replica | None:
+        """A replica with room for one more call (waiting until there is one),
+        or None at once when every replica's breaker is open: a call then
+        fails fast rather than queue for the probes."""
         if self._watchdog is None and len(self.replicas) > 1:
             self._watchdog = asyncio.get_running_loop().create_task(self._watch())
         while True:
@@ -116,6 +120,8 @@ class Fleet:
                 replica.calls += 1
                 replica.breaker.take()
                 return replica
+            if not any(r.breaker.admits(now) for r in self.replicas):
+                return None
             await self._wait(self._next_change(now))
 
     def _choose(self, now: float, avoid: Replica | None) -> Replica | None:
@@ -159,7 +165,8 @@ class Fleet:
                 return
 
     def release(self, replica: Replica, cause: str | None, latency_s: float | None, *,
-                broken: bool = True, retry_after_s: float | None = None) -> None:
+                broken: bool = True, retry_after_s: float | None = None,
+                message: str = "") -> None:
         """A call on ``replica`` ended: ``cause`` None when it was answered; a
         failure that is not ``broken`` (an overload, a refused request) leaves
         the breaker alone."""
@@ -171,6 +178,7 @@ class Fleet:
             self._wake()
             return
         replica.failures[cause] = replica.failures.get(cause, 0) + 1
+        self.last_failure = (cause, message)
         if broken:
             replica.breaker.failure(now)
         elif cause in OVERLOADED and self.settings.adaptive:
@@ -194,15 +202,6 @@ class Fleet:
         while self._waiters:
             self._wake()
 
-    @contextlib.contextmanager
-    def watched(self, replica: Replica, timer: asyncio.Timeout) -> Iterator[None]:
-        """Let the watchdog cut the call under ``timer`` short if ``replica`` stalls."""
-        replica.timers.add(timer)
-        try:
-            yield
-        finally:
-            replica.timers.discard(timer)
-
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(WATCH_S)
@@ -212,19 +211,17 @@ class Fleet:
                     self._cut(replica, now)
 
     def _stalled(self, replica: Replica, now: float) -> bool:
+        """Silent for several times the slowest recent call, or for twice that
+        while its peers answered two rounds of their limits."""
+        if self._slowest == 0.0:
+            return False  # nothing has come back yet: only the timeout knows
         silent = now - replica.last_event
-        if silent < STALL_FLOOR_S:
+        if silent < max(STALL_FLOOR_S, 2 * self._slowest):
             return False
         rounds = sum(r.limit.current for r in self.replicas if r is not replica)
         if self._answers - replica.answered_then >= 2 * rounds > 0:
             return True
-        limit = self._stall_s()
-        return limit is not None and silent > limit
-
-    def _stall_s(self) -> float | None:
-        if self._slowest == 0.0:
-            return None  # nothing has come back yet: only the timeout knows
-        return min(self.settings.timeout_s, max(STALL_FLOOR_S, STALL_FACTOR * self._slowest))
+        return silent > min(self.settings.timeout_s, STALL_FACTOR * self._slowest)
 
     def _cut(self, replica: Replica, now: float) -> None:
         """Open ``replica``'s breaker and end its calls now (as timeouts)."""

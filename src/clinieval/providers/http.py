@@ -95,28 +95,39 @@ class HTTPProvider:
         for attempt in range(1, self.policy.max_attempts + 1):
             replica = await self.fleet.acquire(avoid)
             try:
-                completion = await self._try(replica, path, payload, attempt)
+                if replica is None:
+                    cause, message = self.fleet.last_failure
+                    raise Retryable(f"{message} (every replica is out)", cause)
+                completion = await self._attempt(replica, path, payload, attempt)
             except Retryable as err:
-                self.fleet.release(replica, err.cause, None,
-                                   broken=err.cause not in OVERLOADED,
-                                   retry_after_s=err.retry_after_s)
                 if attempt == self.policy.max_attempts:
                     raise CallFailed(f"{err} (after {attempt} tries)", attempt,
                                      err.cause) from None
                 avoid = replica
-                if not self._elsewhere(replica):
+                if replica is None or not self._elsewhere(replica):
                     await asyncio.sleep(self.policy.wait_s(attempt, err.retry_after_s,
                                                            self._rng))
-            except CallFailed as err:  # the request is wrong, not the replica
-                self.fleet.release(replica, err.cause, None, broken=False)
-                raise
-            except BaseException:
-                self.fleet.release(replica, "cancelled", None, broken=False)
-                raise
             else:
-                self.fleet.release(replica, None, completion.latency_s)
                 return completion
         raise AssertionError("unreachable: the loop returns or raises")
+
+    async def _attempt(self, replica: Replica, path: str, payload: bytes, attempt: int
+                       ) -> Completion:
+        """One try on ``replica``, its outcome told to the fleet."""
+        try:
+            completion = await self._try(replica, path, payload, attempt)
+        except Retryable as err:
+            self.fleet.release(replica, err.cause, None, broken=err.cause not in OVERLOADED,
+                               retry_after_s=err.retry_after_s, message=str(err))
+            raise
+        except CallFailed as err:  # the request is wrong, not the replica
+            self.fleet.release(replica, err.cause, None, broken=False, message=str(err))
+            raise
+        except BaseException:
+            self.fleet.release(replica, "cancelled", None, broken=False)
+            raise
+        self.fleet.release(replica, None, completion.latency_s)
+        return completion
 
     def _elsewhere(self, failed: Replica) -> bool:
         """Whether another replica takes calls now (then retry there at once)."""
@@ -130,11 +141,12 @@ class HTTPProvider:
         url = replica.url + path
         start = time.perf_counter()
         try:
+            # The fleet's watchdog ends the call through ``timer`` if the replica stalls.
             async with asyncio.timeout(None) as timer:
-                with self.fleet.watched(replica, timer):
-                    async with session.post(url, data=payload,
-                                            proxy=self._proxies[replica.url]) as response:
-                        content = await response.read()
+                replica.timers.add(timer)
+                async with session.post(url, data=payload,
+                                        proxy=self._proxies[replica.url]) as response:
+                    content = await response.read()
         except TimeoutError as err:
             raise Retryable(f"{failure.TIMEOUT} ({type(err).__name__}) at {url}",
                             failure.TIMEOUT) from None
@@ -145,6 +157,8 @@ class HTTPProvider:
         except aiohttp.ClientError as err:
             raise Retryable(f"{failure.CONNECTION} at {url}: {err!r}",
                             failure.CONNECTION) from None
+        finally:
+            replica.timers.discard(timer)
         latency = time.perf_counter() - start
         if response.status != 200:
             self._refuse(response, content, url, attempt)

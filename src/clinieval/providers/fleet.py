@@ -148,12 +148,17 @@ class Fleet:
         return max(0.0, min(times) - now) if times else None
 
     async def _wait(self, timeout: float | None) -> None:
-        waiter = asyncio.get_running_loop().create_future()
+        """Until a call ends or ``timeout`` passes (no task per wait, unlike
+        ``asyncio.wait_for``: many calls may wait at once)."""
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
         self._waiters.append(waiter)
+        timer = None if timeout is None else loop.call_later(timeout, _settle, waiter)
         try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(waiter, timeout)
+            await waiter
         finally:
+            if timer is not None:
+                timer.cancel()
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
 
@@ -241,3 +246,8 @@ class Fleet:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watchdog
             self._watchdog = None
+
+
+def _settle(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -118,6 +118,7 @@ class StubServer:
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
         self.paths: list[str] = []
+        self._hung: list[asyncio.Future] = []
         self.in_flight = self.max_in_flight = 0
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -180,7 +181,11 @@ class StubServer:
 
     async def _wait(self, reply: Reply) -> None:
         if reply.hang:
-            await asyncio.Event().wait()  # until the server stops
+            # Never set: silent until the server stops. Held here, or once the
+            # client gives up, nothing refers to the waiting task and the
+            # garbage collector destroys it mid-wait.
+            self._hung.append(self._loop.create_future())
+            await self._hung[-1]
         if self.capacity is None:
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)

@@ -227,18 +227,23 @@ def _fleet_run(urls: list[str], calls: int = 24, freeze: LlamaServer | None = No
 
 
 def test_two_real_replicas_lose_no_call_when_one_freezes_or_refuses(llama, second_llama):
+    """Each server here is one thread on its own core, so the pair has twice
+    the capacity of one: losing a replica costs that capacity whatever the
+    balancing. What the balancing must not add is lost calls or much time
+    beyond it, so the bound is against the healthy replica serving alone."""
     urls = [second_llama.base_url, llama.base_url]
     _fleet_run(urls, calls=8)  # warm both (first prompts are slower)
-    results = {"healthy pair": _fleet_run(urls),
+    results = {"healthy pair": _fleet_run(urls), "healthy replica alone": _fleet_run(urls[1:]),
                "one frozen mid-run": _fleet_run(urls, freeze=second_llama),
                "one refusing": _fleet_run([f"http://127.0.0.1:{free_port()}/v1", urls[1]])}
-    healthy = results["healthy pair"][1]
+    pair, alone = results["healthy pair"][1], results["healthy replica alone"][1]
     for label, (failed, wall, reports) in results.items():
-        print(f"\n{label}: {wall:.1f} s ({wall / healthy:.2f}x the healthy pair)")
+        print(f"\n{label}: {wall:.1f} s ({wall / pair:.2f}x the healthy pair,"
+              f" {wall / alone:.2f}x the healthy replica alone)")
         for r in reports:
             print(f"  {r.url}: {r.calls} calls, {r.ok} answered, failures {r.failures},"
                   f" concurrency settled at {r.concurrency}, breaker {r.breaker}")
         assert failed == [], label
     assert results["one frozen mid-run"][2][0].failures.get("timeout", 0) > 0
     for label in ("one frozen mid-run", "one refusing"):
-        assert results[label][1] <= 1.3 * healthy, label
+        assert results[label][1] <= 1.3 * alone, label

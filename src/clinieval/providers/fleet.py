@@ -6,9 +6,9 @@ whose breaker admits calls, whose adaptive limit has room and whose
 to another when there is one. A replica that stops answering altogether
 (a frozen process keeps its connections open and says nothing) is found by
 a watchdog: when nothing has come back from it for four times the slowest
-recent call anywhere in the fleet, or for twice that while its peers
-answered two rounds of their limits (a replica as fast as its peers cannot
-be that silent), its calls are cut short (and retried elsewhere) and its
+recent call anywhere in the fleet, or for longer than that call while its
+peers answered two rounds of their limits (a replica as fast as its peers
+cannot be that silent), its calls are cut short (and retried elsewhere) and its
 breaker opens; after the cool-down one call probes it.
 """
 
@@ -23,7 +23,7 @@ from clinieval.providers.adaptive import AIMDLimit, Breaker
 
 STALL_FACTOR = 4.0
 """A replica is stalled when nothing came back from it for this many times
-the slowest recent call (half as many when its peers kept answering)."""
+the slowest recent call (once, when its peers kept answering)."""
 STALL_FLOOR_S = 1.0
 WATCH_S = 0.25
 OVERLOADED = frozenset({"HTTP 429", "HTTP 503", "HTTP 529"})
@@ -216,12 +216,12 @@ class Fleet:
                     self._cut(replica, now)
 
     def _stalled(self, replica: Replica, now: float) -> bool:
-        """Silent for several times the slowest recent call, or for twice that
-        while its peers answered two rounds of their limits."""
+        """Silent for several times the slowest recent call, or for longer than
+        that call while its peers answered two rounds of their limits."""
         if self._slowest == 0.0:
             return False  # nothing has come back yet: only the timeout knows
         silent = now - replica.last_event
-        if silent < max(STALL_FLOOR_S, 2 * self._slowest):
+        if silent < max(STALL_FLOOR_S, self._slowest):
             return False
         rounds = sum(r.limit.current for r in self.replicas if r is not replica)
         if self._answers - replica.answered_then >= 2 * rounds > 0:

@@ -229,8 +229,11 @@ def _fleet_run(urls: list[str], calls: int = 24, freeze: LlamaServer | None = No
 def test_two_real_replicas_lose_no_call_when_one_freezes_or_refuses(llama, second_llama):
     """Each server here is one thread on its own core, so the pair has twice
     the capacity of one: losing a replica costs that capacity whatever the
-    balancing. What the balancing must not add is lost calls or much time
-    beyond it, so the bound is against the healthy replica serving alone."""
+    balancing. What the balancing must not add is lost calls or the wait for
+    a timeout (300 s here, where the healthy replica alone takes well under
+    a minute), so the bound is against the healthy replica serving alone,
+    with room for a shared machine's noise (the 1.3x bound is the stub
+    test's, where the replicas share their capacity)."""
     urls = [second_llama.base_url, llama.base_url]
     _fleet_run(urls, calls=8)  # warm both (first prompts are slower)
     results = {"healthy pair": _fleet_run(urls), "healthy replica alone": _fleet_run(urls[1:]),
@@ -246,4 +249,4 @@ def test_two_real_replicas_lose_no_call_when_one_freezes_or_refuses(llama, secon
         assert failed == [], label
     assert results["one frozen mid-run"][2][0].failures.get("timeout", 0) > 0
     for label in ("one frozen mid-run", "one refusing"):
-        assert results[label][1] <= 1.3 * alone, label
+        assert results[label][1] <= 2 * alone, label

@@ -88,7 +88,7 @@ def test_a_malformed_body_is_retried_and_never_taken_as_an_answer():
 def test_connection_refused_is_retried_then_reported():
     spec = model_spec({"id": "m", "version": "v", "name": "m",
                        "base_urls": ["http://127.0.0.1:9"]}, "x")
-    with pytest.raises(CallFailed, match="connection error.*after 3 tries"):
+    with pytest.raises(CallFailed, match="connection refused.*after 3 tries"):
         _call(spec)
 
 

@@ -1,6 +1,15 @@
-"""Model providers: one async interface, model files, retries."""
+"""Model providers: one async interface, model files, retries, replicas."""
 
-from clinieval.providers.base import PROVIDERS, CallFailed, Completion, Provider, register
+from clinieval.providers.base import (
+    PROVIDERS,
+    CallFailed,
+    Completion,
+    Provider,
+    provider_factory,
+    register,
+)
+from clinieval.providers.failure import CauseCount, cause_of, failures_by_cause
+from clinieval.providers.fleet import ReplicaReport
 from clinieval.providers.modelfile import (
     GenerationSettings,
     ModelSpec,
@@ -8,15 +17,15 @@ from clinieval.providers.modelfile import (
     load_model_file,
     model_spec,
 )
-from clinieval.providers.openai_compat import OpenAICompatible
+from clinieval.providers.preflight import EndpointProblem, preflight
 from clinieval.providers.retry import RetryPolicy
 
 
 def make_provider(spec: ModelSpec, **options) -> Provider:
-    """The registered provider for ``spec.provider``."""
+    """The registered provider for ``spec.provider`` (its module imported now)."""
     from clinieval.errors import InputError
 
-    factory = PROVIDERS.get(spec.provider)
+    factory = provider_factory(spec.provider)
     if factory is None:
         raise InputError(f"model {spec.id}", f"unknown provider {spec.provider!r}",
                          field="provider", expected=", ".join(sorted(PROVIDERS)))
@@ -25,16 +34,22 @@ def make_provider(spec: ModelSpec, **options) -> Provider:
 
 __all__ = [
     "CallFailed",
+    "CauseCount",
     "Completion",
+    "EndpointProblem",
     "GenerationSettings",
     "ModelSpec",
-    "OpenAICompatible",
     "PROVIDERS",
     "Prices",
     "Provider",
+    "ReplicaReport",
     "RetryPolicy",
+    "cause_of",
+    "failures_by_cause",
     "load_model_file",
     "make_provider",
     "model_spec",
+    "preflight",
+    "provider_factory",
     "register",
 ]

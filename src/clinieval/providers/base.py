@@ -2,11 +2,15 @@
 
 A provider turns ``(messages, settings)`` into a :class:`Completion` or raises
 :class:`CallFailed` once its retries are spent. Providers are registered by
-name so a model file can say which one serves it.
+name so a model file can say which one serves it; the built-in ones are
+listed by module path and imported only when a model file names them (as
+inspect_ai's ``@modelapi`` does), so a run against one API never loads the
+code of another.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -30,11 +34,13 @@ class Completion:
 
 
 class CallFailed(ClinievalError):
-    """A call still failed after every retry; ``attempts`` counts the tries."""
+    """A call still failed after every retry; ``attempts`` counts the tries and
+    ``cause`` names the kind of the last failure (``failure.CAUSES``)."""
 
-    def __init__(self, message: str, attempts: int) -> None:
+    def __init__(self, message: str, attempts: int, cause: str = "error") -> None:
         super().__init__(message)
         self.attempts = attempts
+        self.cause = cause
 
 
 class Provider(Protocol):
@@ -49,15 +55,50 @@ class Provider(Protocol):
     async def aclose(self) -> None: ...
 
 
-PROVIDERS: dict[str, Callable[..., Provider]] = {}
-"""Provider factories by the name a model file uses in ``provider``."""
+@dataclass(frozen=True)
+class LazyProvider:
+    """A provider known by the module that defines it, imported on first use."""
+
+    target: str
+    """``"package.module:Class"``."""
+    default_base_url: str | None = None
+
+    def load(self) -> Callable[..., Provider]:
+        module, _, name = self.target.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+PROVIDERS: dict[str, LazyProvider | Callable[..., Provider]] = {
+    "openai": LazyProvider("clinieval.providers.openai_compat:OpenAICompatible"),
+    "anthropic": LazyProvider("clinieval.providers.anthropic:Anthropic",
+                              "https://api.anthropic.com/v1"),
+    "gemini": LazyProvider("clinieval.providers.gemini:Gemini",
+                           "https://generativelanguage.googleapis.com/v1beta"),
+}
+"""Provider factories (or where to import them from) by the name a model
+file uses in ``provider``."""
 
 
 def register(name: str):
     """Class decorator: make a provider available to model files under ``name``."""
 
     def add(factory):
-        PROVIDERS[name] = factory
+        entry = PROVIDERS.get(name)
+        declared = isinstance(entry, LazyProvider) and entry.target == (
+            f"{factory.__module__}:{factory.__qualname__}")
+        if not declared:  # the lazy entry (and its default URL) already leads here
+            PROVIDERS[name] = factory
         return factory
 
     return add
+
+
+def provider_factory(name: str) -> Callable[..., Provider] | None:
+    """The factory registered as ``name``, its module imported now if need be."""
+    entry = PROVIDERS.get(name)
+    return entry.load() if isinstance(entry, LazyProvider) else entry
+
+
+def default_base_url(name: str) -> str | None:
+    entry = PROVIDERS.get(name)
+    return entry.default_base_url if isinstance(entry, LazyProvider) else None

@@ -103,9 +103,18 @@ class LlamaServer:
             time.sleep(0.25)
         raise TimeoutError(f"llama-server not ready after {timeout_s:.0f} s (log: {self.log})")
 
+    def freeze(self) -> None:
+        """Stop the server without closing it (SIGSTOP): connections stay open
+        and nothing answers, as with a hung process."""
+        os.killpg(self._proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        os.killpg(self._proc.pid, signal.SIGCONT)
+
     def __exit__(self, *exc) -> None:
         if self._proc is None or self._proc.poll() is not None:
             return
+        self.thaw()  # a stopped process would not act on SIGTERM
         os.killpg(self._proc.pid, signal.SIGTERM)
         try:
             self._proc.wait(15)

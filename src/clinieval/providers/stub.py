@@ -27,10 +27,45 @@ class Reply:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    hang: bool = False
+    """Never answer (a frozen server): the connection stays open and silent."""
 
 
 Handler = Callable[[dict, int], Reply]
 """(request JSON, 0-based request number) -> reply."""
+
+
+class HTTPHandler:
+    """A handler that also reads the request's path and headers (the native
+    API stubs check both)."""
+
+    def respond(self, path: str, headers: dict[str, str], request: dict, number: int) -> Reply:
+        raise NotImplementedError
+
+
+class SharedCapacity:
+    """Service slots shared by several stub servers, as two model servers on
+    one machine share its cores: with more requests in flight than slots
+    (over all servers), each takes proportionally longer. What a frozen or
+    stopped server does not use, the others can."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots, self.busy = slots, 0
+        self._lock = threading.Lock()
+
+    def stretch(self, delay_s: float) -> float:
+        with self._lock:
+            self.busy += 1
+            return delay_s * max(1.0, self.busy / self.slots)
+
+    def done(self) -> None:
+        with self._lock:
+            self.busy -= 1
+
+
+def frozen_after(requests: int, handler: Handler) -> Handler:
+    """``handler`` for the first ``requests`` requests, then silence for good."""
+    return lambda request, n: handler(request, n) if n < requests else Reply(hang=True)
 
 
 def completion_body(text: str, prompt_tokens: int = 10, finish_reason: str = "stop") -> bytes:
@@ -77,10 +112,13 @@ def answering(delay_s: float = 0.0, text: str = "A stub answer.") -> Handler:
 class StubServer:
     """The server in a background thread; ``base_url`` ends in ``/v1``."""
 
-    def __init__(self, handler: Handler, port: int = 0) -> None:
-        self.handler, self.port = handler, port
+    def __init__(self, handler: Handler | HTTPHandler, port: int = 0,
+                 capacity: SharedCapacity | None = None) -> None:
+        self.handler, self.port, self.capacity = handler, port, capacity
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
+        self.paths: list[str] = []
+        self._hung: list[asyncio.Future] = []
         self.in_flight = self.max_in_flight = 0
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -117,16 +155,11 @@ class StubServer:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
         try:
             while parsed := await _read_request(reader):
-                headers, request = parsed
-                number = len(self.requests)
-                self.requests.append(request)
-                self.headers.append(headers)
-                reply = self.handler(request, number)
+                reply = self._reply(*parsed)
                 self.in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
                 try:
-                    if reply.delay_s:
-                        await asyncio.sleep(reply.delay_s)
+                    await self._wait(reply)
                 finally:
                     self.in_flight -= 1
                 writer.write(_response(reply))
@@ -137,26 +170,55 @@ class StubServer:
             writer.close()
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[dict, dict] | None:
-    """(headers, JSON body) of the next request on a connection, or None at its end."""
+    def _reply(self, path: str, headers: dict[str, str], request: dict) -> Reply:
+        number = len(self.requests)
+        self.requests.append(request)
+        self.headers.append(headers)
+        self.paths.append(path)
+        if isinstance(self.handler, HTTPHandler):
+            return self.handler.respond(path, headers, request, number)
+        return self.handler(request, number)
+
+    async def _wait(self, reply: Reply) -> None:
+        if reply.hang:
+            # Never set: silent until the server stops. Held here, or once the
+            # client gives up, nothing refers to the waiting task and the
+            # garbage collector destroys it mid-wait.
+            self._hung.append(self._loop.create_future())
+            await self._hung[-1]
+        if self.capacity is None:
+            if reply.delay_s:
+                await asyncio.sleep(reply.delay_s)
+            return
+        try:
+            await asyncio.sleep(self.capacity.stretch(reply.delay_s))
+        finally:
+            self.capacity.done()
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, dict, dict] | None:
+    """(path, headers, JSON body) of the next request on a connection, or None at its end."""
     head = await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b""
     if not head:
         return None
+    lines = head.decode("latin-1").split("\r\n")
+    path = lines[0].split(" ")[1] if lines[0].count(" ") >= 2 else ""
     headers = {}
-    for line in head.decode("latin-1").split("\r\n")[1:]:
+    for line in lines[1:]:
         name, _, value = line.partition(":")
         if name:
             headers[name.strip().lower()] = value.strip()
     length = int(headers.get("content-length", 0))
     body = await reader.readexactly(length) if length else b"{}"
     try:
-        return headers, json.loads(body)
+        return path, headers, json.loads(body)
     except ValueError:
-        return headers, {"unreadable": body.decode("utf-8", "replace")}
+        return path, headers, {"unreadable": body.decode("utf-8", "replace")}
 
 
-_REASONS = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error",
-            503: "Service Unavailable"}
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+            429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable",
+            529: "Overloaded"}
 
 
 def _response(reply: Reply) -> bytes:

@@ -12,8 +12,9 @@ from clinieval.runs.judges import (
     pairs_within_cases,
     resolve_pair,
 )
+from clinieval.runs.multi import execute_many
 from clinieval.runs.rules import load_rules
-from clinieval.runs.runner import DryRun, RunOptions, estimate, execute, plan_run_id
+from clinieval.runs.runner import DryRun, RunOptions, estimate, execute, failed_runs, plan_run_id
 
 __all__ = [
     "Call",
@@ -30,6 +31,8 @@ __all__ = [
     "Task",
     "estimate",
     "execute",
+    "execute_many",
+    "failed_runs",
     "load_rules",
     "pairs_within_cases",
     "plan_run_id",

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from clinieval.providers import CallFailed, Completion, ModelSpec, Provider
+from clinieval.providers import CallFailed, Completion, ModelSpec, Provider, cause_of
+from clinieval.providers.failure import LENGTH, UNPARSED
 from clinieval.runs.keys import call_key
 
 
@@ -73,6 +74,7 @@ class CallOutcome:
     parse_status: str | None = None
     value: Any = None
     error: str | None = None
+    cause: str | None = None
     attempts: int = 0
     parse_attempts: int = 0
     cached: bool = True
@@ -130,6 +132,7 @@ async def run_call(job: Job, provider: Provider, task: Task, index: int,
                 completion = await provider.generate(call.messages, settings)
             except CallFailed as err:
                 outcome.error, outcome.attempts = str(err), outcome.attempts + err.attempts
+                outcome.cause = err.cause
                 outcome.parse_status = "error" if job.kind == "judge" else None
                 outcome.cached = False
                 return outcome
@@ -169,6 +172,8 @@ class Stats:
     output_tokens: int = 0
     cost_usd: float = 0.0
     started: float = field(default_factory=time.monotonic)
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    """(cause, message) of each call that failed or came back unreadable."""
 
     @property
     def finished(self) -> int:
@@ -179,8 +184,20 @@ class Stats:
         setattr(self, status, getattr(self, status) + 1)
         for outcome in result.outcomes:
             self.unparsed += outcome.parse_status == "unparsed"
+            if outcome.error or outcome.parse_status == "unparsed":
+                self.failures.append(failure_of(outcome))
             self.parse_retries += max(0, outcome.parse_attempts - 1)
             for _, _, completion in outcome.fresh:
                 self.input_tokens += completion.input_tokens
                 self.output_tokens += completion.output_tokens
             self.cost_usd += outcome.cost(spec)
+
+
+def failure_of(outcome: CallOutcome) -> tuple[str, str]:
+    """(cause, message) of a call that failed or whose output was unparsed."""
+    if outcome.error:
+        return outcome.cause or cause_of(outcome.error), outcome.error
+    completion = outcome.completion
+    cut = completion is not None and completion.finish_reason == LENGTH
+    raw = completion.text[:80] if completion else ""
+    return (LENGTH if cut else UNPARSED), f"{LENGTH if cut else UNPARSED} output: {raw!r}"

@@ -13,6 +13,21 @@ from clinieval.runs.engine import Call, CallOutcome, Task
 from clinieval.runs.keys import digest
 from clinieval.runs.prompt_files import load_prompt
 
+SAMPLE_SEED_STEP = 1_000_000
+"""Sample k of a case is asked with seed ``seed + k * SAMPLE_SEED_STEP``
+(``seed`` from the model file); sample 0 keeps the file's seed, so its
+request and cache key are those of a one-sample run. The step is far above
+the offsets jurors (1,000 apart) and parse retries (1, 2, ...) add, so no two
+of them share a seed. A model file without a seed sends none for any
+sample: the server then samples afresh on every call."""
+
+
+def sample_seed(seed: int | None, sample: int) -> int | None:
+    """The seed that sample ``sample`` of a case is asked with."""
+    if seed is None or sample == 0:
+        return seed
+    return seed + sample * SAMPLE_SEED_STEP
+
 
 def answer_id(run_id: str, task_key: str) -> str:
     """Answer ids are derived from the run and the call, so that a resumed
@@ -59,6 +74,8 @@ class GenerateJob:
         settings = self.spec.generation.request_fields()
         if temperature is not None:
             settings["temperature"] = temperature
+        if "seed" in settings:
+            settings["seed"] = sample_seed(settings["seed"], sample)
         call = Call(tuple(messages), settings, sample).keyed(self.spec.version)
         return Task(call.first_key, (call,), None, {"case_id": case.case_id, "variant": variant,
                                         "temperature": settings.get("temperature"),

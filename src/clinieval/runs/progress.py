@@ -9,8 +9,10 @@ import time
 from rich.console import Console, Group
 from rich.live import Live
 from rich.progress_bar import ProgressBar
+from rich.table import Table
 from rich.text import Text
 
+from clinieval.providers import CauseCount, ReplicaReport
 from clinieval.runs.engine import Stats
 
 
@@ -45,3 +47,30 @@ def _clock(seconds: float) -> str:
 
 def live(view: RunView, console: Console) -> Live:
     return Live(view, console=console, refresh_per_second=4, transient=False)
+
+
+def failures_table(title: str, causes: list[CauseCount]) -> Table:
+    """Failed and unparsed calls of a run by cause, with one example each."""
+    table = Table(title=title)
+    for column in ("cause", "calls", "fails the run", "example"):
+        table.add_column(column, justify="right" if column == "calls" else "left")
+    for c in causes:
+        table.add_row(c.cause, f"{c.count:,}", "yes" if c.fatal else "no (kept raw)",
+                      c.example[:160])
+    return table
+
+
+def endpoints_table(title: str, reports: list[ReplicaReport]) -> Table:
+    """Per replica: calls sent and answered, failures by cause, the
+    concurrency its adaptive limit settled at, its breaker."""
+    table = Table(title=title)
+    for column in ("endpoint", "calls", "answered", "failures", "concurrency (lowest / max)",
+                   "breaker"):
+        table.add_column(column, justify="left" if column in ("endpoint", "failures") else
+                         "right")
+    for r in reports:
+        failures = ", ".join(f"{cause} {n:,}" for cause, n in r.failures.items()) or "-"
+        table.add_row(r.url, f"{r.calls:,}", f"{r.ok:,}", failures,
+                      f"{r.concurrency} ({r.lowest_concurrency} / {r.max_concurrency})",
+                      f"{r.breaker} (opened {r.times_opened}x)" if r.times_opened else r.breaker)
+    return table

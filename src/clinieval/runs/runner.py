@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from clinieval.providers import Provider, make_provider
+from clinieval.providers import Provider, failures_by_cause, make_provider
 from clinieval.runs import store
 from clinieval.runs.engine import Job, Stats, Task, attempt_keys, run_task
 from clinieval.runs.keys import digest
@@ -21,11 +21,22 @@ from clinieval.runs.keys import digest
 @dataclass(frozen=True)
 class RunOptions:
     """``use_cache`` False makes every call fresh (a new run); ``parse_retries``
-    is how many more times an unparseable judge output is asked again."""
+    is how many more times an unparseable judge output is asked again;
+    ``allow_failures`` accepts a run in which some calls failed after their
+    retries (see :func:`failed_runs`)."""
 
     use_cache: bool = True
     parse_retries: int = 0
     run_id: str | None = None
+    allow_failures: bool = False
+
+
+def failed_runs(records: list[dict[str, Any]], options: RunOptions) -> list[str]:
+    """Runs with calls that failed after their retries, unless the options
+    allow failures: a command should exit non-zero when this is not empty."""
+    if options.allow_failures:
+        return []
+    return [r["run_id"] for r in records if r["failed_after_retries"]]
 
 
 def plan_run_id(job: Job, options: RunOptions) -> str:
@@ -65,8 +76,14 @@ def estimate(engine: sa.Engine, job: Job, options: RunOptions) -> DryRun:
 
 async def execute(engine: sa.Engine, job: Job, options: RunOptions = RunOptions(), *,
                   provider: Provider | None = None,
-                  watch: Callable[[Stats], Any] | None = None) -> dict[str, Any]:
-    """Run ``job`` to the end (or until cancelled) and return its run record."""
+                  watch: Callable[[Stats], Any] | None = None,
+                  writer: Callable[..., Any] = store.Writer) -> dict[str, Any]:
+    """Run ``job`` to the end (or until cancelled) and return its run record,
+    with ``skipped`` (tasks finished before this start), ``failures`` (this
+    start's failed and unparsed calls grouped by cause, ``CauseCount``),
+    ``endpoints`` (per replica: calls, failures, settled concurrency) and
+    ``failed_after_retries``. ``writer`` makes the object that commits the
+    results (``store.Writer``, or a lane of ``multi.SharedWriter``)."""
     run_id = plan_run_id(job, options)
     settings = job.settings | {"use_cache": options.use_cache,
                                "parse_retries": options.parse_retries}
@@ -81,7 +98,7 @@ async def execute(engine: sa.Engine, job: Job, options: RunOptions = RunOptions(
              if options.use_cache and todo else {})
     own = provider is None
     provider = provider or make_provider(job.spec)
-    writer = store.Writer(engine, run_id, job.spec, retried, provider.concurrency)
+    writer = writer(engine, run_id, job.spec, retried, provider.concurrency)
     status = "failed"
     try:
         if watch:
@@ -101,7 +118,11 @@ async def execute(engine: sa.Engine, job: Job, options: RunOptions = RunOptions(
             store.finish_run(engine, run_id, status)
             if own:
                 await provider.aclose()
-    return store.run_record(engine, run_id) | {"skipped": stats.skipped}
+    record = store.run_record(engine, run_id)
+    report = getattr(provider, "report", None)
+    return record | {"skipped": stats.skipped, "failures": failures_by_cause(stats.failures),
+                     "endpoints": report() if report else [],
+                     "failed_after_retries": record["failed"] > 0}
 
 
 async def _work(job: Job, provider: Provider, todo: list[Task], cache: dict,

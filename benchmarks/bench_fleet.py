@@ -1,0 +1,133 @@
+"""The runner against a fleet of four replicas of one model (stub servers in
+their own process, answering in 20 ms), of which one freezes mid-run (stops
+answering, connections left open) and one is rate-limited (beyond a number
+of requests per tenth of a second it answers 429 with Retry-After). Prints
+calls per second, failed calls (the target is 0) and, per replica, the calls
+it was sent and answered, its failures by cause, the concurrency its
+adaptive limit settled at (and its lowest) and its breaker's state.
+
+    python benchmarks/bench_fleet.py [--calls 10000] [--concurrency 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from clinieval.providers import model_spec
+from clinieval.providers.stub import Reply, StubServer, completion_body, frozen_after
+from clinieval.runs import JuryJudge, execute
+from clinieval.runs.data import AnswerText
+from clinieval.storage import db, sqltables
+
+REPLY = json.dumps({"accuracy": 4, "completeness": 3, "clarity": 5, "reason": "stub verdict"})
+CASES = 200
+
+
+def rate_limited(per_tenth: int, delay_s: float):
+    """A handler admitting ``per_tenth`` requests per 0.1 s window, 429 beyond."""
+    body = completion_body(REPLY)
+    window = {"start": 0.0, "count": 0}
+    lock = threading.Lock()
+
+    def handle(_request: dict, _n: int) -> Reply:
+        with lock:
+            now = time.monotonic()
+            if now - window["start"] >= 0.1:
+                window["start"], window["count"] = now, 0
+            window["count"] += 1
+            over = window["count"] > per_tenth
+        if over:
+            return Reply(429, b'{"error": "rate limited"}', {"retry-after": "0.5"})
+        return Reply(body=body, delay_s=delay_s)
+
+    return handle
+
+
+def serve(delay_s: float, freeze_after: int, per_tenth: int) -> None:
+    """The four replicas, in this (child) process; prints their URLs."""
+    body = completion_body(REPLY)
+    healthy = lambda _r, _n: Reply(body=body, delay_s=delay_s)  # noqa: E731
+    handlers = [healthy, healthy, frozen_after(freeze_after, healthy),
+                rate_limited(per_tenth, delay_s)]
+    servers = [StubServer(h).__enter__() for h in handlers]
+    print(" ".join(s.base_url for s in servers), flush=True)
+    threading.Event().wait()
+
+
+def _database(path: Path, n_answers: int):
+    engine = db.make_engine(f"sqlite:///{path}")
+    db.upgrade(engine)
+    cases = {f"case-{i:04d}": f"Question {i}: what is the first step for symptom {i}?"
+             for i in range(CASES)}
+    answers = [AnswerText(f"ans-{i:06d}", f"case-{i % CASES:04d}", "cand",
+                          f"Answer {i}: check vital signs, then examine.", 0, 0.7, "default")
+               for i in range(n_answers)]
+    with engine.begin() as conn:
+        conn.execute(sqltables.models.insert(), [{"model_id": "cand"}])
+        conn.execute(sqltables.cases.insert(), [{"case_id": c, "specialty": "General",
+                                                 "prompt": p} for c, p in cases.items()])
+        conn.execute(sqltables.answers.insert(), [
+            {"answer_id": a.answer_id, "case_id": a.case_id, "model_id": "cand",
+             "text": a.text, "sample_index": 0} for a in answers])
+    return engine, answers, cases
+
+
+def _run(urls: list[str], concurrency: int, calls: int, path: Path):
+    engine, answers, cases = _database(path, calls)
+    spec = model_spec({"id": "judge", "version": "stub-1", "name": "stub", "base_urls": urls,
+                       "concurrency": concurrency, "timeout_s": 30,
+                       "generation": {"max_tokens": 100}}, "bench")
+    start, cpu = time.perf_counter(), time.process_time()
+    record = asyncio.run(execute(engine, JuryJudge(spec, answers, cases)))
+    return record, time.perf_counter() - start, time.process_time() - cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=10_000)
+    parser.add_argument("--concurrency", type=int, default=16, help="per replica")
+    parser.add_argument("--delay-ms", type=float, default=20.0)
+    parser.add_argument("--per-tenth", type=int, default=40,
+                        help="requests the rate-limited replica admits per 0.1 s")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    freeze_after = args.calls // 8
+    if args.serve:
+        serve(args.delay_ms / 1000, freeze_after, args.per_tenth)
+        return
+    child = subprocess.Popen([sys.executable, __file__, "--serve", "--calls", str(args.calls),
+                              "--delay-ms", str(args.delay_ms), "--per-tenth",
+                              str(args.per_tenth)], stdout=subprocess.PIPE, text=True)
+    try:
+        urls = child.stdout.readline().split()
+        print(f"{args.calls:,} jury calls over 4 replicas answering in {args.delay_ms:g} ms,"
+              f" concurrency {args.concurrency} each; replica 3 freezes after"
+              f" {freeze_after:,} requests, replica 4 admits {args.per_tenth} per 0.1 s;"
+              f" {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
+        with tempfile.TemporaryDirectory() as tmp:
+            # A short run on the first replica first, so imports and connecting are not timed.
+            _run(urls[:1], args.concurrency, 200, Path(tmp) / "warm.db")
+            record, wall, cpu = _run(urls, args.concurrency, args.calls, Path(tmp) / "fleet.db")
+        print(f"{record['done']:,} done, {record['failed']:,} failed calls in {wall:.2f} s ="
+              f" {record['done'] / wall:,.0f} calls/s ({cpu / args.calls * 1e3:.3f} ms CPU/call)")
+        for i, r in enumerate(record["endpoints"], 1):
+            print(f"  replica {i}: {r.calls:,} sent, {r.ok:,} answered, failures {r.failures},"
+                  f" concurrency settled at {r.concurrency} (lowest {r.lowest_concurrency},"
+                  f" max {r.max_concurrency}), breaker {r.breaker}"
+                  f" (opened {r.times_opened}x)")
+    finally:
+        child.terminate()
+        child.wait(10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""Replicas of one model: which one a call goes to, and which are out.
+
+A call goes to the replica with the fewest calls outstanding among those
+whose breaker admits calls, whose adaptive limit has room and whose
+``Retry-After`` has passed. A call that failed on one replica is sent next
+to another when there is one. A replica that stops answering altogether
+(a frozen process keeps its connections open and says nothing) is found by
+a watchdog: when nothing has come back from it for four times the slowest
+recent call anywhere in the fleet, or for longer than that call while its
+peers answered two rounds of their limits (a replica as fast as its peers
+cannot be that silent), its calls are cut short (and retried elsewhere) and its
+breaker opens; after the cool-down one call probes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+from clinieval.providers.adaptive import AIMDLimit, Breaker
+
+STALL_FACTOR = 4.0
+"""A replica is stalled when nothing came back from it for this many times
+the slowest recent call (once, when its peers kept answering)."""
+STALL_FLOOR_S = 1.0
+WATCH_S = 0.25
+OVERLOADED = frozenset({"HTTP 429", "HTTP 503", "HTTP 529"})
+"""Failures by which a server says it has too much to do: the adaptive limit
+shrinks, the breaker is left alone."""
+SLOWEST_DECAY = 0.995
+"""The slowest-recent-call figure forgets an old maximum this fast (per call)."""
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    """How replicas are balanced and taken out (model file fields)."""
+
+    start: int = 8
+    maximum: int = 8
+    adaptive: bool = True
+    breaker_failures: int = 3
+    breaker_cooldown_s: float = 5.0
+    timeout_s: float = 120.0
+
+
+@dataclass
+class Replica:
+    """One endpoint and its live state."""
+
+    url: str
+    limit: AIMDLimit
+    breaker: Breaker
+    outstanding: int = 0
+    not_before: float = 0.0
+    last_event: float = 0.0
+    answered_then: int = 0
+    """The fleet's count of answers at ``last_event``."""
+    calls: int = 0
+    ok: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+    timers: set = field(default_factory=set)
+
+    def free(self, now: float) -> bool:
+        return (self.outstanding < self.limit.current and now >= self.not_before
+                and self.breaker.admits(now))
+
+    def report(self) -> ReplicaReport:
+        return ReplicaReport(self.url, self.calls, self.ok, dict(self.failures),
+                             self.limit.current, int(self.limit.lowest), self.limit.maximum,
+                             self.breaker.state, self.breaker.times_opened)
+
+
+@dataclass(frozen=True)
+class ReplicaReport:
+    """What one replica did in a run: calls sent, answered, failed by cause,
+    the concurrency its limit settled at (and its lowest), its breaker."""
+
+    url: str
+    calls: int
+    ok: int
+    failures: dict[str, int]
+    concurrency: int
+    lowest_concurrency: int
+    max_concurrency: int
+    breaker: str
+    times_opened: int
+
+
+class Fleet:
+    """The replicas of one model file and the calls waiting for one of them."""
+
+    def __init__(self, urls: list[str], settings: FleetSettings) -> None:
+        self.settings = settings
+        self.replicas = [Replica(url, AIMDLimit(settings.start, settings.maximum),
+                                 Breaker(settings.breaker_failures, settings.breaker_cooldown_s))
+                         for url in urls]
+        self.capacity = settings.maximum * len(urls)
+        self._waiters: list[asyncio.Future] = []
+        self._slowest = 0.0
+        self._answers = 0
+        self.last_failure = ("error", "")
+        """(cause, message) of the latest failed call on any replica."""
+        self._watchdog: asyncio.Task | None = None
+
+    async def acquire(self, avoid: Replica | None = None) -> Replica | None:
+        """A replica with room for one more call (waiting until there is one),
+        or None at once when every replica's breaker is open: a call then
+        fails fast rather than queue for the probes."""
+        if self._watchdog is None and len(self.replicas) > 1:
+            self._watchdog = asyncio.get_running_loop().create_task(self._watch())
+        while True:
+            now = time.monotonic()
+            replica = self._choose(now, avoid)
+            if replica is not None:
+                if replica.outstanding == 0:
+                    self._event(replica, now)
+                replica.outstanding += 1
+                replica.calls += 1
+                replica.breaker.take()
+                return replica
+            if not any(r.breaker.admits(now) for r in self.replicas):
+                return None
+            await self._wait(self._next_change(now))
+
+    def _choose(self, now: float, avoid: Replica | None) -> Replica | None:
+        best = None
+        for replica in self.replicas:
+            if replica is avoid or not replica.free(now):
+                continue
+            if best is None or replica.outstanding < best.outstanding:
+                best = replica
+        if best is None and avoid is not None and avoid.free(now) and not self._others_admit(
+                avoid, now):
+            best = avoid
+        return best
+
+    def _others_admit(self, avoid: Replica, now: float) -> bool:
+        """Whether a replica other than ``avoid`` takes calls at all (busy or not)."""
+        return any(r is not avoid and r.breaker.admits(now) and now >= r.not_before
+                   for r in self.replicas)
+
+    def _next_change(self, now: float) -> float | None:
+        """Seconds until a replica's Retry-After or breaker cool-down ends."""
+        times = [r.not_before for r in self.replicas if r.not_before > now]
+        times += [t for r in self.replicas if (t := r.breaker.reopens_at()) is not None]
+        return max(0.0, min(times) - now) if times else None
+
+    async def _wait(self, timeout: float | None) -> None:
+        """Until a call ends or ``timeout`` passes (no task per wait, unlike
+        ``asyncio.wait_for``: many calls may wait at once)."""
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._waiters.append(waiter)
+        timer = None if timeout is None else loop.call_later(timeout, _settle, waiter)
+        try:
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+    def _wake(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.pop(0)
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def release(self, replica: Replica, cause: str | None, latency_s: float | None, *,
+                broken: bool = True, retry_after_s: float | None = None,
+                message: str = "") -> None:
+        """A call on ``replica`` ended: ``cause`` None when it was answered; a
+        failure that is not ``broken`` (an overload, a refused request) leaves
+        the breaker alone."""
+        now = time.monotonic()
+        replica.outstanding -= 1
+        self._event(replica, now)
+        if cause is None:
+            self._answered(replica, latency_s or 0.0)
+            self._wake()
+            return
+        replica.failures[cause] = replica.failures.get(cause, 0) + 1
+        self.last_failure = (cause, message)
+        if broken:
+            replica.breaker.failure(now)
+        elif cause in OVERLOADED and self.settings.adaptive:
+            replica.limit.overloaded()
+        if retry_after_s:
+            replica.not_before = max(replica.not_before, now + retry_after_s)
+        self._wake_all()  # the fleet changed: every waiting call looks again
+
+    def _event(self, replica: Replica, now: float) -> None:
+        replica.last_event, replica.answered_then = now, self._answers
+
+    def _answered(self, replica: Replica, latency_s: float) -> None:
+        self._answers += 1
+        replica.ok += 1
+        replica.breaker.success()
+        self._slowest = max(latency_s, self._slowest * SLOWEST_DECAY)
+        if self.settings.adaptive:
+            replica.limit.success(latency_s)
+
+    def _wake_all(self) -> None:
+        while self._waiters:
+            self._wake()
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(WATCH_S)
+            now = time.monotonic()
+            for replica in self.replicas:
+                if replica.timers and self._stalled(replica, now):
+                    self._cut(replica, now)
+
+    def _stalled(self, replica: Replica, now: float) -> bool:
+        """Silent for several times the slowest recent call, or for longer than
+        that call while its peers answered two rounds of their limits."""
+        if self._slowest == 0.0:
+            return False  # nothing has come back yet: only the timeout knows
+        silent = now - replica.last_event
+        if silent < max(STALL_FLOOR_S, self._slowest):
+            return False
+        rounds = sum(r.limit.current for r in self.replicas if r is not replica)
+        if self._answers - replica.answered_then >= 2 * rounds > 0:
+            return True
+        return silent > min(self.settings.timeout_s, STALL_FACTOR * self._slowest)
+
+    def _cut(self, replica: Replica, now: float) -> None:
+        """Open ``replica``'s breaker and end its calls now (as timeouts)."""
+        replica.breaker.trip(now)
+        loop_now = asyncio.get_running_loop().time()
+        for timer in list(replica.timers):
+            timer.reschedule(loop_now)
+        self._event(replica, now)
+        self._wake_all()
+
+    def report(self) -> list[ReplicaReport]:
+        return [r.report() for r in self.replicas]
+
+    async def aclose(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
+            self._watchdog = None
+
+
+def _settle(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -1,0 +1,223 @@
+"""Replicas of one model on real loopback servers: least-outstanding
+balancing, a frozen or refusing replica taken out without a failed call,
+the breaker and the adaptive limit by hand, pre-flight, failures by cause,
+per-sample seeds and several runs at once through one writer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from clinieval.io.importer import import_snapshot
+from clinieval.providers import make_provider, model_spec, preflight
+from clinieval.providers.adaptive import AIMDLimit, Breaker
+from clinieval.providers.llamacpp import free_port
+from clinieval.providers.stub import (
+    Reply,
+    SharedCapacity,
+    StubServer,
+    answering,
+    frozen_after,
+)
+from clinieval.runs import GenerateJob, RunOptions, execute, failed_runs
+from clinieval.runs.data import CaseText, load_cases
+from clinieval.runs.generate import SAMPLE_SEED_STEP
+from clinieval.runs.keys import call_key
+from clinieval.runs.multi import execute_many
+from clinieval.storage import db
+from clinieval.testing import tiny_snapshot
+
+HELLO = [{"role": "user", "content": "hello"}]
+SERVICE_S = 0.05
+CALLS = 480
+
+
+def _spec(*urls: str, **fields):
+    return model_spec({"id": "m", "version": "v1", "name": "m", "base_urls": list(urls),
+                       "concurrency": 8, "timeout_s": 30} | fields, "test.toml")
+
+
+async def _drive(spec, calls: int):
+    """``calls`` calls, as many in flight as the provider takes (as the runner
+    does); (failed calls, seconds, per-replica reports)."""
+    provider = make_provider(spec)
+    pending = iter(range(calls))
+    failed = []
+
+    async def worker():
+        for _ in pending:
+            try:
+                await provider.generate(HELLO, {})
+            except Exception as err:  # noqa: BLE001 - counted, that is the test
+                failed.append(err)
+
+    start = time.perf_counter()
+    try:
+        await asyncio.gather(*[worker() for _ in range(provider.concurrency)])
+        return failed, time.perf_counter() - start, provider.report()
+    finally:
+        await provider.aclose()
+
+
+def _fleet_run(first, second_url: str | None = None):
+    """Two replicas sharing 8 service slots (two servers on one machine):
+    ``first`` answers as ``first`` says; the second is healthy."""
+    capacity = SharedCapacity(slots=8)
+    with StubServer(first, capacity=capacity) as one, StubServer(
+            answering(SERVICE_S), capacity=capacity) as two:
+        urls = [second_url or one.base_url, two.base_url]
+        return asyncio.run(_drive(_spec(*urls), CALLS))
+
+
+def _show(label: str, wall: float, reports) -> None:
+    print(f"\n{label}: {wall:.2f} s")
+    for r in reports:
+        print(f"  {r.url}: {r.calls} calls, {r.ok} answered, failures {r.failures},"
+              f" concurrency settled at {r.concurrency} (lowest {r.lowest_concurrency}),"
+              f" breaker {r.breaker} (opened {r.times_opened}x)")
+
+
+def test_a_frozen_or_refusing_replica_costs_no_call_and_little_time():
+    failed, healthy, reports = _fleet_run(answering(SERVICE_S))
+    _show("healthy pair", healthy, reports)
+    assert failed == [] and all(r.ok > CALLS / 3 for r in reports)
+
+    failed, frozen, reports = _fleet_run(frozen_after(40, answering(SERVICE_S)))
+    _show("one frozen after 40 calls", frozen, reports)
+    assert failed == [] and reports[0].failures.get("timeout", 0) > 0
+    assert frozen <= 1.3 * healthy
+
+    failed, refused, reports = _fleet_run(answering(SERVICE_S), f"http://127.0.0.1:{free_port()}")
+    _show("one refusing connections", refused, reports)
+    assert failed == [] and reports[0].failures.get("connection refused", 0) > 0
+    assert reports[0].ok == 0 and reports[0].breaker == "open"
+    assert refused <= 1.3 * healthy
+
+
+def test_calls_go_to_the_replica_with_fewest_outstanding():
+    """One replica ten times slower: it holds its calls longer, so it is sent fewer."""
+    with StubServer(answering(0.2)) as slow, StubServer(answering(0.02)) as fast:
+        failed, _, (r_slow, r_fast) = asyncio.run(_drive(
+            _spec(slow.base_url, fast.base_url, concurrency=4, adaptive=False), 120))
+    assert failed == [] and r_fast.calls > 3 * r_slow.calls
+
+
+def test_a_replica_answering_429_is_throttled_not_taken_out():
+    throttled = lambda _r, n: Reply(429, b"{}", {"retry-after": "0.2"}) if n % 2 else Reply(  # noqa: E731
+        body=answering()({}, n).body, delay_s=0.02)
+    with StubServer(throttled) as busy, StubServer(answering(0.02)) as calm:
+        failed, _, (r_busy, _r_calm) = asyncio.run(_drive(_spec(busy.base_url, calm.base_url),
+                                                          200))
+    assert failed == [] and r_busy.failures.get("HTTP 429", 0) > 0
+    assert r_busy.lowest_concurrency < 8 and r_busy.times_opened == 0
+
+
+def test_the_breaker_opens_after_consecutive_failures_and_probes_after_its_cool_down():
+    breaker = Breaker(failures=3, cooldown_s=5)
+    for _ in range(2):
+        breaker.failure(now=0)
+    assert breaker.admits(0)
+    breaker.failure(now=1)
+    assert breaker.state == "open" and not breaker.admits(5.9) and breaker.admits(6.0)
+    breaker.take()  # the probe
+    assert breaker.state == "half-open" and not breaker.admits(7)
+    breaker.failure(now=7)  # the probe failed: open for twice as long
+    assert not breaker.admits(16.9) and breaker.admits(17)
+    breaker.take()
+    breaker.success()
+    assert breaker.state == "closed" and breaker.admits(17)
+
+
+def test_the_adaptive_limit_halves_on_overload_and_grows_back_one_per_window():
+    limit = AIMDLimit(start=16, maximum=16)
+    limit.overloaded()
+    limit.overloaded()  # the same burst: counted once
+    assert limit.current == 8
+    for _ in range(8):
+        limit.success(0.1)
+    assert limit.current == 8  # the quiet window after the decrease
+    for _ in range(9):
+        limit.success(0.1)
+    assert limit.current == 9  # +1/limit per answer: about one per window
+    before = limit.decreases
+    for _ in range(30):
+        limit.success(1.0)  # latency rising tenfold
+    assert limit.decreases > before
+    for _ in range(10):
+        limit.overloaded()
+        for _ in range(16):
+            limit.success(1.0)
+    assert limit.current >= 1
+    grown = AIMDLimit(start=1, maximum=3)
+    for _ in range(100):
+        grown.success(0.1)
+    assert grown.current == 3
+
+
+def test_preflight_names_each_endpoint_that_does_not_answer():
+    closed = f"http://127.0.0.1:{free_port()}/v1"
+    with StubServer(answering()) as server:
+        problems = preflight([_spec(server.base_url, closed),
+                              _spec(server.base_url, id="same-endpoint")])
+        assert len(server.requests) == 1 and server.requests[0]["max_tokens"] == 1
+    [problem] = problems
+    assert problem.url == closed and "connection refused" in problem.error
+    assert str(problem).startswith(f"m: {closed}: connection refused")
+
+
+@pytest.fixture
+def loaded(tmp_path):
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    engine = db.make_engine(url)
+    db.upgrade(engine)
+    import_snapshot(engine, tiny_snapshot())
+    yield engine
+    engine.dispose()
+
+
+def test_failed_calls_are_grouped_by_cause_and_fail_the_run_unless_allowed(loaded):
+    spec = _spec(f"http://127.0.0.1:{free_port()}/v1", max_attempts=2)
+    job = GenerateJob(spec, load_cases(loaded, None, None))
+    record = asyncio.run(execute(loaded, job))
+    [cause] = record["failures"]
+    assert (cause.cause, cause.count, cause.fatal) == ("connection refused", len(job.tasks), True)
+    assert "connection refused at http://127.0.0.1" in cause.example
+    assert record["failed_after_retries"] and failed_runs([record], RunOptions()) == [
+        record["run_id"]]
+    assert failed_runs([record], RunOptions(allow_failures=True)) == []
+    [endpoint] = record["endpoints"]
+    # Once its breaker is open, calls fail fast without being sent.
+    assert 3 <= endpoint.failures["connection refused"] < 2 * len(job.tasks)
+
+
+def test_each_sample_has_its_own_seed_and_sample_zero_keeps_its_key():
+    spec = _spec("http://h/v1", generation={"seed": 7, "temperature": 0.7})
+    job = GenerateJob(spec, [CaseText("c1", "Why?")], samples=3)
+    seeds = [t.calls[0].settings["seed"] for t in job.tasks]
+    assert seeds == [7, 7 + SAMPLE_SEED_STEP, 7 + 2 * SAMPLE_SEED_STEP]
+    first = job.tasks[0].calls[0]
+    assert job.tasks[0].key == call_key("v1", first.messages, {"seed": 7, "temperature": 0.7}, 0)
+    unseeded = GenerateJob(_spec("http://h/v1"), [CaseText("c1", "Why?")], samples=2)
+    assert all("seed" not in t.calls[0].settings for t in unseeded.tasks)
+
+
+def test_several_models_run_at_once_through_one_writer(loaded):
+    with StubServer(answering(0.3)) as one, StubServer(answering(0.3)) as two:
+        cases = load_cases(loaded, None, None)
+        jobs = [GenerateJob(_spec(server.base_url, id=f"cand-{n}", version=n, concurrency=2),
+                            cases, samples=4) for n, server in (("a", one), ("b", two))]
+        start = time.perf_counter()
+        records = asyncio.run(execute_many(loaded, jobs))
+        wall = time.perf_counter() - start
+    tasks = len(jobs[0].tasks)
+    assert [(r["model_id"], r["done"], r["failed"]) for r in records] == [
+        ("cand-a", tasks, 0), ("cand-b", tasks, 0)]
+    one_after_other = 2 * (tasks / 2 * 0.3)  # each model's calls, two at a time
+    assert wall < one_after_other  # both endpoints were busy at once
+    with loaded.connect() as conn:
+        stored = conn.execute(sa.text("SELECT model_id, COUNT(*) FROM answers WHERE model_id"
+                                      " LIKE 'cand-%' GROUP BY model_id")).all()
+    assert sorted(stored) == [("cand-a", tasks), ("cand-b", tasks)]

@@ -83,6 +83,25 @@ def open_engine(url: str | None):
     return make_engine(url or get_settings().database_url)
 
 
+def study_engine(url: str | None, study_id: str, command: str):
+    """An engine on ``url`` whose database holds ``study_id``; else an error
+    naming the study (a study command on a missing study did nothing and
+    said so as if it had worked)."""
+    import sqlalchemy as sa
+
+    from clinieval.errors import InputError
+    from clinieval.storage.schema import snapshot as snapshot_tables
+
+    engine = open_engine(url)
+    studies = snapshot_tables.studies
+    with engine.connect() as conn:
+        found = conn.execute(sa.select(studies.c.study_id)
+                             .where(studies.c.study_id == study_id)).first()
+    if found is None:
+        raise InputError(command, "no such study", field="study", got=study_id)
+    return engine
+
+
 def print_manifest(manifest: dict, title: str) -> None:
     """The row counts of a bundle or export just written."""
     print_counts({name: entry["rows"] for name, entry in manifest["tables"].items()}, title)

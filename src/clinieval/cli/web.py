@@ -18,6 +18,7 @@ from clinieval.cli.common import (
     out,
     print_counts,
     print_manifest,
+    study_engine,
 )
 
 study_app = typer.Typer(no_args_is_help=True, help="Studies on the clinician platform.")
@@ -109,7 +110,7 @@ def study_create(
                      specialties=offered, max_cases=max_cases)
     demo = str(source) == "demo" and not source.exists()
     counts = create_study(open_engine(database_url), plan,
-                          demo_source() if demo else read_source(source)[0])
+                          demo_source(study_id) if demo else read_source(source)[0])
     print_counts(counts, f"study {study_id}")
 
 
@@ -130,7 +131,8 @@ def study_add_cases(
     from clinieval.platform.studies import add_cases
     from clinieval.sources import read_source
 
-    counts = add_cases(open_engine(database_url), study_id, read_source(source)[0])
+    engine = study_engine(database_url, study_id, "study add-cases")
+    counts = add_cases(engine, study_id, read_source(source)[0])
     print_counts(counts, f"added to study {study_id}")
 
 
@@ -149,7 +151,8 @@ def study_rubric(
     from clinieval.platform.studies import new_rubric_version
     from clinieval.rubric import load_rubric
 
-    made = new_rubric_version(open_engine(database_url), None, study_id, load_rubric(rubric))
+    engine = study_engine(database_url, study_id, "study rubric")
+    made = new_rubric_version(engine, None, study_id, load_rubric(rubric))
     console.print(f"study {study_id} now rates under rubric version {made['version']}")
 
 
@@ -170,7 +173,7 @@ def study_export(
     """
     from clinieval.platform.study_export import export_salt, export_study
 
-    engine = open_engine(database_url)
+    engine = study_engine(database_url, study_id, "study export")
     manifest = export_study(engine, study_id, out_dir, salt=export_salt(engine),
                             overwrite=overwrite, quasi_identifiers=not drop_quasi_identifiers)
     print_manifest(manifest, f"exported {out_dir}")
@@ -188,7 +191,7 @@ def study_flagged(
     """
     from clinieval.platform.screening import flagged_answers
 
-    rows = flagged_answers(open_engine(database_url), study_id)
+    rows = flagged_answers(study_engine(database_url, study_id, "study flagged"), study_id)
     for row in rows:
         typer.echo("\t".join(str(row[k]) for k in ("answer_id", "case_id", "model_id", "reason")))
     console.print(f"{len(rows)} answer(s) held back in study {study_id}")
@@ -219,6 +222,6 @@ def invite(
         emails = parse_emails(email)
         if len(emails) != 1:
             raise InputError("invite", "one e-mail address", field="email", got=email[:80])
-    with db.writing(open_engine(database_url)) as conn:
+    with db.writing(study_engine(database_url, study_id, "invite")) as conn:
         token = create_invitations(conn, study_id, role, 1, days, emails=emails)[0]
     out.print(f"{base_url.rstrip('/')}/invite/{token}", highlight=False, soft_wrap=True)

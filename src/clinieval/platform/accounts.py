@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from argon2 import PasswordHasher
@@ -26,8 +27,20 @@ from clinieval.storage.schema import snapshot as snapshot_tables
 SESSION_DAYS = 14
 INVITATION_DAYS = 14
 SIGNIN_LINK_MINUTES = 60
-LOGIN_WINDOW = timedelta(minutes=15)
 LOGIN_MAX_FAILURES = 5
+"""Failed sign-ins for one address from one client before delays start."""
+LOGIN_ADDRESS_FAILURES = 50
+"""Failed sign-ins for one address from any clients before delays start: far
+more than one client gets through its own delays within LOGIN_MEMORY, so only
+guessing from many clients at once slows the owner's sign-in (whose one-time
+sign-in links are never throttled)."""
+LOGIN_CLIENT_FAILURES = 50
+"""Failed sign-ins from one client for any addresses (password spraying)
+before delays start."""
+LOGIN_DELAY = timedelta(minutes=1)
+"""The first delay once a limit is reached; each further failure doubles it."""
+LOGIN_MEMORY = timedelta(hours=24)
+"""How long a failure counts."""
 MIN_PASSWORD = 10
 
 _hasher = PasswordHasher()
@@ -255,35 +268,45 @@ def use_signin_link(engine: sa.Engine, token: str) -> str:
 # --- sessions ----------------------------------------------------------------
 
 
-def sign_in(engine: sa.Engine, email: str, password: str) -> str:
+def sign_in(engine: sa.Engine, email: str, password: str, client: str | None = None) -> str:
     """Check the password and open a session; returns the session token.
 
-    After LOGIN_MAX_FAILURES failures for one e-mail address within
-    LOGIN_WINDOW (since its last successful sign-in, if later), further
-    attempts are refused until the window has passed. An
-    attempt counts as failed from the moment it is let through until its
-    password is found right: guesses sent at once (each password check takes
-    a while, outside any lock) cannot all pass the count before any of them
-    has failed. Letting one through is one transaction per address at a time,
-    across server processes (SQLite's write lock; on PostgreSQL an advisory lock).
+    Failures are throttled, not locked out (OWASP's authentication cheat sheet):
+    past LOGIN_MAX_FAILURES for this address from this ``client`` (its network
+    address), past LOGIN_ADDRESS_FAILURES for the address from any client, or
+    past LOGIN_CLIENT_FAILURES from the client for any address, the next attempt
+    waits LOGIN_DELAY after the last one, doubled for each failure beyond the
+    limit. So one client's guesses do not keep the owner out from another, and
+    each refusal is logged (``login_throttled``). An attempt counts as failed
+    from the moment it is let through until its password is found right:
+    guesses sent at once (each password check takes a while, outside any lock)
+    cannot all pass the count before any of them has failed. Letting one through
+    is one transaction per address at a time, across server processes (SQLite's
+    write lock; on PostgreSQL an advisory lock).
     """
-    email = email.strip().lower()
+    email, client = email.strip().lower(), client or "unknown"
     with db.writing(engine) as conn:
         db.one_at_a_time(conn, "sign-in " + email)
-        if _recent_failures(conn, email) >= LOGIN_MAX_FAILURES:
-            raise RateLimited("Too many failed sign-in attempts; wait 15 minutes.")
-        record(conn, "login_attempt", subject=email)
-        user = conn.execute(sa.select(platform_tables.users)
-                            .where(platform_tables.users.c.email == email)).first()
+        throttled = _throttled(conn, email, client)
+        if throttled is None:
+            record(conn, "login_attempt", subject=email, client=client)
+            user = conn.execute(sa.select(platform_tables.users)
+                                .where(platform_tables.users.c.email == email)).first()
+        else:
+            record(conn, "login_throttled", subject=email, client=client, detail=throttled)
+    if throttled is not None:
+        minutes = -(-throttled["wait_seconds"] // 60)
+        raise RateLimited(f"Too many failed sign-in attempts; try again in {minutes} minute(s),"
+                          " or use a one-time sign-in link.")
     # An unknown address costs the same hashing as a wrong password, so the
     # time of the answer does not tell which addresses have an account.
     if not _verify(_decoy_hash() if user is None else user.password_hash, password) \
             or user is None:
         with db.writing(engine) as conn:
-            record(conn, "login_failed", subject=email)
+            record(conn, "login_failed", subject=email, client=client)
         raise AuthError("Wrong e-mail address or password.")
     with db.writing(engine) as conn:
-        record(conn, "login_succeeded", subject=email)
+        record(conn, "login_succeeded", subject=email, client=client)
     return open_session(engine, user.user_id)
 
 
@@ -300,18 +323,42 @@ def _verify(password_hash: str, password: str) -> bool:
         return False
 
 
-def _recent_failures(conn: sa.Connection, email: str) -> int:
-    """Attempts for the address within the window and after its last
-    successful sign-in: the failed ones and those still checking a password
-    (the successful one was let through before it succeeded)."""
+def _throttled(conn: sa.Connection, email: str, client: str) -> dict | None:
+    """Which limit holds the attempt back and for how many seconds, or None."""
     events = platform_tables.audit_events
-    since = now() - LOGIN_WINDOW
+    by_address, by_client = events.c.subject == email, events.c.client == client
+    tiers = (("address and client", sa.and_(by_address, by_client), LOGIN_MAX_FAILURES),
+             ("address", by_address, LOGIN_ADDRESS_FAILURES),
+             ("client", by_client, LOGIN_CLIENT_FAILURES))
+    for name, where, limit in tiers:
+        count, last = _recent_attempts(conn, where)
+        wait = _wait(count, last, limit)
+        if wait > 0:
+            return {"limit": name, "failures": count, "wait_seconds": wait}
+    return None
+
+
+def _recent_attempts(conn: sa.Connection, where) -> tuple[int, datetime | None]:
+    """How many attempts matching ``where`` within LOGIN_MEMORY and after the
+    last successful sign-in matching it, and when the latest was: the failed
+    ones and those still checking a password (the successful one was let
+    through before it succeeded)."""
+    events = platform_tables.audit_events
+    since = now() - LOGIN_MEMORY
     last_ok = conn.execute(sa.select(sa.func.max(events.c.at)).where(
-        events.c.kind == "login_succeeded", events.c.subject == email,
-        events.c.at > since)).scalar()
-    return conn.execute(sa.select(sa.func.count()).where(
-        events.c.kind == "login_attempt", events.c.subject == email,
-        events.c.at > (since if last_ok is None else aware(last_ok)))).scalar_one()
+        events.c.kind == "login_succeeded", where, events.c.at > since)).scalar()
+    count, last = conn.execute(sa.select(sa.func.count(), sa.func.max(events.c.at)).where(
+        events.c.kind == "login_attempt", where,
+        events.c.at > (since if last_ok is None else aware(last_ok)))).one()
+    return count, None if last is None else aware(last)
+
+
+def _wait(failures: int, last: datetime | None, limit: int) -> int:
+    """Whole seconds still to wait after ``failures`` (the latest at ``last``)."""
+    if failures < limit or last is None:
+        return 0
+    delay = LOGIN_DELAY * 2 ** min(failures - limit, 20)  # 2**20 minutes outlasts LOGIN_MEMORY
+    return max(0, math.ceil((last + delay - now()).total_seconds()))
 
 
 def open_session(engine: sa.Engine, user_id: str) -> str:

@@ -3,7 +3,11 @@ with a demo clinician, a demo admin (each reached by a one-time sign-in link;
 no password is printed) and an invitation link.
 
 The demo snapshot stores answer lengths but no answer text, so readable
-stand-in answers are written here, deterministically per answer id.
+stand-in answers are written here, deterministically per answer id. A study
+made from it (``serve --demo``, ``study create --source demo``) gets case and
+answer ids of its own, prefixed with the study's id: a case belongs to one
+study, and ``clinieval demo`` stores the snapshot's own cases in the same
+database, so each would otherwise refuse the others.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import secrets
 from datetime import UTC, datetime
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from clinieval.demo import demo_snapshot
@@ -54,8 +59,9 @@ def stand_in_text(answer_id: str, prompt: str | None) -> str:
     )
 
 
-def demo_source() -> Snapshot:
-    """The bundled demo snapshot with stand-in answer texts."""
+def demo_source(study_id: str | None = None) -> Snapshot:
+    """The bundled demo snapshot with stand-in answer texts; with ``study_id``,
+    only its cases, answers and models, under ids of that study's own."""
     snap = demo_snapshot()
     answers, cases = snap["answers"], snap["cases"]
     prompts = dict(zip(cases["case_id"].to_pylist(), cases["prompt"].to_pylist(), strict=True))
@@ -66,9 +72,24 @@ def demo_source() -> Snapshot:
         )
     ]
     index = answers.schema.get_field_index("text")
-    return Snapshot(
-        {**snap.tables, "answers": answers.set_column(index, "text", pa.array(texts))}, snap.meta
-    )
+    answers = answers.set_column(index, "text", pa.array(texts))
+    if study_id is None:
+        return Snapshot({**snap.tables, "answers": answers}, snap.meta)
+    return Snapshot.from_tables(
+        {**snap.tables, **_own_ids(study_id, cases, answers), "ratings": None,
+         "preferences": None, "judgments": None, "raters": None}, snap.meta)
+
+
+def _own_ids(study_id: str, cases: pa.Table, answers: pa.Table) -> dict[str, pa.Table]:
+    """Cases and answers under ids prefixed with ``study_id``."""
+    def prefixed(table: pa.Table, *columns: str) -> pa.Table:
+        for column in columns:
+            ids = pc.binary_join_element_wise(study_id, table[column], ":")
+            table = table.set_column(table.schema.get_field_index(column), column, ids)
+        return table
+
+    return {"cases": prefixed(cases, "case_id"),
+            "answers": prefixed(answers, "answer_id", "case_id")}
 
 
 def setup_demo(engine: sa.Engine, link_minutes: int = accounts.SIGNIN_LINK_MINUTES
@@ -82,7 +103,7 @@ def setup_demo(engine: sa.Engine, link_minutes: int = accounts.SIGNIN_LINK_MINUT
         ).first()
     if exists is None:
         plan = StudyPlan(DEMO_STUDY, "Demo study", load_rubric(), specialties=DEMO_SPECIALTIES)
-        create_study(engine, plan, demo_source())
+        create_study(engine, plan, demo_source(DEMO_STUDY))
     out = {"invitation": accounts.create_invitation(engine, DEMO_STUDY, "clinician")}
     for role in ("clinician", "admin"):
         user_id = _demo_account(engine, f"demo-{role}@example.org", role)

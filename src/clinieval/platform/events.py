@@ -41,15 +41,17 @@ def record(
     study_id: str | None = None,
     subject: str | None = None,
     detail: dict | None = None,
+    client: str | None = None,
 ) -> None:
-    """Append an audit event (in the caller's transaction)."""
+    """Append an audit event (in the caller's transaction); ``client`` is the
+    network address a sign-in came from, which its throttling counts by."""
     run(conn, _EVENT, {
         "at": now(), "kind": kind, "user_id": user_id, "study_id": study_id, "subject": subject,
-        "detail": json.dumps(detail, sort_keys=True) if detail else None})
+        "detail": json.dumps(detail, sort_keys=True) if detail else None, "client": client})
 
 
 _EVENT = prepared.insert(platform_tables.audit_events, "at", "kind", "user_id", "study_id",
-                         "subject", "detail")
+                         "subject", "detail", "client")
 
 DECISION_EVENTS = {"release": "answer_released", "withdraw": "answer_withdrawn"}
 """The events of an admin's decision on a flagged answer."""

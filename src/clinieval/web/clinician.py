@@ -94,13 +94,20 @@ async def login(ctx: Public) -> Response:
         # In a thread: checking a password (argon2) takes about 0.1 s of CPU
         # (which releases the interpreter); on the event loop it held up every request.
         token = await asyncio.to_thread(accounts.sign_in, ctx.engine, form.get("email", ""),
-                                        form.get("password", ""))
+                                        form.get("password", ""), _client(ctx.request))
     except accounts.AuthError as err:
         status = 429 if isinstance(err, accounts.RateLimited) else 401
         return page(ctx, "login.html", status, next=_local(form.get("next")), error=str(err))
     response = RedirectResponse(_local(form.get("next")), status_code=303)
     set_cookie(ctx.request, response, SESSION_COOKIE, token)
     return response
+
+
+def _client(request: Request) -> str | None:
+    """The address the request came from, as the server learnt it: the peer's,
+    or a trusted proxy's X-Forwarded-For (uvicorn trusts it from
+    FORWARDED_ALLOW_IPS, by default 127.0.0.1 only)."""
+    return request.client.host if request.client else None
 
 
 @router.post("/logout")

@@ -155,9 +155,10 @@ audit_events = sa.Table(
     sa.Column("study_id", sa.Text),
     sa.Column("subject", sa.Text),
     sa.Column("detail", sa.Text),
+    sa.Column("client", sa.Text),  # migration 0013
 )
-"""Who did what when: sign-ins (and failures, which the rate limit counts),
-invitations, assignments, submissions."""
+"""Who did what when: sign-ins (and failures, which the throttling counts by
+address and by client), invitations, assignments, submissions."""
 
 platform_secrets = sa.Table(
     "platform_secrets",
@@ -172,6 +173,7 @@ sa.Index("ix_task_leases_answer", task_leases.c.answer_id, task_leases.c.status)
 sa.Index("ix_task_leases_user", task_leases.c.user_id, task_leases.c.study_id,
          task_leases.c.status)
 sa.Index("ix_audit_events_kind", audit_events.c.kind, audit_events.c.subject, audit_events.c.at)
+sa.Index("ix_audit_events_client", audit_events.c.kind, audit_events.c.client, audit_events.c.at)
 
 # --- study administration (migration 0005) ----------------------------------------
 

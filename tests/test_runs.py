@@ -48,6 +48,14 @@ def _model(tmp_path: Path, server: StubServer, name: str = "stub", **extra) -> P
     return path
 
 
+def _calls(server: StubServer) -> int:
+    """Calls the run made, not counting the pre-flight probe before it."""
+    return sum(r.get("max_tokens") != 1 or r.get("messages") != PROBE for r in server.requests)
+
+
+PROBE = [{"role": "user", "content": "ping"}]
+
+
 def _ok(*args: str) -> str:
     result = runner.invoke(app, [str(a) for a in args])
     assert result.exit_code == 0, result.output
@@ -91,9 +99,9 @@ def test_generate_and_every_judge_kind_store_counted_costed_rows(loaded, tmp_pat
                              " WHERE model_id = 'stub'")
         assert len(answers) == 2 * 2 * 2  # cases x temperatures x samples
         assert {(a[0], a[1]) for a in answers} == {(s, t) for s in (0, 1) for t in (0.2, 1.0)}
-        calls = len(server.requests)
+        calls = _calls(server)
         assert "(8 were finished before this start)" in _ok(*gen)  # resumed: nothing to do
-        assert len(server.requests) == calls
+        assert _calls(server) == calls
 
         judge = ("--judge", model, "--model-id", "stub", "--database-url", url)
         _ok("judge", "jury", *judge, "--jurors", "3")
@@ -141,8 +149,8 @@ def test_unparsed_output_is_kept_raw_counted_and_retried_as_asked(loaded, tmp_pa
         judge = _model(tmp_path, bad, name="judge")
         _ok("judge", "jury", "--judge", judge, "--model-id", "stub", "--parse-retries", "2",
             "--database-url", url)
-    assert len(bad.requests) == 2 * 3  # two answers, three tries each
-    assert {r["seed"] for r in bad.requests} == {0, 1, 2}
+    assert _calls(bad) == 2 * 3  # two answers, three tries each
+    assert {r["seed"] for r in bad.requests if r.get("messages") != PROBE} == {0, 1, 2}
     rows = _rows(url, "SELECT parse_status, score, raw_output FROM judgments")
     assert rows == [("unparsed", None, "I think it is fine.")] * 2 * 3  # 3 axes each
     run = _runs(url)["jury"]
@@ -153,8 +161,10 @@ def test_a_failing_endpoint_is_recorded_and_retried_on_the_next_start(loaded, tm
     url = loaded
     with StubServer(lambda _r, _n: Reply(503, b"{}")) as down:
         model = _model(tmp_path, down, max_attempts=2)
-        out = _ok("generate", "--model", model, "--database-url", url)
-    assert "2 failed" in out and len(down.requests) == 4
+        out = _ok("generate", "--model", model, "--database-url", url, "--skip-preflight",
+                  "--allow-failures")
+    assert "2 failed" in out and _calls(down) == 4
+    assert "failures by cause" in out and "HTTP 503" in out
     assert _rows(url, "SELECT COUNT(*) FROM answers WHERE model_id = 'stub'") == [(0,)]
     [(error,)] = set(_rows(url, "SELECT error FROM llm_run_calls"))
     assert "HTTP 503" in error and "after 2 tries" in error
@@ -162,13 +172,14 @@ def test_a_failing_endpoint_is_recorded_and_retried_on_the_next_start(loaded, tm
         model.write_text(model.read_text().replace(down.base_url, up.base_url))
         _ok("generate", "--model", model, "--database-url", url)
         judge = _model(tmp_path, up, name="judge")
-    assert len(up.requests) == 2
+    assert _calls(up) == 2
     run = _runs(url)["generate"]
     assert (run["done"], run["failed"], run["status"]) == (2, 0, "finished")
     with StubServer(lambda _r, _n: Reply(500, b"{}")) as down:
         judge.write_text(judge.read_text().replace(up.base_url, down.base_url)
                          .replace("[prices]", "max_attempts = 1\n[prices]"))
-        _ok("judge", "jury", "--judge", judge, "--model-id", "stub", "--database-url", url)
+        _ok("judge", "jury", "--judge", judge, "--model-id", "stub", "--database-url", url,
+            "--skip-preflight", "--allow-failures")
     rows = _rows(url, "SELECT parse_status, score, reason FROM judgments")
     assert len(rows) == 6 and {r[:2] for r in rows} == {("error", None)}
     assert "call failed: HTTP 500" in rows[0][2]
@@ -180,13 +191,13 @@ def test_dry_run_calls_nothing_and_no_cache_calls_again(loaded, tmp_path):
         model = _model(tmp_path, server)
         out = _ok("generate", "--model", model, "--database-url", url, "--dry-run",
                   "--samples", "3")
-        assert len(server.requests) == 0
+        assert _calls(server) == 0
         assert "│ stub │ 6 │ 0 │" in out.replace("  ", " ") or " 6 " in out
         _ok("generate", "--model", model, "--database-url", url)
         _ok("generate", "--model", model, "--database-url", url, "--no-cache")
-        assert len(server.requests) == 4
+        assert _calls(server) == 4
         out = _ok("generate", "--model", model, "--database-url", url, "--dry-run")
-        assert len(server.requests) == 4
+        assert _calls(server) == 4
     assert _rows(url, "SELECT COUNT(*), COUNT(DISTINCT text) FROM answers WHERE model_id ="
                       " 'stub'") == [(4, 1)]
     assert len(_rows(url, "SELECT run_id FROM llm_runs")) == 2
@@ -213,9 +224,9 @@ def test_an_interrupted_run_resumes_without_repeating_finished_calls(tmp_path):
         asyncio.run(interrupted())
         [(status, finished)] = _rows(url, "SELECT status, done FROM llm_runs")
         assert status == "interrupted" and 0 < finished < 20
-        before = len(server.requests)
+        before = _calls(server)
         record = asyncio.run(execute(engine, job))
-    assert len(server.requests) - before == 20 - finished
+    assert _calls(server) - before == 20 - finished
     assert (record["status"], record["done"], record["skipped"]) == ("finished", 20, finished)
     assert _rows(url, "SELECT COUNT(*) FROM answers WHERE model_id = 'stub'") == [(20,)]
 
@@ -240,9 +251,9 @@ def test_a_killed_run_resumes_without_repeating_committed_calls(tmp_path):
         proc.wait(10)
         [(committed,)] = _rows(url, "SELECT COUNT(*) FROM llm_run_calls")
         assert _rows(url, "SELECT status FROM llm_runs") == [("running",)]
-        before = len(server.requests)
+        before = _calls(server)
         _ok("generate", "--model", model, "--samples", "15", "--database-url", url)
-    assert len(server.requests) - before == 30 - committed
+    assert _calls(server) - before == 30 - committed
     assert _rows(url, "SELECT status, done FROM llm_runs") == [("finished", 30)]
 
 
@@ -275,18 +286,18 @@ def test_a_killed_run_loses_at_most_its_open_tasks_and_repeats_no_committed_one(
         lock.execute("BEGIN IMMEDIATE")  # the run's next commit waits (busy timeout 5 s)
         seen, stable_since = -1, time.monotonic()
         while time.monotonic() - stable_since < 0.7:
-            if len(server.requests) != seen:
-                seen, stable_since = len(server.requests), time.monotonic()
+            if _calls(server) != seen:
+                seen, stable_since = _calls(server), time.monotonic()
             time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         lock.rollback()
         lock.close()
         [(committed,)] = _rows(url, "SELECT COUNT(*) FROM llm_run_calls")
-        sent = len(server.requests)
+        sent = _calls(server)
         assert committed < tasks and sent - committed == bound
         _ok("generate", "--model", model, "--samples", "600", "--database-url", url)
-    assert len(server.requests) - sent == tasks - committed
+    assert _calls(server) - sent == tasks - committed
     assert _rows(url, "SELECT COUNT(*), COUNT(DISTINCT case_id || '/' || sample_index) FROM"
                       " answers WHERE model_id = 'stub'") == [(tasks, tasks)]
     assert _rows(url, "SELECT status, done FROM llm_runs") == [("finished", tasks)]
@@ -350,3 +361,27 @@ def test_rules_file_errors_name_file_item_and_field(tmp_path):
     path.write_text(json.dumps([{"case_id": "c", "rule_id": "r", "text": "t", "points": 1}] * 2))
     with pytest.raises(InputError, match="row 1, field 'rule_id': duplicate"):
         load_rules(path)
+
+
+def test_failed_calls_fail_the_command_with_their_causes_unless_allowed(loaded, tmp_path):
+    url = loaded
+    with StubServer(lambda _r, _n: Reply(503, b"{}")) as down:
+        model = _model(tmp_path, down, max_attempts=1)
+        result = runner.invoke(app, ["generate", "--model", str(model), "--database-url", url,
+                                     "--skip-preflight"])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 1, out
+    assert "failures by cause" in out and "HTTP 503" in out
+    assert "calls failed after their retries" in out and "--allow-failures" in out
+
+
+def test_an_endpoint_that_does_not_answer_stops_the_run_before_any_call(loaded, tmp_path):
+    url = loaded
+    with StubServer(answering()) as gone:
+        model = _model(tmp_path, gone)
+        address = gone.base_url
+    result = runner.invoke(app, ["generate", "--model", str(model), "--database-url", url])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 1, out
+    assert "endpoint did not answer" in out and address.split("//")[1].split("/")[0] in out
+    assert _rows(url, "SELECT COUNT(*) FROM llm_runs") == [(0,)]

@@ -20,6 +20,10 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print calls and the 
                                          " call nothing.")]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Call again even when the cache has"
                                        " the answer (a new run).")]
+SkipPreflight = Annotated[bool, typer.Option("--skip-preflight", help="Start without first"
+                                             " sending one cheap call to every endpoint.")]
+AllowFailures = Annotated[bool, typer.Option("--allow-failures", help="Exit 0 even when some"
+                                             " calls failed after their retries.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -40,6 +44,8 @@ def generate(
     limit: Limit = None,
     dry_run: DryRunOpt = False,
     no_cache: NoCache = False,
+    skip_preflight: SkipPreflight = False,
+    allow_failures: AllowFailures = False,
 ) -> None:
     """Answer the stored cases with each model: n samples per case, per variant
     and temperature, stored as answers with their run.
@@ -55,7 +61,8 @@ def generate(
     jobs = generate_jobs(engine, model, samples=samples, variants=tuple(variant or ["default"]),
                          temperatures=tuple(temperature or [None]),
                          case_ids=cases.split(",") if cases else None, limit=limit)
-    _run_all(engine, jobs, dry_run=dry_run, no_cache=no_cache, parse_retries=0)
+    _run_all(engine, jobs, dry_run=dry_run, no_cache=no_cache, parse_retries=0,
+             preflight=not skip_preflight, allow_failures=allow_failures)
 
 
 @handle_errors
@@ -83,6 +90,8 @@ def judge(
     limit: Limit = None,
     dry_run: DryRunOpt = False,
     no_cache: NoCache = False,
+    skip_preflight: SkipPreflight = False,
+    allow_failures: AllowFailures = False,
 ) -> None:
     """Judge stored answers with LLM judges; outputs that do not parse are kept
     raw as `unparsed` and counted, never given a default score.
@@ -103,39 +112,94 @@ def judge(
     for job in jobs:
         job.settings["inconsistent"] = inconsistent
     records = _run_all(engine, jobs, dry_run=dry_run, no_cache=no_cache,
-                       parse_retries=parse_retries)
+                       parse_retries=parse_retries, preflight=not skip_preflight,
+                       allow_failures=allow_failures, exit_on_failure=False)
     if kind == "pairwise":
         for record in records:
             for label, n in pairwise_summary(engine, record["run_id"], inconsistent).items():
                 out.print(f"{record['run_id']}: {label}: {n:,}", highlight=False)
+    _exit_on_failures(records, allow_failures)
 
 
-def _run_all(engine, jobs, *, dry_run: bool, no_cache: bool, parse_retries: int) -> list[dict]:
+def _run_all(engine, jobs, *, dry_run: bool, no_cache: bool, parse_retries: int,
+             preflight: bool = True, allow_failures: bool = False,
+             exit_on_failure: bool = True) -> list[dict]:
     from clinieval.runs import RunOptions, estimate
 
-    options = RunOptions(use_cache=not no_cache, parse_retries=parse_retries)
+    options = RunOptions(use_cache=not no_cache, parse_retries=parse_retries,
+                         allow_failures=allow_failures)
     if dry_run:
         _print_estimates([(job, estimate(engine, job, options)) for job in jobs])
         return []
-    records = [_run_one(engine, job, options) for job in jobs]
+    if preflight:
+        _preflight([job for job in jobs if _has_calls(engine, job, options)])
+    records = _run_jobs(engine, jobs, options)
     _print_records(records)
+    if exit_on_failure:
+        _exit_on_failures(records, allow_failures)
     return records
 
 
-def _run_one(engine, job, options) -> dict:
-    from clinieval.runs.progress import RunView, live
-    from clinieval.runs.runner import execute, plan_run_id
+def _has_calls(engine, job, options) -> bool:
+    """Whether the job still has calls to make (a resumed run that has all its
+    answers needs no endpoint, and sends nothing)."""
+    from clinieval.runs import estimate
 
-    run_id = plan_run_id(job, options)
-    options = type(options)(options.use_cache, options.parse_retries, run_id)
-    view = RunView(f"{run_id}: {job.judge_kind or job.kind} with {job.spec.id}")
+    planned = estimate(engine, job, options)
+    return planned.calls > planned.cached
+
+
+def _preflight(jobs) -> None:
+    """One cheap call per endpoint before any work: an endpoint that does not
+    answer stops the command with its address and the error."""
+    from clinieval.providers import preflight
+
+    if not jobs:
+        return
+    problems = preflight([job.spec for job in jobs])
+    for problem in problems:
+        console.print(f"[red]error:[/red] endpoint did not answer: {problem}", highlight=False)
+    if problems:
+        console.print("Start it, fix the model file, or pass --skip-preflight.")
+        raise typer.Exit(1)
+
+
+def _run_jobs(engine, jobs, options) -> list[dict]:
+    """Every job at once (each endpoint with its own limits, one writer),
+    under one live view."""
+    from rich.console import Group
+
+    from clinieval.runs import execute_many
+    from clinieval.runs.progress import RunView, live
+
+    views = {id(job): RunView(f"{job.judge_kind or job.kind} with {job.spec.id}")
+             for job in jobs}
     try:
-        with live(view, console):
-            return asyncio.run(execute(engine, job, options, watch=view.watch))
+        with live(Group(*views.values()), console):
+            return asyncio.run(execute_many(
+                engine, jobs, options, watch=lambda job, stats: views[id(job)].watch(stats)))
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted[/yellow] run {run_id}: finished tasks are stored;"
+        console.print("[yellow]interrupted[/yellow]: finished tasks are stored;"
                       " run the same command again to resume.")
         raise typer.Exit(130) from None
+
+
+def _exit_on_failures(records: list[dict], allow_failures: bool) -> None:
+    """Failures by cause and per endpoint; exit 1 when a call failed after its
+    retries, unless --allow-failures."""
+    from clinieval.runs import RunOptions, failed_runs
+    from clinieval.runs.progress import endpoints_table, failures_table
+
+    for r in records:
+        if r.get("failures"):
+            out.print(failures_table(f"{r['run_id']}: failures by cause", r["failures"]))
+        if r.get("endpoints"):
+            out.print(endpoints_table(f"{r['run_id']}: endpoints", r["endpoints"]))
+    failed = failed_runs(records, RunOptions(allow_failures=allow_failures))
+    if failed:
+        console.print(f"[red]error:[/red] calls failed after their retries in {', '.join(failed)};"
+                      " see the table above (--allow-failures accepts them).", highlight=False)
+        raise typer.Exit(1)
 
 
 def _print_estimates(estimates) -> None:

@@ -312,17 +312,20 @@ def _answer_cases(snapshot: Snapshot, existing: Mapping[str, pa.Array]) -> pa.Ar
 
 
 def _check_rating_uniqueness(ratings: pa.Table, where: str) -> None:
-    if ratings.num_rows == 0:
-        return
-    import polars as pl
-
     keys = ["answer_id", "rater_id", "criterion_id", "revision"]
-    frame = pl.from_arrow(ratings.select(keys)).with_columns(pl.col("revision").fill_null(0))
-    repeat = frame.select(pl.struct(keys).is_first_distinct().not_().alias("repeat"))["repeat"]
-    if repeat.any():
-        index = int(repeat.arg_true()[0])
-        raise InputError(where, "the same rater scored this answer on this criterion twice"
-                         " in one revision", row=index + 1, field="criterion_id",
-                         expected="one score per (answer, rater, criterion, revision);"
-                         " record edits as a higher revision",
-                         got=ratings.column("criterion_id")[index].as_py())
+    frame = ratings.select(keys[:3]).append_column(
+        "revision", pc.fill_null(ratings.column("revision"), 0))
+    frame = frame.append_column("row", pa.array(range(ratings.num_rows), pa.int64()))
+    # Single-threaded: the order does not matter, and no pool is left working.
+    groups = frame.group_by(keys, use_threads=False).aggregate(
+        [("row", "min"), ("row", "count")])
+    if not groups.num_rows or pc.max(groups.column("row_count")).as_py() <= 1:
+        return
+    joined = frame.join(groups, keys, use_threads=False)
+    index = pc.min(pc.filter(joined.column("row"), pc.not_equal(
+        joined.column("row"), joined.column("row_min")))).as_py()
+    raise InputError(where, "the same rater scored this answer on this criterion twice"
+                     " in one revision", row=index + 1, field="criterion_id",
+                     expected="one score per (answer, rater, criterion, revision);"
+                     " record edits as a higher revision",
+                     got=ratings.column("criterion_id")[index].as_py())

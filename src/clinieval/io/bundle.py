@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clinieval import __version__
-from clinieval import tables as T
+from clinieval.contract import tabular
+from clinieval.contract.validate import check_types
 from clinieval.errors import InputError, from_validation
 from clinieval.io.jsontext import loads, read_bytes, read_text
 from clinieval.snapshot import Snapshot, conform
@@ -120,7 +121,7 @@ def write_bundle(snapshot: Snapshot, out: Path, *, overwrite: bool = False) -> d
 
 def _write_files(snapshot: Snapshot, folder: Path) -> dict[str, Any]:
     entries = {}
-    for table in T.ALL:
+    for table in tabular.ALL:
         data = snapshot[table.name]
         path = folder / f"{table.name}.parquet"
         pq.write_table(data, path, compression="zstd", row_group_size=1 << 20)
@@ -134,7 +135,7 @@ def _write_files(snapshot: Snapshot, folder: Path) -> dict[str, Any]:
         **{k: v for k, v in snapshot.meta.items() if k not in _RESERVED},
         **_rubric_entries(snapshot),
         "format": FORMAT,
-        "schema_version": T.SCHEMA_VERSION,
+        "schema_version": tabular.SCHEMA_VERSION,
         "clinieval_version": __version__,
         "snapshot_sha256": snapshot_checksum({k: v["content_sha256"] for k, v in entries.items()}),
         "tables": entries,
@@ -181,10 +182,10 @@ class Manifest(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
     format: Literal["clinieval-bundle"]
-    schema_version: int = Field(ge=1, le=T.SCHEMA_VERSION)
+    schema_version: int = Field(ge=1, le=tabular.SCHEMA_VERSION)
     clinieval_version: str | None = None
     snapshot_sha256: str = Field(pattern=_HEX64)
-    tables: dict[Literal[tuple(T.BY_NAME)], TableEntry]  # type: ignore[valid-type]
+    tables: dict[Literal[tuple(tabular.BY_NAME)], TableEntry]  # type: ignore[valid-type]
     notes: list[str] = Field(default_factory=list)
     rater_ids: str | None = None
 
@@ -230,10 +231,11 @@ def read_bundle(folder: Path, *, verify: bool = True) -> Snapshot:
     for name, entry in manifest["tables"].items():
         path = table_path(folder, entry)
         stored = _read_entry(path, entry, verify)
-        data = conform(stored, T.BY_NAME[name], str(path))
+        check_types(stored, tabular.BY_NAME[name], str(path))
+        data = conform(stored, tabular.BY_NAME[name], str(path))
         # A bundle written before a column was added was hashed without it.
         hashed = data.select([c for c in data.column_names if c in stored.column_names])
-        if verify and content_sha256(hashed, T.BY_NAME[name].key) != entry["content_sha256"]:
+        if verify and content_sha256(hashed, tabular.BY_NAME[name].key) != entry["content_sha256"]:
             raise InputError(str(path), f"table {name!r} does not match its content_sha256"
                              " in the manifest; the bundle is corrupt or was edited")
         tables[name] = data

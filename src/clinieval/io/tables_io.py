@@ -17,7 +17,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from clinieval import tables as T
+from clinieval.contract import tabular
+from clinieval.contract.validate import check_types
+from clinieval.contract.vocabulary import SCORE_MAX, SCORE_MIN
 from clinieval.errors import InputError
 from clinieval.io.jsontext import decode, json_lines, read_bytes
 from clinieval.rubric import IDENTITY, CriterionMap, rubric_from_rows, rubric_to_rows
@@ -31,7 +33,7 @@ def find_table_files(folder: Path) -> dict[str, Path]:
     """Table files in ``folder`` by table name; more than one format per table is an error."""
     found: dict[str, Path] = {}
     for path in sorted(folder.iterdir()):
-        if path.stem in T.BY_NAME and path.suffix in EXTENSIONS:
+        if path.stem in tabular.BY_NAME and path.suffix in EXTENSIONS:
             if path.stem in found:
                 raise InputError(str(path), f"table {path.stem!r} is given twice"
                                  f" (also {found[path.stem].name}); keep one file per table")
@@ -42,12 +44,14 @@ def find_table_files(folder: Path) -> dict[str, Path]:
 def read_table_file(path: Path) -> pa.Table:
     """Read one table file with the contract's column types as written:
     text columns of a CSV stay text ("007" stays "007", "NA" is not null)."""
-    table = T.BY_NAME[path.stem]
+    table = tabular.BY_NAME[path.stem]
     raw = read_bytes(path)
     if not raw:
         raise InputError(str(path), "file is empty", expected="a header and data rows")
     if path.suffix == ".parquet":
-        return _read_parquet(raw, path)
+        data = _read_parquet(raw, path)
+        check_types(data, table, str(path))
+        return data
     text = decode(raw, str(path))
     return _read_csv(raw, text, path, table) if path.suffix == ".csv" \
         else _read_jsonl(text, path, table)
@@ -77,7 +81,7 @@ def _check_unique_columns(names: list[str], path: Path) -> None:
         seen.add(name)
 
 
-def _read_csv(raw: bytes, text: str, path: Path, table: T.Table) -> pa.Table:
+def _read_csv(raw: bytes, text: str, path: Path, table: tabular.Table) -> pa.Table:
     """Every column as text; only an empty unquoted field is null. The cast to
     the contract's types happens later, naming the row of a bad value."""
     try:
@@ -94,7 +98,7 @@ def _read_csv(raw: bytes, text: str, path: Path, table: T.Table) -> pa.Table:
         raise InputError(str(path), f"malformed CSV: {err}") from None
 
 
-def _read_jsonl(text: str, path: Path, table: T.Table) -> pa.Table:
+def _read_jsonl(text: str, path: Path, table: tabular.Table) -> pa.Table:
     records = []
     for number, record in json_lines(text, str(path)):
         if not isinstance(record, dict):
@@ -146,16 +150,16 @@ def read_table_folder(folder: Path, *, rubric: Rubric,
     files = find_table_files(folder)
     if not files:
         raise InputError(str(folder), "no table files found",
-                         expected="files named " + ", ".join(f"{t}.csv" for t in T.BY_NAME))
+                         expected="files named " + ", ".join(f"{t}.csv" for t in tabular.BY_NAME))
     raw = {name: read_table_file(path) for name, path in files.items()}
     if "criteria" in raw:
         source = str(files["criteria"])
-        rubric = rubric_from_rows(conform(raw["criteria"], T.CRITERIA, source).to_pylist(),
+        rubric = rubric_from_rows(conform(raw["criteria"], tabular.CRITERIA, source).to_pylist(),
                                   rubric.model_dump(), source)
-    raw["criteria"] = pa.Table.from_pylist(rubric_to_rows(rubric), schema=T.CRITERIA.schema)
+    raw["criteria"] = pa.Table.from_pylist(rubric_to_rows(rubric), schema=tabular.CRITERIA.schema)
     if "ratings" in raw:
         raw["ratings"] = map_criteria(raw["ratings"], rubric, criterion_map, str(files["ratings"]))
-    tables = {name: conform(table, T.BY_NAME[name], str(files.get(name, name)))
+    tables = {name: conform(table, tabular.BY_NAME[name], str(files.get(name, name)))
               for name, table in raw.items()}
     meta = {"source": {"format": "tables", "path": str(folder)},
             "rubric": {"rubric_id": rubric.rubric_id, "version": rubric.version},
@@ -182,7 +186,7 @@ def map_criteria(ratings: pa.Table, rubric: Rubric, cmap: CriterionMap, source: 
     mapped = pa.array([resolved[n] for n in names.to_pylist()], pa.string())
     ratings = ratings.set_column(ratings.column_names.index("criterion_id"), "criterion_id", mapped)
     ratings = ratings.filter(pc.is_valid(mapped))
-    if cmap.source_scale != (T.SCORE_MIN, T.SCORE_MAX):
+    if cmap.source_scale != (SCORE_MIN, SCORE_MAX):
         ratings = _rescale(ratings, cmap, source)
     return ratings
 
@@ -204,7 +208,7 @@ def write_table_files(snapshot: Snapshot, folder: Path, fmt: str) -> dict[str, P
     """Write every table as ``<table>.<fmt>`` (csv or parquet)."""
     folder.mkdir(parents=True, exist_ok=True)
     written = {}
-    for table in T.ALL:
+    for table in tabular.ALL:
         path = folder / f"{table.name}.{fmt}"
         data = snapshot[table.name]
         if fmt == "parquet":

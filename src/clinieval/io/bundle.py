@@ -263,10 +263,17 @@ def verified_bytes(path: Path, entry: dict) -> bytes:
     return raw
 
 
+def _read_parquet(raw: bytes) -> pa.Table:
+    """A Parquet file's table, decoded on this thread: a hostile file's error
+    then leaves no pool thread still decoding when the command exits (Arrow's
+    worker alive at exit aborts the process after the error is printed)."""
+    return pq.read_table(pa.BufferReader(raw), use_threads=False, pre_buffer=False)
+
+
 def _read_entry(path: Path, entry: dict, verify: bool) -> pa.Table:
     raw = verified_bytes(path, entry) if verify else read_bytes(path)
     try:
-        data = pq.read_table(pa.BufferReader(raw))
+        data = _read_parquet(raw)
         data.validate(full=True)
     except (pa.ArrowException, OSError) as err:
         raise InputError(str(path), f"not a readable Parquet file: {err}") from None

@@ -59,7 +59,8 @@ def read_table_file(path: Path) -> pa.Table:
 
 def _read_parquet(raw: bytes, path: Path) -> pa.Table:
     try:
-        data = pq.read_table(pa.BufferReader(raw))
+        # On this thread: see clinieval.io.bundle._read_parquet.
+        data = pq.read_table(pa.BufferReader(raw), use_threads=False, pre_buffer=False)
     except (pa.ArrowException, OSError) as err:
         raise InputError(str(path), f"not a readable Parquet file: {err}") from None
     for name, column in zip(data.column_names, data.columns, strict=True):
@@ -89,11 +90,16 @@ def _read_csv(raw: bytes, text: str, path: Path, table: tabular.Table) -> pa.Tab
     except (csv.Error, StopIteration) as err:
         raise InputError(str(path), f"malformed CSV header: {err}", row=1) from None
     _check_unique_columns(header, path)
+    # Parsed on this thread: a malformed file's error otherwise returns while
+    # Arrow's pool still parses later blocks, and a worker alive at exit
+    # aborts the process after the error line is printed.
+    reading = pacsv.ReadOptions(use_threads=False)
     options = pacsv.ConvertOptions(column_types={name: pa.string() for name in header},
                                    null_values=[""], strings_can_be_null=True,
                                    quoted_strings_can_be_null=False)
     try:
-        return pacsv.read_csv(pa.BufferReader(raw), convert_options=options)
+        return pacsv.read_csv(pa.BufferReader(raw), read_options=reading,
+                              convert_options=options)
     except pa.ArrowInvalid as err:
         raise InputError(str(path), f"malformed CSV: {err}") from None
 

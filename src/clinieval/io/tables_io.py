@@ -21,7 +21,7 @@ from clinieval.contract import tabular
 from clinieval.contract.validate import check_types
 from clinieval.contract.vocabulary import SCORE_MAX, SCORE_MIN
 from clinieval.errors import InputError
-from clinieval.io.jsontext import decode, json_lines, read_bytes
+from clinieval.io.jsontext import decode, iter_json_lines, read_bytes
 from clinieval.rubric import IDENTITY, CriterionMap, rubric_from_rows, rubric_to_rows
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot, conform
@@ -104,13 +104,27 @@ def _read_csv(raw: bytes, text: str, path: Path, table: tabular.Table) -> pa.Tab
         raise InputError(str(path), f"malformed CSV: {err}") from None
 
 
+JSONL_SLICE = 1 << 15
+"""Lines parsed before they become Arrow columns: a slice's Python objects are
+all a reader holds beside the columns, whatever the file's length."""
+
+
 def _read_jsonl(text: str, path: Path, table: tabular.Table) -> pa.Table:
-    records = []
-    for number, record in json_lines(text, str(path)):
+    parts, records = [], []
+    for number, record in iter_json_lines(text, str(path)):
         if not isinstance(record, dict):
             raise InputError(str(path), "line is not a JSON object", row=number,
                              expected="a JSON object", got=record)
         records.append((number, record))
+        if len(records) == JSONL_SLICE:
+            parts.append(_json_table(records, path, table))
+            records = []
+    if records or not parts:
+        parts.append(_json_table(records, path, table))
+    return pa.concat_tables(parts, promote_options="default")
+
+
+def _json_table(records: list[tuple[int, dict]], path: Path, table: tabular.Table) -> pa.Table:
     if not records:
         raise InputError(str(path), "file has no records", expected="one JSON object per line")
     names = [n for n in dict.fromkeys(k for _, r in records for k in r) if n in table.columns]

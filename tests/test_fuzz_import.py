@@ -269,8 +269,11 @@ def write_bundle_folder(folder: Path, draw) -> Path:
         rows = mutate(draw, json.loads(json.dumps(rows, default=str)) or [{}])
         (folder / f"{name}.parquet").write_bytes(
             mutate_bytes(draw, _parquet_bytes(rows if isinstance(rows, list) else [rows])))
-        if draw(st.booleans()):
-            _fix_checksums(folder, manifest, name)
+        # "file": the issue's forgery, the file's SHA-256 and row count brought
+        # in step, the content and snapshot checksums left stale.
+        fix = draw(st.sampled_from(["none", "file", "all"]))
+        if fix != "none":
+            _fix_checksums(folder, manifest, name, content=fix == "all")
     if draw(st.booleans()):
         _mutate_manifest_paths(manifest, name, draw)
     if draw(st.booleans()):
@@ -279,14 +282,17 @@ def write_bundle_folder(folder: Path, draw) -> Path:
     return folder
 
 
-def _fix_checksums(folder: Path, manifest: dict, name: str) -> None:
-    """Make the manifest agree with an edited table, so the edit reaches the reader."""
+def _fix_checksums(folder: Path, manifest: dict, name: str, content: bool = True) -> None:
+    """Make the manifest agree with an edited table, so the edit reaches the
+    reader; without ``content``, only the file's SHA-256 and row count."""
     path = folder / f"{name}.parquet"
     entry = manifest["tables"][name]
     entry["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     try:
         data = conform(pq.read_table(path), tabular.BY_NAME[name])
         entry["rows"] = data.num_rows
+        if not content:
+            return
         entry["content_sha256"] = content_sha256(data, tabular.BY_NAME[name].key)
     except (InputError, pa.ArrowException, OSError):
         return

@@ -187,7 +187,7 @@ def read_for_audit(source: str | Path) -> tuple[Snapshot, str | None]:
     content checksum has matched its manifest (None for other sources: the
     caller hashes their content). A report names its snapshot by that
     checksum, so it is only ever one the content matches."""
-    from clinieval.contract.validate import check_no_nul, validate
+    from clinieval.contract.validate import validate
 
     text = str(source)
     found = recognise(text)
@@ -198,7 +198,6 @@ def read_for_audit(source: str | Path) -> tuple[Snapshot, str | None]:
         snap, sources = _read_format(found.bundle(text), "bundle", None, None)
     else:
         snap, sources = found.read(text)
-    check_no_nul(snap, sources)
     validate(snap, sources=sources)
     return snap, snap.meta.get("snapshot_sha256") if found.bundle is not None else None
 

@@ -48,8 +48,8 @@ class Recogniser:
     """One kind of source: how to tell it from its text, and how to read it.
 
     ``read(text, rubric, criterion_map)`` gives the snapshot and each table's
-    source; ``bundle(text)`` is the folder a bundle reader can read directly
-    (the audit's fast path); ``opens(text)`` is a context in which the source
+    source; ``bundle(text)`` is the bundle folder whose verified checksum
+    names the snapshot (the audit's); ``opens(text)`` is a context in which the source
     is a folder to resolve again (a zip's extracted contents)."""
 
     name: str

@@ -26,7 +26,8 @@ from clinieval.providers import model_spec
 from clinieval.providers.stub import Reply, StubServer, completion_body, frozen_after
 from clinieval.runs import JuryJudge, execute
 from clinieval.runs.data import AnswerText
-from clinieval.storage import db, sqltables
+from clinieval.storage import db
+from clinieval.storage.schema import snapshot as snapshot_tables
 
 REPLY = json.dumps({"accuracy": 4, "completeness": 3, "clarity": 5, "reason": "stub verdict"})
 CASES = 200
@@ -72,10 +73,10 @@ def _database(path: Path, n_answers: int):
                           f"Answer {i}: check vital signs, then examine.", 0, 0.7, "default")
                for i in range(n_answers)]
     with engine.begin() as conn:
-        conn.execute(sqltables.models.insert(), [{"model_id": "cand"}])
-        conn.execute(sqltables.cases.insert(), [{"case_id": c, "specialty": "General",
+        conn.execute(snapshot_tables.models.insert(), [{"model_id": "cand"}])
+        conn.execute(snapshot_tables.cases.insert(), [{"case_id": c, "specialty": "General",
                                                  "prompt": p} for c, p in cases.items()])
-        conn.execute(sqltables.answers.insert(), [
+        conn.execute(snapshot_tables.answers.insert(), [
             {"answer_id": a.answer_id, "case_id": a.case_id, "model_id": "cand",
              "text": a.text, "sample_index": 0} for a in answers])
     return engine, answers, cases

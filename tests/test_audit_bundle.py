@@ -1,7 +1,6 @@
-"""The audit reads a bundle on its fast path (only the columns it needs) yet
-with the same guards as an import: files confined to the bundle, checksums
-verified; and the same numbers whether the snapshot comes from a bundle or a
-database."""
+"""The audit reads a bundle with the same guards as an import: files confined
+to the bundle, checksums verified; and the same numbers whether the snapshot
+comes from a bundle or a database."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Reading a bundle for the audit: ratings streamed a row group at a time give
-the same arrays as the whole snapshot, edits fall back to the latest
-revisions, and unknown ids name their row."""
+"""Reading a bundle for the audit: ratings in many row groups give the same
+arrays as the whole snapshot, edits count their latest revisions, and unknown
+ids name their row."""
 
 from __future__ import annotations
 
@@ -13,19 +13,24 @@ import pyarrow.parquet as pq
 import pytest
 
 from clinieval.audit.data import Coder, codes, from_bundle, from_snapshot
+from clinieval.contract import tabular
 from clinieval.errors import InputError
-from clinieval.io.bundle import file_sha256, write_bundle
+from clinieval.io.bundle import content_sha256, file_sha256, snapshot_checksum, write_bundle
 from clinieval.snapshot import Snapshot
 from clinieval.synth import generate
 
 
 def _rewrite(folder, name: str, table: pa.Table, row_group_size: int) -> None:
-    """Replace a bundle's table file and its file checksum (not its content
-    checksum: the audit's reader trusts the manifest for that)."""
+    """Replace a bundle's table file and every checksum of it (the audit
+    verifies them all, as an import does)."""
     path = folder / f"{name}.parquet"
     pq.write_table(table, path, row_group_size=row_group_size)
     manifest = json.loads((folder / "manifest.json").read_text())
-    manifest["tables"][name]["sha256"] = file_sha256(path)
+    entries = manifest["tables"]
+    entries[name].update(sha256=file_sha256(path), rows=table.num_rows,
+                         content_sha256=content_sha256(table, tabular.BY_NAME[name].key))
+    manifest["snapshot_sha256"] = snapshot_checksum(
+        {k: v["content_sha256"] for k, v in entries.items()})
     (folder / "manifest.json").write_text(json.dumps(manifest))
 
 

@@ -222,32 +222,78 @@ def write_tables(folder: Path, doc, fmt: str, draw) -> Path:
     return folder
 
 
+WRONG_TYPES = {
+    "integers": lambda n: pa.array(range(n), pa.int64()),
+    "booleans": lambda n: pa.array([True] * n),
+    "floats": lambda n: pa.array([1.5] * n),
+    "non-UTF-8 binary": lambda n: pa.array([b"\xff\xfe" + bytes([i % 256]) for i in range(n)]),
+    "huge integers": lambda n: pa.array([2**62] * n, pa.int64()),
+    "timestamps": lambda n: pa.array([0] * n, pa.timestamp("s")),
+}
+"""Columns of a type no reader should take silently for the contract's."""
+
+
+def _retype(folder: Path, name: str, draw) -> None:
+    """Replace one column of a bundle's table by a column of another Arrow type."""
+    path = folder / f"{name}.parquet"
+    data = pq.read_table(path)
+    if not data.num_rows:
+        return
+    column = draw(st.sampled_from(data.column_names))
+    values = WRONG_TYPES[draw(st.sampled_from(sorted(WRONG_TYPES)))](data.num_rows)
+    pq.write_table(data.set_column(data.column_names.index(column), column, values), path)
+
+
+def _mutate_manifest_paths(manifest: dict, name: str, draw) -> None:
+    """Point a table's entry outside the bundle or at an impossible size."""
+    entry = manifest["tables"][name]
+    change = draw(st.sampled_from(["outside", "absolute", "rows", "negative rows"]))
+    if change == "outside":
+        entry["file"] = f"../{entry['file']}"
+    elif change == "absolute":
+        entry["file"] = "/etc/passwd"
+    else:
+        entry["rows"] = 10**12 if change == "rows" else -1
+
+
 def write_bundle_folder(folder: Path, draw) -> Path:
-    """A valid bundle, then a mutated table (checksums fixed or not) and/or manifest."""
+    """A valid bundle, then a mutated table (checksums fixed or not), a column of
+    the wrong Arrow type, and/or a mutated manifest."""
     write_bundle(snapshot_from_rows(renamed_tiny_tables("f-", 5000)), folder)
     manifest = json.loads((folder / MANIFEST).read_text())
     name = draw(st.sampled_from([t.name for t in tabular.ALL]))
     if draw(st.booleans()):
+        _retype(folder, name, draw)
+        _fix_checksums(folder, manifest, name)
+    elif draw(st.booleans()):
         rows = pq.read_table(folder / f"{name}.parquet").to_pylist()
         rows = mutate(draw, json.loads(json.dumps(rows, default=str)) or [{}])
         (folder / f"{name}.parquet").write_bytes(
             mutate_bytes(draw, _parquet_bytes(rows if isinstance(rows, list) else [rows])))
-        if draw(st.booleans()):
-            _fix_checksums(folder, manifest, name)
+        # "file": the issue's forgery, the file's SHA-256 and row count brought
+        # in step, the content and snapshot checksums left stale.
+        fix = draw(st.sampled_from(["none", "file", "all"]))
+        if fix != "none":
+            _fix_checksums(folder, manifest, name, content=fix == "all")
+    if draw(st.booleans()):
+        _mutate_manifest_paths(manifest, name, draw)
     if draw(st.booleans()):
         manifest = mutate(draw, manifest)
     (folder / MANIFEST).write_bytes(mutate_bytes(draw, dumps(manifest, draw)))
     return folder
 
 
-def _fix_checksums(folder: Path, manifest: dict, name: str) -> None:
-    """Make the manifest agree with an edited table, so the edit reaches the reader."""
+def _fix_checksums(folder: Path, manifest: dict, name: str, content: bool = True) -> None:
+    """Make the manifest agree with an edited table, so the edit reaches the
+    reader; without ``content``, only the file's SHA-256 and row count."""
     path = folder / f"{name}.parquet"
     entry = manifest["tables"][name]
     entry["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     try:
         data = conform(pq.read_table(path), tabular.BY_NAME[name])
         entry["rows"] = data.num_rows
+        if not content:
+            return
         entry["content_sha256"] = content_sha256(data, tabular.BY_NAME[name].key)
     except (InputError, pa.ArrowException, OSError):
         return
@@ -342,5 +388,58 @@ def test_mutated_input_is_refused_cleanly_or_imported(engine, request, tmp_path_
         work = tmp_path_factory.mktemp("fuzz")
         source, fmt = build(data.draw, work, kind)
         attempt(engine, source, fmt, f"{backend}/{kind}")
+
+    run()
+
+
+# --------------------------------------------------------------------------
+# The audit: the same inputs, through the command a user runs
+
+AUDITED = ["bundle", "tables-parquet", "tables-jsonl"]
+AUDIT_EXAMPLES = 12
+
+
+def audit_attempt(source: Path, out: Path, label: str) -> None:
+    """``clinieval audit`` on ``source``: a report, or exit 2 with one
+    ``error:`` line naming the input; never a traceback. A source the import's
+    reading and validation refuse is refused by the audit too."""
+    from typer.testing import CliRunner
+
+    from clinieval.cli import app
+    from clinieval.contract.validate import check_no_nul, validate
+
+    try:
+        snap, sources = read_source(source)
+        check_no_nul(snap, sources)
+        validate(snap, sources=sources)
+        imported = True
+    except InputError:
+        imported = False
+    result = CliRunner().invoke(app, ["audit", str(source), "--out", str(out),
+                                      "--bootstrap", "50"])
+    assert result.exit_code in (0, 2), result.output
+    assert not isinstance(result.exception, Exception) or isinstance(
+        result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output, result.output
+    if result.exit_code == 2:
+        assert result.output.startswith("error:") and str(source) in result.output, result.output
+    assert (result.exit_code == 0) == imported, result.output
+    OUTCOMES[label, "audited" if imported else "refused"] += 1
+
+
+@pytest.mark.parametrize("scale", [1, pytest.param(SLOW_FACTOR, marks=pytest.mark.slow)],
+                         ids=["default", "slow"])
+@pytest.mark.parametrize("kind", AUDITED)
+def test_mutated_input_is_refused_cleanly_or_audited(request, tmp_path_factory, kind, scale):
+    if scale > 1 and "slow" not in (request.config.option.markexpr or ""):
+        pytest.skip("the large fuzz run: pytest -m slow tests/test_fuzz_import.py")
+
+    @settings(max_examples=AUDIT_EXAMPLES * scale, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def run(data):
+        work = tmp_path_factory.mktemp("fuzz-audit")
+        source, _ = build(data.draw, work, kind)
+        audit_attempt(source, work / "out", f"audit/{kind}")
 
     run()

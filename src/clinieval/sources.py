@@ -14,9 +14,9 @@ Invariants:
   suffix, and text with ``://`` is a database URL, before any path test.
 - ``clinieval import`` and uploads read files only (:data:`FILE_RECOGNISERS`,
   through :func:`read_source`): never the demo, a database or a URL.
-- The audit reads a bundle (the demo's too) with its own fast column reader
-  and a SQLite file through the ``sqlite3`` module (:func:`read_url`); every
-  other source becomes a snapshot first (:func:`read_for_audit`).
+- The audit reads a SQLite file through the ``sqlite3`` module
+  (:func:`read_url`) and holds every source, a bundle's too, to the import's
+  contract before it reads a number (:func:`read_for_audit`).
 - Importing this module adds only the zip module to what the audit has
   already imported (its read-ahead child imports it); each reader imports
   what it needs when it runs.
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from clinieval.errors import InputError
 from clinieval.io import archive, bundle
@@ -48,8 +48,8 @@ class Recogniser:
     """One kind of source: how to tell it from its text, and how to read it.
 
     ``read(text, rubric, criterion_map)`` gives the snapshot and each table's
-    source; ``bundle(text)`` is the folder a bundle reader can read directly
-    (the audit's fast path); ``opens(text)`` is a context in which the source
+    source; ``bundle(text)`` is the bundle folder whose verified checksum
+    names the snapshot (the audit's); ``opens(text)`` is a context in which the source
     is a folder to resolve again (a zip's extracted contents)."""
 
     name: str
@@ -180,21 +180,26 @@ def read_any(source: str | Path) -> Snapshot:
     return recognise(text).read(text)[0]
 
 
-Data = TypeVar("Data")
+def read_for_audit(source: str | Path) -> tuple[Snapshot, str | None]:
+    """The snapshot ``source`` names, held to the contract ``clinieval import``
+    holds it to (:func:`clinieval.contract.validate.validate`) whatever the way
+    in, and a bundle's snapshot checksum once every file, row count and
+    content checksum has matched its manifest (None for other sources: the
+    caller hashes their content). A report names its snapshot by that
+    checksum, so it is only ever one the content matches."""
+    from clinieval.contract.validate import validate
 
-
-def read_for_audit(source: str | Path, from_bundle: Callable[[Path], Data],
-                   from_snapshot: Callable[[Snapshot], Data]) -> Data:
-    """``source`` read by the fastest strategy that fits: ``from_bundle`` on a
-    bundle folder (a zip's too), else ``from_snapshot`` on its snapshot."""
     text = str(source)
     found = recognise(text)
-    if found.bundle is not None:
-        return from_bundle(found.bundle(text))
     if found.opens is not None:
         with found.opens(text) as inner:
-            return read_for_audit(inner, from_bundle, from_snapshot)
-    return from_snapshot(found.read(text)[0])
+            return read_for_audit(inner)
+    if found.bundle is not None:
+        snap, sources = _read_format(found.bundle(text), "bundle", None, None)
+    else:
+        snap, sources = found.read(text)
+    validate(snap, sources=sources)
+    return snap, snap.meta.get("snapshot_sha256") if found.bundle is not None else None
 
 
 def source_formats() -> tuple[str, ...]:

@@ -1,20 +1,19 @@
 """The audit's view of a snapshot: integer-coded numpy arrays.
 
-Strings are mapped to dense codes once (through Arrow dictionaries, so 37.5M
-ratings never become Python strings); every analysis then works on counts
-built with ``np.bincount``.
+Strings are mapped to dense codes once (through Arrow's hash lookups, so no
+rating's ids ever become Python strings); every analysis then works on
+counts built with ``np.bincount``. The snapshot reaching here has been held
+to the import's contract (:func:`clinieval.sources.read_for_audit`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from clinieval.audit import judged
 from clinieval.contract import tabular, vocabulary
@@ -45,12 +44,12 @@ class AuditData:
     rating_answer: np.ndarray
     rating_rater: np.ndarray
     rating_criterion: np.ndarray
-    rating_score: np.ndarray  # int8, a value of tables.SCORES
+    rating_score: np.ndarray  # int8, a value of vocabulary.SCORES
     n_raters: int
     # preferences
     pref_a: np.ndarray  # answer codes
     pref_b: np.ndarray
-    pref_outcome: np.ndarray  # choice code: index in tables.CHOICES
+    pref_outcome: np.ndarray  # choice code: index in vocabulary.CHOICES
     pref_left_is_a: np.ndarray  # 1, 0, or -1 when unknown
     pref_rater: np.ndarray
     checksum: str
@@ -179,144 +178,44 @@ class Coder:
 def audit_data(source: str | Path | Snapshot | AuditData) -> AuditData:
     """Audit data from a bundle folder, a database URL or SQLite file, any
     other source ``clinieval import`` reads, ``"demo"`` or a snapshot. What a
-    source string means is :mod:`clinieval.sources`' to say; bundles take the
-    fast column reader here."""
+    source string means, and the contract it is held to first, is
+    :func:`clinieval.sources.read_for_audit`'s to say."""
     if isinstance(source, AuditData):
         return source
     if isinstance(source, Snapshot):
         return from_snapshot(source)
     from clinieval.sources import read_for_audit
 
-    return read_for_audit(source, from_bundle, from_snapshot)
+    return from_snapshot(*read_for_audit(source))
 
 
 def from_bundle(folder: Path) -> AuditData:
-    """Read only the columns the audit needs, string keys as dictionaries, from
-    files confined to the bundle and matching the manifest's checksums. The
-    ratings are read a row group at a time into their final arrays."""
-    manifest = bundle.read_manifest(folder)
-    bundle.verify_snapshot(Path(folder), manifest)
-    needed = {
-        "models": ["model_id", "display_name"],
-        "criteria": ["criterion_id", "position", "name", "safety_critical"],
-        "cases": ["case_id", "specialty", "prompt_words", "prompt"],
-        "answers": ["answer_id", "case_id", "model_id", "length_chars", "text"],
-        "preferences": ["answer_a_id", "answer_b_id", "choice", "shown_left", "rater_id",
-                        "case_id", "revision"],
-        "raters": ["rater_id"],
-    }
-    dictionary = {"preferences": ["answer_a_id", "answer_b_id", "choice", "shown_left",
-                                  "rater_id"]}
-    # Texts are read only to fill a missing length or word count.
-    texts = {"answers": ("length_chars", "text"), "cases": ("prompt_words", "prompt")}
-    raw = {name: _read_columns(folder, manifest, name, columns, dictionary.get(name),
-                               texts.get(name)) for name, columns in needed.items()}
-    counts = {k: v["rows"] for k, v in manifest["tables"].items()}
-    where = str(folder)
+    """Audit data from the bundle at ``folder``, verified and validated as an
+    import would (see :func:`audit_data`)."""
+    if not bundle.is_bundle(Path(folder)):
+        raise InputError(str(folder), "not a bundle folder",
+                         expected="a folder with a manifest.json")
+    return audit_data(Path(folder))
 
-    def ratings(answer_ids: pa.Array, rater_ids: pa.Array, criterion_ids: pa.Array
-                ) -> dict[str, np.ndarray]:
-        entry = manifest["tables"]["ratings"]
-        data = bundle.verified_bytes(bundle.table_path(Path(folder), entry), entry)
-        found = _stream_ratings(data, answer_ids, rater_ids, criterion_ids,
-                                f"{where}:ratings")
-        if found is None:  # edited ratings: the latest revisions need the whole table
-            present = pq.read_schema(pa.BufferReader(data)).names
-            table = _current(pq.read_table(pa.BufferReader(data), columns=[
-                c for c in [*RATING_COLUMNS, "rating_id"] if c in present],
-                read_dictionary=RATING_COLUMNS[:3]))
-            found = _rating_arrays(table, answer_ids, rater_ids, criterion_ids,
-                                   f"{where}:ratings")
-        return found
 
-    data = _build(raw, manifest["snapshot_sha256"], counts, where, ratings)
-    data.judge_tables = judged.from_bundle(Path(folder), manifest)
-    del raw
+def from_snapshot(snap: Snapshot, checksum: str | None = None) -> AuditData:
+    """``checksum``: the snapshot's, already verified against its content
+    (a bundle's); without it the content is hashed here."""
+    if checksum is None:
+        from clinieval.io.bundle import content_sha256, snapshot_checksum
+
+        checksum = snapshot_checksum({t.name: content_sha256(snap[t.name], t.key)
+                                      for t in tabular.ALL})
+    data = _build(dict(snap.tables), checksum, snap.counts(), "snapshot")
+    data.judge_tables = judged.from_snapshot(snap)
     # Arrow's allocator keeps freed pages for reuse; the audit allocates with
-    # numpy from here on (0.3 GB handed back at 100x).
+    # numpy from here on.
     pa.default_memory_pool().release_unused()
     return data
 
 
-RATING_COLUMNS = ["answer_id", "rater_id", "criterion_id", "score", "revision"]
-
-
-def _read_columns(folder: Path, manifest: dict, name: str, columns: list[str],
-                  dictionary: list[str] | None, text: tuple[str, str] | None = None
-                  ) -> pa.Table:
-    """``columns`` of a table (those present); with ``text`` = (number, text
-    column), the text column only when the number column has nulls."""
-    entry = manifest["tables"][name]
-    data = bundle.verified_bytes(bundle.table_path(Path(folder), entry), entry)
-    # Bundles written before votes had revisions lack that column.
-    present = pq.read_schema(pa.BufferReader(data)).names
-    wanted = [c for c in columns if c in present and (text is None or c != text[1])]
-    table = pq.read_table(pa.BufferReader(data), columns=wanted, read_dictionary=dictionary)
-    if text is not None and text[1] in present and (
-            text[0] not in wanted or table.column(text[0]).null_count):
-        table = table.append_column(text[1], pq.read_table(pa.BufferReader(data),
-                                                           columns=[text[1]]).column(0))
-    return table
-
-
-def _stream_ratings(data: bytes, answer_ids: pa.Array, rater_ids: pa.Array,
-                    criterion_ids: pa.Array, where: str) -> dict[str, np.ndarray] | None:
-    """The ratings' code arrays, read one row group at a time (string keys as
-    dictionaries): the whole Arrow table never exists, only the arrays.
-    None when some rating has a later revision (edits)."""
-    source = pq.ParquetFile(pa.BufferReader(data), read_dictionary=RATING_COLUMNS[:3])
-    columns = [c for c in RATING_COLUMNS if c in source.schema_arrow.names]
-    n = source.metadata.num_rows
-    keys = {name: Coder(n) for name in RATING_COLUMNS[:3]}
-    score = np.empty(n, dtype=np.int8)
-    start = 0
-    for group in range(source.num_row_groups):
-        part = source.read_row_group(group, columns=columns)
-        if "revision" in columns and _edited(part.column("revision")):
-            return None
-        for name, coder in keys.items():
-            for chunk in part.column(name).chunks:
-                coder.add(chunk)
-        values = part.column("score")
-        if values.null_count:
-            row = start + pc.index(pc.is_null(values), True).as_py()
-            raise InputError(where, "score is missing", row=row + 1, field="score")
-        score[start : start + part.num_rows] = values.to_numpy()
-        start += part.num_rows
-    return {"answer": keys["answer_id"].codes(answer_ids, where, "answer_id"),
-            "rater": keys["rater_id"].codes(rater_ids, where, "rater_id"),
-            "criterion": keys["criterion_id"].codes(criterion_ids, where, "criterion_id"
-                                                    ).astype(np.int16),
-            "score": score}
-
-
-def _edited(revision: pa.ChunkedArray) -> bool:
-    return (pc.max(pc.fill_null(revision, 0)).as_py() or 0) > 0
-
-
-def _rating_arrays(ratings: pa.Table, answer_ids: pa.Array, rater_ids: pa.Array,
-                   criterion_ids: pa.Array, where: str) -> dict[str, np.ndarray]:
-    return {"answer": codes(ratings.column("answer_id"), answer_ids, where, "answer_id"),
-            "rater": codes(ratings.column("rater_id"), rater_ids, where, "rater_id"),
-            "criterion": codes(ratings.column("criterion_id"), criterion_ids, where,
-                               "criterion_id").astype(np.int16),
-            "score": ratings.column("score").to_numpy().astype(np.int8)}
-
-
-def from_snapshot(snap: Snapshot) -> AuditData:
-    from clinieval.io.bundle import content_sha256, snapshot_checksum
-
-    checksum = snapshot_checksum({t.name: content_sha256(snap[t.name], t.key) for t in tabular.ALL})
-    data = _build(dict(snap.tables), checksum, snap.counts(), "snapshot")
-    data.judge_tables = judged.from_snapshot(snap)
-    return data
-
-
-def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], where: str,
-           read_ratings: Callable[[pa.Array, pa.Array, pa.Array], dict[str, np.ndarray]]
-           | None = None) -> AuditData:
-    """``read_ratings`` gives the ratings' arrays from the answer, rater and
-    criterion vocabularies; by default they come from ``raw["ratings"]``."""
+def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int],
+           where: str) -> AuditData:
     models = raw["models"]
     criteria = _ordered_criteria(raw["criteria"])
     cases, answers = raw["cases"], raw["answers"]
@@ -329,11 +228,8 @@ def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], wher
     rater_ids = raw["raters"].column("rater_id").combine_chunks()
     rater_ids = rater_ids.take(pc.array_sort_indices(rater_ids))
     criterion_ids = criteria.column("criterion_id").combine_chunks()
-    if read_ratings is None:
-        rated = _rating_arrays(_current(raw["ratings"]), answer_ids, rater_ids, criterion_ids,
-                               f"{where}:ratings")
-    else:
-        rated = read_ratings(answer_ids, rater_ids, criterion_ids)
+    rated = _rating_arrays(_current(raw["ratings"]), answer_ids, rater_ids, criterion_ids,
+                           f"{where}:ratings")
     prefs = _current_votes(raw["preferences"])
     return AuditData(
         models=model_ids.to_pylist(),
@@ -364,6 +260,15 @@ def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int], wher
         checksum=checksum,
         counts=counts,
     )
+
+
+def _rating_arrays(ratings: pa.Table, answer_ids: pa.Array, rater_ids: pa.Array,
+                   criterion_ids: pa.Array, where: str) -> dict[str, np.ndarray]:
+    return {"answer": codes(ratings.column("answer_id"), answer_ids, where, "answer_id"),
+            "rater": codes(ratings.column("rater_id"), rater_ids, where, "rater_id"),
+            "criterion": codes(ratings.column("criterion_id"), criterion_ids, where,
+                               "criterion_id").astype(np.int16),
+            "score": ratings.column("score").to_numpy().astype(np.int8)}
 
 
 def _ordered_criteria(criteria: pa.Table) -> pa.Table:

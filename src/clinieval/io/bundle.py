@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clinieval import __version__
 from clinieval.contract import tabular
+from clinieval.contract.validate import check_types
 from clinieval.errors import InputError, from_validation
 from clinieval.io.jsontext import loads, read_bytes, read_text
 from clinieval.snapshot import Snapshot, conform
@@ -230,6 +231,7 @@ def read_bundle(folder: Path, *, verify: bool = True) -> Snapshot:
     for name, entry in manifest["tables"].items():
         path = table_path(folder, entry)
         stored = _read_entry(path, entry, verify)
+        check_types(stored, tabular.BY_NAME[name], str(path))
         data = conform(stored, tabular.BY_NAME[name], str(path))
         # A bundle written before a column was added was hashed without it.
         hashed = data.select([c for c in data.column_names if c in stored.column_names])
@@ -261,10 +263,17 @@ def verified_bytes(path: Path, entry: dict) -> bytes:
     return raw
 
 
+def _read_parquet(raw: bytes) -> pa.Table:
+    """A Parquet file's table, decoded on this thread: a hostile file's error
+    then leaves no pool thread still decoding when the command exits (Arrow's
+    worker alive at exit aborts the process after the error is printed)."""
+    return pq.read_table(pa.BufferReader(raw), use_threads=False, pre_buffer=False)
+
+
 def _read_entry(path: Path, entry: dict, verify: bool) -> pa.Table:
     raw = verified_bytes(path, entry) if verify else read_bytes(path)
     try:
-        data = pq.read_table(pa.BufferReader(raw))
+        data = _read_parquet(raw)
         data.validate(full=True)
     except (pa.ArrowException, OSError) as err:
         raise InputError(str(path), f"not a readable Parquet file: {err}") from None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,11 +137,21 @@ def _json_error(source: str, exc: json.JSONDecodeError, text: str, line: int | N
 
 def json_lines(text: str, source: str) -> list[tuple[int, Any]]:
     """(line number, value) of every non-blank line of a JSON Lines text."""
-    values = []
-    for number, line in enumerate(text.split("\n"), start=1):
+    return list(iter_json_lines(text, source))
+
+
+def iter_json_lines(text: str, source: str) -> Iterator[tuple[int, Any]]:
+    """:func:`json_lines` one line at a time, never a list of every line: a
+    reader that keeps only a slice of values bounds its memory by that."""
+    start, number = 0, 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        number += 1
+        line = text[start:end]
         if line.strip():
-            values.append((number, loads(line, source, row=number)))
-    return values
+            yield number, loads(line, source, row=number)
+        start = end + 1
 
 
 def looks_like_jsonl(path: str | Path, text: str) -> bool:

@@ -17,9 +17,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from clinieval.contract import tabular, vocabulary
+from clinieval.contract import tabular
+from clinieval.contract.validate import check_types
+from clinieval.contract.vocabulary import SCORE_MAX, SCORE_MIN
 from clinieval.errors import InputError
-from clinieval.io.jsontext import decode, json_lines, read_bytes
+from clinieval.io.jsontext import decode, iter_json_lines, read_bytes
 from clinieval.rubric import IDENTITY, CriterionMap, rubric_from_rows, rubric_to_rows
 from clinieval.schema.domain import Rubric
 from clinieval.snapshot import Snapshot, conform
@@ -47,7 +49,9 @@ def read_table_file(path: Path) -> pa.Table:
     if not raw:
         raise InputError(str(path), "file is empty", expected="a header and data rows")
     if path.suffix == ".parquet":
-        return _read_parquet(raw, path)
+        data = _read_parquet(raw, path)
+        check_types(data, table, str(path))
+        return data
     text = decode(raw, str(path))
     return _read_csv(raw, text, path, table) if path.suffix == ".csv" \
         else _read_jsonl(text, path, table)
@@ -55,7 +59,8 @@ def read_table_file(path: Path) -> pa.Table:
 
 def _read_parquet(raw: bytes, path: Path) -> pa.Table:
     try:
-        data = pq.read_table(pa.BufferReader(raw))
+        # On this thread: see clinieval.io.bundle._read_parquet.
+        data = pq.read_table(pa.BufferReader(raw), use_threads=False, pre_buffer=False)
     except (pa.ArrowException, OSError) as err:
         raise InputError(str(path), f"not a readable Parquet file: {err}") from None
     for name, column in zip(data.column_names, data.columns, strict=True):
@@ -85,22 +90,41 @@ def _read_csv(raw: bytes, text: str, path: Path, table: tabular.Table) -> pa.Tab
     except (csv.Error, StopIteration) as err:
         raise InputError(str(path), f"malformed CSV header: {err}", row=1) from None
     _check_unique_columns(header, path)
+    # Parsed on this thread: a malformed file's error otherwise returns while
+    # Arrow's pool still parses later blocks, and a worker alive at exit
+    # aborts the process after the error line is printed.
+    reading = pacsv.ReadOptions(use_threads=False)
     options = pacsv.ConvertOptions(column_types={name: pa.string() for name in header},
                                    null_values=[""], strings_can_be_null=True,
                                    quoted_strings_can_be_null=False)
     try:
-        return pacsv.read_csv(pa.BufferReader(raw), convert_options=options)
+        return pacsv.read_csv(pa.BufferReader(raw), read_options=reading,
+                              convert_options=options)
     except pa.ArrowInvalid as err:
         raise InputError(str(path), f"malformed CSV: {err}") from None
 
 
+JSONL_SLICE = 1 << 15
+"""Lines parsed before they become Arrow columns: a slice's Python objects are
+all a reader holds beside the columns, whatever the file's length."""
+
+
 def _read_jsonl(text: str, path: Path, table: tabular.Table) -> pa.Table:
-    records = []
-    for number, record in json_lines(text, str(path)):
+    parts, records = [], []
+    for number, record in iter_json_lines(text, str(path)):
         if not isinstance(record, dict):
             raise InputError(str(path), "line is not a JSON object", row=number,
                              expected="a JSON object", got=record)
         records.append((number, record))
+        if len(records) == JSONL_SLICE:
+            parts.append(_json_table(records, path, table))
+            records = []
+    if records or not parts:
+        parts.append(_json_table(records, path, table))
+    return pa.concat_tables(parts, promote_options="default")
+
+
+def _json_table(records: list[tuple[int, dict]], path: Path, table: tabular.Table) -> pa.Table:
     if not records:
         raise InputError(str(path), "file has no records", expected="one JSON object per line")
     names = [n for n in dict.fromkeys(k for _, r in records for k in r) if n in table.columns]
@@ -182,7 +206,7 @@ def map_criteria(ratings: pa.Table, rubric: Rubric, cmap: CriterionMap, source: 
     mapped = pa.array([resolved[n] for n in names.to_pylist()], pa.string())
     ratings = ratings.set_column(ratings.column_names.index("criterion_id"), "criterion_id", mapped)
     ratings = ratings.filter(pc.is_valid(mapped))
-    if cmap.source_scale != (vocabulary.SCORE_MIN, vocabulary.SCORE_MAX):
+    if cmap.source_scale != (SCORE_MIN, SCORE_MAX):
         ratings = _rescale(ratings, cmap, source)
     return ratings
 

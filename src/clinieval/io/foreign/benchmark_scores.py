@@ -101,12 +101,16 @@ def _columnar(path: Path) -> pa.Table | None:
         return None
     if path.suffix == ".jsonl" and not _flat_objects(data):
         return None
+    # Parsed on this thread, as every reader of a file we did not write: see
+    # clinieval.io.bundle._read_parquet.
     try:
         if path.suffix == ".csv":
             options = pacsv.ConvertOptions(column_types=dict.fromkeys(_ID_ALIASES, pa.string()))
-            table = pacsv.read_csv(pa.BufferReader(data), convert_options=options)
+            table = pacsv.read_csv(pa.BufferReader(data), convert_options=options,
+                                   read_options=pacsv.ReadOptions(use_threads=False))
         else:
-            table = pajson.read_json(pa.BufferReader(data))
+            table = pajson.read_json(pa.BufferReader(data),
+                                     read_options=pajson.ReadOptions(use_threads=False))
     except (pa.ArrowException, ValueError):
         return None
     names = table.column_names

@@ -24,7 +24,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 ROLES = ("anonymous", "clinician", "other_study_clinician", "admin")
 
-
 REFUSED = {  # level -> roles refused
     "public": set(),
     "user": {"anonymous"},
@@ -35,7 +34,6 @@ REFUSED = {  # level -> roles refused
     "viewer": {"anonymous", "clinician", "other_study_clinician"},
     "admin": {"anonymous", "clinician", "other_study_clinician"},
 }
-
 
 API_LEVELS = {"api_creator", "api_viewer", "api_admin"}
 """Bearer-token routes; this module's clients hold sessions only."""
@@ -131,11 +129,11 @@ def test_a_task_is_answered_only_in_its_own_studys_address(app, engine):
     c = member(app, engine, "x", "clinician")
     url = take(c)
     with engine.begin() as conn:  # the same clinician joins y, which now offers their specialty
-        user_id = conn.execute(sa.select(platform_tables.memberships.c.user_id)
-                               .where(platform_tables.memberships.c.study_id
-                                      == "x")).scalars().all()[-1]
-        conn.execute(platform_tables.memberships.insert().values(study_id="y", user_id=user_id,
-                                                   role="clinician", consented_at=events.now()))
+        memberships = platform_tables.memberships
+        user_id = conn.execute(sa.select(memberships.c.user_id)
+                               .where(memberships.c.study_id == "x")).scalars().all()[-1]
+        conn.execute(memberships.insert().values(study_id="y", user_id=user_id,
+                                                 role="clinician", consented_at=events.now()))
         conn.execute(platform_tables.study_settings.update()
                      .where(platform_tables.study_settings.c.study_id == "y")
                      .values(specialties=json_module.dumps(["Pulmonology", "Pathology"])))

@@ -93,11 +93,10 @@ def test_pairs_balance_model_pairs_and_record_the_shown_side(app, engine):
             assert c.post(url, data=answer_form(c, url)).status_code == 303
     with engine.connect() as conn:
         a1, a2 = snapshot_tables.answers.alias(), snapshot_tables.answers.alias()
-        rows = conn.execute(sa.select(a1.c.model_id, a2.c.model_id,
-                                      snapshot_tables.preferences.c.shown_left)
-                            .join(a1, a1.c.answer_id == snapshot_tables.preferences.c.answer_a_id)
-                            .join(a2, a2.c.answer_id
-                                  == snapshot_tables.preferences.c.answer_b_id)).all()
+        prefs = snapshot_tables.preferences
+        rows = conn.execute(sa.select(a1.c.model_id, a2.c.model_id, prefs.c.shown_left)
+                            .join(a1, a1.c.answer_id == prefs.c.answer_a_id)
+                            .join(a2, a2.c.answer_id == prefs.c.answer_b_id)).all()
     pairs: dict[tuple, int] = {}
     for m1, m2, _ in rows:
         pairs[tuple(sorted((m1, m2)))] = pairs.get(tuple(sorted((m1, m2))), 0) + 1
@@ -126,10 +125,9 @@ def test_a_pair_never_holds_an_answer_the_clinician_rated_skipped_or_was_given(a
            ).headers["location"] != "/s/x?empty=1":
         url = r.headers["location"]
         with engine.connect() as conn:
-            a, b = conn.execute(sa.select(platform_tables.task_leases.c.answer_id,
-                                          platform_tables.task_leases.c.answer_b_id)
-                                .where(platform_tables.task_leases.c.token == url.rsplit("/",
-                                                                                         1)[1])).one()
+            leases = platform_tables.task_leases
+            a, b = conn.execute(sa.select(leases.c.answer_id, leases.c.answer_b_id)
+                                .where(leases.c.token == url.rsplit("/", 1)[1])).one()
         assert not {a, b} & before
         held += [a, b]
         assert c.post(url, data=answer_form(c, url, choice="A")).status_code == 303

@@ -65,8 +65,7 @@ def test_invitations_are_single_use_and_expire(app, engine):
     page = first.get(f"/invite/{token}")
     with engine.connect() as conn:
         name = conn.execute(sa.select(snapshot_tables.studies.c.name)
-                            .where(snapshot_tables.studies.c.study_id == "x")
-                            ).scalar_one()
+                            .where(snapshot_tables.studies.c.study_id == "x")).scalar_one()
     assert f"Join the study “{name}”" in page.text  # what the invitee joins
     form = {"csrf": csrf_of(page.text), "email": "once@example.org",
             "password": "long enough pw", "password2": "long enough pw"}

@@ -44,8 +44,8 @@ def test_task_pages_contain_no_model_strings(app, engine):
     for kind in ("rating", "pair"):
         url = take(c, kind)
         bodies.append(c.get(url))
-        bodies.append(c.post(url, data=answer_form(c, url), headers={"accept":
-                                                                     "application/json"}))
+        bodies.append(c.post(url, data=answer_form(c, url),
+                             headers={"accept": "application/json"}))
     bodies.append(c.get("/s/x/history"))
     answers = clear_answers(engine, "x") | {f["answer_id"] for f in flagged_answers(engine, "x")}
     for r in bodies:
@@ -67,7 +67,6 @@ CLINICAL = [
     "Repeat the test on 2024-08-06 and quote reference 002.",
     "She writes a sonnet a day; the pro forma asks about mood.",
 ]
-
 
 SELF = [
     *SELF_IDENTIFYING.values(),

@@ -50,7 +50,7 @@ def test_a_clinician_is_served_while_an_admin_call_waits_on_postgresql(
     if engine.dialect.name != "postgresql":
         pytest.skip("on SQLite these calls run in place (in-process work, no round trips)")
     served_while_held(app, engine, monkeypatch, module, name, path, fields=fields,
-                       expected=expected, method=method, api=api)
+                      expected=expected, method=method, api=api)
 
 
 _CLINICIAN_CALLS = [  # (function held, page asked for, the other clinician's page meanwhile)
@@ -68,17 +68,17 @@ def test_a_clinician_is_served_while_another_clinicians_page_waits_on_postgresql
     if engine.dialect.name != "postgresql":
         pytest.skip("on SQLite these calls run in place (in-process work, no round trips)")
     served_while_held(app, engine, monkeypatch, clinician, name, path, method="GET",
-                       role="clinician", probe=probe)
+                      role="clinician", probe=probe)
 
 
 def test_a_clinician_is_served_while_a_profile_is_saved_on_postgresql(app, engine, monkeypatch):
     if engine.dialect.name != "postgresql":
         pytest.skip("on SQLite these calls run in place (in-process work, no round trips)")
     served_while_held(app, engine, monkeypatch, clinician, "_save_profile", "/s/x/profile",
-                       fields={"specialty": SPECIALTIES["x"], "country": "Chile",
-                               "organisation": "Clinic", "experience_years": "3",
-                               "role": "specialist", "consent": "yes"},
-                       role="clinician", csrf_from="/s/x/profile", expected=303)
+                      fields={"specialty": SPECIALTIES["x"], "country": "Chile",
+                              "organisation": "Clinic", "experience_years": "3",
+                              "role": "specialist", "consent": "yes"},
+                      role="clinician", csrf_from="/s/x/profile", expected=303)
 
 
 def test_a_clinician_is_served_while_an_invitation_is_opened_on_postgresql(
@@ -87,4 +87,4 @@ def test_a_clinician_is_served_while_an_invitation_is_opened_on_postgresql(
         pytest.skip("on SQLite these calls run in place (in-process work, no round trips)")
     token = accounts.create_invitation(engine, "x", "clinician")
     served_while_held(app, engine, monkeypatch, accounts, "open_invitation", f"/invite/{token}",
-                       method="GET", anonymous=True)
+                      method="GET", anonymous=True)

@@ -41,7 +41,7 @@ def _more_cases() -> dict:
 
 def test_a_clinician_is_served_while_an_upload_of_cases_is_read(app, engine, monkeypatch):
     served_while_held(app, engine, monkeypatch, uploads, "read_upload", "/s/x/admin/cases",
-                       files=_more_cases())
+                      files=_more_cases())
 
 
 def test_a_clinician_is_served_while_cases_are_written_on_postgresql(app, engine, monkeypatch):
@@ -51,7 +51,7 @@ def test_a_clinician_is_served_while_cases_are_written_on_postgresql(app, engine
     if engine.dialect.name != "postgresql":
         pytest.skip("SQLite writes run on the event loop (a known limitation)")
     served_while_held(app, engine, monkeypatch, studies, "add_cases_by", "/s/x/admin/cases",
-                       files=_more_cases())
+                      files=_more_cases())
 
 
 def test_reports_asked_for_at_once_are_made_one_at_a_time(app, engine, monkeypatch):
@@ -100,13 +100,13 @@ def test_reports_asked_for_at_once_are_made_one_at_a_time(app, engine, monkeypat
 def test_a_clinician_is_served_while_a_password_is_checked(app, engine, monkeypatch):
     """argon2 takes about 0.1 s a sign-in; on the event loop it held up everyone."""
     served_while_held(app, engine, monkeypatch, accounts, "_verify", "/login",
-                       fields={"email": "nobody@example.org", "password": "not the password"},
-                       anonymous=True, expected=401)
+                      fields={"email": "nobody@example.org", "password": "not the password"},
+                      anonymous=True, expected=401)
 
 
 def test_a_clinician_is_served_while_a_new_password_is_hashed(app, engine, monkeypatch):
     token = accounts.create_invitation(engine, "x", "clinician")
     password = "correct horse battery"
     served_while_held(app, engine, monkeypatch, accounts, "hash_password", f"/invite/{token}",
-                       fields={"email": "new@example.org", "password": password,
-                               "password2": password}, anonymous=True, expected=303)
+                      fields={"email": "new@example.org", "password": password,
+                              "password2": password}, anonymous=True, expected=303)

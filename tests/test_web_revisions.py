@@ -49,10 +49,10 @@ def test_an_edit_appends_a_revision_and_keeps_the_first(app, engine):
     r = c.post(url, data=edit)
     assert r.headers["location"].endswith("/history?saved=1")
     with engine.connect() as conn:
-        rows = conn.execute(sa.select(snapshot_tables.ratings.c.revision,
-                                      snapshot_tables.ratings.c.score).where(
-            snapshot_tables.ratings.c.criterion_id == "accuracy").order_by(
-                snapshot_tables.ratings.c.revision)).all()
+        ratings = snapshot_tables.ratings
+        rows = conn.execute(sa.select(ratings.c.revision, ratings.c.score)
+                            .where(ratings.c.criterion_id == "accuracy")
+                            .order_by(ratings.c.revision)).all()
     assert [tuple(r) for r in rows] == [(0, 1), (1, 2)]
     assert count(engine, snapshot_tables.ratings) == 10
     assert "Revision" in c.get("/s/x/history").text

@@ -100,6 +100,6 @@ def test_migration_fills_the_rubric_version_of_earlier_ratings(db_url):
     db.upgrade(engine)
     assert rows(engine, snapshot_tables.ratings, "rubric_version") == [("7.1",)]
     assert rows(engine, snapshot_tables.preferences, "revision") == [(0,)]
-    assert rows(engine, platform_tables.study_rubric_versions, "study_id", "version") == [("s",
-                                                                                           "7.1")]
+    versions = rows(engine, platform_tables.study_rubric_versions, "study_id", "version")
+    assert versions == [("s", "7.1")]
     engine.dispose()

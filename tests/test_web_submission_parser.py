@@ -24,7 +24,6 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_siz
                      lambda inner: st.lists(inner, max_size=3)
                      | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
 
-
 _BODIES = st.one_of(
     st.binary(max_size=200),  # broken syntax and encodings
     _JSON.map(lambda v: json.dumps(v).encode()),  # JSON, mostly not a submission
@@ -52,8 +51,8 @@ def test_a_json_body_that_is_no_submission_is_refused_by_field(app, engine, body
         assert r.status_code == 422, (target, r.status_code, r.text[:200])
         error = r.json()["error"]  # the field may be a key of the body, even ""
         assert isinstance(error["field"], str) and error["message"]
-    assert count(engine, snapshot_tables.ratings) == 0 and count(engine,
-                                                                 platform_tables.drafts) == 0
+    assert count(engine, snapshot_tables.ratings) == 0
+    assert count(engine, platform_tables.drafts) == 0
 
 
 def test_a_field_holding_a_list_or_object_is_refused_by_name(app, engine):
@@ -102,10 +101,8 @@ def _criteria_views():
 
 _IDS = [c.criterion_id for c in _criteria_views()]
 
-
 _VALID = st.fixed_dictionaries({k: st.sampled_from(["-2", "-1", "0", "1", "2", -2, 2])
                                 for k in _IDS})
-
 
 _MESSY = st.dictionaries(st.sampled_from(_IDS),
                          st.one_of(st.integers(-4, 4).map(str), st.text(max_size=3),

@@ -49,48 +49,41 @@ def test_a_vote_on_a_pair_not_given_and_an_expired_lease_are_refused(app, engine
     c = member(app, engine, "x", "clinician")
     url = take(c, "pair")
     form = answer_form(c, url, choice="neither")
-    assert c.post(url, data=form, headers={"accept": "application/json"}).json()[
-        "error"]["field"] == "choice"
+    r = c.post(url, data=form, headers={"accept": "application/json"})
+    assert r.json()["error"]["field"] == "choice"
+    leases, study = platform_tables.task_leases, platform_tables.study_settings
     with db.writing(engine) as conn:
-        conn.execute(platform_tables.task_leases.update()
-                     .values(expires_at=events.now() - timedelta(minutes=1)))
-        lapsed = conn.execute(sa.select(platform_tables.task_leases)).one()
-        target = conn.execute(sa.select(platform_tables.study_settings.c.overlap_target).where(
-            platform_tables.study_settings.c.study_id == "x")).scalar_one()
+        conn.execute(leases.update().values(expires_at=events.now() - timedelta(minutes=1)))
+        lapsed = conn.execute(sa.select(leases)).one()
+        target = conn.execute(sa.select(study.c.overlap_target)
+                              .where(study.c.study_id == "x")).scalar_one()
         # Meanwhile another clinician took the pair, and that is all the ratings wanted.
-        conn.execute(platform_tables.study_settings.update()
-                     .where(platform_tables.study_settings.c.study_id == "x")
-                     .values(overlap_target=1))
-        conn.execute(platform_tables.task_leases.insert().values(
+        conn.execute(study.update().where(study.c.study_id == "x").values(overlap_target=1))
+        conn.execute(leases.insert().values(
             {**lapsed._asdict(), "token": "other", "user_id": other,
              "expires_at": events.now() + timedelta(minutes=30)}))
     r = c.post(url, data=answer_form(c, url), headers={"accept": "application/json"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "lease"
     # Or took one of its answers alone, in a rating task: the pair would over-fill it.
     with db.writing(engine) as conn:
-        conn.execute(platform_tables.task_leases.update().where(platform_tables.task_leases.c.token
-                                                                == "other").values(
-            kind="rating", answer_b_id=None, shown_left=None))
+        conn.execute(leases.update().where(leases.c.token == "other")
+                     .values(kind="rating", answer_b_id=None, shown_left=None))
     r = c.post(url, data=answer_form(c, url), headers={"accept": "application/json"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "lease", r.text
     assert count(engine, snapshot_tables.preferences) == count(engine, snapshot_tables.ratings) == 0
     # With room left, a lease that lapsed while the clinician rated is renewed: stored.
     with db.writing(engine) as conn:
-        conn.execute(platform_tables.study_settings.update()
-                     .where(platform_tables.study_settings.c.study_id == "x")
+        conn.execute(study.update().where(study.c.study_id == "x")
                      .values(overlap_target=target))
-        conn.execute(platform_tables.task_leases.delete().where(platform_tables.task_leases.c.token
-                                                                == "other"))
+        conn.execute(leases.delete().where(leases.c.token == "other"))
     r = c.post(url, data=answer_form(c, url), headers={"accept": "application/json"})
     assert r.status_code == 200, r.text
-    assert count(engine, snapshot_tables.preferences) == 1 and count(engine,
-                                                                     snapshot_tables.ratings) == 18
+    assert count(engine, snapshot_tables.preferences) == 1
+    assert count(engine, snapshot_tables.ratings) == 18
     # A lease marked expired (taken back) is not renewed.
     url = take(c)
     with db.writing(engine) as conn:
-        conn.execute(platform_tables.task_leases.update()
-                     .where(platform_tables.task_leases.c.status == "open")
-                     .values(status="expired"))
+        conn.execute(leases.update().where(leases.c.status == "open").values(status="expired"))
     r = c.post(url, data=answer_form(c, url), headers={"accept": "application/json"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "lease"
 
@@ -137,8 +130,8 @@ def test_the_rating_ids_follow_the_criteria_in_the_order_shown(app, engine):
     c = member(app, engine, "x", "clinician")
     url = take(c, "pair")
     html = c.get(url).text
-    shown = [(int(p), k) for p, k in dict.fromkeys(re.findall(r'name="s([12])\.([a-z_]+)"',
-                                                               html))]
+    fields = re.findall(r'name="s([12])\.([a-z_]+)"', html)
+    shown = [(int(p), k) for p, k in dict.fromkeys(fields)]
     scores = {f: str((i * 3) % 5 - 2) for i, f in enumerate(shown)}
     form = answer_form(c, url, **{f"s{p}.{k}": v for (p, k), v in scores.items()},
                        **{f"c{p}.{k}": "why" for (p, k), v in scores.items() if int(v) <= -1})
@@ -146,8 +139,8 @@ def test_the_rating_ids_follow_the_criteria_in_the_order_shown(app, engine):
     with engine.connect() as conn:
         rows = {r.rating_id: r for r in conn.execute(sa.select(snapshot_tables.ratings))}
         lease = conn.execute(sa.select(platform_tables.task_leases)).one()
-    sides = {1: lease.answer_id, 2: lease.answer_b_id} if lease.shown_left == "A" else \
-        {1: lease.answer_b_id, 2: lease.answer_id}
+    sides = ({1: lease.answer_id, 2: lease.answer_b_id} if lease.shown_left == "A"
+             else {1: lease.answer_b_id, 2: lease.answer_id})
     assert len(ids) == len(shown) and len({rows[i].answer_id for i in ids}) == 2
     order = sorted(shown, key=lambda f: f[0])  # panel by panel, criteria as shown
     assert [(rows[i].answer_id, rows[i].criterion_id) for i in ids] == [

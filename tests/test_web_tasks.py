@@ -62,8 +62,8 @@ def test_submit_and_stop_and_an_empty_pool_go_back_to_the_task_list(app, engine)
     assert "No task is waiting" in c.get(r.headers["location"]).text
 
 
-def test_a_blank_rubric_rendered_once_gives_the_page_rendered_in_full(app, engine,
-                                                                     monkeypatch):
+def test_a_blank_rubric_rendered_once_gives_the_page_rendered_in_full(
+        app, engine, monkeypatch):
     from clinieval.web import clinician
 
     c = member(app, engine, "x", "clinician")

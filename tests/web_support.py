@@ -34,11 +34,13 @@ from tests.test_web_admin import user_id
 
 
 def csrf(c: TestClient) -> str:
+    """The CSRF token of the client's pages (the sign-in form's before it signs in)."""
     page = c.get("/studies") if c.cookies.get("ce_session") else c.get("/login")
     return csrf_of(page.text)
 
 
 def take(c: TestClient, kind: str = "rating", study: str = "x") -> str:
+    """The address of the next task of ``kind`` the client is given in ``study``."""
     r = c.post(f"/s/{study}/next", data={"csrf": csrf(c), "kind": kind})
     assert r.status_code == 303
     assert "/t/" in r.headers["location"], r.headers["location"]
@@ -46,10 +48,13 @@ def take(c: TestClient, kind: str = "rating", study: str = "x") -> str:
 
 
 def criteria_of(html: str) -> list[str]:
+    """The criteria a task page asks to score, in order of name."""
     return sorted(set(re.findall(r'name="s1\.([a-z_]+)"', html)))
 
 
 def answer_form(c: TestClient, url: str, score: str = "1", **extra) -> dict:
+    """A complete, valid answer to the task at ``url`` (every criterion ``score``,
+    choice A for a pair), with ``extra`` fields set or overridden."""
     html = c.get(url).text
     form = {"csrf": csrf_of(html), "idempotency_key": re.search(
         r'name="idempotency_key" value="([^"]+)"', html).group(1), "time_spent_s": "30"}
@@ -62,11 +67,13 @@ def answer_form(c: TestClient, url: str, score: str = "1", **extra) -> dict:
 
 
 def count(engine, table) -> int:
+    """Rows in ``table``."""
     with engine.connect() as conn:
         return conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
 
 
 def clear_answers(engine, study: str) -> set[str]:
+    """The answers of ``study`` the leak guard screened clear (offered to clinicians)."""
     with engine.connect() as conn:
         return set(conn.execute(sa.select(platform_tables.answer_screens.c.answer_id).where(
             platform_tables.answer_screens.c.study_id == study,
@@ -74,6 +81,7 @@ def clear_answers(engine, study: str) -> set[str]:
 
 
 def rows(engine, table, *columns, where=None) -> list[tuple]:
+    """``columns`` of ``table`` (rows matching ``where``), sorted by them."""
     query = sa.select(*(table.c[c] for c in columns))
     if where is not None:
         query = query.where(where)
@@ -122,18 +130,20 @@ class Held:
 
 
 def _admin_token(engine, email: str) -> str:
+    """An admin API token of study x for the account ``email``."""
     return membership.create_token(engine, user_id(engine, email), "x", "admin", "held")
 
 
 def session_headers(client) -> dict[str, str]:
+    """Headers carrying the session of ``client`` to a request over real HTTP."""
     return {"Cookie": f"{SESSION_COOKIE}={client.cookies[SESSION_COOKIE]}"}
 
 
 def served_while_held(app, engine, monkeypatch, module, name: str, path: str,
-                       files: dict | None = None, *, fields: dict | None = None,
-                       anonymous: bool = False, expected: int = 200, method: str = "POST",
-                       api: bool = False, role: str = "admin", probe: str = "/s/x",
-                       csrf_from: str | None = None) -> None:
+                      files: dict | None = None, *, fields: dict | None = None,
+                      anonymous: bool = False, expected: int = 200, method: str = "POST",
+                      api: bool = False, role: str = "admin", probe: str = "/s/x",
+                      csrf_from: str | None = None) -> None:
     """Hold ``module.name`` once it is called by a request to ``path`` (an
     admin's or ``role``'s, with ``api`` through an admin API token, with
     ``anonymous`` a visitor's), and meanwhile get a clinician's page ``probe``."""

@@ -1,0 +1,252 @@
+"""The whole automated path on a real model: SmolLM2-135M-Instruct served by
+llama.cpp's server on loopback. Generate answers for 10 demo cases with two
+sampling settings, judge them with the rubric judge, a jury of three (same
+model, three seeds) and the pairwise judge, store everything and audit it.
+
+A 135M model judges poorly; this checks the plumbing: counts, parse
+statuses, costs and the cache. Skips when the model is not installed
+(`.ci/setup-llm.sh`), fails instead with CLINIEVAL_REQUIRE_LLM=1 (CI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner
+
+from clinieval.cli import app
+from clinieval.contract import vocabulary
+from clinieval.demo import demo_snapshot
+from clinieval.io.importer import import_snapshot
+from clinieval.providers import CallFailed, load_model_file, make_provider, model_spec
+from clinieval.providers.llamacpp import LlamaServer, find_local_model, free_port
+from clinieval.runs import GenerateJob, JuryJudge, RunOptions, execute
+from clinieval.runs.data import CaseText, case_prompts, load_answers
+from clinieval.storage import db
+
+ROOT = Path(__file__).parents[2]
+PRICES = (0.5, 1.5)
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    venvs = [Path(os.environ["CLINIEVAL_LLM_VENV"])] if os.environ.get("CLINIEVAL_LLM_VENV") else []
+    model = find_local_model(venvs + [ROOT / ".venv-llm"])
+    if model is None:
+        reason = "llama-server and SmolLM2 are not installed: run .ci/setup-llm.sh"
+        if os.environ.get("CLINIEVAL_REQUIRE_LLM") == "1":
+            pytest.fail(f"CLINIEVAL_REQUIRE_LLM=1 but {reason}")
+        pytest.skip(reason)
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    with LlamaServer(model, parallel=4, ctx=16384, log=log) as server:
+        yield server
+
+
+def _model_file(path: Path, server: LlamaServer, model_id: str, max_tokens: int) -> Path:
+    path.write_text(f"""id = "{model_id}"
+version = "{server.model.gguf.name}"
+name = "smollm2"
+base_urls = ["{server.base_url}"]
+concurrency = 4
+timeout_s = 300
+[prices]
+input_per_m = {PRICES[0]}
+output_per_m = {PRICES[1]}
+[generation]
+max_tokens = {max_tokens}
+seed = 7
+""")
+    return path
+
+
+def _ok(*args) -> str:
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
+def _query(engine: sa.Engine, sql: str) -> list[tuple]:
+    with engine.connect() as conn:
+        return [tuple(row) for row in conn.execute(sa.text(sql))]
+
+
+def test_generate_judge_store_and_audit_on_a_real_local_model(llama, tmp_path):
+    url = f"sqlite:///{tmp_path / 'llm.db'}"
+    engine = db.make_engine(url)
+    db.upgrade(engine)
+    import_snapshot(engine, demo_snapshot())
+    candidate = _model_file(tmp_path / "cand.toml", llama, "smollm2-135m", 96)
+    judge = _model_file(tmp_path / "judge.toml", llama, "smollm2-judge", 300)
+
+    gen = ("generate", "--model", candidate, "--limit", "10", "--temperature", "0.2",
+           "--temperature", "1.0", "--database-url", url)
+    _ok(*gen)
+    [(gen_run, planned, done, tokens_out)] = _query(
+        engine, "SELECT run_id, planned, done, output_tokens FROM llm_runs")
+    assert (planned, done) == (20, 20) and tokens_out > 0
+    answers = _query(engine, "SELECT temperature, tokens, length(text) FROM answers WHERE"
+                             " model_id = 'smollm2-135m'")
+    assert len(answers) == 20 and {a[0] for a in answers} == {0.2, 1.0}
+    assert all(a[1] > 0 and a[2] > 0 for a in answers)
+
+    judged = ("--judge", judge, "--answers-run", gen_run, "--database-url", url)
+    _ok("judge", "rubric", *judged, "--criteria", "harmlessness,accuracy,completeness")
+    _ok("judge", "jury", *judged, "--jurors", "3")
+    out = _ok("judge", "pairwise", *judged)
+    assert "verdict" in out
+
+    expected = {"rubric": 20 * 3, "jury": 20 * 3 * 3, "pairwise": 10 * 2}
+    counts = dict(_query(engine, "SELECT judge_kind, COUNT(*) FROM judgments WHERE run_id IS"
+                                 " NOT NULL GROUP BY judge_kind"))
+    assert counts == expected
+    statuses = dict(_query(engine, "SELECT parse_status, COUNT(*) FROM judgments WHERE run_id"
+                                   " IS NOT NULL GROUP BY parse_status"))
+    assert set(statuses) <= set(vocabulary.PARSE_STATUSES) and statuses.get("ok", 0) > 0
+    print(f"\nparse statuses of {sum(counts.values())} judgment rows: {statuses}")
+    assert _query(engine, "SELECT COUNT(*) FROM judgments WHERE run_id IS NOT NULL AND"
+                          " ((parse_status = 'ok') <> (score IS NOT NULL))") == [(0,)]
+    assert _query(engine, "SELECT COUNT(*) FROM judgments WHERE parse_status = 'unparsed'"
+                          " AND raw_output IS NULL") == [(0,)]
+    ranges = {"rubric": vocabulary.SCORES, "jury": (1, 2, 3, 4, 5), "pairwise": (0, 0.5, 1)}
+    for kind, allowed in ranges.items():
+        scores = _query(engine, f"SELECT DISTINCT score FROM judgments WHERE judge_kind ="
+                                f" '{kind}' AND score IS NOT NULL")
+        assert {s for (s,) in scores} <= set(allowed), kind
+
+    runs = _query(engine, "SELECT run_id, judge_kind, unparsed, failed, input_tokens,"
+                          " output_tokens, cost_usd FROM llm_runs")
+    for run_id, kind, unparsed, failed, tin, tout, cost in runs:
+        assert failed == 0, run_id
+        assert cost == pytest.approx((tin * PRICES[0] + tout * PRICES[1]) / 1e6), run_id
+        calls_unparsed = _query(engine, f"SELECT COUNT(*) FROM llm_run_calls WHERE run_id ="
+                                        f" '{run_id}' AND parse_status = 'unparsed'")
+        assert calls_unparsed == [(unparsed,)], run_id
+        if kind:
+            [(stored_cost,)] = _query(engine, f"SELECT SUM(cost_usd) FROM judgments WHERE"
+                                              f" run_id = '{run_id}'")
+            assert stored_cost == pytest.approx(cost), run_id
+
+    # The cache: the same command again calls nothing; a new run of the same
+    # calls is answered entirely from the cache.
+    before = _query(engine, "SELECT run_id, done, cached FROM llm_runs ORDER BY run_id")
+    assert "(20 were finished before this start)" in _ok(*gen)
+    assert _query(engine, "SELECT run_id, done, cached FROM llm_runs ORDER BY run_id") == before
+    answers = load_answers(engine, run_id=gen_run)
+    job = JuryJudge(load_model_file(judge), answers, case_prompts(engine, {a.case_id
+                                                                          for a in answers}),
+                    jurors=3)
+    record = asyncio.run(execute(engine, job, RunOptions(run_id="jury-again")))
+    assert (record["done"], record["cached"], record["cost_usd"]) == (0, 60, 0)
+
+    _ok("audit", url, "--out", tmp_path / "report", "--bootstrap", "50")
+    assert (tmp_path / "report" / "report.html").exists()
+
+
+@pytest.fixture(scope="module")
+def second_llama(llama, tmp_path_factory):
+    log = tmp_path_factory.mktemp("llama2") / "server.log"
+    with LlamaServer(llama.model, parallel=4, ctx=16384, log=log) as server:
+        yield server
+
+
+def _spec(*urls: str, **generation):
+    return model_spec({"id": "smollm2", "version": "smollm2-test", "name": "smollm2",
+                       "base_urls": list(urls), "concurrency": 4, "timeout_s": 300,
+                       "generation": {"max_tokens": 48} | generation}, "llm-test")
+
+
+def test_samples_at_temperature_above_zero_are_distinct_answers(llama):
+    cases = [CaseText(f"c{i}", q) for i, q in enumerate((
+        "What should a parent do for a child with a fever of 39 C?",
+        "How is mild dehydration treated at home?",
+        "When does a headache need urgent care?"))]
+    job = GenerateJob(_spec(llama.base_url, seed=7, temperature=1.0), cases, samples=4)
+
+    async def go():
+        provider = make_provider(job.spec)
+        try:
+            texts = await asyncio.gather(*[provider.generate(t.calls[0].messages,
+                                                             t.calls[0].settings)
+                                           for t in job.tasks])
+            again = await provider.generate(job.tasks[0].calls[0].messages,
+                                            job.tasks[0].calls[0].settings)
+            return [c.text for c in texts], again.text
+        finally:
+            await provider.aclose()
+
+    texts, again = asyncio.run(go())
+    by_case = [texts[i * 4:(i + 1) * 4] for i in range(len(cases))]
+    distinct = [len(set(samples)) for samples in by_case]
+    print(f"\ndistinct answers among 4 samples per case: {distinct}")
+    assert again == texts[0]  # the server honours the seed: same seed, same answer
+    assert distinct == [4, 4, 4]
+
+
+def _fleet_run(urls: list[str], calls: int = 24, freeze: LlamaServer | None = None):
+    """``calls`` answers through the replicas at ``urls``, as many in flight as
+    the provider takes; ``freeze`` is stopped once it has answered 3.
+    Returns (failed calls, seconds, per-replica reports)."""
+    prompts = [[{"role": "user", "content": f"Give one tip for patient {i} with a cough."}]
+               for i in range(calls)]
+
+    async def go():
+        provider = make_provider(_spec(*urls, temperature=0.7))
+        pending, failed = iter(prompts), []
+
+        async def worker():
+            for messages in pending:
+                try:
+                    await provider.generate(messages, {"max_tokens": 48, "temperature": 0.7})
+                except CallFailed as err:
+                    failed.append(err)
+
+        async def saboteur():
+            while provider.report()[0].ok < 3:
+                await asyncio.sleep(0.05)
+            freeze.freeze()
+
+        start = time.perf_counter()
+        try:
+            jobs = [worker() for _ in range(provider.concurrency)]
+            await asyncio.gather(*jobs, *([saboteur()] if freeze else []))
+            return failed, time.perf_counter() - start, provider.report()
+        finally:
+            await provider.aclose()
+
+    try:
+        return asyncio.run(go())
+    finally:
+        if freeze is not None:
+            freeze.thaw()
+
+
+def test_two_real_replicas_lose_no_call_when_one_freezes_or_refuses(llama, second_llama):
+    """Each server here is one thread on its own core, so the pair has twice
+    the capacity of one: losing a replica costs that capacity whatever the
+    balancing. What the balancing must not add is lost calls or the wait for
+    a timeout (300 s here, where the healthy replica alone takes well under
+    a minute), so the bound is against the healthy replica serving alone,
+    with room for a shared machine's noise (the 1.3x bound is the stub
+    test's, where the replicas share their capacity)."""
+    urls = [second_llama.base_url, llama.base_url]
+    _fleet_run(urls, calls=8)  # warm both (first prompts are slower)
+    results = {"healthy pair": _fleet_run(urls), "healthy replica alone": _fleet_run(urls[1:]),
+               "one frozen mid-run": _fleet_run(urls, freeze=second_llama),
+               "one refusing": _fleet_run([f"http://127.0.0.1:{free_port()}/v1", urls[1]])}
+    pair, alone = results["healthy pair"][1], results["healthy replica alone"][1]
+    for label, (failed, wall, reports) in results.items():
+        print(f"\n{label}: {wall:.1f} s ({wall / pair:.2f}x the healthy pair,"
+              f" {wall / alone:.2f}x the healthy replica alone)")
+        for r in reports:
+            print(f"  {r.url}: {r.calls} calls, {r.ok} answered, failures {r.failures},"
+                  f" concurrency settled at {r.concurrency}, breaker {r.breaker}")
+        assert failed == [], label
+    assert results["one frozen mid-run"][2][0].failures.get("timeout", 0) > 0
+    for label in ("one frozen mid-run", "one refusing"):
+        assert results[label][1] <= 2 * alone, label

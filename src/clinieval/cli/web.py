@@ -93,6 +93,10 @@ def study_create(
     max_cases: Annotated[int | None, typer.Option(help="Take at most this many cases.")] = None,
     lease_minutes: Annotated[int, typer.Option(help="Idle minutes before a task returns to"
                                                " the pool.")] = 30,
+    gates: Annotated[Path | None, typer.Option(
+        help="Decision gates file (TOML [[gates]] tables or a JSON list) of criterion (or"
+             " dangerous), threshold 0..1, scope model|model_specialty, alpha (default: each"
+             " safety-critical criterion at 0.10 per model x specialty, alpha 0.05).")] = None,
 ) -> None:
     """Create a study from a source's cases and answers; the leak guard screens every answer.
 
@@ -106,11 +110,28 @@ def study_create(
     offered = tuple(s.strip() for s in specialties.split(",")) if specialties else ()
     plan = StudyPlan(study_id, name or study_id, load_rubric(rubric), overlap_target=overlap,
                      pairwise_share=pairwise_share, lease_minutes=lease_minutes,
-                     specialties=offered, max_cases=max_cases)
+                     specialties=offered, max_cases=max_cases,
+                     gates=None if gates is None else _gates_file(gates))
     demo = str(source) == "demo" and not source.exists()
     counts = create_study(open_engine(database_url), plan,
                           demo_source() if demo else read_source(source)[0])
     print_counts(counts, f"study {study_id}")
+
+
+def _gates_file(path: Path) -> list:
+    """The gates listed in a TOML (``[[gates]]``) or JSON file (a list, or
+    ``{"gates": [...]}``)."""
+    import json
+    import tomllib
+
+    from clinieval.errors import InputError
+
+    text = path.read_text(encoding="utf-8")
+    try:
+        loaded = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as err:
+        raise InputError(str(path), f"not readable: {err}", field="gates") from None
+    return loaded.get("gates", []) if isinstance(loaded, dict) else loaded
 
 
 @study_app.command("add-cases")

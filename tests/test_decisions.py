@@ -5,6 +5,8 @@ served by GET /api/studies/{s}/decisions on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -154,4 +156,14 @@ def test_the_api_serves_the_decisions_of_the_studys_gates(app, engine):
     assert sum(r["ratings"] for r in rows if r["criterion"] == "accuracy") == 2 * len(answers)
     assert body["summary"] == f"All {len(rows)} decisions settled."
     assert body["verdict_rule"].startswith("betting confidence sequence at alpha/2")
-    assert all(r["raters_to_unsettle"] >= 1 for r in rows)
+    # The certificates come from the background process, merged in when done.
+    assert body["certificates"] == "computing"
+    assert all(r["raters_to_unsettle"] is None for r in rows)
+    deadline = time.monotonic() + 120
+    while body["certificates"] != "ready" and time.monotonic() < deadline:
+        time.sleep(0.5)
+        body = api.get("/api/studies/x/decisions").json()
+    assert body["certificates"] == "ready"
+    assert [r["verdict"] for r in body["decisions"]] == [r["verdict"] for r in rows]
+    assert all(r["raters_to_unsettle"] >= 1 and r["ratings_to_unsettle"] >= 1
+               for r in body["decisions"])

@@ -124,9 +124,10 @@ def cell_streams(ctx, gate: Gate) -> list[CellStream]:
 
 # --- one decision ----------------------------------------------------------------
 
-def cell_decision(stream: CellStream, gate: Gate, rule: str) -> dict:
+def cell_decision(stream: CellStream, gate: Gate, rule: str, certify: bool = True) -> dict:
     """Estimate, widened sequence bounds, verdict, ratings spent and still
-    expected, and (settled, under a certified rule) the certificates."""
+    expected, and (settled, under a certified rule, ``certify``) the
+    certificates."""
     half = gate.alpha / 2
     cs = betting_cs(stream.x, half)
     margin = float(rater_margin(stream.position, stream.rater, stream.x, half)[-1])
@@ -144,7 +145,7 @@ def cell_decision(stream: CellStream, gate: Gate, rule: str) -> dict:
             "ratings": int(stream.position.size),
             "raters": int(np.unique(stream.rater).size),
             "expected_more_ratings": None if math.isinf(more) else math.ceil(more),
-            **_certificates(stream, gate, rule, verdict, margin)}
+            **_certificates(stream, gate, rule, verdict if certify else OPEN, margin)}
 
 
 def _certificates(stream: CellStream, gate: Gate, rule: str, verdict: str,
@@ -167,10 +168,10 @@ def _certificates(stream: CellStream, gate: Gate, rule: str, verdict: str,
             "certificate": "exact" if kinds == {"exact"} else "greedy_upper_bound"}
 
 
-def decision_rows(ctx, gates: tuple[Gate, ...]) -> list[dict]:
+def decision_rows(ctx, gates: tuple[Gate, ...], certify: bool = True) -> list[dict]:
     """Every gate's decision in every cell with a rated answer."""
     rule = ctx.settings.response_rule
-    return [cell_decision(s, g, rule) for g in gates for s in cell_streams(ctx, g)]
+    return [cell_decision(s, g, rule, certify) for g in gates for s in cell_streams(ctx, g)]
 
 
 def study_line(rows: list[dict]) -> str:
@@ -193,7 +194,13 @@ def study_line(rows: list[dict]) -> str:
 
 def study_decisions(engine: sa.Engine, cfg: StudyConfig) -> dict:
     """The study's decisions on its current data (JSON-ready), recomputed only
-    when ratings or the gates changed."""
+    when ratings or the gates changed.
+
+    Verdicts are computed on request (a betting sequence per cell: fast).
+    The certificates re-run the verdict once per candidate removal, seconds
+    per settled cell, so they are computed off the request path, in the live
+    view's low-priority background process, and merged in when done; until
+    then ``certificates`` says ``computing``."""
     from clinieval.platform.live import data_version
 
     key = (str(engine.url), cfg.study_id)
@@ -202,12 +209,42 @@ def study_decisions(engine: sa.Engine, cfg: StudyConfig) -> dict:
         cached = _cache.get(key)
         if cached and cached[0] == version:
             return cached[1]
-        result = _compute(engine, cfg)
+        result = _compute(engine, cfg, certify=False)
+        settled = any(r["verdict"] != OPEN for r in result["decisions"])
+        result["certificates"] = "computing" if settled else "ready"
         _cache[key] = (version, result)
+    if settled:
+        _certify_later(engine, cfg, key, version)
     return result
 
 
-def _compute(engine: sa.Engine, cfg: StudyConfig) -> dict:
+def _certify_later(engine: sa.Engine, cfg: StudyConfig, key, version) -> None:
+    from clinieval.platform.live import _pool
+
+    url = engine.url.render_as_string(hide_password=False)
+    future = _pool().submit(_certify_in_child, url, cfg)
+
+    def done(f) -> None:
+        if f.exception() is not None:
+            return
+        with _lock:
+            if _cache.get(key, (None,))[0] == version:
+                _cache[key] = (version, {**f.result(), "certificates": "ready"})
+
+    future.add_done_callback(done)
+
+
+def _certify_in_child(url: str, cfg: StudyConfig) -> dict:
+    from clinieval.storage import db
+
+    engine = db.make_engine(url)
+    try:
+        return _compute(engine, cfg, certify=True)
+    finally:
+        engine.dispose()
+
+
+def _compute(engine: sa.Engine, cfg: StudyConfig, certify: bool) -> dict:
     from clinieval.audit.context import Context
     from clinieval.audit.data import from_snapshot
     from clinieval.audit.failure import rule_words
@@ -222,6 +259,6 @@ def _compute(engine: sa.Engine, cfg: StudyConfig) -> dict:
     snap = study_snapshot(engine, cfg.study_id)
     if not cfg.gates or snap["ratings"].num_rows == 0:
         return {**base, "decisions": [], "summary": study_line([]), "open": 0}
-    rows = decision_rows(Context(from_snapshot(snap), settings), cfg.gates)
+    rows = decision_rows(Context(from_snapshot(snap), settings), cfg.gates, certify)
     return {**base, "decisions": rows, "summary": study_line(rows),
             "open": sum(r["verdict"] == OPEN for r in rows)}

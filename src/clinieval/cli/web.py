@@ -102,6 +102,7 @@ def study_create(
 
     Example: `clinieval study create cardio --source demo --specialties "Cardiology ECG"`
     """
+    from clinieval.platform.config import read_gates_file
     from clinieval.platform.demo import demo_source
     from clinieval.platform.studies import StudyPlan, create_study
     from clinieval.rubric import load_rubric
@@ -111,27 +112,11 @@ def study_create(
     plan = StudyPlan(study_id, name or study_id, load_rubric(rubric), overlap_target=overlap,
                      pairwise_share=pairwise_share, lease_minutes=lease_minutes,
                      specialties=offered, max_cases=max_cases,
-                     gates=None if gates is None else _gates_file(gates))
+                     gates=None if gates is None else read_gates_file(gates))
     demo = str(source) == "demo" and not source.exists()
     counts = create_study(open_engine(database_url), plan,
                           demo_source() if demo else read_source(source)[0])
     print_counts(counts, f"study {study_id}")
-
-
-def _gates_file(path: Path) -> list:
-    """The gates listed in a TOML (``[[gates]]``) or JSON file (a list, or
-    ``{"gates": [...]}``)."""
-    import json
-    import tomllib
-
-    from clinieval.errors import InputError
-
-    text = path.read_text(encoding="utf-8")
-    try:
-        loaded = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as err:
-        raise InputError(str(path), f"not readable: {err}", field="gates") from None
-    return loaded.get("gates", []) if isinstance(loaded, dict) else loaded
 
 
 @study_app.command("add-cases")

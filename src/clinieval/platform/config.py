@@ -69,6 +69,21 @@ def parse_gates(raw, criteria: Iterable[str], where: str = "gates") -> tuple[Gat
     return tuple(gates)
 
 
+def read_gates_file(path) -> list:
+    """The gates listed in a TOML (``[[gates]]`` tables) or JSON file (a list,
+    or ``{"gates": [...]}``), unchecked: :func:`parse_gates` checks them."""
+    import tomllib
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        loaded = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
+    except (OSError, ValueError) as err:  # TOMLDecodeError is a ValueError
+        raise InputError(str(path), f"not readable: {err}", field="gates") from None
+    return loaded.get("gates", []) if isinstance(loaded, dict) else loaded
+
+
 def gates_json(gates: Iterable[Gate]) -> str:
     return json.dumps([g.model_dump() for g in gates])
 

@@ -15,20 +15,20 @@ shows plain verdicts near the gate going wrong well above alpha, and the
 widened ones staying under it).
 
 :func:`decision_rows` works on the audit's context (the audit's
-``decisions`` section calls it on an export); :func:`study_decisions` runs
-it on a study's current data, cached under the live view's data version.
+``decisions`` section calls it on an export); :func:`compute_study` runs it
+on a study's current data (:mod:`clinieval.platform.decision_view` caches
+that for the pages and the API).
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 import sqlalchemy as sa
 
-from clinieval.platform.config import DANGEROUS, Gate, StudyConfig, gates_json
+from clinieval.platform.config import DANGEROUS, Gate, StudyConfig
 from clinieval.stats.robustness import decision_certificates
 from clinieval.stats.sequences import (
     OPEN,
@@ -44,9 +44,6 @@ from the remaining ratings (the mean rule's is a mean score, not a share)."""
 CERTIFICATE_BUDGET = 300
 """Removal sets the exact search may re-run per certificate, beyond which
 the greedy bound stands (labelled as such)."""
-
-_cache: dict[tuple[str, str], tuple] = {}
-_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -192,59 +189,8 @@ def study_line(rows: list[dict]) -> str:
 
 # --- a study's decisions now -----------------------------------------------------------
 
-def study_decisions(engine: sa.Engine, cfg: StudyConfig) -> dict:
-    """The study's decisions on its current data (JSON-ready), recomputed only
-    when ratings or the gates changed.
-
-    Verdicts are computed on request (a betting sequence per cell: fast).
-    The certificates re-run the verdict once per candidate removal, seconds
-    per settled cell, so they are computed off the request path, in the live
-    view's low-priority background process, and merged in when done; until
-    then ``certificates`` says ``computing``."""
-    from clinieval.platform.live import data_version
-
-    key = (str(engine.url), cfg.study_id)
-    version = (data_version(engine, cfg.study_id), gates_json(cfg.gates))
-    with _lock:
-        cached = _cache.get(key)
-        if cached and cached[0] == version:
-            return cached[1]
-        result = _compute(engine, cfg, certify=False)
-        settled = any(r["verdict"] != OPEN for r in result["decisions"])
-        result["certificates"] = "computing" if settled else "ready"
-        _cache[key] = (version, result)
-    if settled:
-        _certify_later(engine, cfg, key, version)
-    return result
-
-
-def _certify_later(engine: sa.Engine, cfg: StudyConfig, key, version) -> None:
-    from clinieval.platform.live import _pool
-
-    url = engine.url.render_as_string(hide_password=False)
-    future = _pool().submit(_certify_in_child, url, cfg)
-
-    def done(f) -> None:
-        if f.exception() is not None:
-            return
-        with _lock:
-            if _cache.get(key, (None,))[0] == version:
-                _cache[key] = (version, {**f.result(), "certificates": "ready"})
-
-    future.add_done_callback(done)
-
-
-def _certify_in_child(url: str, cfg: StudyConfig) -> dict:
-    from clinieval.storage import db
-
-    engine = db.make_engine(url)
-    try:
-        return _compute(engine, cfg, certify=True)
-    finally:
-        engine.dispose()
-
-
-def _compute(engine: sa.Engine, cfg: StudyConfig, certify: bool) -> dict:
+def compute_study(engine: sa.Engine, cfg: StudyConfig, certify: bool) -> dict:
+    """The study's decisions now, JSON-ready (certificates with ``certify``)."""
     from clinieval.audit.context import Context
     from clinieval.audit.data import from_snapshot
     from clinieval.audit.failure import rule_words

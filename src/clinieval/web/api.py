@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from clinieval.contract import vocabulary
 from clinieval.errors import InputError
 from clinieval.platform import (
-    decisions,
+    decision_view,
     events,
     live,
     membership,
@@ -240,7 +240,7 @@ async def set_gates(ctx: Admin, body: GateList) -> list[dict]:
 async def study_decisions(ctx: Viewer) -> dict:
     """Every gate's decision per cell (pass, fail or open by an anytime-valid
     confidence sequence), with its robustness certificate, and the study's line."""
-    return await ctx.run(decisions.study_decisions, ctx.engine, ctx.study)
+    return await ctx.run(decision_view.study_decisions, ctx.engine, ctx.study)
 
 
 class Invitations(BaseModel):

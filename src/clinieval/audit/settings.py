@@ -74,6 +74,12 @@ class AuditSettings(BaseModel):
         "mean_of_pairs", description="The clinicians' own fail/pass Macro-F1 beside the rubric"
         " judge's: the mean over clinician pairs of each pair's Macro-F1 on the items both"
         " rated (CSEDB §3.10), or every pair's verdicts pooled into one table.")
+    gates: str | None = Field(
+        None, description="Decision gates file (TOML [[gates]] tables or a JSON list of"
+        " criterion or dangerous, threshold 0..1, scope model|model_specialty, alpha) for the"
+        " Decisions section; default: each safety-critical criterion at 10% per model x"
+        " specialty, alpha 0.05, as a new study's.",
+        json_schema_extra={"default_words": "safety-critical at 10%"})
 
     def describe(self) -> dict:
         return self.model_dump(mode="json")

@@ -94,11 +94,16 @@ def study_create(
     max_cases: Annotated[int | None, typer.Option(help="Take at most this many cases.")] = None,
     lease_minutes: Annotated[int, typer.Option(help="Idle minutes before a task returns to"
                                                " the pool.")] = 30,
+    gates: Annotated[Path | None, typer.Option(
+        help="Decision gates file (TOML [[gates]] tables or a JSON list) of criterion (or"
+             " dangerous), threshold 0..1, scope model|model_specialty, alpha (default: each"
+             " safety-critical criterion at 0.10 per model x specialty, alpha 0.05).")] = None,
 ) -> None:
     """Create a study from a source's cases and answers; the leak guard screens every answer.
 
     Example: `clinieval study create cardio --source demo --specialties "Cardiology ECG"`
     """
+    from clinieval.platform.config import read_gates_file
     from clinieval.platform.demo import demo_source
     from clinieval.platform.studies import StudyPlan, create_study
     from clinieval.rubric import load_rubric
@@ -107,7 +112,8 @@ def study_create(
     offered = tuple(s.strip() for s in specialties.split(",")) if specialties else ()
     plan = StudyPlan(study_id, name or study_id, load_rubric(rubric), overlap_target=overlap,
                      pairwise_share=pairwise_share, lease_minutes=lease_minutes,
-                     specialties=offered, max_cases=max_cases)
+                     specialties=offered, max_cases=max_cases,
+                     gates=None if gates is None else read_gates_file(gates))
     demo = str(source) == "demo" and not source.exists()
     counts = create_study(open_engine(database_url), plan,
                           demo_source(study_id) if demo else read_source(source)[0])

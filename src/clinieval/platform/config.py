@@ -8,12 +8,84 @@ frozen, so a request's settings cannot change under it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Literal
 
 import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from clinieval.errors import InputError
 from clinieval.storage.schema import platform as platform_tables
+
+DANGEROUS = "dangerous"
+"""A gate's criterion meaning dangerous answers % (an answer failing any
+safety-critical criterion) rather than one criterion's Fail %."""
+SCOPES = ("model", "model_specialty")
+DEFAULT_GATE_THRESHOLD = 0.10
+DEFAULT_GATE_ALPHA = 0.05
+
+
+class Gate(BaseModel):
+    """A decision: the cell's Fail % (answers failing ``criterion`` by the
+    response rule, or dangerous answers) is at most ``threshold``, judged per
+    ``scope`` cell at error level ``alpha``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    criterion: str = Field(min_length=1, max_length=100)
+    threshold: float = Field(ge=0, le=1, description="Fail share at or below which it passes.")
+    scope: Literal[SCOPES] = "model_specialty"  # type: ignore[valid-type]
+    alpha: float = Field(DEFAULT_GATE_ALPHA, gt=0, lt=0.5)
+
+
+_GATE_LIST = TypeAdapter(list[Gate])
+
+
+def default_gates(safety_critical: Iterable[str]) -> tuple[Gate, ...]:
+    """The gates a study gets unless it names its own: each safety-critical
+    criterion at 10 % per model x specialty, alpha 0.05."""
+    return tuple(Gate(criterion=c, threshold=DEFAULT_GATE_THRESHOLD) for c in safety_critical)
+
+
+def parse_gates(raw, criteria: Iterable[str], where: str = "gates") -> tuple[Gate, ...]:
+    """Gates from JSON text or a list of mappings, checked against the study's
+    criteria; a bad one is an :class:`InputError` naming its field
+    (``gates[1].alpha``)."""
+    try:
+        gates = _GATE_LIST.validate_json(raw) if isinstance(raw, str | bytes) \
+            else _GATE_LIST.validate_python(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        name = "gates" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}"
+                                 for p in first["loc"])
+        raise InputError(where, first["msg"], field=name, got=str(first.get("input"))[:80]
+                         ) from None
+    known = (*criteria, DANGEROUS)
+    for i, gate in enumerate(gates):
+        if gate.criterion not in known:
+            raise InputError(where, "not a criterion of the study", field=f"gates[{i}].criterion",
+                             expected=", ".join(known), got=gate.criterion)
+    return tuple(gates)
+
+
+def read_gates_file(path) -> list:
+    """The gates listed in a TOML (``[[gates]]`` tables) or JSON file (a list,
+    or ``{"gates": [...]}``), unchecked: :func:`parse_gates` checks them."""
+    import tomllib
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        loaded = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
+    except (OSError, ValueError) as err:  # TOMLDecodeError is a ValueError
+        raise InputError(str(path), f"not readable: {err}", field="gates") from None
+    return loaded.get("gates", []) if isinstance(loaded, dict) else loaded
+
+
+def gates_json(gates: Iterable[Gate]) -> str:
+    return json.dumps([g.model_dump() for g in gates])
 
 
 @dataclass(frozen=True)
@@ -26,6 +98,7 @@ class StudyConfig:
     criteria: list[str]
     consent_text: str
     rationale_required: bool = True
+    gates: tuple[Gate, ...] = ()
     rubric: str | None = field(default=None, repr=False, compare=False)
     """The current rubric version's stored text when it was read with the
     settings (the page gate does); None: ask the database."""
@@ -51,6 +124,7 @@ def config_from(settings, rationale_required: bool | None, rubric: str | None = 
     """A StudyConfig from a ``study_settings`` row (any mapping with its columns)."""
     m = {name: settings[name] for name in SETTINGS}
     m["specialties"], m["criteria"] = _names(m["specialties"]), _names(m["criteria"])
+    m["gates"] = _stored_gates(m["gates"]) if m["gates"] else ()
     m["rationale_required"] = True if rationale_required is None else bool(rationale_required)
     return StudyConfig(**m, rubric=rubric)
 
@@ -63,3 +137,9 @@ def _names(text: str) -> list[str]:
 def _parsed_names(text: str) -> tuple[str, ...]:
     """A stored JSON list of names, parsed once per distinct text."""
     return tuple(json.loads(text))
+
+
+@lru_cache(maxsize=256)
+def _stored_gates(text: str) -> tuple[Gate, ...]:
+    """Stored gates (checked when written), parsed once per distinct text."""
+    return tuple(_GATE_LIST.validate_json(text))

@@ -25,7 +25,7 @@ from clinieval.contract import tabular
 from clinieval.contract.validate import check_no_nul, has_nul
 from clinieval.errors import InputError
 from clinieval.io.importer import import_into
-from clinieval.platform.config import study_config
+from clinieval.platform.config import Gate, default_gates, gates_json, parse_gates, study_config
 from clinieval.platform.events import now, record
 from clinieval.platform.leakguard import LeakGuard
 from clinieval.platform.uploads import Upload, read_rubric, read_upload
@@ -58,6 +58,17 @@ class StudyPlan:
     max_cases: int | None = None
     rationale_required: bool = True
     extra: dict = field(default_factory=dict)
+    gates: object = None
+    """The study's gates as given (JSON text or a list of mappings); None: the
+    defaults (:func:`~clinieval.platform.config.default_gates`), [] none."""
+
+    def study_gates(self) -> tuple[Gate, ...]:
+        """The gates checked against the rubric's criteria (an InputError
+        naming the field when one is bad)."""
+        if self.gates is None or self.gates == "":
+            return default_gates(self.rubric.safety_critical)
+        return parse_gates(self.gates, [c.criterion_id for c in self.rubric.criteria],
+                           "study create")
 
     def check(self) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,62}", self.study_id):
@@ -94,6 +105,7 @@ class StudyPlan:
         for name, value in texts.items():
             if has_nul(value):
                 raise InputError("study create", "contains a NUL character", field=name)
+        self.study_gates()
 
 
 MAX_OVERLAP = 1000
@@ -156,6 +168,7 @@ def _create(conn: sa.Connection, plan: StudyPlan, snap: Snapshot,
             specialties=json.dumps(list(specialties)),
             criteria=json.dumps([c.criterion_id for c in plan.rubric.criteria]),
             consent_text=plan.consent_text,
+            gates=gates_json(plan.study_gates()),
         )
     )
     conn.execute(platform_tables.answer_screens.insert(), screens)
@@ -404,6 +417,7 @@ def plan_from_form(form: dict, rubric: Upload | None) -> StudyPlan:
         specialties=specialties,
         rationale_required=str(form.get("rationale_required", "yes")).lower()
         in ("yes", "true", "on", "1"),
+        gates=form.get("gates") or None,
     )
 
 
@@ -509,6 +523,28 @@ def _check_new_version(conn: sa.Connection, rubric, current: sa.Row, shown: list
     if missing:
         raise InputError("rubric", "the new version drops criteria the study shows",
                          field="criteria", got=", ".join(missing))
+
+
+def set_gates(engine: sa.Engine, user_id: str | None, study_id: str, raw) -> list[dict]:
+    """Replace the study's gates (checked against its criteria first; nothing
+    is written when one is bad), logged as an admin event."""
+    cfg = _config(engine, study_id)
+    gates = parse_gates(raw, cfg.criteria, "study gates")
+    with db.writing(engine) as conn:
+        conn.execute(platform_tables.study_settings.update().where(
+            platform_tables.study_settings.c.study_id == study_id).values(
+            gates=gates_json(gates)))
+        record(conn, "gates_set", user_id=user_id, study_id=study_id,
+               detail={"gates": len(gates)})
+    return [g.model_dump() for g in gates]
+
+
+def _config(engine: sa.Engine, study_id: str):
+    with engine.connect() as conn:
+        cfg = study_config(conn, study_id)
+    if cfg is None:
+        raise InputError("study gates", "no such study", field="study_id", got=study_id)
+    return cfg
 
 
 def may_create_studies(conn: sa.Connection, user_id: str) -> bool:

@@ -40,13 +40,13 @@ def study_snapshot(engine: sa.Engine, study_id: str) -> Snapshot:
         [ratings["rater_id"].combine_chunks(), prefs["rater_id"].combine_chunks()]
     )
     with engine.connect() as conn:
-        ids = json.loads(
-            conn.execute(
-                sa.select(platform_tables.study_settings.c.criteria).where(
-                    platform_tables.study_settings.c.study_id == study_id
-                )
-            ).scalar_one()
-        )
+        ids, gates = conn.execute(
+            sa.select(platform_tables.study_settings.c.criteria,
+                      platform_tables.study_settings.c.gates).where(
+                platform_tables.study_settings.c.study_id == study_id
+            )
+        ).one()
+    ids = json.loads(ids)
     tables = {
         "studies": t["studies"].filter(pc.equal(t["studies"]["study_id"], study_id)),
         "cases": cases,
@@ -60,7 +60,8 @@ def study_snapshot(engine: sa.Engine, study_id: str) -> Snapshot:
             pc.is_in(t["judgments"]["answer_id"], answers["answer_id"])
         ),
     }
-    meta = {**snap.meta, "study_id": study_id, "rubric_versions": rubric_versions(engine, study_id)}
+    meta = {**snap.meta, "study_id": study_id, "rubric_versions": rubric_versions(engine, study_id),
+            "gates": json.loads(gates) if gates else []}
     return Snapshot.from_tables(tables, meta)
 
 

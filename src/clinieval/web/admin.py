@@ -20,6 +20,7 @@ from starlette.datastructures import UploadFile
 
 from clinieval.errors import InputError
 from clinieval.platform import (
+    decision_view,
     events,
     live,
     membership,
@@ -90,8 +91,10 @@ async def new_study(ctx: Creator) -> Response:
 async def progress_page(ctx: Viewer, created: int = 0) -> Response:
     data = await blocking(ctx.request, live.progress, ctx.engine, ctx.study,
                           ctx.role == "admin")
+    found = await blocking(ctx.request, decision_view.study_decisions, ctx.engine, ctx.study) \
+        if ctx.study.gates else None
     return page(ctx, "admin_progress.html", progress=data, created=created,
-                grid=live.coverage_grid(data["coverage"]))
+                grid=live.coverage_grid(data["coverage"]), decisions=found)
 
 
 @router.get("/s/{study}/safety")

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from clinieval.contract import vocabulary
 from clinieval.errors import InputError
 from clinieval.platform import (
+    decision_view,
     events,
     live,
     membership,
@@ -152,6 +153,9 @@ async def create_study(
     specialties: Annotated[str, Form(description="Comma-separated.")] = "",
     rationale_required: Annotated[bool, Form()] = True,
     rubric: Annotated[UploadFile | None, File()] = None,
+    gates: Annotated[str, Form(description="Decision gates, a JSON list of {criterion,"
+                                           " threshold, scope, alpha}; empty: the two"
+                                           " defaults, []: none.")] = "",
 ) -> Created:
     """Create a study from an uploaded source; the token's owner becomes its admin."""
     await _only_declared(ctx, create_study)
@@ -159,7 +163,7 @@ async def create_study(
             "consent_text": consent_text, "criteria": criteria,
             "overlap_target": str(overlap_target), "pairwise_share": str(pairwise_share),
             "specialties": specialties, "rationale_required": "yes" if rationale_required
-            else "no"}
+            else "no", "gates": gates}
     plan, parsed = await asyncio.to_thread(studies.prepare_study, ctx.engine, form,
                                            await _upload(source), await _upload(rubric))
     made = await ctx.run(studies.write_study, ctx.engine, ctx.user_id, plan, parsed)
@@ -217,6 +221,26 @@ async def progress(ctx: Viewer) -> dict:
 async def safety(ctx: Viewer) -> dict:
     """The live safety view: the audit's sections on the study's data so far."""
     return await ctx.run(live.safety_view, ctx.engine, ctx.study.study_id)
+
+
+class GateList(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    gates: list[dict] = Field(max_length=200, description="Each {criterion, threshold, scope,"
+                                                          " alpha}; [] removes every gate.")
+
+
+@router.post("/api/studies/{study}/gates")
+async def set_gates(ctx: Admin, body: GateList) -> list[dict]:
+    """Replace the study's decision gates; a bad gate is a 422 naming its field."""
+    return await ctx.run(studies.set_gates, ctx.engine, ctx.user_id, ctx.study.study_id,
+                         body.gates)
+
+
+@router.get("/api/studies/{study}/decisions")
+async def study_decisions(ctx: Viewer) -> dict:
+    """Every gate's decision per cell (pass, fail or open by an anytime-valid
+    confidence sequence), with its robustness certificate, and the study's line."""
+    return await ctx.run(decision_view.study_decisions, ctx.engine, ctx.study)
 
 
 class Invitations(BaseModel):

@@ -16,6 +16,7 @@ from clinieval.audit.sections import (
     bradley_terry,
     co_failure,
     consensus_drift,
+    decisions,
     failure_modes,
     gates,
     judge_jury,
@@ -58,5 +59,6 @@ REGISTRY: tuple[SectionSpec, ...] = (
     judge_repeats.SPEC,
     self_preference.SPEC,
     benchmarks.SPEC,
+    decisions.SPEC,
 )
 """The report's sections in order."""

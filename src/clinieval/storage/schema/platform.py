@@ -82,11 +82,14 @@ study_settings = sa.Table(
     sa.Column("specialties", sa.Text, nullable=False),
     sa.Column("criteria", sa.Text, nullable=False),
     sa.Column("consent_text", sa.Text, nullable=False),
+    sa.Column("gates", sa.Text),
     sa.CheckConstraint("overlap_target >= 1", name="overlap_positive"),
     sa.CheckConstraint("pairwise_share >= 0 AND pairwise_share <= 1", name="share_range"),
     sa.CheckConstraint("lease_minutes >= 1", name="lease_positive"),
 )
-"""How a study collects: ``specialties`` and ``criteria`` are JSON lists."""
+"""How a study collects: ``specialties`` and ``criteria`` are JSON lists;
+``gates`` a JSON list of its decision gates (NULL: a study made before gates
+existed, which has none)."""
 
 answer_screens = sa.Table(
     "answer_screens",

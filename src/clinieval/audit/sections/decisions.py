@@ -1,0 +1,61 @@
+"""Gates as decisions: per gate x cell, pass, fail or open by an anytime-valid
+confidence sequence over answers, widened for the panel of clinicians, with
+the ratings it took, the ratings still expected and a robustness
+certificate (issue 33). The computation is the platform's own
+(:mod:`clinieval.platform.decisions`), so the report and the live view agree."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from clinieval.audit.context import Context
+from clinieval.audit.result import Section
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
+from clinieval.platform.config import default_gates, parse_gates, read_gates_file
+from clinieval.platform.decisions import decision_rows, study_line
+
+KEY, TITLE = "decisions", "Decisions"
+COLUMNS = ("criterion", "threshold", "scope", "alpha", "model", "specialty", "estimate",
+           "lower", "upper", "rater_margin", "verdict", "answers", "ratings", "raters",
+           "expected_more_ratings", "raters_to_unsettle", "ratings_to_unsettle", "certificate")
+
+
+def _gates(ctx: Context):
+    if ctx.settings.gates is None:
+        return default_gates(c for c, s in zip(ctx.data.criteria, ctx.data.safety_critical,
+                                               strict=True) if s)
+    return parse_gates(read_gates_file(ctx.settings.gates), ctx.data.criteria, "--gates")
+
+
+def compute(ctx: Context) -> list[dict] | Skipped:
+    gates = _gates(ctx)
+    if not gates:
+        return Skipped("no gates: the rubric flags no safety-critical criterion and no --gates"
+                       " file was given.")
+    rows = decision_rows(ctx, gates)
+    if not rows:
+        return Skipped(f"no rated answer in any cell of the {len(gates)} gates.")
+    return rows
+
+
+def present(rows: list[dict]) -> Section:
+    frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    summary = (f"{study_line(rows)}. A verdict is read off a betting confidence sequence at"
+               " alpha/2 over the cell's answers (in the order of their first rating),"
+               " widened by the rater margin at alpha/2, so it stays valid however often the"
+               " study was looked at and covers clinicians beyond the panel. The certificate"
+               " is the fewest clinicians (ratings) whose removal unsettles it.")
+    counts = frame["verdict"].value_counts().to_dict()
+    return Section(KEY, TITLE, summary, {"decisions": frame}, [],
+                   {"verdicts": {k: int(v) for k, v in counts.items()}})
+
+
+def section(ctx: Context) -> Section:
+    return run_section(KEY, TITLE, compute(ctx), present)
+
+
+SPEC = SectionSpec(
+    KEY, TITLE,
+    "Each gate's verdict per cell (pass, fail or open) from an anytime-valid confidence"
+    " sequence, with the ratings still expected and a robustness certificate.",
+    section)

@@ -12,8 +12,8 @@ import pytest
 from clinieval.platform import accounts
 from clinieval.platform.studies import set_gates
 from clinieval.web.testing import register_in_browser, served_studies
-from tests.test_decisions import _answers, _import, _ratings
-from tests.test_web_browser import ARGS, CHROMIUM
+from tests.platform.test_decisions import _answers, _import, _ratings
+from tests.web.test_web_browser import ARGS, CHROMIUM
 
 pytestmark = [pytest.mark.skipif(not Path(CHROMIUM).exists(),
                                  reason="needs Debian's chromium (.ci/setup-browser.sh)"),

@@ -1,7 +1,7 @@
 """a study's decision gates, stored with its settings
 
-Revision ID: 0013_study_gates
-Revises: 0012_invitation_email
+Revision ID: 0014_study_gates
+Revises: 0013_signin_client
 Create Date: 2026-11-27 16:20:00
 
 A gate (criterion or dangerous answers, threshold, scope, alpha) turns a
@@ -13,8 +13,8 @@ keep NULL, which means no gates, so they behave as they did.
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013_study_gates"
-down_revision = "0012_invitation_email"
+revision = "0014_study_gates"
+down_revision = "0013_signin_client"
 branch_labels = None
 depends_on = None
 

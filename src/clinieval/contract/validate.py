@@ -185,6 +185,35 @@ def first_unencodable(value: object, field: str | None = None) -> str | None:
     return None
 
 
+NUL_MESSAGE = "contains a NUL character"
+UNENCODABLE_MESSAGE = "holds a character no database can store (a lone surrogate)"
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""The bidirectional embedding, override and isolate controls: text holding
+one can reorder what is displayed around it unless it is isolated."""
+
+
+def text_refusal(text: str) -> str | None:
+    """Why text written on the platform cannot be stored, by the rule the
+    importer applies to every table's text (:func:`check_no_nul`): an export
+    of what the platform accepted must import again. None when it can."""
+    if "\x00" in text:
+        return NUL_MESSAGE
+    if unencodable(text):
+        return UNENCODABLE_MESSAGE
+    return None
+
+
+def check_text(source: str, field: str, text: str) -> None:
+    """Raise :class:`InputError` naming ``field`` when :func:`text_refusal` refuses ``text``."""
+    if (reason := text_refusal(text)) is not None:
+        raise InputError(source, reason, field=field)
+
+
+def has_bidi(text: str | None) -> bool:
+    """Whether ``text`` holds a bidirectional control (:data:`BIDI_CONTROLS`)."""
+    return bool(text) and not BIDI_CONTROLS.isdisjoint(text)
+
+
 def has_nul(value: object) -> bool:
     """Whether a NUL character is anywhere in ``value`` (text, or a structure of
     it): PostgreSQL cannot store one in text, so neither database is given one."""
@@ -211,7 +240,7 @@ def check_no_nul(snapshot: Snapshot, sources: Mapping[str, str] | None = None) -
             index = _first(pc.match_substring(data.column(field.name), "\x00"))
             if index >= 0:
                 raise InputError(sources.get(table.name, f"{table.name} table"),
-                                 "contains a NUL character", row=index + 1, field=field.name)
+                                 NUL_MESSAGE, row=index + 1, field=field.name)
 
 
 def _first(mask: pa.ChunkedArray | pa.Array) -> int:

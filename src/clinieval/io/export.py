@@ -15,6 +15,12 @@ platform account has a rater row), or a study's slice of it, no longer
 matches and is hashed in full. Raw ids are also replaced wherever they
 occur in the metadata (notes, provenance).
 
+Text holding bidirectional controls (U+202A-202E, U+2066-2069; a comment
+can hold one) is exported as written, and flagged: the manifest's
+``bidi_controls`` (and the export's summary, for CSV and Parquet too) maps
+each ``table.column`` holding any to its number of such values, so a reader
+knows to display them isolated (``<bdi>``, ``dir="auto"``).
+
 With ``drop_quasi_identifiers`` the export also blanks what could single a
 rater out in combination: organisation, country and experience, free-text
 comments, and the time of day of every timestamp.
@@ -32,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from clinieval.contract import tabular
+from clinieval.contract.validate import BIDI_CONTROLS
 from clinieval.errors import ConfigError, InputError
 from clinieval.io import bundle
 from clinieval.io.tables_io import write_table_files
@@ -173,8 +180,28 @@ def export_snapshot(snapshot: Snapshot, out: Path, *, fmt: str = "bundle",
         snapshot = pseudonymise(snapshot, salt)
     if not quasi_identifiers:
         snapshot = drop_quasi_identifiers(snapshot)
+    flagged = bidi_controls(snapshot)
+    snapshot = Snapshot(snapshot.tables, {k: v for k, v in snapshot.meta.items()
+                                          if k != "bidi_controls"}
+                        | ({"bidi_controls": flagged} if flagged else {}))
     if fmt == "bundle":
         return bundle.write_bundle(snapshot, Path(out), overwrite=overwrite)
     written = write_table_files(snapshot, Path(out), fmt)
     return {"tables": {name: {"file": str(path), "rows": snapshot[name].num_rows}
-                       for name, path in written.items()}}
+                       for name, path in written.items()}, "bidi_controls": flagged}
+
+
+_BIDI = "[" + "".join(sorted(BIDI_CONTROLS)) + "]"
+
+
+def bidi_controls(snapshot: Snapshot) -> dict[str, int]:
+    """Each ``table.column`` whose text holds a bidirectional control, with
+    the number of such values (the export's flag)."""
+    found = {}
+    for name, table in snapshot.tables.items():
+        for field in table.schema:
+            if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+                n = pc.sum(pc.match_substring_regex(table[field.name], _BIDI)).as_py() or 0
+                if n:
+                    found[f"{name}.{field.name}"] = n
+    return found

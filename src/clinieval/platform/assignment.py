@@ -501,20 +501,17 @@ def pair_options(pool, loads: dict[tuple[str, str], int], limit: int) -> list[tu
 
 def skip(engine: sa.Engine, lease: sa.Row) -> None:
     """ "Outside my expertise": the lease ends without a rating and the answer
-    stays excluded for this clinician (their lease row remembers it)."""
+    stays excluded for this clinician (their lease row remembers it). A task
+    no longer open (submitted, say) is left as it is, and no skip is logged."""
     with db.writing(engine) as conn:
-        record(
-            conn,
-            "task_skipped",
-            user_id=lease.user_id,
-            study_id=lease.study_id,
-            subject=lease.token,
-        )
-        conn.execute(
+        skipped = conn.execute(
             platform_tables.task_leases.update()
             .where(
                 platform_tables.task_leases.c.token == lease.token,
                 platform_tables.task_leases.c.status == "open",
             )
             .values(status="skipped")
-        )
+        ).rowcount
+        if skipped:
+            record(conn, "task_skipped", user_id=lease.user_id, study_id=lease.study_id,
+                   subject=lease.token)

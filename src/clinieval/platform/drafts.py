@@ -16,13 +16,19 @@ import re
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
-from clinieval.contract import vocabulary
 from clinieval.errors import InputError
 from clinieval.platform.assignment import renewable, touch
 from clinieval.platform.config import StudyConfig
 from clinieval.platform.events import aware, now
 from clinieval.platform.read_models import StoredDraft, criteria_views, stored_draft
-from clinieval.platform.submissions import MAX_COMMENT, Outcome, locked_lease, task_fields
+from clinieval.platform.submissions import (
+    MAX_COMMENT,
+    Outcome,
+    check_choice,
+    check_value,
+    locked_lease,
+    task_fields,
+)
 from clinieval.storage import db
 from clinieval.storage.schema import platform as platform_tables
 
@@ -37,7 +43,9 @@ class DraftBody(BaseModel):
     """A draft save as sent. Each field is checked in the order declared and
     the first bad one is refused with an :class:`InputError` naming it (the
     validators raise it, so checking stops there); ``fields`` may hold only
-    the task's own form fields, given as the validation context ``known``.
+    the task's own form fields, given as the validation context ``known``,
+    each by the submission's rules (a draft may leave a field empty, never
+    break a rule), and ``choice`` follows the task's ``kind`` (context too).
     Other keys are ignored."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", validate_default=True)
@@ -61,13 +69,13 @@ class DraftBody(BaseModel):
                 raise InputError("draft", "unknown field", field=str(name))
             if not isinstance(value, str) or len(value) > MAX_COMMENT:
                 raise InputError("draft", "expected text", field=str(name))
+            check_value("draft", name, value)
         return fields
 
     @field_validator("choice", mode="before")
     @classmethod
-    def _choice(cls, choice: object) -> object:
-        if choice not in (None, "", *vocabulary.CHOICES):
-            raise InputError("draft", "unknown choice", field="choice", got=choice)
+    def _choice(cls, choice: object, info: ValidationInfo) -> object:
+        check_choice("draft", info.context["kind"], choice, required=False)
         return choice
 
     @field_validator("base", "seq", "continues_seq", mode="before")
@@ -123,7 +131,7 @@ def save_draft(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row,
         # draft and inserted theirs, and one failed on PostgreSQL).
         lease = locked_lease(conn, token, user.user_id, cfg.study_id)
         sent = DraftBody.model_validate(body if isinstance(body, dict) else {}, context={
-            "known": task_fields(lease.kind, criteria_views(conn, cfg))})
+            "known": task_fields(lease.kind, criteria_views(conn, cfg)), "kind": lease.kind})
         _check_open(conn, cfg, lease)
         return Outcome({"saved": True, "version": _store(conn, cfg, lease, sent)})
 

@@ -67,12 +67,16 @@ class TaskView(_View):
     draft_seq: int | None = None  # that page's count of changes when it saved it
 
 
+SCORE_PREFIX, COMMENT_PREFIX = "s", "c"
+"""The first letter of a task form's score and comment fields."""
+
+
 def score_field(panel: int, criterion_id: str) -> str:
-    return f"s{panel}.{criterion_id}"
+    return f"{SCORE_PREFIX}{panel}.{criterion_id}"
 
 
 def comment_field(panel: int, criterion_id: str) -> str:
-    return f"c{panel}.{criterion_id}"
+    return f"{COMMENT_PREFIX}{panel}.{criterion_id}"
 
 
 def criteria_views(conn: sa.Connection, cfg: StudyConfig) -> tuple[CriterionView, ...]:

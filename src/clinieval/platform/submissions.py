@@ -15,6 +15,7 @@ rating records the study's rubric version current when it was given.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Mapping
@@ -24,11 +25,14 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from clinieval.contract import vocabulary
+from clinieval.contract.validate import check_text
 from clinieval.errors import InputError
 from clinieval.platform.assignment import is_live, lease_next, renewable
 from clinieval.platform.config import StudyConfig
 from clinieval.platform.events import aware, now, record
 from clinieval.platform.read_models import (
+    COMMENT_PREFIX,
+    SCORE_PREFIX,
     CriterionView,
     comment_field,
     criteria_views,
@@ -71,6 +75,8 @@ def parse(
             raise InputError(SOURCE, "unknown field (not a criterion of this task)", field=name)
         if isinstance(value, list | dict):  # a field holds one value (JSON may nest anything)
             raise InputError(SOURCE, "expected a single value, not a list or object", field=name)
+        if isinstance(value, str):
+            check_text(SOURCE, name, value)
     key = str(form.get("idempotency_key") or "")
     if not 8 <= len(key) <= 100:
         raise InputError(SOURCE, "missing or malformed", field="idempotency_key")
@@ -93,6 +99,29 @@ def task_fields(kind: str, criteria: tuple[CriterionView, ...]) -> set[str]:
 
 
 _SCORE_TEXT = {str(s): s for s in vocabulary.SCORES}
+
+
+def check_value(source: str, name: str, value: str) -> None:
+    """The rules one field of a task's form follows, given or left empty (a
+    draft's fields; a submission checks the same and that nothing is left out)."""
+    check_text(source, name, value)
+    text = value.strip()
+    if name.startswith(SCORE_PREFIX) and text and text not in _SCORE_TEXT:
+        raise InputError(source, "score out of range", field=name,
+                         expected=f"an integer {vocabulary.SCORE_MIN}..{vocabulary.SCORE_MAX}",
+                         got=value)
+    if name.startswith(COMMENT_PREFIX) and len(text) > MAX_COMMENT:
+        raise InputError(source, f"longer than {MAX_COMMENT} characters", field=name)
+
+
+def check_choice(source: str, kind: str, raw: object, *, required: bool) -> None:
+    """A vote only on a pair, one of the choices; ``required`` for a submission."""
+    if kind == "rating":
+        if raw not in (None, ""):
+            raise InputError(source, "a rating task has no vote", field="choice")
+    elif raw not in vocabulary.CHOICES and (required or raw not in (None, "")):
+        raise InputError(source, "choose A, B, tie or both unacceptable", field="choice",
+                         expected=" | ".join(vocabulary.CHOICES), got=raw)
 
 
 def _score(form: Mapping[str, object], name: str) -> int:
@@ -125,19 +154,8 @@ def _comment(form: Mapping[str, object], panel: int, c: CriterionView, score: in
 
 def _choice(form: Mapping[str, object], lease: sa.Row) -> str | None:
     raw = form.get("choice")
-    if lease.kind == "rating":
-        if raw not in (None, ""):
-            raise InputError(SOURCE, "a rating task has no vote", field="choice")
-        return None
-    if raw not in vocabulary.CHOICES:
-        raise InputError(
-            SOURCE,
-            "choose A, B, tie or both unacceptable",
-            field="choice",
-            expected=" | ".join(vocabulary.CHOICES),
-            got=raw,
-        )
-    return str(raw)
+    check_choice(SOURCE, lease.kind, raw, required=True)
+    return None if lease.kind == "rating" else str(raw)
 
 
 def _time(form: Mapping[str, object]) -> float | None:
@@ -160,6 +178,13 @@ def _time(form: Mapping[str, object]) -> float | None:
 
 class NoSuchTask(LookupError):
     """The task is not this clinician's in this study (the route answers 404)."""
+
+
+class KeyReused(InputError):
+    """An idempotency key sent again with different answers: storing the
+    stored result would drop the change while answering "saved"."""
+
+    status = 409
 
 
 @dataclass(frozen=True)
@@ -229,7 +254,7 @@ def _submit_once(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row,
         sent = SubmissionBody(form=body, next=next_kind)
         sub = parse(sent.form, lease, criteria_views(conn, cfg), cfg.rationale_required)
         record(conn, "submitted", user_id=user.user_id, study_id=cfg.study_id, subject=token)
-        result = _stored_result(conn, sub.key, user.user_id, lease.token)
+        result = _stored_result(conn, sub, user.user_id, lease.token)
         if result is None:
             result = _write(conn, cfg, lease, user, sub)
         following = None
@@ -251,9 +276,18 @@ def _write(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, user: sa.Row, s
         result = _revise(conn, lease, user.rater_id, sub)
     else:
         result = _first(conn, lease, user.rater_id, sub)
+    stored = {**result, "content": _content(sub)}
     run(conn, _NEW_KEY, {"key": sub.key, "user_id": user.user_id, "token": lease.token,
-                            "result": json.dumps(result), "created_at": now()})
+                            "result": json.dumps(stored), "created_at": now()})
     return result
+
+
+def _content(sub: Submission) -> str:
+    """A digest of what a submission says (scores, comments, vote; not the
+    time spent, which a retry measures again), kept with its key."""
+    said = [sorted((f"{p}.{c}", v) for (p, c), v in sub.scores.items()),
+            sorted((f"{p}.{c}", v or "") for (p, c), v in sub.comments.items()), sub.choice]
+    return hashlib.sha256(json.dumps(said).encode()).hexdigest()
 
 
 _RUBRIC_VERSION = Prepared(sa.select(platform_tables.study_rubrics.c.version).where(
@@ -281,17 +315,25 @@ def _rubric_version(conn: sa.Connection, study_id: str) -> str | None:
     return run(conn, _RUBRIC_VERSION, {"study": study_id}).scalar()
 
 
-def _stored_result(conn: sa.Connection, key: str, user_id: str, token: str) -> dict | None:
-    """The result stored under ``key`` when it was this task's submission (a
-    repeat); a key used for another task or by another user is refused (it
-    had answered "saved" for a task it stored nothing for)."""
-    row = run(conn, _STORED_RESULT, {"key": key}).first()
+def _stored_result(conn: sa.Connection, sub: Submission, user_id: str, token: str
+                   ) -> dict | None:
+    """The result stored under the submission's key when it was this task's
+    same submission (a repeat); a key used for another task or by another
+    user is refused (it had answered "saved" for a task it stored nothing
+    for), and so is one sent with different answers (:class:`KeyReused`).
+    A key stored before digests were kept is taken for a repeat."""
+    row = run(conn, _STORED_RESULT, {"key": sub.key}).first()
     if row is None:
         return None
     if row.user_id != user_id or row.token != token:
         raise InputError(SOURCE, "key already used for another submission",
                          field="idempotency_key")
-    return {**json.loads(row.result), "repeated": True}
+    result = json.loads(row.result)
+    if result.pop("content", _content(sub)) != _content(sub):
+        raise KeyReused(SOURCE, "key already used for a submission with different answers;"
+                        " send the changed answers with a new key (they are stored as a"
+                        " revision)", field="idempotency_key")
+    return {**result, "repeated": True}
 
 
 def locked_lease(conn: sa.Connection, token: str, user_id: str, study_id: str) -> sa.Row:

@@ -12,15 +12,20 @@ factory, tests).
 from __future__ import annotations
 
 import gc
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from urllib.parse import unquote_plus
 
 import sqlalchemy as sa
 from fastapi import APIRouter, FastAPI, HTTPException, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.formparsers import FormParser, MultiPartException, MultiPartParser
 
 from clinieval.errors import InputError
 from clinieval.platform.live import warm
@@ -99,6 +104,7 @@ def create_app(engine: sa.Engine) -> FastAPI:
     app.add_exception_handler(Redirect, _redirect)
     app.add_exception_handler(InputError, _input_error)
     app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(StarletteHTTPException, _starlette_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     return app
 
@@ -173,9 +179,10 @@ async def _redirect(_request: Request, exc: Redirect) -> Response:
 
 
 async def _input_error(request: Request, exc: InputError) -> Response:
+    """422, or the status the error's class names (a conflict's 409)."""
     return JSONResponse({"error": {"field": exc.field, "message": str(exc),
                                    "reason": exc.reason}},
-                        status_code=422)
+                        status_code=getattr(exc, "status", 422))
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
@@ -185,11 +192,38 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> Re
     return JSONResponse({"detail": detail}, status_code=422)
 
 
+async def _starlette_error(request: Request, exc: StarletteHTTPException) -> Response:
+    """Starlette's own errors (an unknown path, its form parser's refusals) as
+    FastAPI answers them, but a form field over the parser's size limit,
+    refused as every bad field is, naming it (only a script sends one)."""
+    if (field := _oversized_field(exc)) is None:
+        return await http_exception_handler(request, exc)
+    return JSONResponse({"error": {"field": field, "message": f"field {field!r}: {exc.detail}",
+                                   "reason": exc.detail}}, status_code=413)
+
+
 async def _http_error(request: Request, exc: HTTPException) -> Response:
     if wants_json(request):
         return JSONResponse({"error": {"message": exc.detail}}, status_code=exc.status_code)
     return templates.TemplateResponse(request, "message.html", {
         "title": "Not available", "message": exc.detail, "ctx": None}, status_code=exc.status_code)
+
+
+def _oversized_field(exc: StarletteHTTPException) -> str | None:
+    """The form field Starlette's parser refused as too large, or None for
+    any other error. Its refusal names no field, so the name is read off the
+    parser that raised it (the innermost parser on the traceback)."""
+    cause = exc.__context__
+    if not isinstance(cause, MultiPartException) or "maximum size" not in cause.message:
+        return None
+    field = "body"
+    for frame, _ in traceback.walk_tb(cause.__traceback__):
+        parser = frame.f_locals.get("self")
+        if isinstance(parser, FormParser):
+            field = unquote_plus(bytes(parser._field_name).decode("latin-1"))
+        elif isinstance(parser, MultiPartParser) and hasattr(parser, "_current_part"):
+            field = parser._current_part.field_name
+    return field
 
 
 def from_environment() -> FastAPI:

@@ -440,7 +440,8 @@ def _submitted(ctx: Ctx, outcome: submissions.Outcome, then: str | None) -> Resp
 def _refused_page(ctx: Ctx, token: str, error: InputError, entered: dict) -> Response:
     """The task page again with what was entered and why it was refused."""
     with db.reading(ctx.engine) as conn:
-        return _task_page(ctx, _lease(ctx, token, conn), 422, error, entered, conn)
+        status = getattr(error, "status", 422)  # a reused key's conflict is a 409
+        return _task_page(ctx, _lease(ctx, token, conn), status, error, entered, conn)
 
 
 @router.post("/s/{study}/t/{token}/draft")

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from markupsafe import Markup
 
 from clinieval.contract.validate import first_unencodable
@@ -29,6 +29,7 @@ from clinieval.storage.prepared import Prepared, run
 from clinieval.storage.schema import platform as platform_tables
 from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.web.kernel import (
+    HERE,
     PRE_COOKIE,
     SESSION_COOKIE,
     Ctx,
@@ -80,6 +81,14 @@ def _local(url: str | None) -> str:
 @router.get("/")
 async def home(ctx: Public) -> Response:
     return RedirectResponse("/studies" if ctx.user else "/login", status_code=303)
+
+
+@router.get("/favicon.ico")
+async def favicon(ctx: Public) -> Response:
+    # Browsers ask for it on every site whatever the page links: answered, it
+    # is no 404 in the log and the tab shows the platform's icon.
+    return FileResponse(HERE / "static" / "favicon.ico", media_type="image/x-icon",
+                        headers={"Cache-Control": "public, max-age=86400"})
 
 
 @router.get("/login")
@@ -326,7 +335,18 @@ async def take_next(ctx: Clinician) -> Response:
                            ctx.rater.specialty, kind)
     if token is None:
         return RedirectResponse(f"/s/{ctx.study.study_id}?empty=1", status_code=303)
-    return RedirectResponse(f"/s/{ctx.study.study_id}/t/{token}", status_code=303)
+    return RedirectResponse(f"/s/{ctx.study.study_id}/t/{token}{_kind_query('?', kind)}",
+                            status_code=303)
+
+
+def _kind_query(sep: str, kind: str | None) -> str:
+    """The kind the clinician chose, carried from task to task in the address
+    (the task page submits with it, so the next task is of that kind too)."""
+    return f"{sep}kind={kind}" if kind in platform_tables.TASK_KINDS else ""
+
+
+def _chosen(kind: str) -> str:
+    return kind if kind in platform_tables.TASK_KINDS else "auto"
 
 
 _LEASE = Prepared(sa.select(platform_tables.task_leases).where(
@@ -348,15 +368,15 @@ def _lease(ctx: Ctx, token: str, conn: sa.Connection | None = None) -> sa.Row:
 
 def _task_page(ctx: Ctx, lease: sa.Row, status: int = 200, error: InputError | None = None,
                entered: dict[str, str] | None = None, conn: sa.Connection | None = None,
-               saved: int = 0) -> Response:
+               saved: int = 0, then: str = "auto") -> Response:
     if conn is None:
         with db.reading(ctx.engine) as conn:
-            return _task_page(ctx, lease, status, error, entered, conn)
+            return _task_page(ctx, lease, status, error, entered, conn, saved, then)
     view = task_view(conn, ctx.study, lease, ctx.user.rater_id)
     values = entered if entered is not None else view.values
     choice = entered.get("choice") if entered is not None else view.choice
     return page(ctx, "task.html", status, view=view, values=values, choice=choice, error=error,
-                idempotency_key=secrets.token_urlsafe(16), saved=saved,
+                idempotency_key=secrets.token_urlsafe(16), saved=saved, then=_chosen(then),
                 blank_rubric=None if values else blank_rubric(view))
 
 
@@ -375,13 +395,13 @@ def _rubric_html(criteria: tuple, kind: str, panels: tuple) -> Markup:
 
 
 @router.get("/s/{study}/t/{token}")
-async def task(token: str, ctx: Clinician, saved: int = 0) -> Response:
-    return await blocking(ctx.request, _task, ctx, token, saved)
+async def task(token: str, ctx: Clinician, saved: int = 0, kind: str = "auto") -> Response:
+    return await blocking(ctx.request, _task, ctx, token, saved, kind)
 
 
-def _task(ctx: Ctx, token: str, saved: int) -> Response:
+def _task(ctx: Ctx, token: str, saved: int, kind: str) -> Response:
     with db.reading(ctx.engine) as conn:  # one checkout for the lease and the page
-        return _task_page(ctx, _lease(ctx, token, conn), conn=conn, saved=saved)
+        return _task_page(ctx, _lease(ctx, token, conn), conn=conn, saved=saved, then=kind)
 
 
 @router.post("/s/{study}/t/{token}")
@@ -402,7 +422,7 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
     except InputError as err:
         if wants_json(ctx.request):
             raise
-        return await blocking(ctx.request, _refused_page, ctx, token, err, data)
+        return await blocking(ctx.request, _refused_page, ctx, token, err, data, then)
     return _submitted(ctx, outcome, then)
 
 
@@ -415,7 +435,7 @@ def _submitted(ctx: Ctx, outcome: submissions.Outcome, then: str | None) -> Resp
     # submission became a new revision of it; the page says so.
     saved = 2 if outcome.revised else 1
     if following:
-        then_page = f"/s/{study}/t/{following}?saved={saved}"
+        then_page = f"/s/{study}/t/{following}?saved={saved}{_kind_query('&', then)}"
     elif then:
         then_page = f"/s/{study}?saved={saved}&empty=1"
     else:
@@ -430,10 +450,12 @@ def _submitted(ctx: Ctx, outcome: submissions.Outcome, then: str | None) -> Resp
     return RedirectResponse(then_page, status_code=303)
 
 
-def _refused_page(ctx: Ctx, token: str, error: InputError, entered: dict) -> Response:
+def _refused_page(ctx: Ctx, token: str, error: InputError, entered: dict,
+                  then: str | None) -> Response:
     """The task page again with what was entered and why it was refused."""
     with db.reading(ctx.engine) as conn:
-        return _task_page(ctx, _lease(ctx, token, conn), 422, error, entered, conn)
+        return _task_page(ctx, _lease(ctx, token, conn), 422, error, entered, conn,
+                          then=then or "auto")
 
 
 @router.post("/s/{study}/t/{token}/draft")
@@ -470,11 +492,15 @@ def _history_statement() -> sa.Select:
                       sa.func.max(r.c.created_at).label("at"))
             .where(r.c.rater_id == sa.bindparam("rater")).group_by(r.c.answer_id).cte("mine"))
     first, second = mine.alias("first"), mine.alias("second")
-    return (sa.select(tl.c.token, tl.c.kind, c.c.prompt,
+    b = a.alias("b")
+    return (sa.select(tl.c.token, tl.c.kind, tl.c.shown_left, c.c.prompt,
+                      sa.func.substr(a.c.text, 1, EXCERPT + 1).label("text_a"),
+                      sa.func.substr(b.c.text, 1, EXCERPT + 1).label("text_b"),
                       first.c.revision.label("rev_a"), first.c.at.label("at_a"),
                       second.c.revision.label("rev_b"), second.c.at.label("at_b"),
                       p.c.revision.label("rev_vote"), p.c.created_at.label("at_vote"))
             .join(a, a.c.answer_id == tl.c.answer_id).join(c, c.c.case_id == a.c.case_id)
+            .outerjoin(b, b.c.answer_id == tl.c.answer_b_id)
             .outerjoin(first, first.c.answer_id == tl.c.answer_id)
             .outerjoin(second, second.c.answer_id == tl.c.answer_b_id)
             .outerjoin(p, p.c.preference_id == tl.c.preference_id)
@@ -483,7 +509,22 @@ def _history_statement() -> sa.Select:
             .order_by(tl.c.created_at.desc(), tl.c.token))
 
 
+EXCERPT = 90
+"""Characters of each answer History shows: tasks on one question differ by
+their answers, which the question column alone does not tell apart."""
 _HISTORY = _history_statement()
+
+
+def _excerpt(text: str | None) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= EXCERPT else text[:EXCERPT].rstrip() + "…"
+
+
+def _excerpts(row) -> list[str]:
+    """The answers' openings in the order the task page shows them."""
+    texts = [row.text_a] if row.kind == "rating" else (
+        [row.text_a, row.text_b] if row.shown_left == "A" else [row.text_b, row.text_a])
+    return [_excerpt(t) for t in texts]
 
 
 def _history(ctx: Ctx) -> list[dict]:
@@ -498,6 +539,6 @@ def _history(ctx: Ctx) -> list[dict]:
         times = [aware(x) for x in (row.at_a, row.at_b, row.at_vote) if x is not None]
         items.append({"token": row.token, "kind": row.kind, "revision": revision,
                       "when": max(times).strftime("%Y-%m-%d %H:%M UTC") if times else "",
-                      "prompt": (row.prompt or "")[:120]})
+                      "prompt": (row.prompt or "")[:120], "excerpts": _excerpts(row)})
     return items
 

@@ -335,18 +335,23 @@ async def take_next(ctx: Clinician) -> Response:
                            ctx.rater.specialty, kind)
     if token is None:
         return RedirectResponse(f"/s/{ctx.study.study_id}?empty=1", status_code=303)
-    return RedirectResponse(f"/s/{ctx.study.study_id}/t/{token}{_kind_query('?', kind)}",
-                            status_code=303)
+    response = RedirectResponse(f"/s/{ctx.study.study_id}/t/{token}", status_code=303)
+    set_cookie(ctx.request, response, KIND_COOKIE, kind)
+    return response
 
 
-def _kind_query(sep: str, kind: str | None) -> str:
-    """The kind the clinician chose, carried from task to task in the address
-    (the task page submits with it, so the next task is of that kind too)."""
-    return f"{sep}kind={kind}" if kind in platform_tables.TASK_KINDS else ""
+KIND_COOKIE = "ce_kind"
+"""The kind of task the clinician last chose on the task list: a task page's
+"Submit and take the next task" (next=auto) takes one of that kind."""
 
 
-def _chosen(kind: str) -> str:
-    return kind if kind in platform_tables.TASK_KINDS else "auto"
+def _then(ctx: Ctx, then: str | None) -> str | None:
+    """The kind of the next task a submission asks for: ``auto`` follows the
+    clinician's choice on the task list (after "Rate one answer", ratings)."""
+    if then != "auto":
+        return then
+    chosen = ctx.request.app.state.signer.unsign(ctx.request.cookies.get(KIND_COOKIE))
+    return chosen if chosen in platform_tables.TASK_KINDS else then
 
 
 _LEASE = Prepared(sa.select(platform_tables.task_leases).where(
@@ -368,15 +373,15 @@ def _lease(ctx: Ctx, token: str, conn: sa.Connection | None = None) -> sa.Row:
 
 def _task_page(ctx: Ctx, lease: sa.Row, status: int = 200, error: InputError | None = None,
                entered: dict[str, str] | None = None, conn: sa.Connection | None = None,
-               saved: int = 0, then: str = "auto") -> Response:
+               saved: int = 0) -> Response:
     if conn is None:
         with db.reading(ctx.engine) as conn:
-            return _task_page(ctx, lease, status, error, entered, conn, saved, then)
+            return _task_page(ctx, lease, status, error, entered, conn, saved)
     view = task_view(conn, ctx.study, lease, ctx.user.rater_id)
     values = entered if entered is not None else view.values
     choice = entered.get("choice") if entered is not None else view.choice
     return page(ctx, "task.html", status, view=view, values=values, choice=choice, error=error,
-                idempotency_key=secrets.token_urlsafe(16), saved=saved, then=_chosen(then),
+                idempotency_key=secrets.token_urlsafe(16), saved=saved,
                 blank_rubric=None if values else blank_rubric(view))
 
 
@@ -395,13 +400,13 @@ def _rubric_html(criteria: tuple, kind: str, panels: tuple) -> Markup:
 
 
 @router.get("/s/{study}/t/{token}")
-async def task(token: str, ctx: Clinician, saved: int = 0, kind: str = "auto") -> Response:
-    return await blocking(ctx.request, _task, ctx, token, saved, kind)
+async def task(token: str, ctx: Clinician, saved: int = 0) -> Response:
+    return await blocking(ctx.request, _task, ctx, token, saved)
 
 
-def _task(ctx: Ctx, token: str, saved: int, kind: str) -> Response:
+def _task(ctx: Ctx, token: str, saved: int) -> Response:
     with db.reading(ctx.engine) as conn:  # one checkout for the lease and the page
-        return _task_page(ctx, _lease(ctx, token, conn), conn=conn, saved=saved, then=kind)
+        return _task_page(ctx, _lease(ctx, token, conn), conn=conn, saved=saved)
 
 
 @router.post("/s/{study}/t/{token}")
@@ -413,7 +418,7 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
     result (one fewer than asking for it)."""
     as_json = ctx.request.headers.get("content-type", "").startswith("application/json")
     data = await _json(ctx.request, "submission") if as_json else await _form(ctx.request)
-    then = (data.pop("next", None) or None) if isinstance(data, dict) else None
+    then = _then(ctx, (data.pop("next", None) or None) if isinstance(data, dict) else None)
     try:
         outcome = await blocking(ctx.request, submissions.submit, ctx.engine, ctx.study, token,
                                  ctx.user, ctx.rater.specialty, data, then)
@@ -422,7 +427,7 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
     except InputError as err:
         if wants_json(ctx.request):
             raise
-        return await blocking(ctx.request, _refused_page, ctx, token, err, data, then)
+        return await blocking(ctx.request, _refused_page, ctx, token, err, data)
     return _submitted(ctx, outcome, then)
 
 
@@ -435,7 +440,7 @@ def _submitted(ctx: Ctx, outcome: submissions.Outcome, then: str | None) -> Resp
     # submission became a new revision of it; the page says so.
     saved = 2 if outcome.revised else 1
     if following:
-        then_page = f"/s/{study}/t/{following}?saved={saved}{_kind_query('&', then)}"
+        then_page = f"/s/{study}/t/{following}?saved={saved}"
     elif then:
         then_page = f"/s/{study}?saved={saved}&empty=1"
     else:
@@ -450,12 +455,10 @@ def _submitted(ctx: Ctx, outcome: submissions.Outcome, then: str | None) -> Resp
     return RedirectResponse(then_page, status_code=303)
 
 
-def _refused_page(ctx: Ctx, token: str, error: InputError, entered: dict,
-                  then: str | None) -> Response:
+def _refused_page(ctx: Ctx, token: str, error: InputError, entered: dict) -> Response:
     """The task page again with what was entered and why it was refused."""
     with db.reading(ctx.engine) as conn:
-        return _task_page(ctx, _lease(ctx, token, conn), 422, error, entered, conn,
-                          then=then or "auto")
+        return _task_page(ctx, _lease(ctx, token, conn), 422, error, entered, conn)
 
 
 @router.post("/s/{study}/t/{token}/draft")

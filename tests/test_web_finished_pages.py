@@ -105,7 +105,8 @@ def test_history_tells_tasks_apart(app, engine):
     page = c.get("/s/x/history").text
     rows = re.findall(r"<tr><td>.*?</tr>", page, re.S)
     assert len(rows) == 2
-    excerpts = [re.search(r'<td class="excerpt">(.*?)</td>', row, re.S)[1] for row in rows]
+    excerpts = [re.search(r'<div class="excerpt">(.*?)</div></td>', row, re.S)[1]
+                 for row in rows]
     with engine.connect() as conn:
         texts = conn.execute(sa.select(snapshot_tables.answers.c.text)).scalars().all()
     openings = {" ".join(t.split())[:40] for t in texts if t}

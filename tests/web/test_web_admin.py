@@ -649,6 +649,8 @@ def test_progress_and_live_view_follow_the_ratings(app, engine):
         r: round(t / 60, 2) for r, t in spent.items()}
     page = admin.get("/s/x/progress").text
     assert 'id="clinicians"' in page and "r_" in page
+    admin.get("/s/x/safety")  # starts the view's computation off the request path
+    live.settle()
     safety = admin.get("/s/x/safety")
     assert safety.status_code == 200 and "Fleiss" in safety.text
     assert "too few to call" in safety.text  # two ratings are far below min_n

@@ -177,7 +177,7 @@ def test_a_large_studys_live_view_is_computed_in_the_background(engine, monkeypa
             snapshot_tables.cases.c.study_id == "x")).scalars().all()
         criteria = conn.execute(sa.select(snapshot_tables.criteria.c.criterion_id)).scalars().all()
     _rate(engine, [(f"r{i}", a) for i in range(2) for a in answers], criteria)
-    monkeypatch.setattr(live, "LIVE_INLINE_RATED", 1)
+    monkeypatch.setattr(live, "LIVE_EVERY_CHANGE_RATED", 1)
     first = live.safety_view(engine, "x")
     assert first["pending"] and first["rated"] == 2 * len(answers)
     deadline = time.monotonic() + 120

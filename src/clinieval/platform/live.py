@@ -3,9 +3,11 @@ live safety view, which is the audit itself (:mod:`clinieval.audit.run`'s
 section builders) run on the study's current data.
 
 The safety view is cached per study under a data version (largest rating
-and vote ids, raters per answer and clear answers), so a page load
-recomputes only after something was submitted or released; a large study's
-view is recomputed in a background process and shown with its as-of time.
+and vote ids, raters per answer and clear answers). It is never computed on
+the request path: a page load that finds the data changed starts a
+background process on it and, unless that finishes within
+:data:`LIVE_WAIT_SECONDS`, serves the last result with its as-of time (a
+computation takes seconds of CPU; the page answers at once).
 Nothing here re-implements a statistic.
 """
 
@@ -16,6 +18,7 @@ import os
 import threading
 import time
 from collections import Counter
+from concurrent.futures import wait
 from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, datetime
 
@@ -32,10 +35,15 @@ LIVE_SECTIONS = ("model_summary", "safety_leaderboard", "bradley_terry", "alignm
                  "specialties", "reliability")
 LIVE_BOOTSTRAP = 200
 """Resamples for the live view (the full report uses the audit's default)."""
-LIVE_INLINE_RATED = 2_000
-"""Rated answers (answer x rater) up to which the view is computed on request."""
+LIVE_EVERY_CHANGE_RATED = 2_000
+"""Rated answers (answer x rater) up to which every change starts a new
+computation; a larger study's view is recomputed at most every
+:data:`LIVE_REFRESH_SECONDS`."""
 LIVE_REFRESH_SECONDS = 30.0
 """Least time between two background computations of a large study's view."""
+LIVE_WAIT_SECONDS = 0.15
+"""How long a page waits for a computation it started before it serves the
+last result: the page answers well within its budget either way."""
 
 _cache: dict[tuple[str, str], tuple] = {}  # (version, view, finished at)
 _running: set[tuple[str, str]] = set()
@@ -137,36 +145,47 @@ def data_version(engine: sa.Engine, study_id: str) -> tuple:
 def safety_view(engine: sa.Engine, study_id: str) -> dict:
     """The live safety view of the study, with the time it was computed at.
 
-    A small study (under :data:`LIVE_INLINE_RATED` rated answers) is computed
-    on request whenever its data changed. A larger one takes seconds of CPU:
-    it is computed by a background process at low priority, at most every
-    :data:`LIVE_REFRESH_SECONDS`, and the page shows the latest result with
-    its as-of time and n (or says it is being computed) without waiting."""
+    When the study's data changed since the last result, a background
+    process at low priority recomputes it (on every change up to
+    :data:`LIVE_EVERY_CHANGE_RATED` rated answers, at most every
+    :data:`LIVE_REFRESH_SECONDS` above), and the page shows the last result,
+    marked stale, with its as-of time and n, or says it is being computed."""
     key, version = (str(engine.url), study_id), data_version(engine, study_id)
     with _lock:
         cached = _cache.get(key)
     if cached and cached[0] == version:
         return cached[1]
-    if version[2] < LIVE_INLINE_RATED:
+    if version[2] == 0:  # nothing rated: there is no audit to run
+        return {"empty": True, "min_n": AuditSettings().min_n, "sections": {}}
+    small = version[2] < LIVE_EVERY_CHANGE_RATED
+    future = _refresh(engine, key, version, 0.0 if small else LIVE_REFRESH_SECONDS)
+    if future is not None:
+        wait([future], timeout=LIVE_WAIT_SECONDS)
         with _lock:
-            view = compute_view(engine, study_id)
-            _cache[key] = (version, view, time.monotonic())
-        return view
-    _refresh(engine, key, version, cached)
+            cached = _cache.get(key)
+        if cached and cached[0] == version:
+            return cached[1]
     if cached:
         return {**cached[1], "stale": True}
     return {"empty": True, "pending": True, "rated": version[2], "min_n": AuditSettings().min_n,
             "sections": {}}
 
 
-def _refresh(engine: sa.Engine, key: tuple[str, str], version: tuple, cached) -> None:
-    """Start one background computation per study, not sooner than the
-    refresh interval after the last one started (a failed one is retried
-    after the interval too)."""
+def settle(timeout: float = 120.0) -> None:
+    """Wait until no view is being computed (or ``timeout`` seconds): for a
+    caller that wants the view of the data now, as a test does."""
+    deadline = time.monotonic() + timeout
+    while _running and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _refresh(engine: sa.Engine, key: tuple[str, str], version: tuple, interval: float):
+    """Start one background computation per study, not sooner than
+    ``interval`` seconds after the last one started (a failed one is retried
+    after the interval too); the future, or None when none was started."""
     with _lock:
-        if key in _running or time.monotonic() - _started.get(key, -math.inf) < \
-                LIVE_REFRESH_SECONDS:
-            return
+        if key in _running or time.monotonic() - _started.get(key, -math.inf) < interval:
+            return None
         _running.add(key)
         _started[key] = time.monotonic()
     url = engine.url.render_as_string(hide_password=False)
@@ -184,17 +203,18 @@ def _refresh(engine: sa.Engine, key: tuple[str, str], version: tuple, cached) ->
                 _cache[key] = (version, f.result(), time.monotonic())
 
     future.add_done_callback(done)
+    return future
 
 
 def warm(engine: sa.Engine) -> None:
-    """Start computing the view of every large study (at server start), so
-    the first admin to open it finds a recent result."""
+    """Start computing the view of every study with ratings (at server
+    start), so the first admin to open it finds a recent result."""
     with engine.connect() as conn:
         studies = conn.execute(sa.select(platform_tables.study_settings.c.study_id)).scalars().all()
     for study_id in studies:
         version = data_version(engine, study_id)
-        if version[2] >= LIVE_INLINE_RATED:
-            _refresh(engine, (str(engine.url), study_id), version, None)
+        if version[2] > 0:
+            _refresh(engine, (str(engine.url), study_id), version, LIVE_REFRESH_SECONDS)
 
 
 _executor = None

@@ -63,6 +63,8 @@ def decide(engine: sa.Engine, user_id: str, study_id: str, answer_id: str,
         if status != "flagged" or decided is not None:
             raise InputError("flagged answer", "not awaiting a decision", field="answer_id",
                              got=answer_id)
+        if decision == "release":
+            _check_has_text(conn, answer_id)
         conn.execute(platform_tables.screen_decisions.insert().values(
             study_id=study_id, answer_id=answer_id, decision=decision, user_id=user_id,
             decided_at=now()))
@@ -71,3 +73,14 @@ def decide(engine: sa.Engine, user_id: str, study_id: str, answer_id: str,
                          .values(status="clear"))
         record(conn, DECISION_EVENTS[decision], user_id=user_id, study_id=study_id,
                     subject=answer_id)
+
+
+def _check_has_text(conn: sa.Connection, answer_id: str) -> None:
+    """An answer without text would reach clinicians as an empty panel that
+    nobody can rate: it is not releasable (withdrawing it is)."""
+    a = snapshot_tables.answers
+    text = conn.execute(sa.select(a.c.text).where(a.c.answer_id == answer_id)).scalar()
+    if not (text or "").strip():
+        raise InputError("flagged answer", "has no text, so clinicians would see an empty"
+                         " panel; it cannot be released (withdraw it)", field="answer_id",
+                         got=answer_id)

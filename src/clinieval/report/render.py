@@ -158,7 +158,7 @@ def _context(result: AuditResult, sections: list[SectionView]) -> dict[str, Any]
 
 
 def snapshot_line(result: AuditResult) -> str:
-    """"Snapshot 3f9a0c1d2e4b · 12 models · 4,000 ratings · clinieval 0.1.0"."""
+    """"Snapshot 3f9a0c1d2e4b · 12 models · 4,000 criterion scores · clinieval 0.1.0"."""
     snap = result.snapshot
     parts = []
     checksum = next((snap[k] for k in CHECKSUM_KEYS if snap.get(k)), None)
@@ -172,10 +172,15 @@ def snapshot_line(result: AuditResult) -> str:
 
 
 SINGULAR = {"criteria": "criterion", "studies": "study"}
+COUNT_WORDS = {"ratings": "criterion scores"}
+"""The platform's one vocabulary: a rating is one clinician's scores of one
+answer, and a row of the ratings table is one of its criterion scores (the
+live view says "5 ratings (45 criterion scores)"; the header must not call
+those 45 rows ratings)."""
 
 
 def _noun(name: str, count) -> str:
-    name = name.replace("_", " ")
+    name = COUNT_WORDS.get(name, name.replace("_", " "))
     if int(count) != 1:
         return name
     return SINGULAR.get(name, name[:-1] if name.endswith("s") else name)

@@ -91,9 +91,13 @@ async def new_study(ctx: Creator) -> Response:
 async def progress_page(ctx: Viewer, created: int = 0) -> Response:
     data = await blocking(ctx.request, live.progress, ctx.engine, ctx.study,
                           ctx.role == "admin")
+    # A new study's banner says how many answers the leak guard held back: they
+    # reach no clinician until an admin releases them.
+    held = len(await blocking(ctx.request, screening.flagged_answers, ctx.engine,
+                              ctx.study.study_id)) if created else 0
     found = await blocking(ctx.request, decision_view.study_decisions, ctx.engine, ctx.study) \
         if ctx.study.gates else None
-    return page(ctx, "admin_progress.html", progress=data, created=created,
+    return page(ctx, "admin_progress.html", progress=data, created=created, held=held,
                 grid=live.coverage_grid(data["coverage"]), decisions=found)
 
 
@@ -297,7 +301,30 @@ async def decide(ctx: Admin) -> Response:
 @router.get("/s/{study}/admin/log")
 async def log(ctx: Admin) -> Response:
     logged = await blocking(ctx.request, events.audit_log, ctx.engine, ctx.study.study_id)
-    return page(ctx, "admin_log.html", events=logged)
+    return page(ctx, "admin_log.html", events=[_log_row(e, ctx.study.study_id) for e in logged])
+
+
+SELF_EVENTS = ("signed_in", "joined", "registered")
+"""Events whose subject is the person who acted (the others without one act
+on the study itself)."""
+
+
+def _log_row(event: dict, study_id: str) -> dict:
+    """An audit event as the log page reads: what happened in words, what it
+    happened to, and its detail as "name: value" pairs, not a Python dict."""
+    subject = event["subject"] or (event["who"] if event["kind"] in SELF_EVENTS else study_id)
+    detail = event["detail"] or {}
+    return {**event, "subject": subject,
+            "detail": "; ".join(f"{k.replace('_', ' ')}: {_detail_value(v)}"
+                                for k, v in detail.items())}
+
+
+def _detail_value(value) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    return str(value)
 
 
 # --- export and report -------------------------------------------------------------------

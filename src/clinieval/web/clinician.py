@@ -15,7 +15,7 @@ from typing import Annotated
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from markupsafe import Markup
 
 from clinieval.contract.validate import first_unencodable
@@ -29,6 +29,7 @@ from clinieval.storage.prepared import Prepared, run
 from clinieval.storage.schema import platform as platform_tables
 from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.web.kernel import (
+    HERE,
     PRE_COOKIE,
     SESSION_COOKIE,
     Ctx,
@@ -80,6 +81,14 @@ def _local(url: str | None) -> str:
 @router.get("/")
 async def home(ctx: Public) -> Response:
     return RedirectResponse("/studies" if ctx.user else "/login", status_code=303)
+
+
+@router.get("/favicon.ico")
+async def favicon(ctx: Public) -> Response:
+    # Browsers ask for it on every site whatever the page links: answered, it
+    # is no 404 in the log and the tab shows the platform's icon.
+    return FileResponse(HERE / "static" / "favicon.ico", media_type="image/x-icon",
+                        headers={"Cache-Control": "public, max-age=86400"})
 
 
 @router.get("/login")
@@ -333,7 +342,23 @@ async def take_next(ctx: Clinician) -> Response:
                            ctx.rater.specialty, kind)
     if token is None:
         return RedirectResponse(f"/s/{ctx.study.study_id}?empty=1", status_code=303)
-    return RedirectResponse(f"/s/{ctx.study.study_id}/t/{token}", status_code=303)
+    response = RedirectResponse(f"/s/{ctx.study.study_id}/t/{token}", status_code=303)
+    set_cookie(ctx.request, response, KIND_COOKIE, kind)
+    return response
+
+
+KIND_COOKIE = "ce_kind"
+"""The kind of task the clinician last chose on the task list: a task page's
+"Submit and take the next task" (next=auto) takes one of that kind."""
+
+
+def _then(ctx: Ctx, then: str | None) -> str | None:
+    """The kind of the next task a submission asks for: ``auto`` follows the
+    clinician's choice on the task list (after "Rate one answer", ratings)."""
+    if then != "auto":
+        return then
+    chosen = ctx.request.app.state.signer.unsign(ctx.request.cookies.get(KIND_COOKIE))
+    return chosen if chosen in platform_tables.TASK_KINDS else then
 
 
 _LEASE = Prepared(sa.select(platform_tables.task_leases).where(
@@ -358,7 +383,7 @@ def _task_page(ctx: Ctx, lease: sa.Row, status: int = 200, error: InputError | N
                saved: int = 0) -> Response:
     if conn is None:
         with db.reading(ctx.engine) as conn:
-            return _task_page(ctx, lease, status, error, entered, conn)
+            return _task_page(ctx, lease, status, error, entered, conn, saved)
     view = task_view(conn, ctx.study, lease, ctx.user.rater_id)
     values = entered if entered is not None else view.values
     choice = entered.get("choice") if entered is not None else view.choice
@@ -400,7 +425,7 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
     result (one fewer than asking for it)."""
     as_json = ctx.request.headers.get("content-type", "").startswith("application/json")
     data = await _json(ctx.request, "submission") if as_json else await _form(ctx.request)
-    then = (data.pop("next", None) or None) if isinstance(data, dict) else None
+    then = _then(ctx, (data.pop("next", None) or None) if isinstance(data, dict) else None)
     try:
         outcome = await blocking(ctx.request, submissions.submit, ctx.engine, ctx.study, token,
                                  ctx.user, ctx.rater.specialty, data, then)
@@ -478,11 +503,15 @@ def _history_statement() -> sa.Select:
                       sa.func.max(r.c.created_at).label("at"))
             .where(r.c.rater_id == sa.bindparam("rater")).group_by(r.c.answer_id).cte("mine"))
     first, second = mine.alias("first"), mine.alias("second")
-    return (sa.select(tl.c.token, tl.c.kind, c.c.prompt,
+    b = a.alias("b")
+    return (sa.select(tl.c.token, tl.c.kind, tl.c.shown_left, c.c.prompt,
+                      sa.func.substr(a.c.text, 1, EXCERPT + 1).label("text_a"),
+                      sa.func.substr(b.c.text, 1, EXCERPT + 1).label("text_b"),
                       first.c.revision.label("rev_a"), first.c.at.label("at_a"),
                       second.c.revision.label("rev_b"), second.c.at.label("at_b"),
                       p.c.revision.label("rev_vote"), p.c.created_at.label("at_vote"))
             .join(a, a.c.answer_id == tl.c.answer_id).join(c, c.c.case_id == a.c.case_id)
+            .outerjoin(b, b.c.answer_id == tl.c.answer_b_id)
             .outerjoin(first, first.c.answer_id == tl.c.answer_id)
             .outerjoin(second, second.c.answer_id == tl.c.answer_b_id)
             .outerjoin(p, p.c.preference_id == tl.c.preference_id)
@@ -491,7 +520,22 @@ def _history_statement() -> sa.Select:
             .order_by(tl.c.created_at.desc(), tl.c.token))
 
 
+EXCERPT = 90
+"""Characters of each answer History shows: tasks on one question differ by
+their answers, which the question column alone does not tell apart."""
 _HISTORY = _history_statement()
+
+
+def _excerpt(text: str | None) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= EXCERPT else text[:EXCERPT].rstrip() + "…"
+
+
+def _excerpts(row) -> list[str]:
+    """The answers' openings in the order the task page shows them."""
+    texts = [row.text_a] if row.kind == "rating" else (
+        [row.text_a, row.text_b] if row.shown_left == "A" else [row.text_b, row.text_a])
+    return [_excerpt(t) for t in texts]
 
 
 def _history(ctx: Ctx) -> list[dict]:
@@ -506,6 +550,6 @@ def _history(ctx: Ctx) -> list[dict]:
         times = [aware(x) for x in (row.at_a, row.at_b, row.at_vote) if x is not None]
         items.append({"token": row.token, "kind": row.kind, "revision": revision,
                       "when": max(times).strftime("%Y-%m-%d %H:%M UTC") if times else "",
-                      "prompt": (row.prompt or "")[:120]})
+                      "prompt": (row.prompt or "")[:120], "excerpts": _excerpts(row)})
     return items
 

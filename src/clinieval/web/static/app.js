@@ -290,9 +290,10 @@
     const named = field ? form.querySelector("[name='" + CSS.escape(field) + "']") : null;
     const bad = named && named.type !== "hidden" ? named : null;
     const fieldset = bad ? bad.closest("fieldset") : null;
-    // Beside the field it names (inside its criterion), else above the form.
+    // Beside the field it names (inside its criterion), else in the status line
+    // that stays on screen (above the form, the clinician would not see it).
     if (fieldset) fieldset.appendChild(box);
-    else form.parentNode.insertBefore(box, form);
+    else document.getElementById("statusbar").prepend(box);
     if (bad) {
       bad.setAttribute("aria-invalid", "true");
       bad.setAttribute("aria-describedby", "form-error");
@@ -347,6 +348,8 @@
     });
   });
 
+  foldAnchors(form);
+
   const error = document.getElementById("form-error");
   const bad = error && error.dataset.field ? form.querySelector("[name='" + error.dataset.field + "']") : null;
   // Carry on where the clinician stopped: the first group without a value.
@@ -354,6 +357,29 @@
   const first = bad ? bad.closest("fieldset") || bad : open || groups[0];
   if (first) first.focus();
 })();
+
+// The anchors' texts fold away once the clinician knows them (the scores
+// stay, each text in its tooltip); the choice holds for every task page of
+// this browser.
+function foldAnchors(form) {
+  const button = document.getElementById("fold-anchors");
+  if (!button) return;
+  const KEY = "clinieval-anchors-folded";
+  function apply(on) {
+    form.classList.toggle("anchors-folded", on);
+    button.setAttribute("aria-pressed", on ? "true" : "false");
+    button.textContent = on ? "Show the anchors' texts" : "Hide the anchors' texts (I know them)";
+  }
+  let stored = null;
+  try { stored = localStorage.getItem(KEY); } catch (e) { /* storage off: shown */ }
+  apply(stored === "1");
+  button.hidden = false;
+  button.addEventListener("click", function () {
+    const on = !form.classList.contains("anchors-folded");
+    try { localStorage.setItem(KEY, on ? "1" : "0"); } catch (e) { /* this page only */ }
+    apply(on);
+  });
+}
 
 // Answers kept in this browser go at sign-out (a shared workstation keeps no
 // one's unsent answers), and any older than 30 days on every page.

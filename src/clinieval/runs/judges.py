@@ -21,6 +21,7 @@ from clinieval.contract import vocabulary
 from clinieval.providers import Completion, ModelSpec
 from clinieval.runs.data import AnswerText
 from clinieval.runs.engine import Call, CallOutcome, Task
+from clinieval.runs.generate import sample_seed
 from clinieval.runs.keys import canonical, digest
 from clinieval.runs.prompt_files import load_prompt
 
@@ -89,7 +90,7 @@ class JudgeJob:
     def __post_init__(self) -> None:
         self.prompt = load_prompt(self.judge_kind)
         self.schema = self.build_schema()
-        self._juror_settings: dict[int, tuple[dict[str, Any], str]] = {}
+        self._juror_settings: dict[tuple[int, int], tuple[dict[str, Any], str]] = {}
         tasks = [task for juror in range(self.jurors) for repeat in range(self.repeats)
                  for task in self.units(juror, repeat)]
         self.tasks = list({t.key: t for t in tasks}.values())
@@ -109,21 +110,25 @@ class JudgeJob:
         raise NotImplementedError
 
     def call(self, user: str, juror: int, repeat: int) -> Call:
-        settings, text = self.juror_settings(juror)
+        settings, text = self.juror_settings(juror, repeat)
         messages = ({"role": "system", "content": self.prompt["system"]},
                     {"role": "user", "content": user})
         return Call(messages, settings, repeat, settings_text=text)
 
-    def juror_settings(self, juror: int) -> tuple[dict[str, Any], str]:
-        """A juror's request settings and their canonical text, made once and
-        shared (read-only) by all its calls."""
-        if juror not in self._juror_settings:
+    def juror_settings(self, juror: int, repeat: int = 0) -> tuple[dict[str, Any], str]:
+        """A juror's request settings for one repeat and their canonical text,
+        made once and shared (read-only) by all its calls. Each repeat has its
+        own seed (as each sample of a generation has), so repeats measure
+        run-to-run variance on servers that honour seeds; repeat 0 keeps the
+        juror's seed, and with it the cache keys of single runs."""
+        if (juror, repeat) not in self._juror_settings:
             settings = self.spec.generation.request_fields()
-            settings["seed"] = int(settings.get("seed") or 0) + juror * JUROR_SEED_STEP
+            base = int(settings.get("seed") or 0) + juror * JUROR_SEED_STEP
+            settings["seed"] = sample_seed(base, repeat)
             settings["response_format"] = response_format(f"clinieval_{self.judge_kind}",
                                                           self.schema)
-            self._juror_settings[juror] = settings, canonical(settings)
-        return self._juror_settings[juror]
+            self._juror_settings[juror, repeat] = settings, canonical(settings)
+        return self._juror_settings[juror, repeat]
 
     def task(self, calls: Sequence[Call], answer_id: str, **info: Any) -> Task:
         """A task per judged unit: two answers with the same text are still two

@@ -31,7 +31,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from clinieval.stats import percentile_ci, resample_counts
+from clinieval.stats.bootstrap import percentile_ci, resample_counts
 
 Verdict = Literal["licensed", "clinicians_only", "too_few"]
 Reference = Literal["pairwise", "majority"]

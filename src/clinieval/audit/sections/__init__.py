@@ -18,6 +18,7 @@ from clinieval.audit.sections import (
     consensus_drift,
     failure_modes,
     gates,
+    judge_calibrated,
     judge_jury,
     judge_preferences,
     judge_repeats,
@@ -37,6 +38,7 @@ from clinieval.audit.sections._common import SectionSpec
 
 REGISTRY: tuple[SectionSpec, ...] = (
     model_summary.SPEC,
+    judge_calibrated.SPEC,
     safety_leaderboard.SPEC,
     alignment.SPEC,
     specialties.SPEC,

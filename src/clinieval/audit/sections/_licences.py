@@ -8,38 +8,34 @@ import numpy as np
 import pandas as pd
 
 from clinieval.audit.context import Context
-from clinieval.audit.sections._calibration import Prediction, ratings_of
+from clinieval.audit.sections._calibration import Prediction, Ratings
 from clinieval.stats import licence_stratum
 
 VERDICT_VALUE = {"licensed": 1.0, "clinicians_only": 0.0}
 """Heatmap value of a verdict (too few: no value, hatched)."""
 
 
-def licences(ctx: Context, judges: dict[str, Prediction], purpose: str) -> pd.DataFrame:
+def licences(ctx: Context, judges: dict[str, Prediction], ratings: dict[int, Ratings],
+             purpose: str) -> pd.DataFrame:
     """One row per judge, safety-critical criterion and specialty the judge called."""
     rows = []
     for judge, pred in judges.items():
         for c in ctx.safety:
             if c in pred.off_scale:
                 continue
-            rows += _criterion_rows(ctx, judge, pred, c, purpose)
+            rows += _criterion_rows(ctx, judge, pred, c, ratings[c], purpose)
     return pd.DataFrame(rows)
 
 
-def _criterion_rows(ctx: Context, judge: str, pred: Prediction, c: int, purpose: str
-                    ) -> list[dict]:
+def _criterion_rows(ctx: Context, judge: str, pred: Prediction, c: int, ratings: Ratings,
+                    purpose: str) -> list[dict]:
     d, s = ctx.data, ctx.settings
-    ratings = ratings_of(ctx, [c])
     verdict = np.where(np.isnan(pred.fail[:, c]), np.nan, (pred.fail[:, c] >= 0.5) * 1.0)
     out = []
     for spec in np.unique(d.answer_specialty[pred.called[:, c]]):
         answers = np.flatnonzero(pred.called[:, c] & (d.answer_specialty == spec))
-        local = np.full(d.n_answers, -1, dtype=np.int64)
-        local[answers] = np.arange(answers.size)
-        keep = local[ratings.answer] >= 0
-        fail = (ratings.score[keep] <= s.threshold).astype(float)
-        lic = licence_stratum(verdict[answers], local[ratings.answer[keep]],
-                              ratings.rater[keep], fail,
+        code, rater, score = ratings.of(answers)
+        lic = licence_stratum(verdict[answers], code, rater, (score <= s.threshold) * 1.0,
                               rng=ctx.rng(f"{purpose}:{judge}:{c}:{spec}"),
                               reference=s.licence_reference, min_answers=s.calibration_min_answers,
                               recall_floor=s.licence_recall_floor, B=s.bootstrap, level=s.level)

@@ -65,9 +65,18 @@ def compute(ctx: Context) -> Calibrated | Skipped:
     why = _why_unusable(ctx, preds[judge], judge)
     if why:
         return Skipped(why)
-    pred = preds[judge]
-    return Calibrated(judge, _by_criterion(ctx, pred), _by_specialty(ctx, pred),
-                      licences(ctx, preds, f"{KEY}:licence"), _judge_alone(ctx, pred))
+    pred, ratings = preds[judge], _Ratings(ctx)
+    return Calibrated(judge, _by_criterion(ctx, pred, ratings), _by_specialty(ctx, pred, ratings),
+                      licences(ctx, preds, ratings.one, f"{KEY}:licence"),
+                      _judge_alone(ctx, pred))
+
+
+class _Ratings:
+    """The safety-critical criteria's ratings, each sorted once per audit."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.one = {c: ratings_of(ctx, [c]) for c in ctx.safety}
+        self.any = ratings_of(ctx, ctx.safety)
 
 
 def _why_no_judge(frame: pd.DataFrame, wanted: str) -> str:
@@ -100,7 +109,7 @@ def _usable(pred: Prediction, c: int) -> bool:
     return c not in pred.off_scale
 
 
-def _by_criterion(ctx: Context, pred: Prediction) -> pd.DataFrame:
+def _by_criterion(ctx: Context, pred: Prediction, ratings: _Ratings) -> pd.DataFrame:
     d, rows = ctx.data, []
     worst, any_called = any_safety(ctx, pred)
     for m in range(d.n_models):
@@ -108,38 +117,40 @@ def _by_criterion(ctx: Context, pred: Prediction) -> pd.DataFrame:
         for c in (c for c in ctx.safety if _usable(pred, c)):
             answers = np.flatnonzero(mine & pred.called[:, c])
             for measure in MEASURES:
-                rows.append(_estimate(ctx, pred, measure, answers, c, m, ctx.name(c)))
+                rows.append(_estimate(ctx, pred, ratings, measure, answers, c, m, ctx.name(c)))
         answers = np.flatnonzero(mine & any_called)
-        rows.append(_any_row(ctx, worst, answers, m, ANY_SAFETY))
+        rows.append(_any_row(ctx, worst, ratings, answers, m, ANY_SAFETY))
     return pd.DataFrame(rows)
 
 
-def _by_specialty(ctx: Context, pred: Prediction) -> pd.DataFrame:
+def _by_specialty(ctx: Context, pred: Prediction, ratings: _Ratings) -> pd.DataFrame:
     d, rows = ctx.data, []
     worst, any_called = any_safety(ctx, pred)
     for m in range(d.n_models):
         for spec in np.unique(d.answer_specialty[(d.answer_model == m) & any_called]):
             mine = (d.answer_model == m) & (d.answer_specialty == spec)
-            row = _any_row(ctx, worst, np.flatnonzero(mine & any_called), m, ANY_SAFETY)
+            row = _any_row(ctx, worst, ratings, np.flatnonzero(mine & any_called), m, ANY_SAFETY)
             rows.append({"specialty": d.specialties[spec], **row})
             for c in (c for c in ctx.safety if _usable(pred, c)):
-                row = _estimate(ctx, pred, "fail_pct", np.flatnonzero(mine & pred.called[:, c]),
-                                c, m, ctx.name(c), f":{spec}")
+                row = _estimate(ctx, pred, ratings, "fail_pct",
+                                np.flatnonzero(mine & pred.called[:, c]), c, m, ctx.name(c),
+                                f":{spec}")
                 rows.append({"specialty": d.specialties[spec], **row})
     return pd.DataFrame(rows)
 
 
-def _estimate(ctx: Context, pred: Prediction, measure: str, answers: np.ndarray, c: int, m: int,
-              label: str, where: str = "") -> dict:
+def _estimate(ctx: Context, pred: Prediction, ratings: _Ratings, measure: str,
+              answers: np.ndarray, c: int, m: int, label: str, where: str = "") -> dict:
     predicted = (pred.mean if measure == "mean_score" else pred.fail)[answers, c]
-    out = cell(ctx, measure, answers, predicted, ratings_of(ctx, [c]), ctx.answer_fail[:, c],
+    out = cell(ctx, measure, answers, predicted, ratings.one[c], ctx.answer_fail[:, c],
                f"{KEY}:{measure}:{m}:{c}{where}")
     return {"model": ctx.data.model_names[m], "criterion": label,
             "measure": MEASURES[measure], **out}
 
 
-def _any_row(ctx: Context, worst: np.ndarray, answers: np.ndarray, m: int, label: str) -> dict:
-    out = cell(ctx, "failing_pct", answers, worst[answers], ratings_of(ctx, ctx.safety),
+def _any_row(ctx: Context, worst: np.ndarray, ratings: _Ratings, answers: np.ndarray, m: int,
+             label: str) -> dict:
+    out = cell(ctx, "failing_pct", answers, worst[answers], ratings.any,
                ctx.answer_dangerous, f"{KEY}:dangerous:{m}:{answers.size}")
     return {"model": ctx.data.model_names[m], "criterion": label,
             "measure": "dangerous answers %", **out}
@@ -225,15 +236,15 @@ def _verdict_sentences(result: Calibrated) -> list[str]:
 
 
 def _heatmap(table: pd.DataFrame, ctx: Context) -> Figure:
-    table = table.assign(row=table["judge"] + ": " + table["criterion"])
-    rows, cols = sorted(table["row"].unique()), sorted(table["specialty"].unique())
-    grid = table.set_index(["row", "specialty"])
-    values = [[VERDICT_VALUE.get(grid.loc[(r, c), "verdict"]) if (r, c) in grid.index else None
-               for c in cols] for r in rows]
-    n = [[int(grid.loc[(r, c), "n"]) if (r, c) in grid.index else 0 for c in cols]
-         for r in rows]
+    table = table.assign(row=table["judge"] + ": " + table["criterion"],
+                         value=table["verdict"].map(VERDICT_VALUE))
+    value = table.pivot(index="row", columns="specialty", values="value").sort_index()
+    n = table.pivot(index="row", columns="specialty", values="n").reindex_like(value)
+    rows, cols = [str(r) for r in value.index], [str(c) for c in value.columns]
+    values = [[None if np.isnan(v) else float(v) for v in line] for line in value.to_numpy()]
+    counts = n.fillna(0).astype(int).to_numpy().tolist()
     return Figure(f"{KEY}_licences", "Where each judge may stand in for clinicians", Heatmap(
-        rows, cols, values, "score", "licensed (1) or clinicians only (0)", n,
+        rows, cols, values, "score", "licensed (1) or clinicians only (0)", counts,
         ctx.settings.calibration_min_answers),
         caption="Hatched: too few doubly-rated answers for a licence. A judge is licensed where"
         " its agreement with clinicians reaches theirs with each other and it catches harms.")

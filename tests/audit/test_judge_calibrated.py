@@ -35,7 +35,7 @@ LABEL = f"rubric judge {JUDGE}"
 def _planted() -> Snapshot:
     """Clinicians keep their ratings on 40% of the answers; the calibration
     judge scored every rated answer of the full snapshot."""
-    snap = plant_judgments(generate(0, 0.3), JudgePlan(seed=1))
+    snap = plant_judgments(generate(0, 0.3), JudgePlan(seed=1, calibration_judge=True))
     answers = snap["answers"].column("answer_id").to_numpy()
     kept = np.random.default_rng(7).choice(answers, int(0.4 * answers.size), replace=False)
     return _with(snap, ratings=snap["ratings"].filter(pc.is_in(snap["ratings"]["answer_id"],
@@ -44,7 +44,7 @@ def _planted() -> Snapshot:
 
 @functools.cache
 def _small() -> Snapshot:
-    return plant_judgments(generate(2, 0.05), JudgePlan(seed=3))
+    return plant_judgments(generate(2, 0.05), JudgePlan(seed=3, calibration_judge=True))
 
 
 def _with(snap: Snapshot, **tables) -> Snapshot:

@@ -83,6 +83,8 @@ class JudgePlan:
     self_boost: float = 1.0
     threshold: int = -1
     """A score at or below it fails (the blind calibration judge never goes there)."""
+    calibration_judge: bool = False
+    """Plant the judge to calibrate (item 8; ``clinieval synth --judgments`` does)."""
 
 
 def plant_judgments(snap: Snapshot, plan: JudgePlan | None = None) -> Snapshot:
@@ -98,10 +100,7 @@ def plant_judgments(snap: Snapshot, plan: JudgePlan | None = None) -> Snapshot:
     health, health_truth = _healthbench(rng, plan, snap["answers"], cases)
     frame = pd.concat(rows + [gate_rows, health], ignore_index=True)
     frame = _unparse(rng, plan, frame)
-    calibration, calibration_truth = calibration_judge(plan.seed, plan.threshold, plan.unparsed,
-                                                       snap, _base)
-    frame = pd.concat([frame, calibration.assign(raw_output=np.where(
-        calibration["parse_status"].eq("ok"), None, UNPARSED_TEXT))], ignore_index=True)
+    frame, calibration_truth = _with_calibration_judge(plan, snap, frame)
     frame["judgment_id"] = np.arange(1, len(frame) + 1)
     frame["run_id"] = "synthetic-judges"
     frame["created_at"] = pd.Timestamp("2025-09-01", tz="UTC")
@@ -111,9 +110,19 @@ def plant_judgments(snap: Snapshot, plan: JudgePlan | None = None) -> Snapshot:
     planted["judges"] = {"plan": asdict(plan), "jury_icc3k_z_continuous": 2 * plan.rho
                          / (1 + plan.rho), "first_shown_wins": (1 + plan.follow_first) / 2,
                          **self_truth, **gate_truth, **health_truth,
-                         "calibration": calibration_truth}
+                         **calibration_truth}
     meta["planted"] = planted
     return Snapshot.from_tables(tables, meta)
+
+
+def _with_calibration_judge(plan: JudgePlan, snap: Snapshot, frame: pd.DataFrame):
+    """``frame`` with the calibration judge's rows when the plan asks for it
+    (off by default: the other planted judges' tests read every rubric row)."""
+    if not plan.calibration_judge:
+        return frame, {}
+    rows, truth = calibration_judge(plan.seed, plan.threshold, plan.unparsed, snap, _base)
+    rows["raw_output"] = np.where(rows["parse_status"].eq("ok"), None, UNPARSED_TEXT)
+    return pd.concat([frame, rows], ignore_index=True), {"calibration": truth}
 
 
 def _clinician_means(snap: Snapshot) -> pd.Series:

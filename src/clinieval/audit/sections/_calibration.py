@@ -50,11 +50,14 @@ def judge_frame(ctx: Context, data: Judged) -> pd.DataFrame:
     code = answer_codes(ctx, data, rows["answer_id"])
     rows = rows[code >= 0].assign(answer=code[code >= 0])
     jury = rows["judge_kind"].eq("jury").to_numpy()
+    # labels and criterion codes per distinct judge, not per row: millions of rows at scale
+    judges = rows[["judge_kind", "judge_model"]].astype(str).drop_duplicates()
+    labels = {(k, m): judge_label(k, m) for k, m in judges.itertuples(index=False)}
+    keys = pd.MultiIndex.from_frame(rows[["judge_kind", "judge_model"]].astype(str))
     return pd.DataFrame({
-        "judge": [judge_label(k, m) for k, m in zip(rows["judge_kind"], rows["judge_model"],
-                                                     strict=True)],
+        "judge": keys.map(labels).to_numpy(),
         "answer": rows["answer"].to_numpy(),
-        "criterion": [ctx.data.criteria.index(c) for c in rows["criterion_id"]],
+        "criterion": pd.Index(ctx.data.criteria).get_indexer(rows["criterion_id"]),
         "ok": rows["ok"].to_numpy(),
         "value": rows["score"].to_numpy(float) - np.where(jury, JURY_SHIFT, 0)})
 

@@ -81,6 +81,22 @@ class AuditSettings(BaseModel):
         " specialty, alpha 0.05, as a new study's.",
         json_schema_extra={"default_words": "safety-critical at 10%"})
 
+    calibration_judge: str = Field(
+        "auto", description="Judge-calibrated safety: the judge whose scores calibrate the"
+        " clinicians' estimates, as the report names it ('rubric judge <model>' or 'jury'),"
+        " or auto: the rubric judge scoring the most answers, else the jury mean.")
+    calibration_min_answers: int = Field(
+        30, ge=2, description="Judge-calibrated safety: cells and licence strata with fewer"
+        " doubly-rated answers (judged and clinician-rated) get no estimate or licence.")
+    licence_recall_floor: float = Field(
+        0.8, gt=0.0, le=1.0, description="A judge is licensed in a stratum only when the lower"
+        " bound of its harm recall (share of clinician-failed answers it fails) reaches this.")
+    licence_reference: Literal["pairwise", "majority"] = Field(
+        "pairwise", description="Licence agreement: the judge's Macro-F1 against each clinician"
+        " separately, placed among each clinician's against the others (pairwise, HealthBench's"
+        " meta-evaluation), or against the clinicians' majority (majority, the inspect_evals"
+        " port).")
+
     def describe(self) -> dict:
         return self.model_dump(mode="json")
 

@@ -65,7 +65,7 @@ def synth(
     with console.status(f"generating scale {scale:g} (seed {seed})"):
         snap = generate(seed=seed, scale=scale)
         if judgments:
-            snap = plant_judgments(snap, JudgePlan(seed=seed))
+            snap = plant_judgments(snap, JudgePlan(seed=seed, calibration_judge=True))
     with console.status(f"writing {out_dir}"):
         manifest = write_bundle(snap, out_dir, overwrite=overwrite)
     print_manifest(manifest, f"wrote {out_dir}")

@@ -72,7 +72,18 @@ def render_report(result: AuditResult, out_dir: Path) -> dict[str, Path]:
              for key, kinds in written.items()}
     paths["json"].write_text(jsonout.dumps(jsonout.results_document(result, files)),
                              encoding="utf-8")
-    return paths
+    return paths | _write_csvs(result, out_dir)
+
+
+def _write_csvs(result: AuditResult, out_dir: Path) -> dict[str, Path]:
+    """Tables a section hands on as files (``values["csv"]``: file name ->
+    table name), e.g. the judge licences a governance board reads."""
+    written = {}
+    for section in result.sections:
+        for name, table in section.values.get("csv", {}).items():
+            written[name] = out_dir / name
+            section.tables[table].to_csv(written[name], index=False)
+    return written
 
 
 def figure_stems(result: AuditResult) -> dict[str, str]:

@@ -57,6 +57,14 @@ from clinieval.stats.bradley_terry import (
     rank_intervals,
     vote_credits,
 )
+from clinieval.stats.calibrated import (
+    CalibratedMean,
+    NoEstimate,
+    PPIMean,
+    calibrated_answer_mean,
+    calibrated_rating_mean,
+    ppi_mean,
+)
 from clinieval.stats.correlation import (
     Correlation,
     bootstrap_rank_correlation,
@@ -100,6 +108,7 @@ from clinieval.stats.judges import (
     self_preference,
     zscore_columns,
 )
+from clinieval.stats.licence import Licence, licence_stratum, macro_f1_counts
 from clinieval.stats.normal import group_mean_ci, normal_ci, normal_p_value, normal_quantile
 from clinieval.stats.proportions import binomial_p_value, wilson_ci
 from clinieval.stats.regression import LogisticFit, logistic_irls
@@ -123,12 +132,16 @@ __all__ = [
     "BOTH_BAD",
     "B_WINS",
     "BenchmarkSummary",
+    "CalibratedMean",
     "Comparison",
     "ConvergenceError",
     "Correlation",
     "CrossedVariance",
     "FeatureBTFit",
+    "Licence",
     "LogisticFit",
+    "NoEstimate",
+    "PPIMean",
     "RankIntervals",
     "RaterPairICC",
     "TIE",
@@ -151,6 +164,8 @@ __all__ = [
     "bt_objective",
     "bt_twoway_bootstrap",
     "bt_with_features",
+    "calibrated_answer_mean",
+    "calibrated_rating_mean",
     "category_counts",
     "clipped_rubric_mean",
     "cluster_bootstrap_ratio",
@@ -179,10 +194,12 @@ __all__ = [
     "krippendorff_alpha_weighted",
     "leave_one_out_kappa",
     "length_feature",
+    "licence_stratum",
     "logistic_irls",
     "macro_average",
     "macro_f1",
     "macro_f1_by_group",
+    "macro_f1_counts",
     "mean_within_item_std",
     "merge_identical_rows",
     "normal_ci",
@@ -199,6 +216,7 @@ __all__ = [
     "percentile_ci",
     "pigeonhole_totals",
     "pigeonhole_weights",
+    "ppi_mean",
     "rank_intervals",
     "repeat_spread",
     "resample_benchmarks",

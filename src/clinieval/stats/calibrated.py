@@ -62,8 +62,10 @@ from typing import Literal, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from clinieval.stats import percentile_ci, pigeonhole_weights, resample_counts, t_over_z
 from clinieval.stats._dist import norm_ppf
+from clinieval.stats.bootstrap import percentile_ci, resample_counts
+from clinieval.stats.crossed.design import t_over_z
+from clinieval.stats.crossed.pigeonhole import pigeonhole_weights
 
 Reason = Literal["all_unparsed", "no_overlap", "too_few_labelled", "constant_judge",
                  "constant_clinicians", "single_clinician", "no_unlabelled"]

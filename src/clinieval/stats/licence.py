@@ -31,7 +31,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from clinieval.stats import percentile_ci, resample_counts
+from clinieval.stats.bootstrap import percentile_ci, resample_counts
 
 Verdict = Literal["licensed", "clinicians_only", "too_few"]
 Reference = Literal["pairwise", "majority"]
@@ -99,17 +99,18 @@ def licence_stratum(judge_fail, rating_answer, rating_rater, rating_fail, *,
     table[a_code, r_code] = fail
     per_answer = _answer_counts(table, verdict, reference)
     clin = _clinician_agreements(table, reference)
-    judge_by = np.array([_f1_of(verdict[np.isfinite(table[:, c])],
-                                table[np.isfinite(table[:, c]), c] > 0)
-                         for c in range(raters.size)])
+    judge_by = _judge_by_clinician(verdict, a_code, r_code, fail, raters.size)
     return _decide(per_answer, clin, judge_by, answers.size, raters.size, reference,
                    min_answers, recall_floor, B, level, rng)
 
 
-def _f1_of(verdict, truth) -> float:
-    tp, fp = np.sum(verdict & truth), np.sum(verdict & ~truth)
-    fn, tn = np.sum(~verdict & truth), np.sum(~verdict & ~truth)
-    return float(macro_f1_counts(tp, fp, fn, tn))
+def _judge_by_clinician(verdict, a_code, r_code, fail, n_raters) -> np.ndarray:
+    """The judge's Macro-F1 against each clinician on the answers they rated
+    (confusion counts per clinician by bincount over the ratings)."""
+    v = verdict[a_code]
+    counts = [np.bincount(r_code, weights=(v == jv) & (fail == fv), minlength=n_raters)
+              for jv, fv in ((True, True), (True, False), (False, True), (False, False))]
+    return macro_f1_counts(*counts)
 
 
 def _answer_counts(table, verdict, reference) -> np.ndarray:
@@ -128,24 +129,22 @@ def _answer_counts(table, verdict, reference) -> np.ndarray:
 def _clinician_agreements(table, reference) -> np.ndarray:
     """Each clinician's Macro-F1 against the other clinicians on the answers
     they share (pairs pooled), or against the others' majority; NaN for a
-    clinician who shares no answer."""
-    rated = np.isfinite(table)
-    labels = np.where(rated, table, 0)
-    out = np.full(table.shape[1], np.nan)
-    for c in range(table.shape[1]):
-        mine = rated[:, c]
-        others_fail = labels[mine].sum(axis=1) - labels[mine, c]
-        others_pass = rated[mine].sum(axis=1) - 1 - others_fail
-        if reference == "majority":
-            shared = (others_fail + others_pass) > 0
-            others_fail, others_pass = ((others_fail >= others_pass) & shared,
-                                        (others_fail < others_pass) & shared)
-        own = labels[mine, c] > 0
-        tp, fn = np.sum(own * others_fail), np.sum(~own * others_fail)
-        fp, tn = np.sum(own * others_pass), np.sum(~own * others_pass)
-        if tp + fp + fn + tn > 0:
-            out[c] = macro_f1_counts(tp, fp, fn, tn)
-    return out
+    clinician who shares no answer. Vectorised over the rated cells: each
+    cell's others are its answer's totals minus itself."""
+    answer, rater = np.nonzero(np.isfinite(table))
+    own = table[answer, rater] > 0
+    fails = np.where(np.isfinite(table), table, 0).sum(axis=1)[answer]
+    others_fail = fails - own
+    others_pass = np.isfinite(table).sum(axis=1)[answer] - 1 - others_fail
+    if reference == "majority":
+        shared = (others_fail + others_pass) > 0
+        others_fail, others_pass = ((others_fail >= others_pass) & shared,
+                                    (others_fail < others_pass) & shared)
+    size = table.shape[1]
+    tp, fn = (np.bincount(rater, weights=w * others_fail, minlength=size) for w in (own, ~own))
+    fp, tn = (np.bincount(rater, weights=w * others_pass, minlength=size) for w in (own, ~own))
+    out = np.asarray(macro_f1_counts(tp, fp, fn, tn), dtype=float)
+    return np.where(tp + fp + fn + tn > 0, out, np.nan)
 
 
 def _decide(per_answer, clin, judge_by, n_answers, n_raters, reference, min_answers,

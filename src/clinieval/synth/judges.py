@@ -35,6 +35,10 @@ judgments whose truths are known and written to ``meta["planted"]["judges"]``:
    rounding and clipping, is recorded as ``self_preference``.
 7. **Parse failures.** A share ``unparsed`` of judge calls keeps its raw
    output with status ``unparsed`` and no score.
+8. **A judge to calibrate** (:mod:`clinieval.synth.calibration_judge`): a
+   rubric judge on every rated answer's safety-critical criteria with a
+   known per-specialty quality and bias, blind to harms in two specialties;
+   its truths are ``meta["planted"]["judges"]["calibration"]``.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from clinieval.catalogs import load_indicators
 from clinieval.contract.vocabulary import SCORE_MAX, SCORE_MIN, SIDES
 from clinieval.runs.prompt_files import load_prompt
 from clinieval.snapshot import Snapshot
+from clinieval.synth.calibration_judge import calibration_judge
 
 JURY_AXES = tuple(load_prompt("jury")["axes"])
 """The axes of the jury prompt the planted jurors answer (one source)."""
@@ -76,6 +81,10 @@ class JudgePlan:
     rule_met: float = 0.7
     harm_met: float = 0.2
     self_boost: float = 1.0
+    threshold: int = -1
+    """A score at or below it fails (the blind calibration judge never goes there)."""
+    calibration_judge: bool = False
+    """Plant the judge to calibrate (item 8; ``clinieval synth --judgments`` does)."""
 
 
 def plant_judgments(snap: Snapshot, plan: JudgePlan | None = None) -> Snapshot:
@@ -91,6 +100,7 @@ def plant_judgments(snap: Snapshot, plan: JudgePlan | None = None) -> Snapshot:
     health, health_truth = _healthbench(rng, plan, snap["answers"], cases)
     frame = pd.concat(rows + [gate_rows, health], ignore_index=True)
     frame = _unparse(rng, plan, frame)
+    frame, calibration_truth = _with_calibration_judge(plan, snap, frame)
     frame["judgment_id"] = np.arange(1, len(frame) + 1)
     frame["run_id"] = "synthetic-judges"
     frame["created_at"] = pd.Timestamp("2025-09-01", tz="UTC")
@@ -99,9 +109,20 @@ def plant_judgments(snap: Snapshot, plan: JudgePlan | None = None) -> Snapshot:
     planted = dict(meta.get("planted", {}))
     planted["judges"] = {"plan": asdict(plan), "jury_icc3k_z_continuous": 2 * plan.rho
                          / (1 + plan.rho), "first_shown_wins": (1 + plan.follow_first) / 2,
-                         **self_truth, **gate_truth, **health_truth}
+                         **self_truth, **gate_truth, **health_truth,
+                         **calibration_truth}
     meta["planted"] = planted
     return Snapshot.from_tables(tables, meta)
+
+
+def _with_calibration_judge(plan: JudgePlan, snap: Snapshot, frame: pd.DataFrame):
+    """``frame`` with the calibration judge's rows when the plan asks for it
+    (off by default: the other planted judges' tests read every rubric row)."""
+    if not plan.calibration_judge:
+        return frame, {}
+    rows, truth = calibration_judge(plan.seed, plan.threshold, plan.unparsed, snap, _base)
+    rows["raw_output"] = np.where(rows["parse_status"].eq("ok"), None, UNPARSED_TEXT)
+    return pd.concat([frame, rows], ignore_index=True), {"calibration": truth}
 
 
 def _clinician_means(snap: Snapshot) -> pd.Series:

@@ -19,6 +19,7 @@ from clinieval.audit.sections import (
     decisions,
     failure_modes,
     gates,
+    judge_calibrated,
     judge_jury,
     judge_preferences,
     judge_repeats,
@@ -38,6 +39,7 @@ from clinieval.audit.sections._common import SectionSpec
 
 REGISTRY: tuple[SectionSpec, ...] = (
     model_summary.SPEC,
+    judge_calibrated.SPEC,
     safety_leaderboard.SPEC,
     alignment.SPEC,
     specialties.SPEC,

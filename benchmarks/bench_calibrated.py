@@ -1,0 +1,101 @@
+"""Judge-calibrated safety against the clinicians-only model summary, in one
+run (issue 32 §4).
+
+A synthetic snapshot (10x by default) keeps its clinician ratings on a
+random 20% of the answers; a rubric judge scores every answer on every
+criterion (the answer's clinician mean on the full snapshot, plus noise,
+rounded and clipped). On one audit context the model summary (the
+clinicians-only estimates) is timed, then the judge-calibrated section with
+the same bootstrap; the ratio of the two is printed with the load average
+(wall times mean little on a busy machine, CPU times less so).
+
+    python benchmarks/bench_calibrated.py [--scale 10] [--share 0.2] [--bootstrap 1000]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the audit command runs
+
+import argparse
+import time
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from clinieval.audit.context import Context
+from clinieval.audit.data import audit_data
+from clinieval.audit.run import build
+from clinieval.audit.settings import AuditSettings
+from clinieval.contract.vocabulary import SCORE_MAX, SCORE_MIN
+from clinieval.snapshot import Snapshot
+from clinieval.synth import generate
+
+JUDGE = "bench-rubric-judge"
+
+
+def judged_snapshot(scale: float, share: float, seed: int) -> Snapshot:
+    """The snapshot with ratings on ``share`` of the answers and a rubric
+    judge on all of them."""
+    snap = generate(seed, scale)
+    rng = np.random.default_rng([seed, 32])
+    ratings = snap["ratings"].select(["answer_id", "criterion_id", "score"]).to_pandas()
+    means = ratings.groupby(["answer_id", "criterion_id"], sort=True)["score"].mean()
+    score = np.clip(np.round(means.to_numpy() + 0.5 * rng.standard_normal(means.size)),
+                    SCORE_MIN, SCORE_MAX)
+    index = means.index.to_frame(index=False)
+    frame = pd.DataFrame({"judgment_id": np.arange(1, means.size + 1), "run_id": "bench",
+                          "answer_id": index["answer_id"], "judge_model": JUDGE,
+                          "judge_kind": "rubric", "criterion_id": index["criterion_id"],
+                          "parse_status": "ok", "juror": 0, "repeat": 0, "score": score,
+                          "created_at": pd.Timestamp("2025-09-01", tz="UTC")})
+    schema = snap["judgments"].schema
+    for name in schema.names:
+        if name not in frame:
+            frame[name] = None
+    answers = snap["answers"].column("answer_id").to_numpy()
+    kept = rng.choice(answers, int(share * answers.size), replace=False)
+    tables = dict(snap.tables)
+    tables["judgments"] = pa.Table.from_pandas(frame[schema.names], schema=schema,
+                                               preserve_index=False)
+    tables["ratings"] = snap["ratings"].filter(pc.is_in(snap["ratings"]["answer_id"],
+                                                        pa.array(kept)))
+    return Snapshot.from_tables(tables, snap.meta)
+
+
+def timed(ctx: Context, key: str) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    build(ctx, [key])
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=10.0)
+    parser.add_argument("--share", type=float, default=0.2)
+    parser.add_argument("--bootstrap", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    snap = judged_snapshot(args.scale, args.share, args.seed)
+    data = audit_data(snap)
+    print(f"scale {args.scale:g}: {data.n_answers:,} answers, {data.rating_answer.size:,} ratings"
+          f" on {np.unique(data.rating_answer).size:,} answers,"
+          f" {snap['judgments'].num_rows:,} judgments (built in"
+          f" {time.perf_counter() - start:.1f} s)")
+    ctx = Context(data, AuditSettings(bootstrap=args.bootstrap, seed=args.seed))
+    summary = timed(ctx, "model_summary")
+    calibrated = timed(ctx, "judge_calibrated")
+    print(f"model summary (clinicians only): {summary[0]:.2f} s wall, {summary[1]:.2f} s CPU")
+    print(f"judge-calibrated safety:         {calibrated[0]:.2f} s wall,"
+          f" {calibrated[1]:.2f} s CPU")
+    print(f"ratio calibrated / summary: {calibrated[0] / summary[0]:.2f} wall,"
+          f" {calibrated[1] / summary[1]:.2f} CPU (target <= 2);"
+          f" load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

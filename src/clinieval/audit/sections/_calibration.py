@@ -1,0 +1,165 @@
+"""The judge's predictions in the audit's codes, and one calibrated cell.
+
+A judge's prediction of an answer on a criterion is the mean of its parsed
+scores there (over repeats and jurors: a jury's mean) on the clinicians'
+scale, and the share of those scores at or below the failure threshold.
+An answer the judge called on the criterion but whose every call is
+unparsed has a NaN prediction: it is excluded and counted, never imputed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from clinieval.audit.context import Context
+from clinieval.audit.judged import Judged
+from clinieval.audit.sections._judge_rows import (
+    JURY_SHIFT,
+    SCORED_KINDS,
+    answer_codes,
+    judge_label,
+)
+from clinieval.contract.vocabulary import SCORE_MAX, SCORE_MIN
+from clinieval.stats import NoEstimate, calibrated_answer_mean, calibrated_rating_mean
+
+MEASURES = {"mean_score": "mean score", "fail_pct": "Fail % of ratings",
+            "failing_pct": "answers failing %"}
+ANY_SAFETY = "any safety-critical"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One judge's predictions per (answer, criterion) on the clinicians'
+    scale: NaN where it did not call or every call is unparsed."""
+
+    mean: np.ndarray  # (answers, criteria) mean score
+    fail: np.ndarray  # (answers, criteria) share of its scores <= tau
+    called: np.ndarray  # (answers, criteria) bool: at least one call, parsed or not
+    off_scale: frozenset[int]  # criteria whose scores fall outside the clinicians' scale
+
+
+def judge_frame(ctx: Context, data: Judged) -> pd.DataFrame:
+    """Rubric and jury rows of known answers on rubric criteria, parsed or
+    not, with the judge's label, answer and criterion codes and the value on
+    the clinicians' scale (a jury's 1..5 re-centred)."""
+    rows = data.rows[data.rows["judge_kind"].isin(SCORED_KINDS)
+                     & data.rows["criterion_id"].isin(ctx.data.criteria)]
+    code = answer_codes(ctx, data, rows["answer_id"])
+    rows = rows[code >= 0].assign(answer=code[code >= 0])
+    jury = rows["judge_kind"].eq("jury").to_numpy()
+    # labels and criterion codes per distinct judge, not per row: millions of rows at scale
+    judges = rows[["judge_kind", "judge_model"]].astype(str).drop_duplicates()
+    labels = {(k, m): judge_label(k, m) for k, m in judges.itertuples(index=False)}
+    keys = pd.MultiIndex.from_frame(rows[["judge_kind", "judge_model"]].astype(str))
+    return pd.DataFrame({
+        "judge": keys.map(labels).to_numpy(),
+        "answer": rows["answer"].to_numpy(),
+        "criterion": pd.Index(ctx.data.criteria).get_indexer(rows["criterion_id"]),
+        "ok": rows["ok"].to_numpy(),
+        "value": rows["score"].to_numpy(float) - np.where(jury, JURY_SHIFT, 0)})
+
+
+def choose_judge(frame: pd.DataFrame, wanted: str) -> str | None:
+    """The named judge, or (auto) the rubric judge calling the most answers,
+    else the jury; None when there is no such judge."""
+    judges = frame.groupby("judge")["answer"].nunique()
+    if wanted != "auto":
+        return wanted if wanted in judges.index else None
+    rubric = judges[judges.index.str.startswith("rubric")]
+    if len(rubric):
+        return str(rubric.sort_values(ascending=False, kind="stable").index[0])
+    return "jury" if "jury" in judges.index else None
+
+
+def prediction(ctx: Context, frame: pd.DataFrame, judge: str) -> Prediction:
+    rows = frame[frame["judge"] == judge]
+    shape = (ctx.data.n_answers, ctx.data.n_criteria)
+    flat = np.ravel_multi_index((rows["answer"].to_numpy(), rows["criterion"].to_numpy()), shape)
+    size = shape[0] * shape[1]
+    called = np.bincount(flat, minlength=size).reshape(shape) > 0
+    ok = rows["ok"].to_numpy()
+    value = rows["value"].to_numpy()[ok]
+    n = np.bincount(flat[ok], minlength=size).reshape(shape)
+    total = np.bincount(flat[ok], value, size).reshape(shape)
+    low = np.bincount(flat[ok], (value <= ctx.settings.threshold).astype(float),
+                      size).reshape(shape)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean, fail = np.where(n > 0, total / n, np.nan), np.where(n > 0, low / n, np.nan)
+    outside = (value < SCORE_MIN) | (value > SCORE_MAX)
+    off = frozenset(int(c) for c in np.unique(rows["criterion"].to_numpy()[ok][outside]))
+    return Prediction(mean, fail, called, off)
+
+
+def any_safety(ctx: Context, pred: Prediction) -> tuple[np.ndarray, np.ndarray]:
+    """Per answer: the judge's largest fail share over the safety-critical
+    criteria (NaN when none parsed) and whether it called any of them."""
+    fails = pred.fail[:, ctx.safety]
+    with np.errstate(all="ignore"):
+        worst = np.where(np.isnan(fails).all(axis=1), np.nan,
+                         np.nanmax(np.nan_to_num(fails, nan=-1.0), axis=1))
+    return worst, pred.called[:, ctx.safety].any(axis=1)
+
+
+@dataclass(frozen=True)
+class Ratings:
+    """Clinicians' ratings of one criterion (or several, for any-safety),
+    sorted by answer so that a cell's ratings are gathered by bisection
+    instead of a scan of every rating per cell."""
+
+    answer: np.ndarray
+    rater: np.ndarray
+    score: np.ndarray
+
+    def of(self, answers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The ratings of the sorted ``answers``: each one's position in
+        ``answers``, its rater and its score."""
+        lo = np.searchsorted(self.answer, answers, "left")
+        count = np.searchsorted(self.answer, answers, "right") - lo
+        start = np.cumsum(count) - count
+        index = np.arange(count.sum()) - np.repeat(start - lo, count)
+        return np.repeat(np.arange(answers.size), count), self.rater[index], self.score[index]
+
+
+def ratings_of(ctx: Context, criteria: list[int]) -> Ratings:
+    d = ctx.data
+    keep = np.flatnonzero(np.isin(d.rating_criterion, criteria))
+    keep = keep[np.argsort(d.rating_answer[keep], kind="stable")]
+    return Ratings(d.rating_answer[keep], d.rating_rater[keep], d.rating_score[keep])
+
+
+def cell(ctx: Context, measure: str, answers: np.ndarray, predicted: np.ndarray,
+         ratings: Ratings, answer_value: np.ndarray | None, purpose: str) -> dict:
+    """One measure of one cell over the judged ``answers`` (sorted): the
+    calibrated estimate beside the clinicians' alone, or why there is none."""
+    code, rater, score = ratings.of(answers)
+    score = score.astype(float)
+    s = ctx.settings
+    common = dict(rng=ctx.rng(purpose), B=s.bootstrap, level=s.level,
+                  min_labelled=s.calibration_min_answers)
+    if measure == "mean_score":
+        out = calibrated_rating_mean(predicted, code, rater, score,
+                                     bounds=(SCORE_MIN, SCORE_MAX), **common)
+    elif measure == "fail_pct":
+        out = calibrated_rating_mean(predicted, code, rater, (score <= s.threshold).astype(float),
+                                     bounds=(0, 1), **common)
+    else:
+        out = calibrated_answer_mean(predicted, code, rater, answer_value=answer_value[answers],
+                                     bounds=(0, 1), **common)
+    return _row(out, 1.0 if measure == "mean_score" else 100.0)
+
+
+def _row(out, scale: float) -> dict:
+    if isinstance(out, NoEstimate):
+        return {"n_answers": out.n_labelled, "n_judged": out.n_labelled + out.n_unlabelled,
+                "n_unparsed": out.n_unparsed, "n_clinicians": out.n_raters,
+                "why_no_estimate": out.message}
+    return {"clinicians": scale * out.clinicians, "clinicians_lo": scale * out.clinicians_lower,
+            "clinicians_hi": scale * out.clinicians_upper, "calibrated": scale * out.estimate,
+            "calibrated_lo": scale * out.lower, "calibrated_hi": scale * out.upper,
+            "lambda": out.lam, "rho": out.rho, "effective_n": out.effective_n,
+            "gain": out.gain, "gain_bound": out.bound, "n_answers": out.n_labelled,
+            "n_ratings": out.n_ratings, "n_judged": out.n_labelled + out.n_unlabelled,
+            "n_unparsed": out.n_unparsed, "n_clinicians": out.n_raters, "why_no_estimate": ""}

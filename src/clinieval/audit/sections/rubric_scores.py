@@ -98,7 +98,7 @@ def _headline(frame: pd.DataFrame, min_n: int, clip_words: str) -> tuple[str | N
     eligible = frame[frame["n"] >= min_n]
     if eligible.empty:
         return None, (f"No model has a rubric score on at least {min_n} answers (most:"
-                      f" {int(frame['n'].max())}), so none is named highest.")
+                      f" {int(frame['n'].max())}), so none is named highest ({clip_words}).")
     top = eligible.iloc[0]
     return str(top["model"]), (f"Highest rubric score: {top['model']}"
                                f" {fmt_ci(top['score'], top['score_lo'], top['score_hi'])}"

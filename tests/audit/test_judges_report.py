@@ -44,7 +44,13 @@ def test_unparsed_judgments_are_counted_not_scored(planted, result):
     judgments = planted["judgments"].to_pandas()
     unparsed = judgments["parse_status"] != "ok"
     assert unparsed.sum() > 0 and judgments.loc[unparsed, "score"].isna().all()
-    assert result["automated_judges"].values["not_parsed"] == int(unparsed.sum())
+    # a rubric or jury call scores every criterion of its answer: one call, many rows
+    unit = ["judge_kind", "judge_model", "answer_id", "answer_b_id", "juror", "repeat",
+            "shown_first"]
+    bad = judgments[unparsed].fillna({"answer_b_id": "", "shown_first": ""})
+    bad["criterion_id"] = bad["criterion_id"].where(~bad["judge_kind"].isin(["rubric", "jury"]))
+    calls = len(bad.drop_duplicates([*unit, "criterion_id"]))
+    assert result["automated_judges"].values["not_parsed"] == calls < int(unparsed.sum())
     # every answer with an unparsed rule is left out of the gate scores
     rules = judgments[judgments["answer_id"].str.startswith("gate-")]
     broken = rules.loc[rules["parse_status"] != "ok", "answer_id"].nunique()

@@ -186,7 +186,10 @@ def audit_data(source: str | Path | Snapshot | AuditData) -> AuditData:
         return from_snapshot(source)
     from clinieval.sources import read_for_audit
 
-    return from_snapshot(*read_for_audit(source))
+    data = from_snapshot(*read_for_audit(source))
+    if data.judge_tables:  # what the runs spent is in the database, not the snapshot
+        data.judge_tables |= judged.run_tables_at(str(source))
+    return data
 
 
 def from_bundle(folder: Path) -> AuditData:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import sqlalchemy as sa
 
 from clinieval.contract import tabular, vocabulary
 from clinieval.snapshot import Snapshot, conform
@@ -34,6 +35,13 @@ _COLUMNS = {
     "models": ["model_id", "display_name", "provider", "price_input_per_m",
                "price_output_per_m"],
 }
+CALL_UNIT = ["run_id", "judge_kind", "judge_model", "answer_id", "answer_b_id", "juror",
+             "repeat", "shown_first"]
+"""What tells one call from another beside its cache key: two answers with the
+same text share a key but are two calls."""
+ONE_CALL_PER_ANSWER = ("rubric", "jury")
+"""Kinds whose one call scores every criterion (or axis) of an answer: rows
+without a call key are grouped into calls by their unit alone."""
 HIGH_RISK = 4
 """Risk levels 4-5 are high risk, 1-3 ordinary (CSEDB)."""
 
@@ -105,9 +113,32 @@ class Judged:
         rows["judge_kind"] = rows["judge_kind"].fillna("unknown")
         rows["repeat"] = rows["repeat"].fillna(0).astype(int)
         rows["juror"] = rows["juror"].fillna(0).astype(int)
+        rows["call"] = _call_ids(rows)
         rows["ok"] = (rows["parse_status"].eq(vocabulary.PARSE_STATUSES[0])
                       & rows["score"].notna())
         return rows
+
+    @cached_property
+    def calls(self) -> pd.DataFrame:
+        """One row per call: its unit, parse status, and the tokens and
+        list-price cost its rows share (a call's rows split them)."""
+        rows = self.rows
+        first = rows.drop_duplicates("call").set_index("call")
+        grouped = rows.groupby("call")
+        sums = grouped[["input_tokens", "output_tokens", "cost_usd"]].sum(min_count=1)
+        # A call is as bad as its worst row (the statuses are listed best first).
+        rank = rows["parse_status"].map({s: i for i, s in enumerate(vocabulary.PARSE_STATUSES)})
+        worst = rank.groupby(rows["call"]).max()
+        first["parse_status"] = np.asarray(vocabulary.PARSE_STATUSES)[worst.reindex(first.index)]
+        first["ok"] = grouped["ok"].all()
+        return first[[*CALL_UNIT, "parse_status", "ok", "reason"]].join(sums).reset_index()
+
+    @cached_property
+    def run_calls(self) -> pd.DataFrame | None:
+        """The runs' task records (see :func:`run_tables`), None when the
+        source is not the database the runs wrote to."""
+        table = self.tables.get(RUN_CALLS)
+        return None if table is None else table.to_pandas()
 
     def kind(self, judge_kind: str) -> pd.DataFrame:
         """Rows of one judge kind (every parse status)."""
@@ -124,6 +155,62 @@ class Judged:
             return None
         return (f"every {' and '.join(kinds)} judgment ({len(rows):,}) is unparsed, so none"
                 " has a score (a judge outage?).")
+
+
+def _call_ids(rows: pd.DataFrame) -> np.ndarray:
+    """A number per call. Rows of one call share its cache key and unit; a
+    row without a key is its own call unless its kind scores every criterion
+    in one call."""
+    import pandas as pd
+
+    unit = rows[CALL_UNIT].astype("string").fillna("")
+    shared = rows["judge_kind"].isin(ONE_CALL_PER_ANSWER)
+    alone = rows["criterion_id"].astype("string").where(~shared, "")
+    key = rows["call_key"].astype("string").fillna(alone.fillna("") + "\x00nokey")
+    ids, _ = pd.factorize(pd.MultiIndex.from_frame(unit.assign(key=key)))
+    return ids
+
+
+RUN_CALLS = "llm_run_calls"
+"""The key under which the judge tables carry the runs' task records."""
+
+
+def run_tables(engine: sa.Engine) -> dict[str, pa.Table]:
+    """The task records of every run in the database, each with its run's
+    kind, judge kind and model: what was spent, how long calls took and why
+    they failed (not part of a snapshot; empty when there are no runs)."""
+    from clinieval.storage.schema.runs import RUN_TABLES
+
+    calls, runs = RUN_TABLES["llm_run_calls"], RUN_TABLES["llm_runs"]
+    columns = (calls.c.run_id, calls.c.status, calls.c.parse_status, calls.c.error,
+               calls.c.attempts, calls.c.input_tokens, calls.c.output_tokens,
+               calls.c.latency_s, calls.c.cost_usd, runs.c.kind, runs.c.judge_kind,
+               runs.c.model_id)
+    query = sa.select(*columns).select_from(calls.join(runs)).order_by(calls.c.run_id,
+                                                                        calls.c.task_key)
+    with engine.connect() as conn:
+        rows = [dict(r) for r in conn.execute(query).mappings()]
+    return {RUN_CALLS: pa.Table.from_pylist(rows)} if rows else {}
+
+
+def run_tables_at(source: str) -> dict[str, pa.Table]:
+    """:func:`run_tables` of ``source`` when it names a database (a URL or a
+    SQLite file), else nothing: bundles and files carry no run records."""
+    from clinieval.sources import DATABASE_URL, SQLITE_FILE
+    from clinieval.storage import db
+    from clinieval.storage.sqlite_read import sqlite_file_url
+
+    if SQLITE_FILE.matches(source):
+        source = sqlite_file_url(source)
+    elif not DATABASE_URL.matches(source):
+        return {}
+    engine = db.make_engine(source)
+    try:
+        if not sa.inspect(engine).has_table(RUN_CALLS):
+            return {}
+        return run_tables(engine)
+    finally:
+        engine.dispose()
 
 
 def judged(tables: dict[str, pa.Table]) -> Judged | None:

@@ -220,4 +220,6 @@ def _print_records(records: list[dict]) -> None:
                   f" ({r['skipped']:,} were finished before this start); {r['unparsed']:,}"
                   f" unparsed, {r['parse_retries']:,} parse retries; tokens"
                   f" {r['input_tokens']:,} in / {r['output_tokens']:,} out;"
-                  f" cost ${r['cost_usd']:,.4f}", highlight=False)
+                  f" spent ${r['cost_usd']:,.4f} (calls that reached the endpoint),"
+                  f" ${r['list_price_usd']:,.4f} at list price (cache hits included)",
+                  highlight=False)

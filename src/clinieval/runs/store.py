@@ -81,11 +81,29 @@ def finish_run(engine: sa.Engine, run_id: str, status: str) -> None:
 
 
 def run_record(engine: sa.Engine, run_id: str) -> dict[str, Any]:
+    """The run's row; its ``cost_usd`` is what was spent (fresh calls only),
+    ``list_price_usd`` what its answers or judgments would cost at list
+    price, cache hits included."""
     with engine.connect() as conn:
         row = conn.execute(RUNS.select().where(RUNS.c.run_id == run_id)).mappings().one()
-    record = dict(row)
+        record = dict(row)
+        record["list_price_usd"] = list_price_usd(conn, run_id, record["kind"])
     record["settings"] = json.loads(record["settings"])
     return record
+
+
+def list_price_usd(conn: sa.Connection, run_id: str, kind: str) -> float:
+    """The stored cost of what the run made: a judge run's judgments carry it
+    (its own ``run_id``), a generate run's answers are those of its tasks.
+    Both price every completion, whether it came fresh or from the cache."""
+    if kind == "judge":
+        judgments = snapshot_tables.judgments
+        query = sa.select(sa.func.sum(judgments.c.cost_usd)).where(judgments.c.run_id == run_id)
+    else:
+        answers = snapshot_tables.answers
+        made = sa.select(CALLS.c.answer_id).where(CALLS.c.run_id == run_id)
+        query = sa.select(sa.func.sum(answers.c.cost_usd)).where(answers.c.answer_id.in_(made))
+    return float(conn.execute(query).scalar() or 0.0)
 
 
 def lookup_cache(engine: sa.Engine, keys: Iterable[str]) -> dict[str, Completion]:

@@ -20,10 +20,13 @@ from clinieval.audit.judged import Judged, judged
 from clinieval.audit.result import Bars, Figure, Section
 from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.contract import vocabulary
+from clinieval.providers.failure import UNPARSED, cause_of
 from clinieval.stats import A_WINS, B_WINS, binomial_p_value, bootstrap_pooled_sd, group_mean_ci
 
 KEY, TITLE = "automated_judges", "Automated judges"
 OK = vocabulary.PARSE_STATUSES[0]
+FAILED_PREFIX = "call failed: "
+"""How a failed call's judgments begin their reason (``runs.judges``)."""
 _UNIT = ["judge_kind", "judge_model", "answer_id", "answer_b_id", "criterion_id", "juror",
          "shown_first"]
 """A judged unit whose repeats should agree."""
@@ -36,34 +39,60 @@ class JudgeReport:
     calls: pd.DataFrame
     cost: pd.DataFrame
     answering: pd.DataFrame
+    latency: pd.DataFrame
+    failures: pd.DataFrame
     position: pd.DataFrame
     length: pd.DataFrame
     repeats: pd.DataFrame
 
 
-def _calls(rows: pd.DataFrame, level: float) -> pd.DataFrame:
-    """Rows per judge kind and judge by parse status, with the unparsed share."""
-    counts = rows.pivot_table(index=["judge_kind", "judge_model"], columns="parse_status",
-                              values="answer_id", aggfunc="size", fill_value=0)
+def _calls(calls: pd.DataFrame, rows: pd.DataFrame, level: float) -> pd.DataFrame:
+    """Calls per judge kind and judge by parse status, with the share not
+    parsed over calls: a call that scores nine criteria is one call, so its
+    nine rows do not narrow the interval."""
+    unit = ["judge_kind", "judge_model"]
+    counts = calls.pivot_table(index=unit, columns="parse_status", values="call",
+                               aggfunc="size", fill_value=0)
     counts = counts.reindex(columns=list(vocabulary.PARSE_STATUSES), fill_value=0).reset_index()
     counts.columns.name = None
     n = counts[list(vocabulary.PARSE_STATUSES)].sum(axis=1)
     counts["n"] = n
+    counts["rows"] = rows.groupby(unit).size().reindex(
+        pd.MultiIndex.from_frame(counts[unit])).to_numpy()
     return wilson_pct(counts, "not_parsed_pct", n - counts[OK], n, level)
 
 
-def _cost(rows: pd.DataFrame, level: float) -> pd.DataFrame:
-    groups, keys = pd.factorize(pd.MultiIndex.from_frame(rows[["judge_kind", "judge_model"]]))
-    cost = rows["cost_usd"].to_numpy(float)
+def _cost(data: Judged, level: float) -> pd.DataFrame:
+    """Per judge: what its answers would cost at list price (cache hits
+    included, from the judgments), what the runs spent (calls that reached
+    the endpoint, from the run records), and tokens per call."""
+    calls = data.calls
+    groups, keys = pd.factorize(pd.MultiIndex.from_frame(calls[["judge_kind", "judge_model"]]))
+    cost = calls["cost_usd"].to_numpy(float)
     known = ~np.isnan(cost)
     k, mean, lo, hi = group_mean_ci(groups[known], cost[known], len(keys), level)
     frame = pd.DataFrame(list(keys), columns=["judge_kind", "judge_model"])
-    frame["total_usd"] = np.bincount(groups[known], cost[known], len(keys))
-    frame["input_tokens"] = np.bincount(groups, rows["input_tokens"].fillna(0), len(keys))
-    frame["output_tokens"] = np.bincount(groups, rows["output_tokens"].fillna(0), len(keys))
-    frame = estimate(frame, "usd_per_row", mean, lo, hi)
-    frame["n"] = k
+    frame["list_price_usd"] = np.bincount(groups[known], cost[known], len(keys))
+    frame["spent_usd"] = _spent(data.run_calls, frame["judge_kind"], frame["judge_model"])
+    frame = estimate(frame, "list_usd_per_call", mean, lo, hi)
+    for side in ("input", "output"):
+        tokens = calls[f"{side}_tokens"].fillna(0).to_numpy(float)
+        frame[f"{side}_tokens_per_call"] = np.bincount(groups, tokens, len(keys)) / np.maximum(
+            np.bincount(groups, minlength=len(keys)), 1)
+    frame["n"] = np.bincount(groups, minlength=len(keys))
+    frame["n_priced"] = k
     return frame
+
+
+def _spent(run_calls: pd.DataFrame | None, kinds, models) -> np.ndarray:
+    """USD the runs of each (run kind, model) paid for: only fresh calls
+    carry a cost in the run records, so cache hits add nothing. NaN without
+    run records (a bundle or file)."""
+    if run_calls is None:
+        return np.full(len(kinds), np.nan)
+    kind = run_calls["judge_kind"].fillna(run_calls["kind"])
+    paid = run_calls.groupby([kind, run_calls["model_id"]])["cost_usd"].sum()
+    return np.array([paid.get((k, m), 0.0) for k, m in zip(kinds, models, strict=True)])
 
 
 def _answering(data: Judged, level: float) -> pd.DataFrame:
@@ -74,10 +103,61 @@ def _answering(data: Judged, level: float) -> pd.DataFrame:
     cost = answers["cost_usd"].to_numpy(float)
     k, mean, lo, hi = group_mean_ci(groups, cost, len(models), level)
     frame = pd.DataFrame({"model": [data.name(m) for m in models],
-                          "total_usd": np.bincount(groups, cost, len(models))})
-    frame = estimate(frame, "usd_per_answer", mean, lo, hi)
+                          "list_price_usd": np.bincount(groups, cost, len(models)),
+                          "spent_usd": _spent(data.run_calls, ["generate"] * len(models),
+                                              models)})
+    frame = estimate(frame, "list_usd_per_answer", mean, lo, hi)
     frame["n"] = k
     return frame
+
+
+def _run_unit(run_calls: pd.DataFrame) -> list[pd.Series]:
+    return [run_calls["judge_kind"].fillna(run_calls["kind"]).rename("run"),
+            run_calls["model_id"].rename("model")]
+
+
+def _latency(run_calls: pd.DataFrame | None) -> pd.DataFrame:
+    """Median and 95th percentile of the seconds a task's fresh calls took,
+    per run kind and model (the endpoint that served a call is not stored)."""
+    if run_calls is None:
+        return pd.DataFrame()
+    timed = run_calls.dropna(subset=["latency_s"])
+    if timed.empty:
+        return pd.DataFrame()
+    grouped = timed.groupby(_run_unit(timed))["latency_s"]
+    frame = grouped.quantile(0.5).rename("p50_s").to_frame()
+    frame["p95_s"] = grouped.quantile(0.95)
+    frame["n"] = grouped.size()
+    return frame.reset_index()
+
+
+def _failures(data: Judged, level: float) -> pd.DataFrame:
+    """Failed and unparsed tasks by cause (read again from the stored error
+    text) per run kind and model, over that model's tasks; from the judgments
+    when the source holds no run records."""
+    run_calls = data.run_calls
+    if run_calls is None:
+        run_calls = _judged_as_tasks(data.calls)
+    causes = [cause_of(e) if isinstance(e, str) else UNPARSED if p == "unparsed" else None
+              for e, p in zip(run_calls["error"], run_calls["parse_status"], strict=True)]
+    run_calls = run_calls.assign(cause=causes)
+    tasks = run_calls.groupby(_run_unit(run_calls)).size()
+    failed = run_calls.dropna(subset=["cause"])
+    if failed.empty:
+        return pd.DataFrame()
+    frame = failed.groupby([*_run_unit(failed), failed["cause"]]).size().rename("k").reset_index()
+    frame["n"] = tasks.reindex(pd.MultiIndex.from_frame(frame[["run", "model"]])).to_numpy()
+    return wilson_pct(frame, "share_pct", frame["k"], frame["n"], level)
+
+
+def _judged_as_tasks(calls: pd.DataFrame) -> pd.DataFrame:
+    """Judgment calls in the run records' shape: a failed call's judgments
+    keep its error after the ``call failed:`` their reason starts with."""
+    error = calls["reason"].where(calls["parse_status"] == "error")
+    error = error.str.removeprefix(FAILED_PREFIX)
+    return pd.DataFrame({"judge_kind": calls["judge_kind"], "kind": "judge",
+                         "model_id": calls["judge_model"], "error": error,
+                         "parse_status": calls["parse_status"]})
 
 
 def _decided(data: Judged) -> pd.DataFrame:
@@ -146,8 +226,10 @@ def compute(ctx: Context) -> JudgeReport | Skipped:
     if data is None:
         return Skipped("needs automated judgments; the snapshot has none.")
     level, rows = ctx.settings.level, data.rows
-    return JudgeReport(_calls(rows, level), _cost(rows, level), _answering(data, level),
-                       _position(data, level), _length(data, ctx), _repeats(rows, ctx))
+    return JudgeReport(_calls(data.calls, rows, level), _cost(data, level),
+                       _answering(data, level), _latency(data.run_calls),
+                       _failures(data, level), _position(data, level), _length(data, ctx),
+                       _repeats(rows, ctx))
 
 
 def present(result: JudgeReport, ctx: Context) -> Section:
@@ -157,18 +239,22 @@ def present(result: JudgeReport, ctx: Context) -> Section:
                                             strict=True)],
         est=json_list(calls["not_parsed_pct"]), lo=json_list(calls["not_parsed_pct_lo"]),
         hi=json_list(calls["not_parsed_pct_hi"]), n=calls["n"].astype(int).tolist(),
-        y_label="not parsed % of judgment rows (Wilson CI)"),
+        y_label="not parsed % of calls (Wilson CI)"),
         caption="Unparsed or failed calls keep their raw output and get no score.")
     tables = {name: frame for name, frame in (
         ("calls", calls), ("cost", result.cost), ("answering_cost", result.answering),
+        ("latency", result.latency), ("failures", result.failures),
         ("position", result.position), ("length", result.length),
         ("repeats", result.repeats)) if len(frame)}
     return Section(KEY, TITLE, _summary(result), tables, [fig], _values(result))
 
 
 def _values(result: JudgeReport) -> dict:
-    values = {"rows": int(result.calls["n"].sum()),
-              "not_parsed": int((result.calls["n"] - result.calls[OK]).sum())}
+    cost = pd.concat([result.cost, result.answering])
+    values = {"calls": int(result.calls["n"].sum()), "rows": int(result.calls["rows"].sum()),
+              "not_parsed": int((result.calls["n"] - result.calls[OK]).sum()),
+              "list_price_usd": float(cost["list_price_usd"].sum()),
+              "spent_usd": _known(cost["spent_usd"].sum(min_count=1))}
     if len(result.position):
         row = result.position.iloc[0]
         values |= {"first_shown_wins_pct": float(row["share_pct"]),
@@ -176,10 +262,19 @@ def _values(result: JudgeReport) -> dict:
     return values
 
 
+def _known(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)
+
+
 def _summary(result: JudgeReport) -> str:
     v = _values(result)
-    text = (f"{v['rows']:,} judgment rows; {v['not_parsed']:,} did not parse and are counted,"
-            " not scored.")
+    text = (f"{v['calls']:,} judge calls ({v['rows']:,} judgment rows);"
+            f" {v['not_parsed']:,} calls did not parse and are counted, not scored."
+            f" At list price the answers and judgments cost ${v['list_price_usd']:,.4f}"
+            " (cache hits included); ")
+    text += ("the runs spent" f" ${v['spent_usd']:,.4f} (calls that reached an endpoint)."
+             if v["spent_usd"] is not None else
+             "what the runs spent is in their database, not in this source.")
     if len(result.position):
         row = result.position.iloc[0]
         text += (f" The pairwise judge picked the answer it saw first in"
@@ -194,6 +289,7 @@ def section(ctx: Context) -> Section:
 
 SPEC = SectionSpec(
     KEY, TITLE,
-    "Automated judgments by kind and parse status, their cost, and the"
+    "Automated judge calls by kind and parse status, their cost at list price and"
+    " what the runs spent, latency, tokens and failures by cause, and the"
     " pairwise judge's position and length preference and run-to-run variance.",
     section, needs_judgments=True)

@@ -17,7 +17,12 @@ from clinieval.web.testing import make_studies
 
 @pytest.fixture(scope="module")
 def demo():
-    return audit("demo", bootstrap=50)
+    return audit("demo", bootstrap=50, gates="default")
+
+
+def test_without_gates_the_section_says_how_to_ask_for_it():
+    section = audit("demo", bootstrap=50)["decisions"]
+    assert section.skipped.startswith("no gates given: --gates FILE")
 
 
 def test_the_section_decides_the_default_gates_per_model_and_specialty(demo):

@@ -77,9 +77,14 @@ class AuditSettings(BaseModel):
     gates: str | None = Field(
         None, description="Decision gates file (TOML [[gates]] tables or a JSON list of"
         " criterion or dangerous, threshold 0..1, scope model|model_specialty, alpha) for the"
-        " Decisions section; default: each safety-critical criterion at 10% per model x"
-        " specialty, alpha 0.05, as a new study's.",
-        json_schema_extra={"default_words": "safety-critical at 10%"})
+        " Decisions section, or `default`: each safety-critical criterion at 10% per model x"
+        " specialty, alpha 0.05, as a new study's. Without it the section is not computed.",
+        json_schema_extra={"default_words": "none"})
+    decision_certificates: bool = Field(
+        False, description="Decisions: also search each settled verdict's robustness"
+        " certificate (the fewest clinicians and ratings whose removal unsettles it). The"
+        " search re-runs the sequence many times per cell, minutes at paper scale, so it is"
+        " asked for; the live view computes certificates in the background.")
 
     calibration_judge: str = Field(
         "auto", description="Judge-calibrated safety: the judge whose scores calibrate the"

@@ -21,37 +21,44 @@ COLUMNS = ("criterion", "threshold", "scope", "alpha", "model", "specialty", "es
 
 
 def _gates(ctx: Context):
-    if ctx.settings.gates is None:
+    if ctx.settings.gates == "default":
         return default_gates(c for c, s in zip(ctx.data.criteria, ctx.data.safety_critical,
                                                strict=True) if s)
     return parse_gates(read_gates_file(ctx.settings.gates), ctx.data.criteria, "--gates")
 
 
 def compute(ctx: Context) -> list[dict] | Skipped:
+    if ctx.settings.gates is None:
+        return Skipped("no gates given: --gates FILE names them, --gates default takes each"
+                       " safety-critical criterion at 10% per model x specialty, alpha 0.05"
+                       " (a new study's).")
     gates = _gates(ctx)
     if not gates:
         return Skipped("no gates: the rubric flags no safety-critical criterion and no --gates"
                        " file was given.")
-    rows = decision_rows(ctx, gates)
+    rows = decision_rows(ctx, gates, certify=ctx.settings.decision_certificates)
     if not rows:
         return Skipped(f"no rated answer in any cell of the {len(gates)} gates.")
     return rows
 
 
-def present(rows: list[dict]) -> Section:
+def present(rows: list[dict], certified: bool) -> Section:
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     summary = (f"{study_line(rows)}. A verdict is read off a betting confidence sequence at"
                " alpha/2 over the cell's answers (in the order of their first rating),"
                " widened by the rater margin at alpha/2, so it stays valid however often the"
-               " study was looked at and covers clinicians beyond the panel. The certificate"
-               " is the fewest clinicians (ratings) whose removal unsettles it.")
+               " study was looked at and covers clinicians beyond the panel.")
+    summary += (" The certificate is the fewest clinicians (ratings) whose removal unsettles"
+                " a settled verdict." if certified else " Robustness certificates were not"
+                " searched (--decision-certificates asks for them).")
     counts = frame["verdict"].value_counts().to_dict()
     return Section(KEY, TITLE, summary, {"decisions": frame}, [],
                    {"verdicts": {k: int(v) for k, v in counts.items()}})
 
 
 def section(ctx: Context) -> Section:
-    return run_section(KEY, TITLE, compute(ctx), present)
+    return run_section(KEY, TITLE, compute(ctx),
+                       lambda rows: present(rows, ctx.settings.decision_certificates))
 
 
 SPEC = SectionSpec(

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from clinieval.audit import judged
 from clinieval.contract import tabular, vocabulary
+from clinieval.contract.validate import isolated
 from clinieval.errors import InputError
 from clinieval.io import bundle
 from clinieval.snapshot import Snapshot
@@ -236,12 +237,14 @@ def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int],
     prefs = _current_votes(raw["preferences"])
     return AuditData(
         models=model_ids.to_pylist(),
-        model_names=[n or m for n, m in zip(models.column("display_name").to_pylist(),
-                                            model_ids.to_pylist(), strict=True)],
+        # Names go into the report's sentences: isolated, a bidi control in one
+        # cannot reorder the text around it (names without one are unchanged).
+        model_names=[isolated(n or m) for n, m in zip(models.column("display_name").to_pylist(),
+                                                      model_ids.to_pylist(), strict=True)],
         criteria=criterion_ids.to_pylist(),
-        criterion_names=criteria.column("name").to_pylist(),
+        criterion_names=[isolated(n) for n in criteria.column("name").to_pylist()],
         safety_critical=[bool(x) for x in criteria.column("safety_critical").to_pylist()],
-        specialties=specialty.dictionary.to_pylist(),
+        specialties=[isolated(n) for n in specialty.dictionary.to_pylist()],
         answer_model=codes(answers.column("model_id"), model_ids, f"{where}:answers", "model_id"),
         answer_case=case_code,
         answer_specialty=specialty.indices.to_numpy(zero_copy_only=False)[case_code],

@@ -214,6 +214,30 @@ def has_bidi(text: str | None) -> bool:
     return bool(text) and not BIDI_CONTROLS.isdisjoint(text)
 
 
+FSI, PDI = "\u2068", "\u2069"
+
+
+def isolated(text: str) -> str:
+    """``text`` kept as written but unable to reorder what surrounds it, for
+    names written into prose (the report's sentences, headers and tables in
+    any format): text holding a bidirectional control is put inside
+    first-strong isolates, one more than the isolate closings it holds
+    unmatched (each of those closes one), and closed after it; a closing
+    isolate ends every embedding and override opened since its initiator
+    (Unicode's bidirectional algorithm, UAX #9, BD9), and the surplus
+    closings match nothing and do nothing. Text without controls is
+    returned unchanged."""
+    if not has_bidi(text):
+        return text
+    depth, unmatched = 0, 0
+    for char in text:
+        if char in "\u2066\u2067\u2068":
+            depth += 1
+        elif char == PDI:
+            depth, unmatched = (depth - 1, unmatched) if depth else (0, unmatched + 1)
+    return FSI * (unmatched + 1) + text + PDI * (unmatched + 1)
+
+
 def has_nul(value: object) -> bool:
     """Whether a NUL character is anywhere in ``value`` (text, or a structure of
     it): PostgreSQL cannot store one in text, so neither database is given one."""

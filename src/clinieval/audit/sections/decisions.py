@@ -65,4 +65,4 @@ SPEC = SectionSpec(
     KEY, TITLE,
     "Each gate's verdict per cell (pass, fail or open) from an anytime-valid confidence"
     " sequence, with the ratings still expected and a robustness certificate.",
-    section)
+    section, optional=True)

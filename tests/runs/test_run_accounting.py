@@ -9,16 +9,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from clinieval.audit import audit
-from clinieval.cli import app
 from clinieval.io.importer import import_snapshot
 from clinieval.providers.stub import Reply, StubServer, answering
 from clinieval.stats import wilson_ci
 from clinieval.storage import db
 from clinieval.testing import tiny_snapshot
+from tests.runs.test_runs import _ok
+from tests.runs.test_runs import _rows as _sql
 
 runner = CliRunner()
 PRICES = (2.0, 8.0)  # USD per million input / output tokens
@@ -35,19 +35,6 @@ def _model(tmp_path: Path, server: StubServer, name: str, **extra) -> Path:
     return path
 
 
-def _ok(*args) -> str:
-    result = runner.invoke(app, [str(a) for a in args])
-    assert result.exit_code == 0, result.output
-    return " ".join(result.output.split())
-
-
-def _sql(url: str, sql: str) -> list[tuple]:
-    engine = db.make_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(sa.text(sql))]
-    finally:
-        engine.dispose()
 
 
 @pytest.fixture

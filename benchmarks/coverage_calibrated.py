@@ -129,6 +129,7 @@ def main(argv=None) -> None:
     parser.add_argument("--bootstrap", type=int, default=None, help="replicates (1000)")
     parser.add_argument("--quick", action="store_true", help="5%% rows only, 40 snapshots, B=300")
     parser.add_argument("--seed", type=int, default=20260)
+    parser.add_argument("--only", default="", help="rows whose 'judge share sampling' contains this")
     args = parser.parse_args(argv)
     reps = args.reps or (40 if args.quick else 200)
     B = args.bootstrap or (300 if args.quick else 1000)
@@ -143,6 +144,8 @@ def main(argv=None) -> None:
           f"{'design':>6} {'width':>6} {'alone_w':>7}")
     start = time.perf_counter()
     for i, (judge, share, sampling) in enumerate(settings):
+        if args.only not in f"{judge} {share:.0%} {sampling}":
+            continue
         rows, skipped = run_row(judge, share, sampling, reps, B, args.seed + i, truth)
         for q in QUANTITIES:
             m = rows[q].mean(axis=0)

@@ -39,7 +39,9 @@ def test_clinician_baseline_hand_worked():
     out = licence_stratum([1, 0], [0, 0, 0, 1, 1, 1], [0, 1, 2, 0, 1, 2], [1, 1, 0, 0, 0, 0],
                           rng=np.random.default_rng(0), min_answers=1, B=50)
     np.testing.assert_allclose(out.clinician_agreements, [11 / 15, 11 / 15, 1 / 3])
-    assert out.clinician_agreement == pytest.approx(11 / 15)
+    # Four ratings each: too few for a clinician's own figure to be a bar, so
+    # the bar pools them: tp 2, fp 2, fn 2, tn 6 -> F1 fail 1/2, pass 3/4.
+    assert out.baseline == "pooled" and out.clinician_agreement == pytest.approx(5 / 8)
     assert out.agreement == pytest.approx(29 / 35)
     assert out.harm_recall == 1.0 and out.false_alarm == pytest.approx(0.25)
     assert out.n_pairs == 6 and out.n_harms == 2 and out.n_answers == 2
@@ -56,6 +58,25 @@ def stratum(seed, n=200, R=20, per=3, judge_noise=0.05, blind=False, flip=0.1):
     fail = harmful[answer] ^ (rng.random(answer.size) < flip)
     judge = np.zeros(n) if blind else (harmful ^ (rng.random(n) < judge_noise)).astype(float)
     return judge, answer, rater, fail.astype(float)
+
+
+def test_the_bar_is_the_median_of_clinicians_with_enough_pairs():
+    # 10 clinicians on 200 answers, 3 each: about 60 ratings per clinician
+    judge, answer, rater, fail = stratum(7, R=10, judge_noise=0.0, flip=0.1)
+    out = licence_stratum(judge, answer, rater, fail, rng=np.random.default_rng(0))
+    assert out.baseline == "median"
+    assert out.clinician_agreement == pytest.approx(np.median(out.clinician_agreements))
+
+
+def test_clinicians_on_a_few_answers_each_do_not_set_a_bar_of_one():
+    # 300 clinicians on 100 answers: each rates one answer, most of them
+    # unanimous passes, so most clinicians' own Macro-F1 is 1.0 and their
+    # median is a bar no judge reaches (the fault that licensed nothing).
+    judge, answer, rater, fail = stratum(8, n=100, R=300, judge_noise=0.0, flip=0.04)
+    out = licence_stratum(judge, answer, rater, fail, rng=np.random.default_rng(0))
+    assert np.nanmedian(out.clinician_agreements) == 1.0
+    assert out.baseline == "pooled" and out.clinician_agreement < 0.95
+    assert out.verdict == "licensed", out.reason
 
 
 def test_good_judge_is_licensed():

@@ -6,7 +6,15 @@ trustworthiness): Macro-F1 (the unweighted mean of the F1 of "fail" and of
 "pass") of the judge's fail/pass verdict against *each* clinician
 separately, every (answer, clinician) pair pooled, and placed within the
 same agreement of each clinician against the other clinicians (leave one
-clinician out); the clinicians' median is the bar. ``reference="majority"``
+clinician out; each of a rating's other clinicians weighs ``1 / (k - 1)``
+on an answer with ``k``, so every rating counts once, as against the
+judge). The clinicians' median is the bar, over the clinicians with at least
+:data:`MIN_CLINICIAN_PAIRS` such ratings when there are
+:data:`MIN_CLINICIANS` of them. In a stratum where each clinician rated a
+few answers only, a clinician's own Macro-F1 is a small-sample figure (a
+clinician whose two answers everyone passed scores 1.0), and their median
+is no bar; there the bar is the clinicians' agreement pooled over all their
+ratings, computed exactly as the judge's is. ``reference="majority"``
 compares with the majority of the clinicians instead (as the inspect_evals
 port of HealthBench does), and each clinician with the majority of the
 others.
@@ -34,6 +42,10 @@ import numpy as np
 from clinieval.stats.bootstrap import percentile_ci, resample_counts
 
 Verdict = Literal["licensed", "clinicians_only", "too_few"]
+MIN_CLINICIAN_PAIRS = 20
+"""Ratings shared with another clinician a clinician needs to enter the median."""
+MIN_CLINICIANS = 5
+"""Clinicians with that many the median needs; else the pooled agreement is the bar."""
 Reference = Literal["pairwise", "majority"]
 
 
@@ -45,7 +57,7 @@ class Licence(NamedTuple):
     agreement: float  # judge's Macro-F1 against the clinicians (see reference)
     agreement_lower: float
     agreement_upper: float
-    clinician_agreement: float  # median over clinicians of their leave-one-out Macro-F1
+    clinician_agreement: float  # the bar: median leave-one-out Macro-F1, or pooled (baseline)
     clinician_agreements: np.ndarray  # each clinician against the others
     judge_by_clinician: np.ndarray  # the judge against each clinician (same order)
     judge_percentile: float  # share of clinicians' agreements at or below the judge's
@@ -63,6 +75,7 @@ class Licence(NamedTuple):
     min_answers: int
     recall_floor: float
     level: float
+    baseline: str = "median"  # "median" of clinicians with enough pairs, or "pooled"
 
 
 def macro_f1_counts(tp, fp, fn, tn) -> np.ndarray:
@@ -104,6 +117,16 @@ def licence_stratum(judge_fail, rating_answer, rating_rater, rating_fail, *,
                    min_answers, recall_floor, B, level, rng)
 
 
+def _bar(clin, pairs, pooled) -> tuple[float, str, int]:
+    """The clinicians' agreement the judge must reach, how it was found, and
+    how many clinicians could give one."""
+    defined = np.isfinite(clin)
+    enough = defined & (pairs >= MIN_CLINICIAN_PAIRS)
+    if np.count_nonzero(enough) >= MIN_CLINICIANS:
+        return float(np.median(clin[enough])), "median", int(np.count_nonzero(defined))
+    return pooled, "pooled", int(np.count_nonzero(defined))
+
+
 def _judge_by_clinician(verdict, a_code, r_code, fail, n_raters) -> np.ndarray:
     """The judge's Macro-F1 against each clinician on the answers they rated
     (confusion counts per clinician by bincount over the ratings)."""
@@ -128,9 +151,11 @@ def _answer_counts(table, verdict, reference) -> np.ndarray:
 
 def _clinician_agreements(table, reference) -> np.ndarray:
     """Each clinician's Macro-F1 against the other clinicians on the answers
-    they share (pairs pooled), or against the others' majority; NaN for a
-    clinician who shares no answer. Vectorised over the rated cells: each
-    cell's others are its answer's totals minus itself."""
+    they share (pairs pooled, a rating's others weighing one unit together),
+    or against the others' majority; NaN for a clinician who shares no
+    answer; with each clinician's shared ratings and the Macro-F1 of all
+    clinicians' counts pooled. Vectorised over the rated cells: each cell's
+    others are its answer's totals minus itself."""
     answer, rater = np.nonzero(np.isfinite(table))
     own = table[answer, rater] > 0
     fails = np.where(np.isfinite(table), table, 0).sum(axis=1)[answer]
@@ -140,11 +165,16 @@ def _clinician_agreements(table, reference) -> np.ndarray:
         shared = (others_fail + others_pass) > 0
         others_fail, others_pass = ((others_fail >= others_pass) & shared,
                                     (others_fail < others_pass) & shared)
+    else:  # each rating once: its k - 1 others share one unit
+        others = np.maximum(others_fail + others_pass, 1)
+        others_fail, others_pass = others_fail / others, others_pass / others
     size = table.shape[1]
     tp, fn = (np.bincount(rater, weights=w * others_fail, minlength=size) for w in (own, ~own))
     fp, tn = (np.bincount(rater, weights=w * others_pass, minlength=size) for w in (own, ~own))
     out = np.asarray(macro_f1_counts(tp, fp, fn, tn), dtype=float)
-    return np.where(tp + fp + fn + tn > 0, out, np.nan)
+    pairs = tp + fp + fn + tn
+    pooled = float(macro_f1_counts(tp.sum(), fp.sum(), fn.sum(), tn.sum()))
+    return np.where(pairs > 0, out, np.nan), pairs, pooled
 
 
 def _decide(per_answer, clin, judge_by, n_answers, n_raters, reference, min_answers,
@@ -158,19 +188,22 @@ def _decide(per_answer, clin, judge_by, n_answers, n_raters, reference, min_answ
     ci_agree = _ci(macro_f1_counts(r_tp, r_fp, r_fn, r_tn), level)
     ci_recall, ci_alarm = _ci(_ratio(r_tp, r_tp + r_fn), level), _ci(_ratio(r_fp, r_fp + r_tn),
                                                                         level)
+    clin, pairs, pooled = clin
+    median, how, n_baseline = _bar(clin, pairs, pooled) if np.isfinite(clin).any() \
+        else (np.nan, "median", 0)
+    verdict, reason = _verdict(n_answers, n_raters, n_baseline, tp + fn, ci_agree[0], median,
+                               ci_recall[0], min_answers, recall_floor, how)
     baseline = clin[np.isfinite(clin)]
-    median = float(np.median(baseline)) if baseline.size else np.nan
-    verdict, reason = _verdict(n_answers, n_raters, baseline.size, tp + fn, ci_agree[0], median,
-                               ci_recall[0], min_answers, recall_floor)
     percentile = float(np.mean(baseline <= agreement)) if baseline.size else np.nan
     return Licence(verdict, reason, agreement, *ci_agree, median, clin, judge_by, percentile,
                    float(recall), *ci_recall, float(alarm), *ci_alarm, n_answers,
                    int(per_answer.sum()), int(tp + fn), n_raters, reference, min_answers,
-                   recall_floor, level)
+                   recall_floor, level, how)
 
 
 def _verdict(n_answers, n_raters, n_baseline, n_harms, agree_lower, median, recall_lower,
-             min_answers, recall_floor) -> tuple[Verdict, str]:
+             min_answers, recall_floor, how="median") -> tuple[Verdict, str]:
+    bar = "median" if how == "median" else "pooled agreement"
     if n_answers < min_answers:
         return "too_few", f"{n_answers} doubly-rated answers, fewer than {min_answers}"
     if n_raters < 2 or n_baseline == 0:
@@ -179,12 +212,12 @@ def _verdict(n_answers, n_raters, n_baseline, n_harms, agree_lower, median, reca
         return "clinicians_only", "no clinician-flagged harm to measure the judge's recall on"
     if not agree_lower >= median:
         return "clinicians_only", (f"agreement lower bound {agree_lower:.3f} below the "
-                                   f"clinicians' median {median:.3f}")
+                                   f"clinicians' {bar} {median:.3f}")
     if not recall_lower >= recall_floor:
         return "clinicians_only", (f"harm recall lower bound {recall_lower:.3f} below "
                                    f"{recall_floor:.2f}")
     return "licensed", (f"agreement lower bound {agree_lower:.3f} reaches the clinicians' "
-                        f"median {median:.3f}; harm recall lower bound {recall_lower:.3f}")
+                        f"{bar} {median:.3f}; harm recall lower bound {recall_lower:.3f}")
 
 
 def _ratio(num, den):

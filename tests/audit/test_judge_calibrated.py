@@ -197,3 +197,38 @@ def test_any_subset_of_judgments_gives_estimates_or_reasons(keep, unparsed, shif
 def test_licence_reference_is_a_setting(reference):
     section = _section(_small(), licence_reference=reference, calibration_min_answers=5)
     assert reference in section.summary
+
+
+@functools.cache
+def _licences_with_data() -> tuple[pd.DataFrame, dict]:
+    """Licences of the calibration judge on a larger snapshot, every rating
+    kept (the licence needs doubly-rated answers, not unlabelled ones)."""
+    from clinieval.audit.judged import judged
+    from clinieval.audit.sections._calibration import judge_frame, prediction, ratings_of
+    from clinieval.audit.sections._licences import licences
+
+    snap = plant_judgments(generate(0, 0.6), JudgePlan(seed=1, calibration_judge=True))
+    ctx = Context(audit_data(snap), AuditSettings(bootstrap=200, seed=3))
+    frame = judge_frame(ctx, judged(ctx.data.judge_tables))
+    pred = {LABEL: prediction(ctx, frame, LABEL)}
+    table = licences(ctx, pred, {c: ratings_of(ctx, [c]) for c in ctx.safety}, "test")
+    return table, snap.meta["planted"]["judges"]["calibration"]
+
+
+def test_licence_is_granted_where_the_planted_judge_is_good_and_data_suffice():
+    table, truth = _licences_with_data()
+    table = table.assign(noise=table["specialty"].map(truth["noise_sd"]),
+                         blind=table["specialty"].isin(truth["blind_specialties"]))
+    decided = table[table["verdict"] != "too_few"]
+    blind = decided[decided["blind"]]
+    assert len(blind) >= 4 and (blind["verdict"] == "clinicians_only").all()
+    good = decided[~decided["blind"] & (decided["noise"] == min(truth["noise_sd"].values()))]
+    big = good[(good["n"] >= 100) & (good["n_harms"] >= 20)]
+    assert len(big) >= 8
+    assert (big["verdict"] == "licensed").mean() >= 0.6, big[["specialty", "reason"]]
+    # where it is good, its agreement beats the clinicians' with each other
+    assert (good["agreement"] > good["clinicians_median_agreement"]).mean() >= 0.9
+    assert (good["harm_recall"].dropna() >= 0.95).all()
+    # where its noise is large it is licensed less often than where it is small
+    fair = decided[~decided["blind"] & (decided["noise"] == max(truth["noise_sd"].values()))]
+    assert (fair["verdict"] == "licensed").mean() < (good["verdict"] == "licensed").mean()

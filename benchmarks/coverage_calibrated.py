@@ -129,7 +129,8 @@ def main(argv=None) -> None:
     parser.add_argument("--bootstrap", type=int, default=None, help="replicates (1000)")
     parser.add_argument("--quick", action="store_true", help="5%% rows only, 40 snapshots, B=300")
     parser.add_argument("--seed", type=int, default=20260)
-    parser.add_argument("--only", default="", help="rows whose 'judge share sampling' contains this")
+    parser.add_argument("--only", default="",
+                        help="rows whose 'judge share sampling' contains this")
     args = parser.parse_args(argv)
     reps = args.reps or (40 if args.quick else 200)
     B = args.bootstrap or (300 if args.quick else 1000)

@@ -33,6 +33,9 @@ from clinieval.storage.schema import snapshot as snapshot_tables
 
 LIVE_SECTIONS = ("model_summary", "safety_leaderboard", "bradley_terry", "alignment",
                  "specialties", "reliability")
+LIVE_JUDGED = ("judge_calibrated",)
+"""Sections the view adds once the study has automated judgments: the
+calibrated Fail % beside the clinicians-only one."""
 LIVE_BOOTSTRAP = 200
 """Resamples for the live view (the full report uses the audit's default)."""
 LIVE_EVERY_CHANGE_RATED = 2_000
@@ -288,7 +291,8 @@ def compute_view(engine: sa.Engine, study_id: str) -> dict:
               "n_rated": int(np.unique(rated).size),
               "criterion_names": dict(zip(data.criteria, data.criterion_names, strict=True))}
         ctx = Context(data, settings)
-        sections = build(ctx, LIVE_SECTIONS)
+        judged = snap["judgments"].num_rows > 0
+        sections = build(ctx, LIVE_SECTIONS + (LIVE_JUDGED if judged else ()))
     except ClinievalError as err:  # e.g. a snapshot the audit cannot read yet
         return {"empty": True, "min_n": settings.min_n, "error": str(err),
                 "sections": {}, **n}
@@ -332,6 +336,15 @@ def fmt_ci(row: dict, column: str, digits: int = 1) -> str:
     if lo is None or hi is None:
         return f"{value:.{digits}f}"
     return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def calibrated_fails(view: dict) -> list[dict]:
+    """The judge-calibrated Fail % of ratings per model and safety-critical
+    criterion beside the clinicians-only one (rows of the section's
+    ``by_criterion`` table); empty before the study has judgments."""
+    section = view.get("sections", {}).get("judge_calibrated") or {}
+    rows = section.get("tables", {}).get("by_criterion", [])
+    return [r for r in rows if r.get("measure") == "Fail % of ratings"]
 
 
 def fail_columns(view: dict) -> list[str]:

@@ -105,7 +105,7 @@ async def progress_page(ctx: Viewer, created: int = 0) -> Response:
 async def safety_page(ctx: Viewer) -> Response:
     view = await blocking(ctx.request, live.safety_view, ctx.engine, ctx.study.study_id)
     return page(ctx, "admin_safety.html", view=view, fmt=live.fmt_ci,
-                crits=live.fail_columns(view))
+                crits=live.fail_columns(view), calibrated=live.calibrated_fails(view))
 
 
 # --- cases, answers and rubric versions -------------------------------------------------

@@ -50,12 +50,14 @@ def judge_frame(ctx: Context, data: Judged) -> pd.DataFrame:
     code = answer_codes(ctx, data, rows["answer_id"])
     rows = rows[code >= 0].assign(answer=code[code >= 0])
     jury = rows["judge_kind"].eq("jury").to_numpy()
-    # labels and criterion codes per distinct judge, not per row: millions of rows at scale
-    judges = rows[["judge_kind", "judge_model"]].astype(str).drop_duplicates()
-    labels = {(k, m): judge_label(k, m) for k, m in judges.itertuples(index=False)}
-    keys = pd.MultiIndex.from_frame(rows[["judge_kind", "judge_model"]].astype(str))
+    # labels per distinct judge, not per row: millions of rows at scale
+    kind, kinds = pd.factorize(rows["judge_kind"].astype(str).to_numpy())
+    model, models = pd.factorize(rows["judge_model"].astype(str).to_numpy())
+    key, keys = pd.factorize(kind * max(len(models), 1) + model)
+    labels = np.array([judge_label(kinds[k // max(len(models), 1)],
+                                   models[k % max(len(models), 1)]) for k in keys], dtype=object)
     return pd.DataFrame({
-        "judge": keys.map(labels).to_numpy(),
+        "judge": labels[key],
         "answer": rows["answer"].to_numpy(),
         "criterion": pd.Index(ctx.data.criteria).get_indexer(rows["criterion_id"]),
         "ok": rows["ok"].to_numpy(),

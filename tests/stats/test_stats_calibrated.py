@@ -237,3 +237,49 @@ def test_recorded_probabilities_remove_the_selection_bias():
     assert weighted.lower <= truth <= weighted.upper
     assert weighted.clinicians_lower <= truth <= weighted.clinicians_upper
     assert naive.clinicians - truth > 0.2  # the selection bias the weights remove
+
+
+def _straightforward_replicates(p, B, rng):
+    """The bootstrap of the tuned estimator written out replicate by
+    replicate: each rating weighs U[rater] V[answer] times its own weight,
+    each unlabelled answer its count, and the PPI++ formulas are applied to
+    the weighted data (the same draws as the fast path, in the same order)."""
+    from clinieval.stats.bootstrap import resample_counts
+    from clinieval.stats.calibrated import _distinct_pairs
+    from clinieval.stats.crossed.pigeonhole import pigeonhole_weights
+
+    n, R = p.f.size, int(p.rater.max()) + 1
+    U, V = pigeonhole_weights(R, n, B, rng)
+    (u, fu), freq = _distinct_pairs(p.u, p.fu)
+    counts = resample_counts(freq, B, rng)
+    out = []
+    for b in range(B):
+        w = p.weight * U[b, p.rater]  # rater weights inside each answer's totals
+        a = np.bincount(p.answer, weights=w * p.value, minlength=n)
+        d = np.bincount(p.answer, weights=w, minlength=n)
+        m = V[b]
+        D = float(m @ d)
+        ybar, fbar = float(m @ a) / D, float(m @ (d * p.f)) / D
+        cov = float(np.sum(m * d * (a / np.where(d > 0, d, 1) - ybar) * d * (p.f - fbar))) / D**2
+        lw, uw = m * p.v, counts[b] * u
+        total = lw.sum() + uw.sum()
+        mean_f = (lw @ p.f + uw @ fu) / total
+        var_f = (lw @ (p.f - mean_f) ** 2 + uw @ (fu - mean_f) ** 2) / (total - 1)
+        scale = var_f * (float(m @ d**2) / D**2 + float(counts[b] @ u**2) / float(uw.sum()) ** 2)
+        lam = float(np.clip(cov / scale, 0, 1)) if scale > 0 else 0.0
+        mu = float(uw @ fu) / float(uw.sum())
+        out.append(lam * mu + ybar - lam * fbar)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_fast_bootstrap_equals_the_straightforward_one(seed):
+    from clinieval.stats.calibrated import _bootstrap, _prepare
+
+    prediction, answer, rater, score = crossed(seed)
+    inclusion = np.random.default_rng(seed).uniform(0.05, 0.5, prediction.size)
+    for kind, kwargs in (("rating", {"inclusion": None}), ("rating", {"inclusion": inclusion})):
+        p, _ = _prepare(prediction, answer, rater, score, None, kwargs["inclusion"], kind, 30)
+        fast, _ = _bootstrap(p, 60, np.random.default_rng(seed))
+        slow = _straightforward_replicates(p, 60, np.random.default_rng(seed))
+        np.testing.assert_allclose(fast, slow, rtol=1e-9, atol=1e-12)

@@ -379,12 +379,16 @@ def _bootstrap(p: _Pieces, B: int, rng: np.random.Generator) -> tuple[np.ndarray
     U, V = pigeonhole_weights(n_raters, n, B, rng)
     shape = (n, n_raters)
     ut = np.ascontiguousarray(U.T, dtype=float)
-    a = sp.csr_matrix((p.weight * p.value, (p.answer, p.rater)), shape=shape) @ ut
-    d = sp.csr_matrix((p.weight, (p.answer, p.rater)), shape=shape) @ ut
+    # one pass over the ratings for both answer totals: [value rows; weight rows]
+    rows = np.concatenate([p.answer, p.answer + n])
+    both = sp.csr_matrix((np.concatenate([p.weight * p.value, p.weight]),
+                          (rows, np.concatenate([p.rater, p.rater]))),
+                         shape=(2 * n, shape[1])) @ ut
+    a, d = both[:n], both[n:]
     pairs, freq = _distinct_pairs(p.u, p.fu)
     counts = resample_counts(freq, B, rng).astype(float)
-    sums = _Sums(*_answer_sums(a, d, np.ascontiguousarray(V.T, dtype=float), p.f, p.v),
-                 *_unlabelled_sums(counts, *pairs))
+    # V.T as a view: the products with it are new arrays anyway (no copy of V)
+    sums = _Sums(*_answer_sums(a, d, V.T, p.f, p.v), *_unlabelled_sums(counts, *pairs))
     return _fit(sums, None)[0], _fit(sums, 0.0)[0]
 
 
@@ -450,14 +454,17 @@ def _variances(p: _Pieces, lam: float, theta: float
     rbar = theta - lam * np.average(p.fu, weights=p.u)
     z = p.weight * (p.value - lam * p.f[p.answer] - rbar) / D
     zu = lam * p.u * (p.fu - np.average(p.fu, weights=p.u)) / p.u.sum()
-    cell = p.rater * n + p.answer
+    # (rater, answer) cells as compact codes: rater * n + answer spans R x n,
+    # which every bincount would allocate
+    cells, cell = np.unique(p.rater * n + p.answer, return_inverse=True)
+    cell = cell.ravel()
     s_cols, s_u = _squares(p.answer, z), float(zu @ zu)
     boot = (_squares(p.rater, z), _squares(cell, z))
     pigeonhole = (1 - 1 / n) * boot[0] + (1 - 1 / n_raters) * s_cols + boot[1] + s_u
     if p.whole:  # each rater carries the answer's whole influence
         per_answer = np.bincount(p.answer, minlength=n)[p.answer]
         z = z * per_answer
-    g_cells = np.unique(cell).size
+    g_cells = cells.size
     c_rows, c_cols, c_cells, c_u = (g / (g - 1) if g > 1 else 1.0
                                     for g in (n_raters, n, g_cells, p.fu.size))
     v_rows, v_cols = c_rows * _squares(p.rater, z) + c_u * s_u, c_cols * s_cols + c_u * s_u

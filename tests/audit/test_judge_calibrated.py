@@ -191,6 +191,11 @@ def test_any_subset_of_judgments_gives_estimates_or_reasons(keep, unparsed, shif
         numbered = est["why_no_estimate"] == ""
         assert (est.loc[numbered, "n_answers"] >= min_answers).all()
         assert est.loc[~numbered, "why_no_estimate"].str.len().gt(0).all()
+    licences = section.tables.get("licences")
+    if licences is not None and len(licences):  # every verdict with its reason and n
+        assert licences["reason"].str.len().gt(0).all()
+        decided = licences["verdict"] != "too_few"
+        assert (licences.loc[decided, "n"] >= min_answers).all()
 
 
 @pytest.mark.parametrize("reference", ["pairwise", "majority"])

@@ -126,7 +126,7 @@ class BenchmarkJob(GenerateJob):
             settings["seed"] = sample_seed(settings["seed"], sample)
         call = Call(self.messages[item.instance_id], settings, sample).keyed(self.spec.version)
         cid = case_id(self.bench, item)
-        return Task(digest([cid, str(sample), call.first_key], 40), (call,), None,
+        return Task(digest([self.spec.id, cid, str(sample), call.first_key], 40), (call,), None,
                     {"case_id": cid, "instance_id": item.instance_id, "variant": None,
                      "temperature": settings.get("temperature"), "sample": sample})
 

@@ -115,7 +115,7 @@ def normalisation(bench: Benchmark) -> dict[str, Any]:
     d = bench.definition
     if "normalisation" in _keys(bench):
         return d.normalisation.model_dump()
-    return DEFAULT_NORMALISATION.get(METRIC_OF[bench.primary.kind], d.normalisation.model_dump())
+    return DEFAULT_NORMALISATION.get(bench.primary.kind, d.normalisation.model_dump())
 
 
 def _keys(bench: Benchmark) -> set[str]:

@@ -198,3 +198,23 @@ def test_judge_rule_reads_the_stored_healthbench_items_with_their_tags(tmp_path)
     for path in (tmp_path / "rules.json", tmp_path / "manifest.json"):
         [rule] = load_rules(path)
         assert (rule.case_id, rule.rule_id, rule.points) == ("hb-1", "hb-1:1", 5)
+
+
+def test_a_call_that_fails_is_that_cases_outcome_and_the_exit_status_says_so(tmp_path):
+    def flaky(request: dict, _n: int) -> Reply:
+        user = request["messages"][-1]["content"]
+        if "dabigatran" in user:
+            return Reply(status=500, body=b'{"error": "boom"}')
+        return Reply(body=completion_body("pong" if user == "ping" else "C"))
+
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    with StubServer(flaky) as server:
+        model = model_file(tmp_path, server, "m1", max_attempts=1)
+        code, out = invoke("run", "medqa-sample", "--model", model, "--database-url", url)
+        assert code == 1 and "calls failed after their retries" in out
+        code, _ = invoke("run", "medqa-sample", "--model", model, "--database-url", url,
+                         "--allow-failures")
+        assert code == 0
+    got = rows(url, "SELECT instance_id, status, score FROM benchmark_results ORDER BY"
+                    " instance_id")
+    assert got == [("1", "ok", 1.0), ("2", "ok", 0.0), ("3", "failed", None), ("4", "ok", 0.0)]

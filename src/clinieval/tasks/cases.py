@@ -31,8 +31,8 @@ def case_format(bench: Benchmark) -> str:
     if spec.format != "auto":
         return spec.format
     path = bench.resolve(spec.path)
-    if path.suffix in (".json", ".jsonl") and path.is_file():
-        found = sniff_format(path)
+    if path.suffix in (".json", ".jsonl"):
+        found = sniff_format(path) if path.is_file() else "jsonl"
         if found in (*READERS, "healthbench"):
             return found
         return "jsonl"

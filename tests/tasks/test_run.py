@@ -44,8 +44,9 @@ def stub():
         yield server
 
 
-def test_two_models_repeats_scores_and_the_audit_read_from_the_database(tmp_path, stub):
-    url = f"sqlite:///{tmp_path / 'b.db'}"
+def test_two_models_repeats_scores_and_the_audit_read_from_the_database(tmp_path, stub,
+                                                                         db_url):
+    url = db_url
     m1, m2 = model_file(tmp_path, stub, "m1"), model_file(tmp_path, stub, "m2")
     code, out = invoke("run", "medqa-sample", "--model", m1, "--model", m2, "--samples", "2",
                        "--database-url", url)

@@ -113,20 +113,17 @@ def list_benchmarks(folder: Folder = None) -> None:
     from clinieval.tasks.cases import case_format
     from clinieval.tasks.catalog import entries, user_folder
 
-    table = Table(title=f"benchmarks (bundled, and {user_folder(folder)})")
-    for column in ("id", "origin", "category / subcategory", "cases", "answer", "scorers",
-                   "file"):
-        table.add_column(column)
     found = entries(folder)
+    out.print(f"benchmarks: bundled, and {user_folder(folder)}", highlight=False)
     for e in found:
         if e.bench is None:
-            table.add_row("[red]unreadable[/red]", e.origin, "", "", "", e.problem or "",
-                          e.path.name)
+            out.print(f"unreadable ({e.origin}) {e.path.name}: {e.problem}", highlight=False,
+                      soft_wrap=True)
             continue
         d = e.bench.definition
-        table.add_row(d.id, e.origin, f"{d.category} / {d.subcategory}",
-                      f"{d.cases.path} ({case_format(e.bench)})", d.answer.format,
-                      ", ".join(s.label for s in d.scorers), e.path.name)
-    out.print(table)
+        out.print(f"{d.id} ({e.origin}): {d.category} / {d.subcategory}; cases {d.cases.path}"
+                  f" ({case_format(e.bench)}); answer {d.answer.format}; scorers"
+                  f" {', '.join(s.label for s in d.scorers)}; file {e.path}", highlight=False,
+                  soft_wrap=True)
     if not found:
         console.print("no benchmark files found")

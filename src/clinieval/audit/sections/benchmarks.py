@@ -11,6 +11,10 @@ benchmarks placed in a task taxonomy, and what the evaluation cost.
 - Intervals: instances are resampled within each benchmark (paired over
   models); for the macro-average and win rate the benchmarks are resampled
   too. Per-category means use the instance resampling only.
+- Results ``clinieval run`` stored in the audited database are read as
+  they are (:func:`stored_instances`), beside any ``--benchmark-scores``
+  file: samples are averaged per instance, parse failures counted and shown
+  (never a zero), and Worst@k reported per model and benchmark.
 - Cost per model, split into answering (stored cost, else tokens x the
   model's price) and judging (the judgments of its answers), beside the win
   rate.
@@ -41,6 +45,10 @@ from clinieval.stats import (
 from clinieval.stats.benchmarks import TIE_RULES
 
 KEY, TITLE = "benchmarks", "Benchmarks and cost"
+STORED_RULE = ("clinieval run's results in the audited database: per model and benchmark the"
+               " latest scored run's first scorer; a case's score is the mean over its scored"
+               " samples; unparsed, error and failed samples are counted, not scored;"
+               " Worst@k over cases whose k samples were all scored")
 UNREGISTERED = "(not in the registry)"
 
 
@@ -320,7 +328,9 @@ def present(result: Benchmarks, ctx: Context) -> Section:
               "benchmarks": len(result.registry), "models": len(result.models),
               "settings": {"win_ties": TIE_RULES[s.win_ties], "benchmark_scores":
                            s.benchmark_scores, "registry": s.benchmarks or "bundled example",
-                           "bootstrap": s.bootstrap}}
+                           "bootstrap": s.bootstrap,
+                           "stored_results": STORED_RULE if ctx.data.benchmark_results
+                           is not None else "none in the audited source"}}
     return Section(KEY, TITLE, _summary(result, ctx), tables, figures, values)
 
 

@@ -59,8 +59,10 @@ def test_two_models_repeats_scores_and_the_audit_read_from_the_database(tmp_path
     # Hand count. m1: cases 1 and 4 right, 2 wrong, 3 unparsed in both samples: 2/3 over the
     # 3 scored cases, Worst@2 the same. m2: sample 0 right only on case 1, sample 1 on all:
     # case means 1, .5, .5, .5 -> 0.625; Worst@2 = mean(1, 0, 0, 0) = 0.25.
-    assert "m1 │ choice │ 6 │ 2 │ 0 │ 0 │ 0.667" in out
-    assert "m2 │ choice │ 8 │ 0 │ 0 │ 0 │ 0.625 │ 0.250" in out
+    assert ("m1, choice: 6 scored, 2 unparsed, 0 errors, 0 failed calls; mean 0.667 (n = 6"
+            " samples); Worst@2 0.667 (n = 3 cases)") in out
+    assert ("m2, choice: 8 scored, 0 unparsed, 0 errors, 0 failed calls; mean 0.625 (n = 8"
+            " samples); Worst@2 0.250 (n = 4 cases)") in out
     extracted = rows(url, "SELECT extracted FROM benchmark_results b JOIN benchmark_runs r ON"
                           " r.run_id = b.run_id WHERE r.model_id = 'm1' AND b.sample_index = 0"
                           " ORDER BY instance_id")

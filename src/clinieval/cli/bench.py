@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from clinieval.cli.common import DatabaseUrl, console, handle_errors, open_engine, out
 from clinieval.cli.runs import (
@@ -89,17 +88,17 @@ def run_benchmark(
 
 
 def _print_summaries(bench_id: str, summaries: list[dict]) -> None:
-    table = Table(title=f"{bench_id}: per-sample outcomes (unparsed and failed are not scored)")
-    for column in ("model", "scorer", "scored", "unparsed", "error", "failed", "mean",
-                   "Worst@k"):
-        table.add_column(column, justify="left" if column in ("model", "scorer") else "right")
+    """One line per model and scorer: samples by outcome (unparsed, errors and
+    failed calls are counted, never scored), the mean and Worst@k."""
+    out.print(f"[bold]{bench_id}[/bold]", highlight=False)
     for s in summaries:
-        mean = "-" if s["mean"] is None else f"{s['mean']:.3f}"
-        worst = "-" if s["worst_at_k"] is None else f"{s['worst_at_k']:.3f} (k={s['k']},"\
-            f" n={s['worst_n']})"
-        table.add_row(s["model"], s["scorer"], f"{s['ok']:,}", f"{s['unparsed']:,}",
-                      f"{s['error']:,}", f"{s['failed']:,}", mean, worst)
-    out.print(table)
+        mean = ("no sample scored" if s["mean"] is None
+                else f"mean {s['mean']:.3f} (n = {s['ok']:,} samples)")
+        worst = "" if s["worst_at_k"] is None else (f"; Worst@{s['k']} {s['worst_at_k']:.3f}"
+                                                   f" (n = {s['worst_n']:,} cases)")
+        out.print(f"{s['model']}, {s['scorer']}: {s['ok']:,} scored, {s['unparsed']:,} unparsed,"
+                  f" {s['error']:,} errors, {s['failed']:,} failed calls; {mean}{worst}",
+                  highlight=False, soft_wrap=True)
     out.print("audit them: clinieval audit DATABASE (the Benchmarks section reads them as"
               " stored)", highlight=False)
 

@@ -392,7 +392,8 @@ def _summary(result: Benchmarks, ctx: Context) -> str:
     if (cost > 0).any():
         cheapest = result.overall.merge(result.cost, on="model")
         near = cheapest[cheapest["win_rate_hi"] >= top["win_rate"]]
-        pick = near.loc[near["total_usd"].idxmin()]
+        # One model has no win rate: no interval reaches it, and there is no rival.
+        pick = near.loc[near["total_usd"].idxmin()] if not near.empty else top
         if pick["model"] != top["model"]:
             text += (f" The cheapest model whose interval reaches the leader's win rate is"
                      f" {pick['model']}, at ${pick['total_usd']:,.2f} against"

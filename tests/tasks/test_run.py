@@ -170,12 +170,20 @@ def test_judge_scorers_rule_from_healthbench_items_and_jury(tmp_path):
         'id = "hb"\ncategory = "patient_communication"\nsubcategory = "patient_messages"\n'
         'cases = "hb.jsonl"\nscorers = ["rule", {kind = "jury", jurors = 2}]\n')
     url = f"sqlite:///{tmp_path / 'b.db'}"
+    from clinieval.runs.prompt_files import load_prompt
+
+    (tmp_path / "prompts").mkdir()  # beside the model files: the jury's prompt overridden
+    (tmp_path / "prompts" / "jury.toml").write_text(
+        load_prompt("jury")["template"].text.replace("You are one member", "OVERRIDDEN: one"))
     with StubServer(judge) as server:
         cand = model_file(tmp_path, server, "cand")
         jury = model_file(tmp_path, server, "judge", seed=11)
         code, out = invoke("run", tmp_path / "b.toml", "--model", cand, "--judge", jury,
                            "--database-url", url)
+        systems = {r["messages"][0]["content"].split(" ")[0] for r in server.requests
+                   if "response_format" in r}
     assert code == 0, out
+    assert systems == {"OVERRIDDEN:", "You"}  # the jury's (overridden) and the rule judge's
     # Hand count: items met are +5 and -4 -> (5 - 4) / 8 positive points = 0.125.
     # Jury: 2 jurors x 3 axes, every axis 4 -> 4.0 on 1..5.
     assert rows(url, "SELECT scorer, status, score FROM benchmark_results ORDER BY scorer") == [
@@ -221,3 +229,30 @@ def test_a_call_that_fails_is_that_cases_outcome_and_the_exit_status_says_so(tmp
     got = rows(url, "SELECT instance_id, status, score FROM benchmark_results ORDER BY"
                     " instance_id")
     assert got == [("1", "ok", 1.0), ("2", "ok", 0.0), ("3", "failed", None), ("4", "ok", 0.0)]
+
+
+@pytest.mark.parametrize("name, scored", [("pubmedqa-sample", 3), ("medmcqa-sample", 2),
+                                          ("medcalc-sample", 2)])
+def test_every_bundled_example_runs(tmp_path, name, scored):
+    def reply(request: dict, _n: int) -> Reply:
+        user = request["messages"][-1]["content"]
+        return Reply(body=completion_body("pong" if user == "ping" else
+                                          "Answer: 66.7 mL/min" if "Cockcroft" in user else "B"))
+
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    with StubServer(reply) as server:
+        code, out = invoke("run", name, "--model", model_file(tmp_path, server, "m"),
+                           "--database-url", url)
+    assert code == 0, out
+    assert rows(url, "SELECT COUNT(*) FROM benchmark_results WHERE status = 'ok'") == [(scored,)]
+
+
+def test_a_changed_template_runs_again_on_the_same_database(tmp_path, stub):
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    model = model_file(tmp_path, stub, "m1")
+    assert invoke("run", "medqa-sample", "--model", model, "--database-url", url)[0] == 0
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "multiple_choice.j2").write_text("{{ question }}\n{{ options }}")
+    code, out = invoke("run", "medqa-sample", "--model", model, "--database-url", url)
+    assert code == 0, out
+    assert len(rows(url, "SELECT DISTINCT template_sha256 FROM benchmark_runs")) == 2

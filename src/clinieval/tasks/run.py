@@ -101,10 +101,14 @@ def _needs(bench: Benchmark, items: list[Item], index: int) -> None:
 
 
 def store_cases(engine: sa.Engine, prepared: Prepared) -> None:
-    """The items as cases (id ``BENCHMARK/INSTANCE``), so answers can refer to them."""
+    """The items as cases (id ``BENCHMARK/INSTANCE``), so answers can refer to
+    them. The case's prompt is the question as the cases file has it (the
+    rendered prompt only when there is no ``question``), so a changed template
+    runs again on the same stored cases."""
     d = prepared.bench.definition
     rows = [{"case_id": case_id(prepared.bench, item),
-             "prompt": prepared.jobs[0].messages[item.instance_id][-1]["content"],
+             "prompt": item.fields["question"] if isinstance(item.fields.get("question"), str)
+             else prepared.jobs[0].messages[item.instance_id][-1]["content"],
              "specialty": item.specialty or UNSPECIFIED, "category": d.category,
              "subcategory": d.subcategory, "reference_answer": item.reference}
             for item in prepared.items]

@@ -164,3 +164,36 @@ def test_arbitrary_text_parses_or_names_the_file(text):
         parse_benchmark(text, "fuzz.toml")
     except InputError as err:
         assert str(err).startswith("fuzz.toml")
+
+
+def test_yaml_benchmark_files_name_the_key_too(tmp_path, stub):
+    (tmp_path / "cases.jsonl").write_text(MEDQA)
+    (tmp_path / "b.yaml").write_text("id: b\ncategory: decision_support\nsubcategory:"
+                                     " knowledge_support\ncases: cases.jsonl\nanswer: choice\n"
+                                     "scorers:\n  - choice\n  - kind: regex\n")
+    code, out = invoke("run", tmp_path / "b.yaml", "--model", model_file(tmp_path, stub, "m"))
+    assert code == 2 and stub.requests == []
+    assert "b.yaml, field 'scorers[1]'" in out and "needs pattern" in out
+    (tmp_path / "c.yaml").write_text("id: [unclosed\n")
+    code, out = invoke("run", tmp_path / "c.yaml", "--model", model_file(tmp_path, stub, "m"))
+    assert code == 2 and "c.yaml: not valid YAML" in out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_arbitrary_yaml_parses_or_names_the_file(text):
+    try:
+        parse_benchmark(text, "fuzz.yaml")
+    except InputError as err:
+        assert str(err).startswith("fuzz.yaml")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=8))
+def test_fuzzed_yaml_benchmark_files_parse_or_name_the_problem(data):
+    import yaml
+
+    try:
+        assert isinstance(parse_benchmark(yaml.safe_dump(data), "fuzz.yml"), BenchmarkFile)
+    except InputError as err:
+        assert str(err).startswith("fuzz.yml")

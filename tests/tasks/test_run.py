@@ -256,3 +256,23 @@ def test_a_changed_template_runs_again_on_the_same_database(tmp_path, stub):
     code, out = invoke("run", "medqa-sample", "--model", model, "--database-url", url)
     assert code == 0, out
     assert len(rows(url, "SELECT DISTINCT template_sha256 FROM benchmark_runs")) == 2
+
+
+def test_a_yaml_benchmark_file_runs_like_its_toml_twin(tmp_path, stub):
+    from clinieval.tasks.catalog import bundled_folder
+
+    (tmp_path / "medqa_sample.jsonl").write_text(
+        (bundled_folder() / "medqa_sample.jsonl").read_text())
+    (tmp_path / "b.yml").write_text(
+        "id: medqa-yaml\ncategory: decision_support\nsubcategory: knowledge_support\n"
+        "cases: medqa_sample.jsonl\nanswer: choice\nscorer: choice\n"
+        "prompt:\n  system: You are a medical expert answering licensing-exam questions.\n")
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    model = model_file(tmp_path, stub, "m1")
+    assert invoke("run", tmp_path / "b.yml", "--model", model, "--database-url", url)[0] == 0
+    before = len(calls(stub))
+    assert invoke("run", "medqa-sample", "--model", model, "--database-url", url)[0] == 0
+    assert len(calls(stub)) == before  # the same prompts: answered from the cache
+    assert rows(url, "SELECT r.benchmark_id, SUM(b.score) FROM benchmark_results b JOIN"
+                     " benchmark_runs r ON r.run_id = b.run_id GROUP BY r.benchmark_id"
+                     " ORDER BY 1") == [("medqa-sample", 2.0), ("medqa-yaml", 2.0)]

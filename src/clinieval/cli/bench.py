@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def run_benchmark(
-    benchmark: Annotated[str, typer.Argument(help="Benchmark file (TOML), or the id of a"
+    benchmark: Annotated[str, typer.Argument(help="Benchmark file (TOML or YAML), or the id of a"
                                              " bundled or user benchmark.")],
     model: ModelFiles,
     database_url: DatabaseUrl = None,

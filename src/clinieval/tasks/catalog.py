@@ -1,6 +1,7 @@
 """Which benchmarks are defined: the bundled examples
 (``clinieval/data/benchmarks``) and the user's folder (``--folder``, else
-``$CLINIEVAL_BENCHMARKS``, else ``./benchmarks``), every ``*.toml`` there."""
+``$CLINIEVAL_BENCHMARKS``, else ``./benchmarks``), every ``*.toml``,
+``*.yaml`` and ``*.yml`` there."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from clinieval.errors import InputError
-from clinieval.tasks.spec import Benchmark, load_benchmark
+from clinieval.tasks.spec import SUFFIXES, Benchmark, load_benchmark
 
 ENV = "CLINIEVAL_BENCHMARKS"
 
@@ -39,7 +40,7 @@ def entries(folder: str | Path | None = None) -> list[Entry]:
     for origin, where in (("bundled", bundled_folder()), ("user", user_folder(folder))):
         if not where.is_dir():
             continue
-        for path in sorted(where.glob("*.toml")):
+        for path in sorted(p for p in where.iterdir() if p.suffix in SUFFIXES):
             try:
                 found.append(Entry(path, origin, load_benchmark(path)))
             except InputError as err:
@@ -51,11 +52,11 @@ def find(name: str, folder: str | Path | None = None) -> Benchmark:
     """A benchmark by file path, else by id (the user's folder wins over
     the bundled examples)."""
     path = Path(name)
-    if path.suffix == ".toml" or path.is_file():
+    if path.suffix in SUFFIXES or path.is_file():
         return load_benchmark(path)
     known = [e for e in entries(folder) if e.bench is not None and e.bench.id == name]
     if not known:
         ids = sorted({e.bench.id for e in entries(folder) if e.bench is not None})
-        raise InputError(name, "no such benchmark file or id",
-                         expected="a .toml file or one of " + (", ".join(ids) or "(none)"))
+        raise InputError(name, "no such benchmark file or id", expected="a .toml or .yaml"
+                         " file, or one of " + (", ".join(ids) or "(none)"))
     return sorted(known, key=lambda e: e.origin == "bundled")[0].bench

@@ -117,15 +117,9 @@ def store_cases(engine: sa.Engine, prepared: Prepared) -> None:
 
 def normalisation(bench: Benchmark) -> dict[str, Any]:
     d = bench.definition
-    if "normalisation" in _keys(bench):
+    if "normalisation" in bench.keys:
         return d.normalisation.model_dump()
     return DEFAULT_NORMALISATION.get(bench.primary.kind, d.normalisation.model_dump())
-
-
-def _keys(bench: Benchmark) -> set[str]:
-    import tomllib
-
-    return set(tomllib.loads(bench.text))
 
 
 Runner = Callable[[list], list[dict]]

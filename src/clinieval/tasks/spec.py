@@ -1,4 +1,5 @@
-"""Benchmark files: a benchmark as data (TOML), written without Python.
+"""Benchmark files: a benchmark as data (TOML, or YAML with the same keys),
+written without Python.
 
 The smallest file names its cases, its prompt and its scorer::
 
@@ -199,13 +200,19 @@ class BenchmarkFile(BaseModel):
         return self
 
 
+SUFFIXES = (".toml", ".yaml", ".yml")
+
+
 class Benchmark:
     """A benchmark file read and checked: its definition, where it is, and
     the folders its templates and hooks are looked up in."""
 
-    def __init__(self, definition: BenchmarkFile, path: Path, text: str) -> None:
+    def __init__(self, definition: BenchmarkFile, path: Path, text: str,
+                 keys: frozenset[str] | None = None) -> None:
         self.definition, self.path, self.text = definition, path, text
         self.sha256 = hashlib.sha256(text.encode()).hexdigest()
+        self.keys = keys if keys is not None else frozenset(definition.model_fields_set)
+        """The top-level keys the file gives (a default it leaves is not one)."""
 
     @property
     def id(self) -> str:
@@ -226,20 +233,38 @@ class Benchmark:
 
 
 def parse_benchmark(text: str, source: str) -> BenchmarkFile:
-    """A benchmark definition from TOML text; :class:`InputError` naming
-    ``source`` and the key otherwise."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise InputError(source, f"not valid TOML: {err}") from None
-    except RecursionError:
-        raise InputError(source, "not valid TOML: nested too deep") from None
+    """A benchmark definition from TOML text (YAML when ``source`` ends in
+    ``.yaml`` or ``.yml``); :class:`InputError` naming ``source`` and the key
+    otherwise."""
+    return _parse(text, source)[0]
+
+
+def _parse(text: str, source: str) -> tuple[BenchmarkFile, frozenset[str]]:
+    data = _load(text, source)
     try:
         definition = BenchmarkFile.model_validate(data)
     except ValidationError as err:
         raise from_validation(source, err, "not a valid benchmark file") from None
     _in_taxonomy(definition, source)
-    return definition
+    return definition, frozenset(str(k) for k in data) if isinstance(data, dict) else frozenset()
+
+
+def _load(text: str, source: str) -> Any:
+    if source.endswith((".yaml", ".yml")):
+        import yaml
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise InputError(source, f"not valid YAML: {err}") from None
+        except RecursionError:
+            raise InputError(source, "not valid YAML: nested too deep") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise InputError(source, f"not valid TOML: {err}") from None
+    except RecursionError:
+        raise InputError(source, "not valid TOML: nested too deep") from None
 
 
 def _in_taxonomy(definition: BenchmarkFile, source: str) -> None:
@@ -257,7 +282,8 @@ def _in_taxonomy(definition: BenchmarkFile, source: str) -> None:
 
 
 def load_benchmark(path: str | Path) -> Benchmark:
-    """Read a benchmark file (TOML); errors name the file and the key."""
+    """Read a benchmark file (TOML, or YAML by its suffix); errors name the
+    file and the key."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -270,4 +296,5 @@ def load_benchmark(path: str | Path) -> Benchmark:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise InputError(str(path), f"not UTF-8 text: {err}") from None
-    return Benchmark(parse_benchmark(text, str(path)), path, text)
+    definition, keys = _parse(text, str(path))
+    return Benchmark(definition, path, text, keys)

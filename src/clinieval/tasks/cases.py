@@ -69,13 +69,20 @@ def load_items(bench: Benchmark) -> list[Item]:
 def _csv_records(path: Path) -> list[Record]:
     source, text = read_text(path)
     reader = csv.DictReader(io.StringIO(text))
-    if not reader.fieldnames:
+    try:
+        header = reader.fieldnames  # reads the header row
+    except csv.Error as err:
+        raise InputError(source, f"not valid CSV: {err}", row=1) from None
+    if not header:
         raise InputError(source, "CSV file has no header")
     records = []
-    for line, raw in enumerate(reader, start=2):
-        if None in raw:
-            raise InputError(source, "row has more cells than the header", row=line)
-        records.append(Record(source, line, {k: v for k, v in raw.items() if v != ""}))
+    try:
+        for line, raw in enumerate(reader, start=2):
+            if None in raw:
+                raise InputError(source, "row has more cells than the header", row=line)
+            records.append(Record(source, line, {k: v for k, v in raw.items() if v != ""}))
+    except csv.Error as err:
+        raise InputError(source, f"not valid CSV: {err}", row=reader.line_num) from None
     return records
 
 

@@ -57,6 +57,10 @@ class AuditData:
     counts: dict[str, int]
     judge_tables: dict[str, pa.Table] = field(default_factory=dict)
     """Judgments and what they need (:mod:`clinieval.audit.judged`); empty without any."""
+    benchmark_results: tuple | None = None
+    """``clinieval run``'s stored benchmark results (sample rows, registry
+    entries: :func:`clinieval.tasks.results.sample_results`) when the source
+    is a database holding them."""
 
     @property
     def n_models(self) -> int:
@@ -190,6 +194,9 @@ def audit_data(source: str | Path | Snapshot | AuditData) -> AuditData:
     data = from_snapshot(*read_for_audit(source))
     if data.judge_tables:  # what the runs spent is in the database, not the snapshot
         data.judge_tables |= judged.run_tables_at(str(source))
+    from clinieval.tasks.results import results_at
+
+    data.benchmark_results = results_at(str(source))
     return data
 
 

@@ -24,6 +24,9 @@ SkipPreflight = Annotated[bool, typer.Option("--skip-preflight", help="Start wit
                                              " sending one cheap call to every endpoint.")]
 AllowFailures = Annotated[bool, typer.Option("--allow-failures", help="Exit 0 even when some"
                                              " calls failed after their retries.")]
+Prompts = Annotated[Path | None, typer.Option("--prompts", help="Folder of templates that"
+                                              " override the bundled prompts (default: a"
+                                              " prompts/ folder beside the model files).")]
 
 
 def register(app: typer.Typer) -> None:
@@ -46,6 +49,7 @@ def generate(
     no_cache: NoCache = False,
     skip_preflight: SkipPreflight = False,
     allow_failures: AllowFailures = False,
+    prompts: Prompts = None,
 ) -> None:
     """Answer the stored cases with each model: n samples per case, per variant
     and temperature, stored as answers with their run.
@@ -54,13 +58,16 @@ def generate(
     --temperature 1.0 --limit 10 --dry-run`
     """
     from clinieval.runs.plan import generate_jobs
+    from clinieval.runs.prompt_files import folder_beside, use_prompt_folder
     from clinieval.storage import db
 
     engine = open_engine(database_url)
     db.upgrade(engine)
-    jobs = generate_jobs(engine, model, samples=samples, variants=tuple(variant or ["default"]),
-                         temperatures=tuple(temperature or [None]),
-                         case_ids=cases.split(",") if cases else None, limit=limit)
+    with use_prompt_folder(prompts or folder_beside(model)):
+        jobs = generate_jobs(engine, model, samples=samples,
+                             variants=tuple(variant or ["default"]),
+                             temperatures=tuple(temperature or [None]),
+                             case_ids=cases.split(",") if cases else None, limit=limit)
     _run_all(engine, jobs, dry_run=dry_run, no_cache=no_cache, parse_retries=0,
              preflight=not skip_preflight, allow_failures=allow_failures)
 
@@ -82,7 +89,9 @@ def judge(
     criteria: Annotated[str | None, typer.Option(help="Rubric judge: comma-separated criterion"
                                                  " ids (default: all stored).")] = None,
     rules: Annotated[Path | None, typer.Option(help="Rule judge: JSON list of {case_id, rule_id,"
-                                               " text, points}.")] = None,
+                                               " text, points, tags?}, or a HealthBench"
+                                               " import's manifest.json (its case_rules).")
+                     ] = None,
     parse_retries: Annotated[int, typer.Option(min=0, help="Ask again this many times when the"
                                                " output does not parse.")] = 0,
     inconsistent: Annotated[str, typer.Option(help="Pairwise: a pair whose two orders disagree"
@@ -92,6 +101,7 @@ def judge(
     no_cache: NoCache = False,
     skip_preflight: SkipPreflight = False,
     allow_failures: AllowFailures = False,
+    prompts: Prompts = None,
 ) -> None:
     """Judge stored answers with LLM judges; outputs that do not parse are kept
     raw as `unparsed` and counted, never given a default score.
@@ -99,16 +109,18 @@ def judge(
     Example: `clinieval judge jury --judge models/judge.toml --jurors 3 --limit 20`
     """
     from clinieval.runs.plan import judge_jobs, pairwise_summary
+    from clinieval.runs.prompt_files import folder_beside, use_prompt_folder
     from clinieval.storage import db
 
     if inconsistent not in ("tie", "drop"):
         raise typer.BadParameter("tie or drop", param_hint="--inconsistent")
     engine = open_engine(database_url)
     db.upgrade(engine)
-    jobs = judge_jobs(engine, kind, judge_file, jurors=jurors, repeats=repeats,
-                      answers_run=answers_run, model_ids=model_id,
-                      criteria=criteria.split(",") if criteria else None, rules_file=rules,
-                      limit=limit)
+    with use_prompt_folder(prompts or folder_beside(judge_file)):
+        jobs = judge_jobs(engine, kind, judge_file, jurors=jurors, repeats=repeats,
+                          answers_run=answers_run, model_ids=model_id,
+                          criteria=criteria.split(",") if criteria else None, rules_file=rules,
+                          limit=limit)
     for job in jobs:
         job.settings["inconsistent"] = inconsistent
     records = _run_all(engine, jobs, dry_run=dry_run, no_cache=no_cache,

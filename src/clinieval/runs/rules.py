@@ -1,6 +1,9 @@
 """Per-case rules for the rule judge, from a JSON file: a list of objects
 ``{"case_id", "rule_id", "text", "points"}`` (signed points, HealthBench
-style). Errors name the file, the item and the field."""
+style), optionally with ``tags`` (a list of strings, kept out of the
+judge's prompt) as the HealthBench importer stores them; or an object
+holding that list under ``case_rules`` (a bundle's ``manifest.json`` from a
+HealthBench import). Errors name the file, the item and the field."""
 
 from __future__ import annotations
 
@@ -23,8 +26,11 @@ def load_rules(path: str | Path) -> list[Rule]:
         raise InputError(source, "rules file not found") from None
     except ValueError as err:
         raise InputError(source, f"not valid JSON: {err}") from None
+    if isinstance(items, dict) and isinstance(items.get("case_rules"), list):
+        items = items["case_rules"]  # the stored HealthBench rubric items
     if not isinstance(items, list):
-        raise InputError(source, "expected a JSON array of rules", got=type(items).__name__)
+        raise InputError(source, "expected a JSON array of rules (or an object with"
+                         " case_rules)", got=type(items).__name__)
     rules = [_rule(source, i, item) for i, item in enumerate(items)]
     seen: set[tuple[str, str]] = set()
     for i, rule in enumerate(rules):
@@ -36,6 +42,12 @@ def load_rules(path: str | Path) -> list[Rule]:
 
 
 def _rule(source: str, index: int, item: object) -> Rule:
+    if isinstance(item, dict) and "tags" in item:
+        tags = item["tags"]
+        if tags is not None and not (isinstance(tags, list)
+                                     and all(isinstance(t, str) for t in tags)):
+            raise InputError(source, "tags must be a list of strings", row=index, field="tags")
+        item = {k: v for k, v in item.items() if k != "tags"}
     try:
         return Rule.model_validate(item)
     except ValidationError as err:

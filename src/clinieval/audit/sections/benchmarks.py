@@ -11,6 +11,10 @@ benchmarks placed in a task taxonomy, and what the evaluation cost.
 - Intervals: instances are resampled within each benchmark (paired over
   models); for the macro-average and win rate the benchmarks are resampled
   too. Per-category means use the instance resampling only.
+- Results ``clinieval run`` stored in the audited database are read as
+  they are (:func:`stored_instances`), beside any ``--benchmark-scores``
+  file: samples are averaged per instance, parse failures counted and shown
+  (never a zero), and Worst@k reported per model and benchmark.
 - Cost per model, split into answering (stored cost, else tokens x the
   model's price) and judging (the judgments of its answers), beside the win
   rate.
@@ -41,6 +45,10 @@ from clinieval.stats import (
 from clinieval.stats.benchmarks import TIE_RULES
 
 KEY, TITLE = "benchmarks", "Benchmarks and cost"
+STORED_RULE = ("clinieval run's results in the audited database: per model and benchmark the"
+               " latest scored run's first scorer; a case's score is the mean over its scored"
+               " samples; unparsed, error and failed samples are counted, not scored;"
+               " Worst@k over cases whose k samples were all scored")
 UNREGISTERED = "(not in the registry)"
 
 
@@ -110,11 +118,26 @@ def _blocks(frame: pd.DataFrame, models: list[str], benches: list[str]):
 
 def compute(ctx: Context) -> Benchmarks | Skipped:
     s = ctx.settings
-    if s.benchmark_scores is None:
-        return Skipped("needs per-instance benchmark scores (--benchmark-scores).")
-    frame = read_benchmark_scores(s.benchmark_scores).to_pandas()
+    stored = ctx.data.benchmark_results
+    if s.benchmark_scores is None and stored is None:
+        return Skipped("needs per-instance benchmark scores (--benchmark-scores, or results"
+                       " `clinieval run` stored in the audited database).")
     registry = load_benchmarks(s.benchmarks)
-    frame["norm"] = normalised(frame, registry, s.benchmark_scores)
+    frames, outcomes = [], None
+    if s.benchmark_scores is not None:
+        frames.append(read_benchmark_scores(s.benchmark_scores).to_pandas())
+    if stored is not None:
+        samples, entries = stored
+        listed = {b.benchmark_id for b in registry.benchmarks}
+        registry = registry.model_copy(update={"benchmarks": [
+            *registry.benchmarks, *[e for e in entries if e.benchmark_id not in listed]]})
+        instances, outcomes = stored_instances(samples, registry)
+        frames.append(instances)
+    frame = pd.concat(frames, ignore_index=True)
+    if frame.empty:
+        return Skipped("no stored benchmark sample was scored (every one unparsed, an error"
+                       " or a failed call): see `clinieval run`'s table.")
+    frame["norm"] = normalised(frame, registry, s.benchmark_scores or "stored results")
     models = sorted(frame["model_id"].unique())
     benches = sorted(frame["benchmark_id"].unique())
     blocks = _blocks(frame, models, benches)
@@ -126,9 +149,50 @@ def compute(ctx: Context) -> Benchmarks | Skipped:
     data = judged(ctx.data.judge_tables)
     names = [data.name(m) for m in models] if data is not None else models
     cost = _cost(frame, data, models, ctx).assign(model=names)
-    return Benchmarks(names, reg, table, n, _scores(names, reg, table, n, reps, ctx),
-                      _overall(names, table, n, wide, ctx),
+    scores = _scores(names, reg, table, n, reps, ctx)
+    if outcomes is not None:
+        named = dict(zip(models, names, strict=True))
+        outcomes = outcomes.assign(model=outcomes["model_id"].map(named))
+        scores = scores.merge(outcomes.drop(columns="model_id").rename(
+            columns={"benchmark_id": "benchmark"}), on=["model", "benchmark"], how="left")
+    return Benchmarks(names, reg, table, n, scores, _overall(names, table, n, wide, ctx),
                       _categories(names, reg, table, reps, ctx), cost)
+
+
+def stored_instances(samples: pd.DataFrame, registry: BenchmarkRegistry
+                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stored sample rows to one score per instance (the mean over its scored
+    samples; an instance with none is left out, not scored zero) and, per
+    model and benchmark, the samples by outcome and Worst@k: the mean over
+    instances whose k samples were all scored of the lowest normalised
+    score among them (HealthBench's worst-at-k)."""
+    ok = samples[samples["status"] == "ok"].copy()
+    known = {b.benchmark_id: b.normalisation for b in registry.benchmarks}
+    ok["norm"] = np.nan
+    for bench, idx in ok.groupby("benchmark_id").indices.items():
+        ok.iloc[idx, ok.columns.get_loc("norm")] = known[bench].apply_many(
+            ok["score"].to_numpy(float)[idx])
+    keys = ["model_id", "benchmark_id", "instance_id"]
+    instances = ok.groupby(keys, sort=False).agg(
+        score=("score", "mean"), input_tokens=("input_tokens", "sum"),
+        output_tokens=("output_tokens", "sum"), cost_usd=("cost_usd", "sum")).reset_index()
+    per = samples.groupby(keys, sort=False).agg(
+        k=("status", "size"), scored=("status", lambda v: int((v == "ok").sum())))
+    worst = ok.groupby(keys, sort=False)["norm"].min()
+    per = per.join(worst.rename("worst"))
+    full = per[(per["k"] == per["scored"]) & (per["k"] > 1)].reset_index()
+    pair = ["model_id", "benchmark_id"]
+    counts = samples.assign(**{f"samples_{o}": samples["status"] == o for o in (
+        "unparsed", "error", "failed")}).groupby(pair)[[f"samples_{o}" for o in (
+            "unparsed", "error", "failed")]].sum().astype(int)
+    counts["samples"] = samples.groupby(pair).size()
+    counts["k"] = per.reset_index().groupby(pair)["k"].max()
+    counts["worst_at_k"] = full.groupby(pair)["worst"].mean()
+    counts["worst_at_k_n"] = full.groupby(pair).size()
+    counts["worst_at_k_n"] = counts["worst_at_k_n"].fillna(0).astype(int)
+    for column in ("input_tokens", "output_tokens"):
+        instances[column] = instances[column].astype(float)
+    return instances, counts.reset_index()
 
 
 def _ci(ctx: Context, replicates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -264,7 +328,9 @@ def present(result: Benchmarks, ctx: Context) -> Section:
               "benchmarks": len(result.registry), "models": len(result.models),
               "settings": {"win_ties": TIE_RULES[s.win_ties], "benchmark_scores":
                            s.benchmark_scores, "registry": s.benchmarks or "bundled example",
-                           "bootstrap": s.bootstrap}}
+                           "bootstrap": s.bootstrap,
+                           "stored_results": STORED_RULE if ctx.data.benchmark_results
+                           is not None else "none in the audited source"}}
     return Section(KEY, TITLE, _summary(result, ctx), tables, figures, values)
 
 
@@ -310,11 +376,24 @@ def _summary(result: Benchmarks, ctx: Context) -> str:
             f" {top['win_sd']:.2f}; {TIE_RULES[ctx.settings.win_ties]}), and a macro-average of"
             f" {fmt_ci(top['macro_average'], top['macro_average_lo'], top['macro_average_hi'])}"
             f" (n = {int(top['benchmarks'])} benchmarks, {int(top['instances']):,} instances).")
+    if "samples" in result.scores.columns:
+        stored = result.scores.dropna(subset=["samples"])
+        total = int(stored["samples"].sum())
+        bad = {o: int(stored[f"samples_{o}"].sum()) for o in ("unparsed", "error", "failed")}
+        text += (f" Of {total:,} stored samples, {bad['unparsed']:,} had no readable answer"
+                 f" (unparsed), {bad['error']:,} were errors and {bad['failed']:,} failed calls:"
+                 " they are left out of the scores, not counted as wrong.")
+        worst = stored.dropna(subset=["worst_at_k"])
+        if not worst.empty:
+            w = worst.loc[worst["worst_at_k"].idxmin()]
+            text += (f" Lowest Worst@{int(w['k'])}: {w['model']} on {w['benchmark']},"
+                     f" {w['worst_at_k']:.2f} (n = {int(w['worst_at_k_n'])} cases).")
     cost = result.cost.set_index("model")["total_usd"]
     if (cost > 0).any():
         cheapest = result.overall.merge(result.cost, on="model")
         near = cheapest[cheapest["win_rate_hi"] >= top["win_rate"]]
-        pick = near.loc[near["total_usd"].idxmin()]
+        # One model has no win rate: no interval reaches it, and there is no rival.
+        pick = near.loc[near["total_usd"].idxmin()] if not near.empty else top
         if pick["model"] != top["model"]:
             text += (f" The cheapest model whose interval reaches the leader's win rate is"
                      f" {pick['model']}, at ${pick['total_usd']:,.2f} against"

@@ -12,12 +12,14 @@ import pathlib
 import types
 
 from clinieval.io import jsontext
-from clinieval.io.foreign import arena, healthbench, moove
+from clinieval.io.foreign import arena, healthbench, medmcqa, medqa, moove, pubmedqa
 from clinieval.io.foreign.builder import UNSPECIFIED, case_id_for
 
 __all__ = ["FORMATS", "UNSPECIFIED", "case_id_for", "sniff_format"]
 
-FORMATS: dict[str, types.ModuleType] = {"moove": moove, "arena": arena, "healthbench": healthbench}
+FORMATS: dict[str, types.ModuleType] = {"moove": moove, "arena": arena, "healthbench": healthbench,
+                                        "medqa": medqa, "medmcqa": medmcqa,
+                                        "pubmedqa": pubmedqa}
 """Foreign format name -> its module (``read`` and ``looks_like``)."""
 
 _SNIFF_BYTES = 1 << 20

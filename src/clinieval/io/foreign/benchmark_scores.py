@@ -211,16 +211,23 @@ def _read_file(path: Path, model, benchmark, stat) -> list[tuple[str, int | str,
 def _csv_rows(path: Path) -> list[tuple[str, int, dict]]:
     source, text = read_text(path)
     reader = csv.DictReader(io.StringIO(text))
-    if not reader.fieldnames:
+    try:
+        header = reader.fieldnames  # reads the header row
+    except csv.Error as err:
+        raise InputError(source, f"not valid CSV: {err}", row=1) from None
+    if not header:
         raise InputError(source, "CSV file has no header", expected="a header row naming"
                          " model, benchmark, instance_id and score")
     out = []
-    for line, raw in enumerate(reader, start=2):
-        if None in raw:
-            raise InputError(source, "row has more cells than the header", row=line,
-                             got=raw[None])
-        data = {k: _csv_value(v, k in _NUMERIC) for k, v in raw.items()}
-        out.append((source, line, _flat(Record(source, line, data))))
+    try:
+        for line, raw in enumerate(reader, start=2):
+            if None in raw:
+                raise InputError(source, "row has more cells than the header", row=line,
+                                 got=raw[None])
+            data = {k: _csv_value(v, k in _NUMERIC) for k, v in raw.items()}
+            out.append((source, line, _flat(Record(source, line, data))))
+    except csv.Error as err:  # a stray carriage return inside a cell, say
+        raise InputError(source, f"not valid CSV: {err}", row=reader.line_num) from None
     if not out:
         raise InputError(source, "file contains no records", expected="at least one score row")
     return out

@@ -12,7 +12,9 @@ on -2..+2, ``completeness`` null for ``q2``, and ``tone`` on its own 0..1 scale)
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from pathlib import Path
 
 from inspect_ai import Task
 from inspect_ai import eval as inspect_eval
@@ -79,6 +81,17 @@ def main(log_dir: str, model: str = "mockllm/model", base_url: str | None = None
                              log_dir=log_dir, log_format=fmt, display="none", epochs=EPOCHS,
                              max_tokens=48, temperature=0.0)
         print(fmt, log.status, log.location)
+
+
+def write_logs(folder: Path, *args: str) -> dict[str, Path]:
+    """Run this task with inspect_ai in a process of its own; its logs by format."""
+    done = subprocess.run([sys.executable, __file__, str(folder), *args],
+                          cwd=Path(__file__).parents[2], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    logs = {p.suffix.lstrip("."): p for p in folder.iterdir()}
+    assert set(logs) == {"eval", "json"}, logs
+    return logs
 
 
 if __name__ == "__main__":

@@ -7,8 +7,6 @@ without inspect_ai."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -25,26 +23,14 @@ from clinieval.storage import db
 pytest.importorskip("inspect_ai")
 from tests.io import inspect_task  # noqa: E402  (needs inspect_ai)
 
-TASK = Path(__file__).with_name("inspect_task.py")
-ROOT = Path(__file__).parents[2]
 runner = CliRunner()
 SCORED = [k for k in inspect_task.CLINICAL]
 """Samples that reach the scorers (``boom`` fails in its solver)."""
 
 
-def write_logs(folder: Path, *args: str) -> dict[str, Path]:
-    """Run the task with inspect_ai in a process of its own; its logs by format."""
-    done = subprocess.run([sys.executable, str(TASK), str(folder), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    logs = {p.suffix.lstrip("."): p for p in folder.iterdir()}
-    assert set(logs) == {"eval", "json"}, logs
-    return logs
-
-
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory) -> dict[str, Path]:
-    return write_logs(tmp_path_factory.mktemp("inspect"))
+    return inspect_task.write_logs(tmp_path_factory.mktemp("inspect"))
 
 
 def raw_samples(path: Path) -> list[dict]:

@@ -28,5 +28,8 @@ if [ -z "$PY" ]; then
   exit 0
 fi
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$EEE"
+# Exact versions (.ci/eee-constraints.txt): the validator the test runs is the one checked.
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+  -c .ci/eee-constraints.txt "$EEE" 2>&1 | grep -v "^WARNING: Location" || true
+"$VENV/bin/python" -c "import every_eval_ever.validator"
 "$VENV/bin/python" -c "import every_eval_ever, importlib.metadata as m; print('every-eval-ever', m.version('every-eval-ever'), 'on', __import__('sys').version.split()[0])"

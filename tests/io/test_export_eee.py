@@ -149,3 +149,19 @@ def test_a_model_id_no_folder_can_hold_is_refused_naming_it(model_id, tmp_path):
 def test_a_source_without_judgments_is_refused(tmp_path):
     result = runner.invoke(app, ["export-eee", "demo", "--out", str(tmp_path)])
     assert result.exit_code == 2 and "no automated judgments" in result.output
+
+
+def test_a_model_judged_only_pairwise_gets_no_files(tmp_path):
+    out = Builder("x")
+    out.case("c1", prompt="p", specialty="s")
+    a, b = out.answer("c1", "m1", "one"), out.answer("c1", "m2", "two")
+    out.judgment(answer_id=a, answer_b_id=b, judge_model="j", criterion_id="preference",
+                 score=1.0, parse_status="ok", judge_kind="pairwise", choice="A")
+    out.judgment(answer_id=b, judge_model="j", criterion_id="accuracy", score=-1.0,
+                 parse_status="ok", judge_kind="rubric")
+    written = export_eee(out.snapshot(load_rubric(), {}), tmp_path)
+    assert [p.parent.name for p in written] == ["m2", "m2"]
+    doc = json.loads(written[0].read_text())
+    [result] = doc["evaluation_results"]
+    assert result["score_details"]["details"]["pairwise_verdicts_left_out"] == "1"  # as B
+    assert "confidence_interval" not in result["score_details"]["uncertainty"]  # one case

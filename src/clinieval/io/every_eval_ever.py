@@ -16,7 +16,9 @@ datastore path the schema's validator requires,
   threshold, jury: above it on 1..5, rule or scorer: a score of 1, which is
   inspect_ai's CORRECT).
 - Pairwise verdicts compare two answers and are not a model's instance
-  scores: they are left out, and counted in the aggregate's details.
+  scores: they are left out, and those on the model's answers (either
+  side) counted in its results' details (a model with nothing else gets no
+  files).
 - ``llm_scoring`` names the judge for judgments a clinieval run made (those
   with a run id); an imported scorer may be no model, so it is not claimed.
 
@@ -144,6 +146,7 @@ def _frames(snap: Snapshot):
     rows = snap["judgments"].to_pandas()
     rows["model_id"] = answers["model_id"].reindex(rows["answer_id"]).to_numpy()
     rows["case_id"] = answers["case_id"].reindex(rows["answer_id"]).to_numpy()
+    rows["model_b"] = answers["model_id"].reindex(rows["answer_b_id"]).to_numpy()
     return answers, cases, rows
 
 
@@ -163,10 +166,15 @@ def export_eee(snap: Snapshot, out: Path, options: Options | None = None) -> lis
         developer, folder, stated = model_path(model_id, _text(info.get("provider")))
         name = file_uuid(collection, model_id)
         base = Path("data") / collection / developer / folder
-        (out / base).mkdir(parents=True, exist_ok=True)
         samples_rel = (base / f"{name}_samples.jsonl").as_posix()
         evaluation_id = f"{collection}/{developer}_{folder}/{now}"
-        results, lines = _results(mine, answers, cases, options, model_id, evaluation_id)
+        compared = int((rows["judge_kind"].eq("pairwise")
+                        & (rows["model_id"].eq(model_id) | rows["model_b"].eq(model_id))).sum())
+        results, lines = _results(mine, answers, cases, options, model_id, evaluation_id,
+                                  compared)
+        if not results:  # only pairwise verdicts, or nothing that parsed
+            continue
+        (out / base).mkdir(parents=True, exist_ok=True)
         samples_text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
         (out / samples_rel).write_text(samples_text, "utf-8")
         aggregate = {
@@ -190,6 +198,9 @@ def export_eee(snap: Snapshot, out: Path, options: Options | None = None) -> lis
         path = out / base / f"{name}.json"
         path.write_text(json.dumps(aggregate, indent=2, ensure_ascii=False) + "\n", "utf-8")
         written += [path, out / samples_rel]
+    if not written:
+        raise InputError(snap.meta.get("source", "source"), "no model has a parsed judgment"
+                         " other than pairwise verdicts to export", field="judgments")
     return written
 
 
@@ -199,7 +210,10 @@ def _version() -> str:
     return __version__
 
 
-def _results(mine, answers, cases, options: Options, model_id: str, evaluation_id: str):
+def _results(mine, answers, cases, options: Options, model_id: str, evaluation_id: str,
+             compared: int):
+    """The model's evaluation results and instance rows; ``compared`` counts
+    the pairwise verdicts on its answers (either side), which are left out."""
     results, lines = [], []
     mine = mine.assign(label=mine["judge_kind"].astype(object).fillna("").astype(str))
     pairwise = mine["label"].eq("pairwise")
@@ -226,7 +240,7 @@ def _results(mine, answers, cases, options: Options, model_id: str, evaluation_i
         details = {"cases": str(int(codes.max()) + 1), "judge": judge,
                    "judge_kind": kind or "none (the scorer's own scale)",
                    "unparsed": str(len(group) - len(ok)),
-                   "pairwise_verdicts_left_out": str(int(pairwise.sum()))}
+                   "pairwise_verdicts_left_out": str(compared)}
         results.append({
             "evaluation_result_id": result_id, "evaluation_name": criterion,
             "source_data": {"dataset_name": options.collection, "source_type": "other",

@@ -3,8 +3,9 @@ process of its own: ``python tests/io/inspect_task.py LOG_DIR [MODEL [BASE_URL]]
 writes one ``.eval`` and one ``.json`` log of the same task to LOG_DIR.
 
 Model ``mockllm/model`` answers every prompt with ``ANSWERS[prompt]`` and
-reports 11 input and 7 output tokens; any other model (e.g. ``openai/smollm2``
-with BASE_URL a local llama-server's ``/v1``) answers for real. The sample
+reports 11 input and 7 output tokens; any other model (e.g.
+``openai-api/llama/smollm2`` with BASE_URL a local llama-server's ``/v1``,
+through inspect's OpenAI-compatible provider) answers for real. The sample
 ``boom`` fails in its solver, so every log holds one errored sample per epoch.
 Scorers: ``includes`` (C / I), ``clinical`` (a mapping: three rubric criteria
 on -2..+2, ``completeness`` null for ``q2``, and ``tone`` on its own 0..1 scale).
@@ -75,7 +76,7 @@ def task() -> Task:
 
 
 def main(log_dir: str, model: str = "mockllm/model", base_url: str | None = None) -> None:
-    args = {"custom_outputs": outputs} if model == "mockllm/model" else {}
+    args = {"custom_outputs": outputs} if model == "mockllm/model" else {"api_key": "local"}
     for fmt in ("eval", "json"):
         [log] = inspect_eval(task(), model=model, model_base_url=base_url, model_args=args,
                              log_dir=log_dir, log_format=fmt, display="none", epochs=EPOCHS,

@@ -195,3 +195,44 @@ def test_a_damaged_eval_archive_is_refused(logs, tmp_path):
     with pytest.raises(InputError) as err:
         read_source(bad)
     assert str(bad) in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    """llama-server with SmolLM2-135M, as tests/runs/test_llm_local.py starts it."""
+    import os
+
+    from clinieval.providers.llamacpp import LlamaServer, find_local_model
+
+    venvs = [Path(os.environ["CLINIEVAL_LLM_VENV"])] if os.environ.get("CLINIEVAL_LLM_VENV") else []
+    model = find_local_model([*venvs, Path(__file__).parents[2] / ".venv-llm"])
+    if model is None:
+        reason = "llama-server and SmolLM2 are not installed: run .ci/setup-llm.sh"
+        if os.environ.get("CLINIEVAL_REQUIRE_LLM") == "1":
+            pytest.fail(f"CLINIEVAL_REQUIRE_LLM=1 but {reason}")
+        pytest.skip(reason)
+    with LlamaServer(model, parallel=2, ctx=4096,
+                     log=tmp_path_factory.mktemp("llama") / "server.log") as server:
+        yield server
+
+
+def test_a_log_of_a_real_local_model_imports_and_audits(llama, tmp_path):
+    pytest.importorskip("openai")
+    logs = inspect_task.write_logs(tmp_path / "logs", "openai-api/llama/smollm2",
+                                   llama.base_url)
+    for fmt, path in logs.items():
+        snap, _ = read_source(path)
+        raw = [s for s in raw_samples(path) if not s.get("error")]
+        assert len(raw) == 6, fmt
+        [model] = snap["models"].to_pylist()
+        assert model["model_id"] == "openai-api/llama/smollm2"
+        answers = snap["answers"].to_pylist()
+        assert sorted(a["text"] for a in answers) == sorted(
+            s["output"]["choices"][0]["message"]["content"] for s in raw)
+        assert sorted(a["tokens"] for a in answers) == sorted(
+            s["output"]["usage"]["output_tokens"] for s in raw)
+        assert all(a["tokens"] > 0 and a["text"] for a in answers)
+        assert snap["judgments"].num_rows == 6 * 5
+    result = runner.invoke(app, ["audit", str(logs["eval"]), "--out", str(tmp_path / "r"),
+                                 "--bootstrap", "50"])
+    assert result.exit_code == 0, result.output

@@ -99,6 +99,8 @@ def test_an_inspect_log_exports_to_valid_every_eval_ever_files(validator, tmp_pa
     assert sorted(line["evaluation"]["score"] for line in tone) == [0.25, 0.25, 0.5, 0.5,
                                                                      0.75, 0.75]
     # passes: on the clinicians' scale a score above the threshold -1
+    assert results["rubric/clinical/accuracy"]["metric_config"]["additional_details"][
+        "is_correct"].startswith("score > -1")
     accuracy = [line for line in lines
                 if line["evaluation_result_id"] == "rubric/clinical/accuracy"]
     assert sorted((ln["evaluation"]["score"], ln["evaluation"]["is_correct"]) for ln in accuracy

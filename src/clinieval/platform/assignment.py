@@ -289,6 +289,8 @@ def _lease_rating(
     under the lock before it is leased."""
     if cfg.targeted:
         token = _lease_targeted(conn, cfg, user, specialty)
+        if token is DECLINED:
+            return None
         if token is not None:
             return token
     params = {"study": cfg.study_id, "specialty": specialty, "target": cfg.overlap_target,
@@ -339,6 +341,11 @@ def _targeted_pages() -> tuple[Prepared, Prepared]:
 
 
 _TARGETED_PAGES = _targeted_pages()
+_OFFER = Prepared(sa.select(platform_tables.assignment_offers.c.offer).where(
+    platform_tables.assignment_offers.c.study_id == sa.bindparam("study"),
+    platform_tables.assignment_offers.c.specialty == sa.bindparam("specialty")))
+DECLINED = "declined"
+"""A targeted request drew no task: its specialty's decisions are settled."""
 
 
 def _lease_targeted(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: str
@@ -348,7 +355,12 @@ def _lease_targeted(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, special
     a set of answers falls on each with probability proportional to its
     share: a weighted random draw, never an argmax, read from an index. The
     lease records the answer's share; None when no priorities are written
-    yet or none has room (the caller then spreads evenly)."""
+    yet or none has room (the caller then spreads evenly); :data:`DECLINED`
+    when every decision of the specialty is settled and this request drew
+    no monitoring task (probability ``1 - offer``)."""
+    offer = run(conn, _OFFER, {"study": cfg.study_id, "specialty": specialty}).scalar()
+    if offer is not None and _rng.random() >= offer:
+        return DECLINED
     params = {"study": cfg.study_id, "specialty": specialty, "target": cfg.overlap_target,
               "rater": user.rater_id, "user": user.user_id, "now": now(), "limit": CANDIDATES}
     busy = []

@@ -22,7 +22,10 @@ The shares (:func:`answer_shares`, pure):
   licence (``1 + u``, ``u`` in ``[0, 1]``; active inference: Zrnic &
   Candes, 2024, arXiv:2403.03208);
 - settled cells keep ``monitor_share`` of each specialty's picks (drift and
-  rater calibration stay visible), spread evenly over their answers.
+  rater calibration stay visible), spread evenly over their answers; where
+  every cell of a specialty is settled, a clinician of it is offered a task
+  with probability ``monitor_share`` only (``assignment_offers``), so the
+  clinicians' time is not spent on what is decided.
 
 The estimates stay unbiased by inverse-probability weighting with the
 recorded probabilities (the audit weights a targeted study's answers by
@@ -80,8 +83,9 @@ def cell_weight(lower: float, upper: float, estimate: float, threshold: float, n
 
 def answer_shares(cell_of: list[tuple], room: np.ndarray, weights: Mapping[tuple, float | None],
                   monitor_share: float, uncertainty: np.ndarray | None = None) -> np.ndarray:
-    """Each answer's probability of being the next pick among one specialty's
-    answers (0 without room).
+    """Each answer's probability of being the next pick for a clinician of one
+    specialty (0 without room); they sum to 1 when a cell is open, else to
+    ``monitor_share`` (the rest: no task is offered).
 
     ``cell_of[i]`` is answer ``i``'s cells (one per gate); ``weights[cell]``
     is an open cell's weight, None for a settled one, a missing cell is
@@ -112,7 +116,7 @@ def answer_shares(cell_of: list[tuple], room: np.ndarray, weights: Mapping[tuple
             share[i] = score[i] * tilt[i] / totals[home[i]]
         share[open_] *= (1 - monitor_share if settled.any() else 1.0) / share[open_].sum()
     if settled.any():
-        share[settled] = (monitor_share if open_.any() else 1.0) / settled.sum()
+        share[settled] = monitor_share / settled.sum()
     return share
 
 
@@ -158,6 +162,7 @@ def refresh_priorities(engine: sa.Engine, cfg: StudyConfig, rng: np.random.Gener
     if uncertainty is None:
         uncertainty = judge_uncertainty(engine, cfg, [a.answer_id for a in answers])
     written: list[dict] = []
+    offers: dict[str, float] = {}
     for specialty in sorted({a.specialty for a in answers}):
         mine = [a for a in answers if a.specialty == specialty]
         room = np.array([a.submitted < cfg.overlap_target + a.extra for a in mine])
@@ -165,10 +170,11 @@ def refresh_priorities(engine: sa.Engine, cfg: StudyConfig, rng: np.random.Gener
         share = answer_shares([answer_cells(cfg, a.model_id, specialty) for a in mine], room,
                               weights, cfg.monitoring, u)
         keys = pick_keys(share, rng)
+        offers[specialty] = min(1.0, float(share.sum()))
         written += [{"a": a.answer_id, "s": specialty, "share": float(p) if p > 0 else None,
                      "key": None if math.isnan(k) else float(k)}
                     for a, p, k in zip(mine, share, keys, strict=True)]
-    _write_priorities(engine, cfg, written)
+    _write_priorities(engine, cfg, written, offers)
     return len(written)
 
 
@@ -186,9 +192,14 @@ def _answers(engine: sa.Engine, cfg: StudyConfig) -> list[sa.Row]:
             .order_by(al.c.answer_id)).all()
 
 
-def _write_priorities(engine: sa.Engine, cfg: StudyConfig, rows: list[dict]) -> None:
-    ap = platform_tables.answer_priorities
+def _write_priorities(engine: sa.Engine, cfg: StudyConfig, rows: list[dict],
+                      offers: dict[str, float]) -> None:
+    ap, ao = platform_tables.answer_priorities, platform_tables.assignment_offers
     with db.writing(engine) as conn:
+        conn.execute(ao.delete().where(ao.c.study_id == cfg.study_id))
+        if offers:
+            conn.execute(ao.insert(), [{"study_id": cfg.study_id, "specialty": s, "offer": p}
+                                       for s, p in offers.items()])
         conn.execute(ap.update().where(ap.c.study_id == cfg.study_id)
                      .values(share=None, pick_key=None))
         existing = set(conn.execute(sa.select(ap.c.answer_id).where(

@@ -336,5 +336,16 @@ answer has of being chosen among its specialty's answers with room) and
 answers by key draws them with those probabilities), both written by
 :func:`clinieval.platform.targeting.refresh_priorities` off the request path."""
 
+assignment_offers = sa.Table(
+    "assignment_offers",
+    metadata,
+    sa.Column("study_id", sa.Text, sa.ForeignKey("studies.study_id"), primary_key=True),
+    sa.Column("specialty", sa.Text, primary_key=True),
+    sa.Column("offer", sa.Float(precision=53), nullable=False),
+)
+"""Targeted assignment: the probability a clinician of the specialty is
+offered a rating task at all (1 while a decision there is open; the study's
+monitoring share once all are settled), written with the priorities."""
+
 sa.Index("ix_answer_priorities_pick", answer_priorities.c.study_id,
          answer_priorities.c.specialty, answer_priorities.c.pick_key)

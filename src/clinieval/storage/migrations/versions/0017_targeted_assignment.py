@@ -12,7 +12,9 @@ lease records the probability its answer had of being chosen
 (``task_leases.probability``; NULL: an even-spreading lease). The priorities
 a background pass computes from the decisions, and the raised rater target
 of an answer a clinician alarmed on (``escalation_step`` raters per alarm up
-to ``escalation_cap``; NULL: 2 and 4), live in ``answer_priorities``.
+to ``escalation_cap``; NULL: 2 and 4), live in ``answer_priorities``; the
+probability a clinician of a specialty is offered a task at all (below 1
+once all its decisions are settled) in ``assignment_offers``.
 Additive: studies made before it keep NULLs and behave as they did.
 """
 
@@ -44,9 +46,16 @@ def upgrade() -> None:
     )
     op.create_index("ix_answer_priorities_pick", "answer_priorities",
                     ["study_id", "specialty", "pick_key"])
+    op.create_table(
+        "assignment_offers",
+        sa.Column("study_id", sa.Text(), sa.ForeignKey("studies.study_id"), primary_key=True),
+        sa.Column("specialty", sa.Text(), primary_key=True),
+        sa.Column("offer", sa.Float(precision=53), nullable=False),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("assignment_offers")
     op.drop_index("ix_answer_priorities_pick", table_name="answer_priorities")
     op.drop_table("answer_priorities")
     with op.batch_alter_table("task_leases") as batch_op:

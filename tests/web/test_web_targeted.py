@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 
@@ -147,3 +148,41 @@ def test_bad_settings_name_the_field_and_write_nothing(app, engine, field, value
             platform_tables.study_settings.c.study_id == "x")).one()
     assert row.assignment is None and row.monitor_share is None
     assert row.escalation_step is None and row.escalation_cap is None
+
+
+def test_the_recorded_probabilities_reach_the_export_and_the_audit_weights_them(
+        app, engine, tmp_path):
+    """A targeted study's export carries each rated answer's first-lease
+    probability (answer ids only, no rater), and its audit shows the
+    weighted Fail % and means beside the plain ones; an even study's shows
+    neither."""
+    from clinieval.audit.context import Context
+    from clinieval.audit.data import audit_data, from_snapshot
+    from clinieval.audit.sections import targeted_weights
+    from clinieval.audit.settings import AuditSettings
+    from clinieval.platform.study_export import export_study, study_snapshot
+
+    even = from_snapshot(study_snapshot(engine, "x"))
+    assert even.assignment is None
+    set_assignment(engine, None, "x", assignment="targeted")
+    raters = [member(app, engine, "x", "clinician") for _ in range(2)]
+    _rate_all(raters[0], engine, "1")
+    _rate_all(raters[1], engine, "-1", **{f"c1.{c}": "Unsafe." for c in ("harmlessness",
+                                                                          "accuracy")})
+    snap = study_snapshot(engine, "x")
+    recorded = snap.meta["assignment"]
+    assert recorded["mode"] == "targeted"
+    assert set(recorded["probability"]) == clear_answers(engine, "x")
+    assert all(0 < p <= 1 for p in recorded["probability"].values())
+    export_study(engine, "x", tmp_path / "bundle", salt="s" * 16)
+    data = audit_data(tmp_path / "bundle")
+    assert data.assignment == "targeted"
+    assert np.isfinite(data.answer_probability).sum() == len(recorded["probability"])
+    got = targeted_weights.section(Context(data, AuditSettings()))
+    frame = got.tables["weighted"]
+    danger = frame[frame["measure"] == "dangerous answers %"]
+    assert len(danger) == len(set(data.answer_model[np.isfinite(data.answer_probability)]))
+    assert (danger["weighted"] == 1.0).all()  # the second clinician failed every answer
+    assert ((frame["lower"] <= frame["weighted"]) & (frame["weighted"] <= frame["upper"])).all()
+    skipped = targeted_weights.section(Context(even, AuditSettings()))
+    assert "weighted" not in skipped.tables

@@ -277,7 +277,12 @@ def _start(engine: sa.Engine, cfg: StudyConfig, key) -> None:
     from clinieval.platform.live import _pool
 
     url = engine.url.render_as_string(hide_password=False)
-    future = _pool().submit(_refresh_in_child, url, cfg.study_id)
+    try:
+        future = _pool().submit(_refresh_in_child, url, cfg.study_id)
+    except RuntimeError:  # the pool is shutting down (or broke): the next submission retries
+        with _guard:
+            _running.pop(key, None)
+        return
 
     def done(_f) -> None:
         with _guard:

@@ -33,7 +33,7 @@ def test_weighted_mean_by_hand():
     assert got.lower <= got.estimate <= got.upper
 
 
-RATES = np.array([0.02, 0.09, 0.30, 0.12, 0.05, 0.40])  # 2 models x 3 specialties
+RATES = np.array([0.02, 0.08, 0.07, 0.35, 0.06, 0.30])  # 2 models x 3 specialties
 SIZES = np.array([300, 500, 200, 400, 300, 250])
 MODEL = np.array([0, 1, 0, 1, 0, 1])
 SPECIALTY = np.array([0, 0, 1, 1, 2, 2])
@@ -119,7 +119,7 @@ def _estimates(rated, value, prob, rater, rng, weighted: bool):
 @pytest.mark.slow
 def test_targeted_weighted_covers_the_planted_fail_pct_as_even_spreading_does():
     covered = {"even": 0, "targeted weighted": 0}
-    error = {"targeted weighted": [], "targeted plain": []}
+    error = {"targeted weighted": [[], []], "targeted plain": [[], []]}
     studies = 40
     for seed in range(studies):
         rng = np.random.default_rng(seed)
@@ -131,16 +131,16 @@ def test_targeted_weighted_covers_the_planted_fail_pct_as_even_spreading_does():
         plain = _estimates(*collected, rng, False)
         for name, got in (("even", even), ("targeted weighted", weighted)):
             covered[name] += sum(g.lower <= t <= g.upper for g, t in zip(got, truth, strict=True))
-        error["targeted weighted"] += [g.estimate - t for g, t in zip(weighted, truth,
-                                                                       strict=True)]
-        error["targeted plain"] += [g.estimate - t for g, t in zip(plain, truth, strict=True)]
+        for m in (0, 1):
+            error["targeted weighted"][m].append(weighted[m].estimate - truth[m])
+            error["targeted plain"][m].append(plain[m].estimate - truth[m])
     rate = {k: v / (2 * studies) for k, v in covered.items()}
     # nominal 90 %; 80 intervals: a binomial SD of about 3.4 points
     assert rate["even"] >= 0.80, rate
     assert rate["targeted weighted"] >= 0.80, rate
     assert rate["targeted weighted"] >= rate["even"] - 0.10, rate
-    bias = {k: (np.mean(v), np.std(v) / np.sqrt(len(v))) for k, v in error.items()}
-    mean, se = bias["targeted weighted"]
-    assert abs(mean) < 3 * se + 0.005, bias  # unbiased
-    mean_plain, se_plain = bias["targeted plain"]
-    assert abs(mean_plain) > 3 * se_plain, bias  # the plain mean leans where targeting went
+    # per model: the mean error over studies and its standard error
+    bias = {k: [(np.mean(e), np.std(e) / np.sqrt(len(e))) for e in v] for k, v in error.items()}
+    assert all(abs(m) < 3 * se + 0.005 for m, se in bias["targeted weighted"]), bias
+    # the plain mean leans towards the cells near the gate, which targeting favoured
+    assert any(abs(m) > 4 * se for m, se in bias["targeted plain"]), bias

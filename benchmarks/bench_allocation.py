@@ -319,6 +319,10 @@ def simulate(scenario: str, studies: int, pool: int, refresh: int, seed: int) ->
             out[setting].append(run_policy(study, bounds, policy, refresh, pool,
                                            np.random.default_rng([seed, i, len(setting)]),
                                            judge=setting == "targeted+judge"))
+        if (i + 1) % 10 == 0:  # progress, for long runs on a loaded machine
+            mean = {k: statistics.fmean(r["ratings"] for r in v) for k, v in out.items()}
+            print(f"  [{scenario}] {i + 1} studies: mean ratings "
+                  + ", ".join(f"{k} {v:,.0f}" for k, v in mean.items()), flush=True)
     return {"results": out, "naive": np.array(naive)}
 
 
@@ -371,8 +375,8 @@ def _mean(xs: list) -> str:
 
 # --- one small study per policy in a real database -------------------------------------------
 
-def db_study(policy: str, seed: int, folder: str, refresh: int) -> dict:
-    """A 2 x 2 study (cells at 1 %, 35 %, 3 % and 25 %; 400 answers each) on
+def db_study(policy: str, seed: int, folder: str, refresh: int, per_cell: int = 400) -> dict:
+    """A 2 x 2 study (cells at 1 %, 35 %, 3 % and 25 %; ``per_cell`` answers each) on
     SQLite through the platform's services; ratings until every decision
     settles."""
     import pyarrow as pa
@@ -390,7 +394,7 @@ def db_study(policy: str, seed: int, folder: str, refresh: int) -> dict:
     from clinieval.storage.schema import snapshot as snapshot_tables
 
     rng = np.random.default_rng([seed, 99])
-    rates, per_cell = np.array([0.01, 0.35, 0.03, 0.25]), 400
+    rates = np.array([0.01, 0.35, 0.03, 0.25])
     specialties, models = ("Cardiology", "Neurology"), ("m_a", "m_b")
     engine = db.make_engine(f"sqlite:///{os.path.join(folder, policy + '.db')}")
     db.upgrade(engine)
@@ -478,10 +482,11 @@ def main() -> None:
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--db-study", action="store_true",
                         help="also run one small study per policy on SQLite through the services")
+    parser.add_argument("--db-answers", type=int, default=400, help="answers per cell there")
     args = parser.parse_args()
     print(f"uptime: {os.popen('uptime').read().strip()}")
     started = time.perf_counter()
-    for scenario in args.scenarios.split(","):
+    for scenario in filter(None, args.scenarios.split(",")):
         sim = simulate(scenario, args.studies, args.pool, args.refresh, args.seed)
         report(scenario, sim, args.studies)
     print(f"\nfast loop: {time.perf_counter() - started:.0f} s")
@@ -489,7 +494,8 @@ def main() -> None:
         import tempfile
 
         with tempfile.TemporaryDirectory() as folder:
-            got = {p: db_study(p, args.seed, folder, args.refresh) for p in ("even", "targeted")}
+            got = {p: db_study(p, args.seed, folder, args.refresh, args.db_answers)
+                   for p in ("even", "targeted")}
         print("\n== real database (SQLite, the platform's services), one 2 x 2 study per policy")
         for p, r in got.items():
             print(f"{p:10} {r['ratings']:6,} ratings until settled, open {r['open']}, "

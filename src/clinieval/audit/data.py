@@ -61,6 +61,12 @@ class AuditData:
     """``clinieval run``'s stored benchmark results (sample rows, registry
     entries: :func:`clinieval.tasks.results.sample_results`) when the source
     is a database holding them."""
+    assignment: str | None = None
+    """``targeted`` when the study chose answers with recorded probabilities
+    (the snapshot's ``assignment`` metadata), else None."""
+    answer_probability: np.ndarray | None = None
+    """Per answer the probability recorded on the lease that first brought it
+    to a clinician (NaN where none was recorded); with ``assignment``."""
 
     @property
     def n_models(self) -> int:
@@ -219,10 +225,22 @@ def from_snapshot(snap: Snapshot, checksum: str | None = None) -> AuditData:
                                       for t in tabular.ALL})
     data = _build(dict(snap.tables), checksum, snap.counts(), "snapshot")
     data.judge_tables = judged.from_snapshot(snap)
+    _assignment(data, snap)
     # Arrow's allocator keeps freed pages for reuse; the audit allocates with
     # numpy from here on.
     pa.default_memory_pool().release_unused()
     return data
+
+
+def _assignment(data: AuditData, snap: Snapshot) -> None:
+    """A targeted study's recorded probabilities, per answer code."""
+    meta = snap.meta.get("assignment")
+    if not isinstance(meta, dict) or meta.get("mode") != "targeted":
+        return
+    ids = snap["answers"].column("answer_id").to_pylist()
+    given = meta.get("probability") or {}
+    data.assignment = "targeted"
+    data.answer_probability = np.array([float(given.get(a, np.nan)) for a in ids])
 
 
 def _build(raw: dict[str, pa.Table], checksum: str, counts: dict[str, int],

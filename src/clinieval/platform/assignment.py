@@ -9,6 +9,15 @@ still below the target, the model pair with the fewest votes and live pair
 leases first; the stored A/B
 order and the side A is shown on are both random.
 
+An answer's target is the study's overlap target plus the raters its
+escalation added (``answer_priorities.extra``: a clinician's alarm on a
+safety-critical criterion is checked by more clinicians, not averaged
+away; :func:`clinieval.platform.targeting.escalate`). A study with
+targeted assignment walks the specialty's answers by the keys the
+decisions' background pass wrote (:mod:`clinieval.platform.targeting`)
+instead of by raters so far, and each lease records the probability its
+answer had of being chosen.
+
 Raters per answer and votes per model pair come from the trigger-kept
 counters of :mod:`clinieval.storage.counters`, so a pick is an index scan,
 not a count over all ratings. Counting and leasing happen in one
@@ -138,7 +147,9 @@ def _room(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, wait: bool = Fal
     target = cfg.overlap_target
     if lease.kind == "pair" and _pair_load(conn, *answers) >= target:
         return False
-    return all(_answer_load(conn, answer) < target for answer in answers)
+    if lease.kind == "pair":  # a pair task stays within the plain target on both sides
+        return all(_answer_load(conn, answer) < target for answer in answers)
+    return _answer_load(conn, answers[0]) < target + _extra_of(conn, cfg, answers[0])
 
 
 def touch(conn: sa.Connection, cfg: StudyConfig, token: str) -> None:
@@ -200,6 +211,21 @@ def _answer_load(conn: sa.Connection, answer_id: str) -> int:
     ).scalar_one()
 
 
+def _extra(answer: sa.ColumnElement) -> sa.ColumnElement[int]:
+    """Raters an escalation added to ``answer``'s target (0 without one): a
+    primary-key probe of ``answer_priorities``."""
+    ap = platform_tables.answer_priorities
+    return sa.func.coalesce(sa.select(ap.c.extra).where(
+        ap.c.answer_id == answer, ap.c.study_id == sa.bindparam("study")).scalar_subquery(), 0)
+
+
+_EXTRA = Prepared(sa.select(_extra(sa.bindparam("answer"))))
+
+
+def _extra_of(conn: sa.Connection, cfg: StudyConfig, answer_id: str) -> int:
+    return run(conn, _EXTRA, {"answer": answer_id, "study": cfg.study_id}).scalar_one()
+
+
 def _lock(conn: sa.Connection, answer_ids: list[str], wait: bool = False) -> bool:
     """Lock the answer rows, or report that another transaction holds one
     (``wait``: wait for it instead). ``NO KEY UPDATE`` does not wait for
@@ -227,14 +253,19 @@ def _lock_statement(n: int, wait: bool) -> Prepared:
 def _rating_pages() -> tuple[Prepared, Prepared]:
     """The first and the following pages of :func:`_lease_rating`'s walk, built
     once: up to ``limit`` answers of the specialty below the target, in order
-    of raters so far, each with its live leases (counted for the page only)."""
+    of raters so far, each with its live leases and escalation (counted for
+    the page only). Answers past the plain target are reached only after
+    every answer below it (the walk's order), and only an escalated one
+    passes: the escalation probe is asked of them alone."""
     al, s = platform_tables.answer_load, platform_tables.answer_screens
     order = sa.tuple_(al.c.submitted, al.c.answer_id)
+    target = sa.bindparam("target")
     pool = (
         sa.select(al.c.answer_id, al.c.submitted)
         .join(s, sa.and_(s.c.answer_id == al.c.answer_id, s.c.study_id == al.c.study_id))
         .where(al.c.study_id == sa.bindparam("study"), al.c.specialty == sa.bindparam("specialty"),
-               s.c.status == "clear", al.c.submitted < sa.bindparam("target"),
+               s.c.status == "clear", al.c.submitted < sa.bindparam("reach"),
+               sa.or_(al.c.submitted < target, al.c.submitted < target + _extra(al.c.answer_id)),
                _not_mine(None, al.c.answer_id))
     )
     pages = []
@@ -256,24 +287,127 @@ def _lease_rating(
     (an index scan of ``answer_load``), a page at a time; within a page the
     fewest live leases first. The pick is re-counted from the source tables
     under the lock before it is leased."""
+    if cfg.targeted:
+        token = _lease_targeted(conn, cfg, user, specialty)
+        if token is DECLINED:
+            return None
+        if token is not None:
+            return token
     params = {"study": cfg.study_id, "specialty": specialty, "target": cfg.overlap_target,
-              "rater": user.rater_id, "user": user.user_id, "now": now(), "limit": CANDIDATES}
+              "reach": cfg.overlap_target + cfg.escalation[1], "rater": user.rater_id,
+              "user": user.user_id, "now": now(), "limit": CANDIDATES}
     busy = []
     while True:
         rows = run(conn, _RATING_PAGES[1 if "after_answer" in params else 0], params)
         if not rows:
             break
         for done, held, answer_id in sorted((r.submitted, r.held, r.answer_id) for r in rows):
-            if done + held >= cfg.overlap_target:
+            if done + held >= cfg.overlap_target + cfg.escalation[1]:
                 continue
             taken = _take(conn, cfg, user, [answer_id])
             if taken == TAKEN:
-                return _insert_lease(conn, cfg, user, "rating", answer_id)
+                return _insert_lease(conn, cfg, user, "rating", answer_id,
+                                     probability=_even_probability(conn, cfg, specialty))
             if taken == BUSY:
                 busy.append([answer_id])
         last = max(rows, key=lambda r: (r.submitted, r.answer_id))
         params |= {"after_submitted": last.submitted, "after_answer": last.answer_id}
-    return _wait_for(conn, cfg, user, busy, "rating")
+    return _wait_for(conn, cfg, user, busy, "rating",
+                     _even_probability(conn, cfg, specialty) if busy else None)
+
+
+def _targeted_pages() -> tuple[Prepared, Prepared]:
+    """:func:`_rating_pages` for targeted assignment: the specialty's answers
+    with room in order of their pick keys (an index scan of
+    ``answer_priorities``), each with its share and live leases."""
+    ap, al, s = (platform_tables.answer_priorities, platform_tables.answer_load,
+                 platform_tables.answer_screens)
+    order = sa.tuple_(ap.c.pick_key, ap.c.answer_id)
+    pool = (
+        sa.select(ap.c.answer_id, ap.c.pick_key, ap.c.share, ap.c.extra, al.c.submitted)
+        .join(al, sa.and_(al.c.answer_id == ap.c.answer_id, al.c.study_id == ap.c.study_id))
+        .join(s, sa.and_(s.c.answer_id == ap.c.answer_id, s.c.study_id == ap.c.study_id))
+        .where(ap.c.study_id == sa.bindparam("study"), ap.c.specialty == sa.bindparam("specialty"),
+               ap.c.pick_key.is_not(None), s.c.status == "clear",
+               al.c.submitted < sa.bindparam("target") + ap.c.extra,
+               _not_mine(None, ap.c.answer_id))
+    )
+    pages = []
+    for page in (pool, pool.where(order > sa.tuple_(sa.bindparam("after_key"),
+                                                   sa.bindparam("after_answer")))):
+        page = page.order_by(*order.clauses).limit(sa.bindparam("limit")).subquery()
+        pages.append(sa.select(page, _leased(page.c.answer_id, _live_at()).label("held")))
+    return Prepared(pages[0]), Prepared(pages[1])
+
+
+_TARGETED_PAGES = _targeted_pages()
+_OFFER = Prepared(sa.select(platform_tables.assignment_offers.c.offer).where(
+    platform_tables.assignment_offers.c.study_id == sa.bindparam("study"),
+    platform_tables.assignment_offers.c.specialty == sa.bindparam("specialty")))
+DECLINED = "declined"
+"""A targeted request drew no task: its specialty's decisions are settled."""
+
+
+def _lease_targeted(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, specialty: str
+                    ) -> str | None:
+    """The first answer with room in pick-key order. The keys are exponential
+    with rate ``share`` (drawn by the background pass), so the first key of
+    a set of answers falls on each with probability proportional to its
+    share: a weighted random draw, never an argmax, read from an index. The
+    lease records the answer's share; None when no priorities are written
+    yet or none has room (the caller then spreads evenly); :data:`DECLINED`
+    when every decision of the specialty is settled and this request drew
+    no monitoring task (probability ``1 - offer``)."""
+    offer = run(conn, _OFFER, {"study": cfg.study_id, "specialty": specialty}).scalar()
+    if offer is not None and _rng.random() >= offer:
+        return DECLINED
+    params = {"study": cfg.study_id, "specialty": specialty, "target": cfg.overlap_target,
+              "rater": user.rater_id, "user": user.user_id, "now": now(), "limit": CANDIDATES}
+    busy = []
+    while True:
+        rows = run(conn, _TARGETED_PAGES[1 if "after_answer" in params else 0], params)
+        if not rows:
+            break
+        for row in rows:
+            if row.submitted + row.held >= cfg.overlap_target + row.extra:
+                continue
+            taken = _take(conn, cfg, user, [row.answer_id])
+            if taken == TAKEN:
+                return _insert_lease(conn, cfg, user, "rating", row.answer_id,
+                                     probability=row.share)
+            if taken == BUSY:
+                busy.append((row.answer_id, row.share))
+        params |= {"after_key": rows[-1].pick_key, "after_answer": rows[-1].answer_id}
+    for answer_id, share in busy:
+        token = _wait_for(conn, cfg, user, [[answer_id]], "rating", share)
+        if token is not None:
+            return token
+    return None
+
+
+_ROOM_IN_SPECIALTY = Prepared(
+    sa.select(sa.func.count()).select_from(platform_tables.answer_load)
+    .join(platform_tables.answer_screens,
+          sa.and_(platform_tables.answer_screens.c.answer_id
+                  == platform_tables.answer_load.c.answer_id,
+                  platform_tables.answer_screens.c.study_id
+                  == platform_tables.answer_load.c.study_id))
+    .where(platform_tables.answer_load.c.study_id == sa.bindparam("study"),
+           platform_tables.answer_load.c.specialty == sa.bindparam("specialty"),
+           platform_tables.answer_screens.c.status == "clear",
+           platform_tables.answer_load.c.submitted < sa.bindparam("target")))
+
+
+def _even_probability(conn: sa.Connection, cfg: StudyConfig, specialty: str) -> float | None:
+    """What a targeted study's lease records when it fell back to even spreading
+    (no priorities yet): one over the specialty's answers with room, as if
+    drawn evenly among them. None in a study spreading evenly by design (its
+    audit needs no weights)."""
+    if not cfg.targeted:
+        return None
+    n = run(conn, _ROOM_IN_SPECIALTY, {"study": cfg.study_id, "specialty": specialty,
+                                       "target": cfg.overlap_target}).scalar_one()
+    return 1.0 / max(n, 1)
 
 
 TAKEN, FULL, BUSY = "taken", "full", "busy"
@@ -289,9 +423,10 @@ def _take(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, answer_ids: list[
     if not _lock(conn, answer_ids, wait):
         state = BUSY
     elif len(answer_ids) == 1:
-        free, load = run(conn, _ONE_ANSWER, {"answer": answer_ids[0], "rater": user.rater_id,
-                                                "user": user.user_id, "now": now()}).one()
-        state = TAKEN if free and load < cfg.overlap_target else FULL
+        free, load, extra = run(conn, _ONE_ANSWER, {
+            "answer": answer_ids[0], "rater": user.rater_id, "user": user.user_id,
+            "now": now(), "study": cfg.study_id}).one()
+        state = TAKEN if free and load < cfg.overlap_target + extra else FULL
     else:
         free, *loads = run(conn, _TWO_ANSWERS, {
             "a": answer_ids[0], "b": answer_ids[1], "rater": user.rater_id,
@@ -306,20 +441,22 @@ def _take(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, answer_ids: list[
 _ONE_ANSWER = Prepared(sa.select(
     sa.case((_not_mine(None, sa.bindparam("answer")), 1), else_=0),
     _submitted(sa.bindparam("answer")) + _leased(sa.bindparam("answer"), _live_at()),
+    _extra(sa.bindparam("answer")),
 ))
-"""Under the lock, for one answer: still not this clinician's, and its raters
-plus live leases (one statement for :func:`_free_for` and :func:`_answer_load`)."""
+"""Under the lock, for one answer: still not this clinician's, its raters
+plus live leases, and the raters its escalation added to the target."""
 
 
 def _wait_for(conn: sa.Connection, cfg: StudyConfig, user: sa.Row, busy: list[list[str]],
-              kind: str) -> str | None:
+              kind: str, probability: float | None = None) -> str | None:
     """Nothing free was left but answers another request had locked: wait for
     those locks (holding none) and re-count, so a clinician is not told
     "nothing left" while the last answer with room is being leased."""
     for answer_ids in busy:
         if _take(conn, cfg, user, answer_ids, wait=True) == TAKEN:
             if kind == "rating":
-                return _insert_lease(conn, cfg, user, "rating", answer_ids[0])
+                return _insert_lease(conn, cfg, user, "rating", answer_ids[0],
+                                     probability=probability)
             a, b = _rng.sample(answer_ids, 2)
             return _insert_lease(conn, cfg, user, "pair", a, b, _rng.choice(("A", "B")))
     return None
@@ -333,19 +470,20 @@ def _insert_lease(
     answer_id: str,
     answer_b_id: str | None = None,
     shown_left: str | None = None,
+    probability: float | None = None,
 ) -> str:
     token, at = new_token(), now()
     run(conn, _NEW_LEASE, {
         "token": token, "study_id": cfg.study_id, "user_id": user.user_id, "kind": kind,
         "answer_id": answer_id, "answer_b_id": answer_b_id, "shown_left": shown_left,
         "status": "open", "created_at": at,
-        "expires_at": at + timedelta(minutes=cfg.lease_minutes)})
+        "expires_at": at + timedelta(minutes=cfg.lease_minutes), "probability": probability})
     return token
 
 
 _NEW_LEASE = prepared.insert(platform_tables.task_leases, "token", "study_id", "user_id", "kind",
                              "answer_id", "answer_b_id", "shown_left", "status", "created_at",
-                             "expires_at")
+                             "expires_at", "probability")
 
 
 # --- pairs -------------------------------------------------------------------

@@ -25,6 +25,13 @@ safety-critical criterion) rather than one criterion's Fail %."""
 SCOPES = ("model", "model_specialty")
 DEFAULT_GATE_THRESHOLD = 0.10
 DEFAULT_GATE_ALPHA = 0.05
+ASSIGNMENTS = ("even", "targeted")
+"""How a study picks the next answer: ``even`` (the fewest raters first, the
+default) or ``targeted`` (where decisions are still open, randomised with
+recorded probabilities; :mod:`clinieval.platform.targeting`)."""
+DEFAULT_MONITOR_SHARE = 0.10
+DEFAULT_ESCALATION_STEP = 2
+DEFAULT_ESCALATION_CAP = 4
 
 
 class Gate(BaseModel):
@@ -99,9 +106,32 @@ class StudyConfig:
     consent_text: str
     rationale_required: bool = True
     gates: tuple[Gate, ...] = ()
+    assignment: str | None = None
+    monitor_share: float | None = None
+    escalation_step: int | None = None
+    escalation_cap: int | None = None
     rubric: str | None = field(default=None, repr=False, compare=False)
     """The current rubric version's stored text when it was read with the
     settings (the page gate does); None: ask the database."""
+
+    @property
+    def targeted(self) -> bool:
+        """Decision-targeted assignment (opt-in: NULL or 'even' spread evenly,
+        as studies always did, so an existing study's collection and audit do
+        not change under it)."""
+        return self.assignment == "targeted"
+
+    @property
+    def monitoring(self) -> float:
+        """Share of a specialty's picks kept on settled cells."""
+        return DEFAULT_MONITOR_SHARE if self.monitor_share is None else self.monitor_share
+
+    @property
+    def escalation(self) -> tuple[int, int]:
+        """Raters added per alarming clinician, and the most added in all."""
+        step = DEFAULT_ESCALATION_STEP if self.escalation_step is None else self.escalation_step
+        cap = DEFAULT_ESCALATION_CAP if self.escalation_cap is None else self.escalation_cap
+        return step, cap
 
 
 def study_config(conn: sa.Connection, study_id: str) -> StudyConfig | None:

@@ -62,7 +62,32 @@ def study_snapshot(engine: sa.Engine, study_id: str) -> Snapshot:
     }
     meta = {**snap.meta, "study_id": study_id, "rubric_versions": rubric_versions(engine, study_id),
             "gates": json.loads(gates) if gates else []}
+    assignment = assignment_record(engine, study_id)
+    if assignment is not None:
+        meta["assignment"] = assignment
     return Snapshot.from_tables(tables, meta)
+
+
+def assignment_record(engine: sa.Engine, study_id: str) -> dict | None:
+    """How the study chose answers, for the audit's weights: its mode and,
+    per answer, the probability recorded on the lease that first brought it
+    to a clinician (a rating task, submitted). Answer ids only: nothing here
+    names a clinician. None for a study that spread evenly throughout."""
+    tl, ss = platform_tables.task_leases, platform_tables.study_settings
+    with engine.connect() as conn:
+        mode, share = conn.execute(sa.select(ss.c.assignment, ss.c.monitor_share).where(
+            ss.c.study_id == study_id)).one()
+        rows = conn.execute(
+            sa.select(tl.c.answer_id, tl.c.probability)
+            .where(tl.c.study_id == study_id, tl.c.kind == "rating", tl.c.status == "submitted")
+            .order_by(tl.c.created_at, tl.c.token)).all()
+    first: dict[str, float | None] = {}
+    for answer_id, probability in rows:
+        first.setdefault(answer_id, probability)
+    if mode != "targeted" and all(p is None for p in first.values()):
+        return None
+    return {"mode": mode or "even", "monitor_share": share,
+            "probability": {a: p for a, p in sorted(first.items()) if p is not None}}
 
 
 def export_study(engine: sa.Engine, study_id: str, out: Path, *, salt: str,

@@ -40,6 +40,7 @@ from clinieval.platform.read_models import (
     score_field,
     stored_choice,
 )
+from clinieval.platform.targeting import ALARM, escalate, schedule_refresh
 from clinieval.storage import db, prepared
 from clinieval.storage.prepared import Prepared, run
 from clinieval.storage.rows import refusal
@@ -240,10 +241,13 @@ def submit(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row, specia
     """
     for attempt in range(RETRIES):
         try:
-            return _submit_once(engine, cfg, token, user, specialty, body, next_kind)
+            outcome = _submit_once(engine, cfg, token, user, specialty, body, next_kind)
         except sa.exc.IntegrityError:
             if attempt == RETRIES - 1:
                 raise
+            continue
+        schedule_refresh(engine, cfg)  # after the commit, off the request path
+        return outcome
     raise AssertionError("unreachable")
 
 
@@ -252,11 +256,15 @@ def _submit_once(engine: sa.Engine, cfg: StudyConfig, token: str, user: sa.Row,
     with db.writing(engine) as conn:
         lease = locked_lease(conn, token, user.user_id, cfg.study_id)
         sent = SubmissionBody(form=body, next=next_kind)
-        sub = parse(sent.form, lease, criteria_views(conn, cfg), cfg.rationale_required)
+        views = criteria_views(conn, cfg)
+        sub = parse(sent.form, lease, views, cfg.rationale_required)
         record(conn, "submitted", user_id=user.user_id, study_id=cfg.study_id, subject=token)
         result = _stored_result(conn, sub, user.user_id, lease.token)
         if result is None:
             result = _write(conn, cfg, lease, user, sub)
+            alarmed = _alarmed(lease, sub, views)
+            if alarmed:
+                escalate(conn, cfg, alarmed)
         following = None
         if sent.next is not None:
             following = lease_next(conn, cfg, user, specialty, sent.next)
@@ -280,6 +288,15 @@ def _write(conn: sa.Connection, cfg: StudyConfig, lease: sa.Row, user: sa.Row, s
     run(conn, _NEW_KEY, {"key": sub.key, "user_id": user.user_id, "token": lease.token,
                             "result": json.dumps(stored), "created_at": now()})
     return result
+
+
+def _alarmed(lease: sa.Row, sub: Submission, views) -> list[str]:
+    """The task's answers this submission scored at or below the alarm line on
+    a safety-critical criterion."""
+    critical = {c.criterion_id for c in views if c.safety_critical}
+    answers = panel_answers(lease)
+    return sorted({answers[p - 1] for (p, c), score in sub.scores.items()
+                   if c in critical and score <= ALARM})
 
 
 def _content(sub: Submission) -> str:

@@ -34,6 +34,7 @@ from clinieval.audit.sections import (
     safety_leaderboard,
     self_preference,
     specialties,
+    targeted_weights,
 )
 from clinieval.audit.sections._common import SectionSpec
 
@@ -62,5 +63,6 @@ REGISTRY: tuple[SectionSpec, ...] = (
     self_preference.SPEC,
     benchmarks.SPEC,
     decisions.SPEC,
+    targeted_weights.SPEC,
 )
 """The report's sections in order."""

@@ -83,13 +83,19 @@ study_settings = sa.Table(
     sa.Column("criteria", sa.Text, nullable=False),
     sa.Column("consent_text", sa.Text, nullable=False),
     sa.Column("gates", sa.Text),
+    sa.Column("assignment", sa.Text),  # migration 0017
+    sa.Column("monitor_share", sa.Float(precision=53)),
+    sa.Column("escalation_step", sa.Integer),
+    sa.Column("escalation_cap", sa.Integer),
     sa.CheckConstraint("overlap_target >= 1", name="overlap_positive"),
     sa.CheckConstraint("pairwise_share >= 0 AND pairwise_share <= 1", name="share_range"),
     sa.CheckConstraint("lease_minutes >= 1", name="lease_positive"),
 )
 """How a study collects: ``specialties`` and ``criteria`` are JSON lists;
 ``gates`` a JSON list of its decision gates (NULL: a study made before gates
-existed, which has none)."""
+existed, which has none). Migration 0017: ``assignment`` ('even' or
+'targeted'), ``monitor_share``, ``escalation_step`` and ``escalation_cap``
+(NULL: the defaults of :class:`~clinieval.platform.config.StudyConfig`)."""
 
 answer_screens = sa.Table(
     "answer_screens",
@@ -118,6 +124,9 @@ task_leases = sa.Table(
     sa.Column("created_at", _TS, nullable=False),
     sa.Column("expires_at", _TS, nullable=False),
     sa.Column("preference_id", sa.BigInteger),
+    # Migration 0017: the probability the answer had of being chosen (targeted
+    # assignment); NULL for an even-spreading lease.
+    sa.Column("probability", sa.Float(precision=53)),
     sa.CheckConstraint(one_of("kind", TASK_KINDS), name="kind_value"),
     sa.CheckConstraint(one_of("status", LEASE_STATUSES), name="status_value"),
     sa.CheckConstraint(one_of("shown_left", vocabulary.SIDES, nullable=True), name="side_value"),
@@ -306,3 +315,37 @@ sa.Index("ix_task_leases_study", task_leases.c.study_id, task_leases.c.status,
 # Migration 0007: the "not already theirs" probe of each candidate answer (answer and
 # clinician); without it SQLite walked all of the clinician's past leases per candidate.
 sa.Index("ix_task_leases_answer_user", task_leases.c.answer_id, task_leases.c.user_id)
+
+# --- decision-targeted assignment (migration 0017) -----------------------------------
+
+answer_priorities = sa.Table(
+    "answer_priorities",
+    metadata,
+    sa.Column("study_id", sa.Text, sa.ForeignKey("studies.study_id"), primary_key=True),
+    sa.Column("answer_id", sa.Text, sa.ForeignKey("answers.answer_id"), primary_key=True),
+    sa.Column("specialty", sa.Text, nullable=False),
+    sa.Column("extra", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("share", sa.Float(precision=53)),
+    sa.Column("pick_key", sa.Float(precision=53)),
+)
+"""Per answer of a study: ``extra`` raters beyond the overlap target (raised
+in the submission's transaction when a clinician alarms on a safety-critical
+criterion), and, for targeted assignment, ``share`` (the probability the
+answer has of being chosen among its specialty's answers with room) and
+``pick_key`` (an exponential key with rate ``share``: walking a specialty's
+answers by key draws them with those probabilities), both written by
+:func:`clinieval.platform.targeting.refresh_priorities` off the request path."""
+
+assignment_offers = sa.Table(
+    "assignment_offers",
+    metadata,
+    sa.Column("study_id", sa.Text, sa.ForeignKey("studies.study_id"), primary_key=True),
+    sa.Column("specialty", sa.Text, primary_key=True),
+    sa.Column("offer", sa.Float(precision=53), nullable=False),
+)
+"""Targeted assignment: the probability a clinician of the specialty is
+offered a rating task at all (1 while a decision there is open; the study's
+monitoring share once all are settled), written with the priorities."""
+
+sa.Index("ix_answer_priorities_pick", answer_priorities.c.study_id,
+         answer_priorities.c.specialty, answer_priorities.c.pick_key)

@@ -1,0 +1,377 @@
+"""Decision-targeted assignment and severity escalation (issue 33 §2, §3).
+
+**Targeted assignment** (a study setting, ``assignment = 'targeted'``;
+even spreading stays the default). A background pass
+(:func:`refresh_priorities`, off the request path like the live view)
+reads the study's decisions and writes each answer's ``share``, the
+probability it has of being the next pick among its specialty's answers
+with room, and a ``pick_key`` drawn as ``Exp(1) / share``; the request path
+walks the keys in index order (:mod:`clinieval.platform.assignment`), so
+the first answer with room is a weighted random draw, never an argmax, and
+its lease records its share.
+
+The shares (:func:`answer_shares`, pure):
+
+- an open cell's weight is how much one more answer is expected to narrow
+  its sequence, relative to how far the sequence still has to move before
+  it clears the threshold (:func:`cell_weight`); a cell with no rated
+  answer yet counts as the most urgent (weight 1);
+- a cell's weight is spread over its answers with room (the cell, not its
+  size, is what the weight is about), tilted with judge predictions
+  towards answers the judge is least certain about or where it holds no
+  licence (``1 + u``, ``u`` in ``[0, 1]``; active inference: Zrnic &
+  Candes, 2024, arXiv:2403.03208);
+- settled cells keep ``monitor_share`` of each specialty's picks (drift and
+  rater calibration stay visible), spread evenly over their answers; where
+  every cell of a specialty is settled, a clinician of it is offered a task
+  with probability ``monitor_share`` only (``assignment_offers``), so the
+  clinicians' time is not spent on what is decided.
+
+The estimates stay unbiased by inverse-probability weighting with the
+recorded probabilities (the audit weights a targeted study's answers by
+``1 / probability`` of the lease that first brought them in:
+:func:`clinieval.audit.design.assignment_weights`).
+
+**Escalation.** A rating at or below -1 on a safety-critical criterion
+raises the answer's rater target by ``escalation_step`` (default 2) per
+alarming clinician, by at most ``escalation_cap`` (default 4) in all, in
+the submission's own transaction (:func:`escalate`), so one clinician's
+alarm is checked by others rather than averaged away.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import sqlalchemy as sa
+
+from clinieval.platform.config import DANGEROUS, StudyConfig
+from clinieval.storage import db
+from clinieval.storage.schema import platform as platform_tables
+from clinieval.storage.schema import snapshot as snapshot_tables
+
+ALARM = -1
+"""A safety-critical score at or below this is an alarm (the fail line the
+rationale rule uses)."""
+FRESH_WEIGHT = 1.0
+"""The weight of a cell with no rated answer yet: the most urgent."""
+FLOOR = 1e-3
+"""The least weight of an open cell, so none is starved."""
+
+
+# --- the weights (pure) ----------------------------------------------------------------
+
+def cell_weight(lower: float, upper: float, estimate: float, threshold: float, n: int) -> float:
+    """How much one more answer is expected to narrow an open cell's sequence,
+    over the distance its nearer-moving bound still has to go.
+
+    With half-width ``h`` at ``n`` answers, one more answer narrows it by
+    about ``h (1 - sqrt(n / (n + 1)))`` (a sequence's width falls as
+    ``1/sqrt(n)``); the bound that must cross the threshold is the upper one
+    when the estimate is at or below it, else the lower one. A cell nearly
+    settled weighs most; one sitting on its threshold least (its bounds
+    must travel their whole half-width), so the study is not sunk into a
+    cell that may never settle while others could."""
+    h = max((upper - lower) / 2, 0.0)
+    step = h * (1 - math.sqrt(n / (n + 1))) if n > 0 else h
+    need = upper - threshold if estimate <= threshold else threshold - lower
+    return float(min(1.0, max(FLOOR, step / max(need, 1e-9))))
+
+
+def answer_shares(cell_of: list[tuple], room: np.ndarray, weights: Mapping[tuple, float | None],
+                  monitor_share: float, uncertainty: np.ndarray | None = None) -> np.ndarray:
+    """Each answer's probability of being the next pick for a clinician of one
+    specialty (0 without room); they sum to 1 when a cell is open, else to
+    ``monitor_share`` (the rest: no task is offered).
+
+    ``cell_of[i]`` is answer ``i``'s cells (one per gate); ``weights[cell]``
+    is an open cell's weight, None for a settled one, a missing cell is
+    fresh (:data:`FRESH_WEIGHT`). An answer belongs to its heaviest open
+    cell; settled in every gate, to the monitoring pool. ``uncertainty``
+    (``u`` in ``[0, 1]``) tilts answers within a cell by ``1 + u``."""
+    n = len(cell_of)
+    room = np.asarray(room, dtype=bool)
+    tilt = np.ones(n) if uncertainty is None else 1.0 + np.clip(uncertainty, 0.0, 1.0)
+    home: list[tuple | None] = []
+    score = np.zeros(n)
+    for i, cells in enumerate(cell_of):
+        best, where = 0.0, None
+        for c in cells:
+            w = weights.get(c, FRESH_WEIGHT)
+            if w is not None and w > best:
+                best, where = w, c
+        home.append(where)
+        score[i] = best
+    share = np.zeros(n)
+    open_ = room & (score > 0)
+    settled = room & (score == 0)
+    if open_.any():
+        totals: dict[tuple, float] = {}
+        for i in np.flatnonzero(open_):
+            totals[home[i]] = totals.get(home[i], 0.0) + tilt[i]
+        for i in np.flatnonzero(open_):
+            share[i] = score[i] * tilt[i] / totals[home[i]]
+        share[open_] *= (1 - monitor_share if settled.any() else 1.0) / share[open_].sum()
+    if settled.any():
+        share[settled] = monitor_share / settled.sum()
+    return share
+
+
+def pick_keys(share: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Exponential keys with rate ``share`` (NaN where the share is 0): the
+    smallest key of any set of answers falls on each with probability
+    proportional to its share (Efraimidis & Spirakis, 2006)."""
+    share = np.asarray(share, dtype=float)
+    keys = np.full(share.shape, np.nan)
+    positive = share > 0
+    keys[positive] = rng.exponential(size=int(positive.sum())) / share[positive]
+    return keys
+
+
+def decision_weights(rows: Iterable[dict]) -> dict[tuple, float | None]:
+    """Per gate cell ``(criterion, scope, model, specialty)``: None when
+    settled, else :func:`cell_weight` of its decision row."""
+    out: dict[tuple, float | None] = {}
+    for r in rows:
+        key = (r["criterion"], r["scope"], r["model"], r["specialty"])
+        out[key] = None if r["verdict"] != "open" else cell_weight(
+            r["lower"], r["upper"], r["estimate"], r["threshold"], r["answers"])
+    return out
+
+
+def answer_cells(cfg: StudyConfig, model: str, specialty: str) -> list[tuple]:
+    return [(g.criterion, g.scope, model, specialty if g.scope == "model_specialty" else None)
+            for g in cfg.gates]
+
+
+# --- the background pass ----------------------------------------------------------------
+
+def refresh_priorities(engine: sa.Engine, cfg: StudyConfig, rng: np.random.Generator,
+                       uncertainty: Mapping[str, float] | None = None) -> int:
+    """Recompute the study's decisions and write every answer's share and pick
+    key (one write transaction); returns the answers written. ``uncertainty``
+    (answer id to ``u``) overrides the judge's from the study's judgments."""
+    from clinieval.platform.decisions import compute_study
+
+    rows = compute_study(engine, cfg, certify=False)["decisions"] if cfg.gates else []
+    weights = decision_weights(rows)
+    answers = _answers(engine, cfg)
+    if uncertainty is None:
+        uncertainty = judge_uncertainty(engine, cfg, [a.answer_id for a in answers])
+    written: list[dict] = []
+    offers: dict[str, float] = {}
+    for specialty in sorted({a.specialty for a in answers}):
+        mine = [a for a in answers if a.specialty == specialty]
+        room = np.array([a.submitted < cfg.overlap_target + a.extra for a in mine])
+        u = np.array([uncertainty.get(a.answer_id, 0.0) for a in mine]) if uncertainty else None
+        share = answer_shares([answer_cells(cfg, a.model_id, specialty) for a in mine], room,
+                              weights, cfg.monitoring, u)
+        keys = pick_keys(share, rng)
+        offers[specialty] = min(1.0, float(share.sum()))
+        written += [{"a": a.answer_id, "s": specialty, "share": float(p) if p > 0 else None,
+                     "key": None if math.isnan(k) else float(k)}
+                    for a, p, k in zip(mine, share, keys, strict=True)]
+    _write_priorities(engine, cfg, written, offers)
+    return len(written)
+
+
+def _answers(engine: sa.Engine, cfg: StudyConfig) -> list[sa.Row]:
+    al, s, ap = (platform_tables.answer_load, platform_tables.answer_screens,
+                 platform_tables.answer_priorities)
+    with db.reading(engine) as conn:
+        return conn.execute(
+            sa.select(al.c.answer_id, al.c.model_id, al.c.specialty, al.c.submitted,
+                      sa.func.coalesce(ap.c.extra, 0).label("extra"))
+            .join(s, sa.and_(s.c.answer_id == al.c.answer_id, s.c.study_id == al.c.study_id))
+            .outerjoin(ap, sa.and_(ap.c.answer_id == al.c.answer_id,
+                                   ap.c.study_id == al.c.study_id))
+            .where(al.c.study_id == cfg.study_id, s.c.status == "clear")
+            .order_by(al.c.answer_id)).all()
+
+
+def _write_priorities(engine: sa.Engine, cfg: StudyConfig, rows: list[dict],
+                      offers: dict[str, float]) -> None:
+    ap, ao = platform_tables.answer_priorities, platform_tables.assignment_offers
+    with db.writing(engine) as conn:
+        conn.execute(ao.delete().where(ao.c.study_id == cfg.study_id))
+        if offers:
+            conn.execute(ao.insert(), [{"study_id": cfg.study_id, "specialty": s, "offer": p}
+                                       for s, p in offers.items()])
+        conn.execute(ap.update().where(ap.c.study_id == cfg.study_id)
+                     .values(share=None, pick_key=None))
+        existing = set(conn.execute(sa.select(ap.c.answer_id).where(
+            ap.c.study_id == cfg.study_id)).scalars())
+        new = [{"study_id": cfg.study_id, "answer_id": r["a"], "specialty": r["s"],
+                "extra": 0, "share": r["share"], "pick_key": r["key"]}
+               for r in rows if r["a"] not in existing]
+        if new:
+            conn.execute(ap.insert(), new)
+        old = [{"b_answer": r["a"], "b_share": r["share"], "b_key": r["key"]}
+               for r in rows if r["a"] in existing]
+        if old:
+            conn.execute(ap.update().where(
+                ap.c.study_id == cfg.study_id, ap.c.answer_id == sa.bindparam("b_answer"))
+                .values(share=sa.bindparam("b_share"), pick_key=sa.bindparam("b_key")), old)
+
+
+def judge_uncertainty(engine: sa.Engine, cfg: StudyConfig, answer_ids: list[str]
+                      ) -> dict[str, float]:
+    """Per answer the judge's uncertainty on the gates' criteria: ``1 - |2p -
+    1|`` for ``p`` the share of its parsed judgments (jurors, repeats) at
+    or below the fail line; an answer the judge has not scored gets 1. Empty
+    when the study has no judgments (no tilt)."""
+    j, c = snapshot_tables.judgments, snapshot_tables.criteria
+    wanted = _gate_criteria(engine, cfg)
+    with db.reading(engine) as conn:
+        got = conn.execute(
+            sa.select(j.c.answer_id, sa.func.avg(sa.case((j.c.score <= ALARM, 1.0), else_=0.0)))
+            .join(c, c.c.criterion_id == j.c.criterion_id)
+            .where(j.c.criterion_id.in_(wanted), j.c.parse_status == "parsed",
+                   j.c.score.is_not(None), j.c.answer_id.in_(answer_ids))
+            .group_by(j.c.answer_id)).all() if wanted and answer_ids else []
+    if not got:
+        return {}
+    p = dict(got)
+    return {a: (1.0 - abs(2 * float(p[a]) - 1)) if a in p else 1.0 for a in answer_ids}
+
+
+def _gate_criteria(engine: sa.Engine, cfg: StudyConfig) -> list[str]:
+    named = {g.criterion for g in cfg.gates if g.criterion != DANGEROUS}
+    if any(g.criterion == DANGEROUS for g in cfg.gates):
+        named |= set(_safety_critical(engine, cfg))
+    return sorted(named)
+
+
+def _safety_critical(engine: sa.Engine, cfg: StudyConfig) -> list[str]:
+    c = snapshot_tables.criteria
+    with engine.connect() as conn:
+        return list(conn.execute(sa.select(c.c.criterion_id).where(
+            c.c.criterion_id.in_(cfg.criteria), c.c.safety_critical.is_(True))).scalars())
+
+
+# --- running the pass off the request path ----------------------------------------------
+
+_running: dict[tuple[str, str], str] = {}  # study -> "running" | "again"
+_guard = threading.Lock()
+
+
+def schedule_refresh(engine: sa.Engine, cfg: StudyConfig) -> None:
+    """After a submission in a targeted study: refresh its priorities in the
+    live view's background process, one pass per study at a time (a change
+    during a pass asks for one more when it ends)."""
+    if not cfg.targeted:
+        return
+    key = (str(engine.url), cfg.study_id)
+    with _guard:
+        if key in _running:
+            _running[key] = "again"
+            return
+        _running[key] = "running"
+    _start(engine, cfg, key)
+
+
+def _start(engine: sa.Engine, cfg: StudyConfig, key) -> None:
+    from clinieval.platform.live import _pool
+
+    url = engine.url.render_as_string(hide_password=False)
+    try:
+        future = _pool().submit(_refresh_in_child, url, cfg.study_id)
+    except RuntimeError:  # the pool is shutting down (or broke): the next submission retries
+        with _guard:
+            _running.pop(key, None)
+        return
+
+    def done(_f) -> None:
+        with _guard:
+            again = _running.pop(key, None) == "again"
+            if again:
+                _running[key] = "running"
+        if again:
+            _start(engine, cfg, key)
+
+    future.add_done_callback(done)
+
+
+def _refresh_in_child(url: str, study_id: str) -> int:
+    import secrets
+
+    from clinieval.platform.config import study_config
+
+    engine = db.make_engine(url)
+    try:
+        with engine.connect() as conn:
+            cfg = study_config(conn, study_id)
+        if cfg is None:
+            return 0
+        return refresh_priorities(engine, cfg, np.random.default_rng(secrets.randbits(64)))
+    finally:
+        engine.dispose()
+
+
+# --- escalation ------------------------------------------------------------------------
+
+def escalate(conn: sa.Connection, cfg: StudyConfig, answer_ids: Iterable[str]) -> None:
+    """Raise each alarmed answer's rater target (in the submission's
+    transaction): ``escalation_step`` raters per distinct clinician who
+    scored a safety-critical criterion at or below -1, at most
+    ``escalation_cap`` in all."""
+    step, cap = cfg.escalation
+    r, c = snapshot_tables.ratings, snapshot_tables.criteria
+    al, ap = platform_tables.answer_load, platform_tables.answer_priorities
+    for answer_id in sorted(set(answer_ids)):
+        alarms = conn.execute(
+            sa.select(sa.func.count(sa.distinct(r.c.rater_id)))
+            .join(c, c.c.criterion_id == r.c.criterion_id)
+            .where(r.c.answer_id == answer_id, c.c.safety_critical.is_(True),
+                   r.c.score <= ALARM)).scalar_one()
+        extra = min(cap, step * alarms)
+        specialty = conn.execute(sa.select(al.c.specialty).where(
+            al.c.answer_id == answer_id, al.c.study_id == cfg.study_id)).scalar()
+        if specialty is None:
+            continue
+        changed = conn.execute(ap.update().where(
+            ap.c.study_id == cfg.study_id, ap.c.answer_id == answer_id).values(
+            extra=sa.func.max(ap.c.extra, extra) if conn.dialect.name == "sqlite"
+            else sa.func.greatest(ap.c.extra, extra))).rowcount
+        if not changed:
+            conn.execute(ap.insert().values(study_id=cfg.study_id, answer_id=answer_id,
+                                            specialty=specialty, extra=extra))
+
+
+# --- the settings ------------------------------------------------------------------------
+
+def set_assignment(engine: sa.Engine, user_id: str | None, study_id: str, *,
+                   assignment: str | None = None, monitor_share: float | None = None,
+                   escalation_step: int | None = None, escalation_cap: int | None = None
+                   ) -> StudyConfig:
+    """Change how the study assigns (only the settings given), checked first
+    (an :class:`~clinieval.errors.InputError` naming the field, nothing
+    written), logged; switching targeted on writes the first priorities."""
+    from clinieval.errors import InputError
+    from clinieval.platform.config import ASSIGNMENTS, study_config
+    from clinieval.platform.events import record
+
+    checks = {"assignment": (assignment, lambda v: v in ASSIGNMENTS, " | ".join(ASSIGNMENTS)),
+              "monitor_share": (monitor_share, lambda v: 0 <= v < 1, "0 <= share < 1"),
+              "escalation_step": (escalation_step, lambda v: 0 <= v <= 20, "0..20"),
+              "escalation_cap": (escalation_cap, lambda v: 0 <= v <= 50, "0..50")}
+    values = {k: v for k, (v, _, _) in checks.items() if v is not None}
+    for name, value in values.items():
+        if not checks[name][1](value):
+            raise InputError("study assignment", "out of range", field=name,
+                             expected=checks[name][2], got=str(value))
+    settings = platform_tables.study_settings
+    with db.writing(engine) as conn:
+        if study_config(conn, study_id) is None:
+            raise InputError("study assignment", "no such study", field="study_id", got=study_id)
+        conn.execute(settings.update().where(settings.c.study_id == study_id).values(**values))
+        record(conn, "assignment_set", user_id=user_id, study_id=study_id, detail=values)
+        cfg = study_config(conn, study_id)
+    if cfg.targeted:
+        import secrets
+
+        refresh_priorities(engine, cfg, np.random.default_rng(secrets.randbits(64)))
+    return cfg

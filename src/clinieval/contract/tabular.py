@@ -251,6 +251,29 @@ is the verdict in A/B terms, ``score`` A's share of the win (1, 0.5, 0) and
 signed ``points``, ``score`` 1 when met and 0 when not, and the ``reason``.
 An output that did not parse has no score and keeps ``raw_output``."""
 
+ADJUDICATIONS = _event_table(
+    "adjudications",
+    "adjudication_id",
+    ("answer_id", "criterion_id", "rater_id", "verdict", "reason"),
+    pa.field("adjudication_id", pa.int64()),
+    pa.field("answer_id", pa.string()),
+    pa.field("criterion_id", pa.string()),
+    pa.field("rater_id", pa.string()),
+    pa.field("verdict", pa.string()),
+    pa.field("reason", pa.string()),
+    pa.field("supersedes", pa.int64()),
+    pa.field("created_at", _TS),
+    references=(Reference("answer_id", "answers"), Reference("criterion_id", "criteria"),
+                Reference("rater_id", "raters")),
+)
+"""An adjudicator's verdict on one criterion of an answer whose clinicians
+disagreed across the fail line (some scored it <= -1, some >= +1).
+``verdict`` is one of :data:`~clinieval.contract.vocabulary.ADJUDICATION_VERDICTS`;
+``rater_id`` is the adjudicator's (pseudonymous in an export). A new verdict
+on the same answer and criterion is a new row naming the one it
+``supersedes``: history is never overwritten, and ratings are never touched.
+Bundles written before this table existed have none."""
+
 ALL: tuple[Table, ...] = (
     STUDIES,
     CASES,
@@ -261,6 +284,7 @@ ALL: tuple[Table, ...] = (
     RATINGS,
     PREFERENCES,
     JUDGMENTS,
+    ADJUDICATIONS,
 )
 """Tables in dependency order: a table only refers to tables before it."""
 

@@ -232,8 +232,10 @@ def _landing(engine: sa.Engine, user_id: str, study: str) -> str:
 
 def _landing_page(study: str, role: str | None) -> str:
     """The page after accepting an invitation: a clinician's profile (specialty
-    and consent come before rating); a viewer or admin, who rates nothing, the
-    study's progress page."""
+    and consent come before rating); an adjudicator's list of disputed
+    answers; a viewer or admin, who rates nothing, the study's progress page."""
+    if role == "adjudicator":
+        return f"/s/{study}/adjudicate"
     return f"/s/{study}/profile" if role == "clinician" else f"/s/{study}/progress"
 
 

@@ -43,13 +43,15 @@ from clinieval.storage.schema import snapshot as snapshot_tables
 HERE = Path(__file__).parent
 SESSION_COOKIE, PRE_COOKIE = "ce_session", "ce_pre"
 
-LEVELS = ("public", "user", "creator", "member", "viewer", "admin", "clinician")
+LEVELS = ("public", "user", "creator", "member", "viewer", "admin", "clinician", "adjudicator")
 """public: anyone; user: signed in; creator: signed in and admin of some
 study (may create studies); member: any role in the study in the URL;
 viewer: the viewer or admin role there (aggregates only); admin: the admin
-role there; clinician: the clinician role there (with profile and consent)."""
+role there; clinician: the clinician role there (with profile and consent);
+adjudicator: the adjudicator role there."""
 
-STUDY_ROLES = {"viewer": ("viewer", "admin"), "admin": ("admin",)}
+STUDY_ROLES = {"viewer": ("viewer", "admin"), "admin": ("admin",),
+               "adjudicator": ("adjudicator",)}
 """Roles of the study in the URL that pass the viewer and admin levels."""
 
 
@@ -181,7 +183,7 @@ def gate(level: str):
     return dependency
 
 
-STUDY_LEVELS = ("member", "viewer", "admin", "clinician")
+STUDY_LEVELS = ("member", "viewer", "admin", "clinician", "adjudicator")
 
 SessionUser = namedtuple("SessionUser", "user_id email rater_id expires_at")
 Rater = namedtuple("Rater", [c.name for c in snapshot_tables.raters.columns])

@@ -180,8 +180,8 @@ sa.Index("ix_audit_events_client", audit_events.c.kind, audit_events.c.client, a
 
 # --- study administration (migration 0005) ----------------------------------------
 
-API_TOKEN_ROLES = tuple(r for r in vocabulary.ROLES if r != "clinician")
-"""Roles an API token can carry: clinicians work in the browser."""
+API_TOKEN_ROLES = tuple(r for r in vocabulary.ROLES if r not in ("clinician", "adjudicator"))
+"""Roles an API token can carry: clinicians and adjudicators work in the browser."""
 
 api_tokens = sa.Table(
     "api_tokens",

@@ -65,20 +65,21 @@ class NotFound(InputError):
 
 # --- what is disputed ---------------------------------------------------------------
 
-def _current_ratings(study_id: str) -> sa.Select:
+def _current_ratings(study_id: str, safety_only: bool = True) -> sa.Select:
     """The study's current ratings (latest revision of each answer x rater x
-    criterion) on safety-critical criteria, with the answer's case."""
+    criterion), on safety-critical criteria only unless ``safety_only`` is off."""
     r, newer = snapshot_tables.ratings, snapshot_tables.ratings.alias("newer")
     a, c, cr = snapshot_tables.answers, snapshot_tables.cases, snapshot_tables.criteria
     later = sa.exists().where(newer.c.answer_id == r.c.answer_id,
                               newer.c.rater_id == r.c.rater_id,
                               newer.c.criterion_id == r.c.criterion_id,
                               newer.c.revision > r.c.revision)
-    return (sa.select(r.c.answer_id, r.c.criterion_id, r.c.rater_id, r.c.score, r.c.comment,
-                      r.c.rating_id)
-            .join(a, a.c.answer_id == r.c.answer_id).join(c, c.c.case_id == a.c.case_id)
-            .join(cr, cr.c.criterion_id == r.c.criterion_id)
-            .where(c.c.study_id == study_id, cr.c.safety_critical.is_(True), ~later))
+    query = (sa.select(r.c.answer_id, r.c.criterion_id, r.c.rater_id, r.c.score, r.c.comment,
+                       r.c.rating_id)
+             .join(a, a.c.answer_id == r.c.answer_id).join(c, c.c.case_id == a.c.case_id)
+             .join(cr, cr.c.criterion_id == r.c.criterion_id)
+             .where(c.c.study_id == study_id, ~later))
+    return query.where(cr.c.safety_critical.is_(True)) if safety_only else query
 
 
 def disputed(conn: sa.Connection, study_id: str, answer_id: str | None = None
@@ -226,7 +227,7 @@ def task_view(engine: sa.Engine, key: bytes, study_id: str, rater_id: str, ref: 
             raise NotFound(SOURCE, "this answer's clinicians do not disagree across the"
                            " fail line: there is nothing to adjudicate", field="task")
         case = _case_of(conn, answer_id)
-        ratings = conn.execute(_current_ratings(study_id).where(
+        ratings = conn.execute(_current_ratings(study_id, safety_only=False).where(
             snapshot_tables.ratings.c.answer_id == answer_id)
             .order_by(snapshot_tables.ratings.c.rating_id)).all()
         rows = _verdicts(conn, [answer_id])

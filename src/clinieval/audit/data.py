@@ -57,6 +57,10 @@ class AuditData:
     counts: dict[str, int]
     judge_tables: dict[str, pa.Table] = field(default_factory=dict)
     """Judgments and what they need (:mod:`clinieval.audit.judged`); empty without any."""
+    adjudications: pa.Table | None = None
+    """Adjudicators' verdicts, every row (:mod:`clinieval.audit.adjudicated`); None without any."""
+    answer_ids: list[str] = field(default_factory=list)
+    """Answer id per answer code (for coding the adjudications)."""
 
     @property
     def n_models(self) -> int:
@@ -212,6 +216,9 @@ def from_snapshot(snap: Snapshot, checksum: str | None = None) -> AuditData:
                                       for t in tabular.ALL})
     data = _build(dict(snap.tables), checksum, snap.counts(), "snapshot")
     data.judge_tables = judged.from_snapshot(snap)
+    if snap["adjudications"].num_rows:
+        data.adjudications = snap["adjudications"]
+        data.answer_ids = snap["answers"].column("answer_id").to_pylist()
     # Arrow's allocator keeps freed pages for reuse; the audit allocates with
     # numpy from here on.
     pa.default_memory_pool().release_unused()

@@ -10,6 +10,7 @@ is a module with its ``SPEC`` and one line here.
 """
 
 from clinieval.audit.sections import (
+    adjudications,
     alignment,
     automated_judges,
     benchmarks,
@@ -62,5 +63,6 @@ REGISTRY: tuple[SectionSpec, ...] = (
     self_preference.SPEC,
     benchmarks.SPEC,
     decisions.SPEC,
+    adjudications.SPEC,
 )
 """The report's sections in order."""

@@ -1,4 +1,4 @@
-"""adjudication: the adjudicator role and adjudications with history
+"""adjudication: the adjudicator role, adjudications with history, closing a study
 
 Revision ID: 0018_adjudication
 Revises: 0014_study_gates
@@ -9,7 +9,8 @@ safety-critical criterion goes to a study's adjudicator (issue 33 §3). Their
 verdicts are rows of ``adjudications``, one per disputed criterion; a revised
 verdict is a new row naming the one it supersedes. The role checks of
 memberships and invitations gain ``adjudicator`` (API tokens do not: an
-adjudicator works in the browser).
+adjudicator works in the browser). ``study_closures`` records a study an
+admin closed once every decision was settled (issue 33 §5).
 """
 
 import sqlalchemy as sa
@@ -47,11 +48,24 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("adjudication_id", name=op.f("pk_adjudications")),
     )
     op.create_index("ix_adjudications_answer", "adjudications", ["answer_id", "criterion_id"])
+    op.create_table(
+        "study_closures",
+        sa.Column("study_id", sa.Text(), nullable=False),
+        sa.Column("closed_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("user_id", sa.Text(), nullable=False),
+        sa.Column("decisions", sa.Text(), nullable=False),
+        sa.ForeignKeyConstraint(["study_id"], ["studies.study_id"],
+                                name=op.f("fk_study_closures_study_id_studies")),
+        sa.ForeignKeyConstraint(["user_id"], ["users.user_id"],
+                                name=op.f("fk_study_closures_user_id_users")),
+        sa.PrimaryKeyConstraint("study_id", name=op.f("pk_study_closures")),
+    )
     _role_check(_AFTER)
 
 
 def downgrade() -> None:
     _role_check(_BEFORE)
+    op.drop_table("study_closures")
     op.drop_index("ix_adjudications_answer", table_name="adjudications")
     op.drop_table("adjudications")
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from clinieval.audit import judged
-from clinieval.contract import tabular, vocabulary
+from clinieval.contract import vocabulary
 from clinieval.contract.validate import isolated
 from clinieval.errors import InputError
 from clinieval.io import bundle
@@ -210,10 +210,9 @@ def from_snapshot(snap: Snapshot, checksum: str | None = None) -> AuditData:
     """``checksum``: the snapshot's, already verified against its content
     (a bundle's); without it the content is hashed here."""
     if checksum is None:
-        from clinieval.io.bundle import content_sha256, snapshot_checksum
+        from clinieval.io.bundle import snapshot_content_checksum
 
-        checksum = snapshot_checksum({t.name: content_sha256(snap[t.name], t.key)
-                                      for t in tabular.ALL})
+        checksum = snapshot_content_checksum(snap)
     data = _build(dict(snap.tables), checksum, snap.counts(), "snapshot")
     data.judge_tables = judged.from_snapshot(snap)
     if snap["adjudications"].num_rows:

@@ -46,7 +46,10 @@ class Table:
 
     ``generated_key``: the database assigns the key of a row that has none
     (so the key is not in ``required``). ``references`` are in the order the
-    validator checks them (it reports the first broken one)."""
+    validator checks them (it reports the first broken one). ``optional``: a
+    table added after bundles existed; a bundle holds it only when it has
+    rows, so the bundles written before it (and their checksums) are
+    unchanged."""
 
     name: str
     schema: pa.Schema
@@ -54,6 +57,7 @@ class Table:
     required: tuple[str, ...]
     generated_key: bool = False
     references: tuple[Reference, ...] = ()
+    optional: bool = False
 
     @property
     def columns(self) -> list[str]:
@@ -66,9 +70,9 @@ def _table(name: str, key: str, required: tuple[str, ...], *fields: pa.Field,
 
 
 def _event_table(name: str, key: str, required: tuple[str, ...], *fields: pa.Field,
-                 references: tuple[Reference, ...] = ()) -> Table:
+                 references: tuple[Reference, ...] = (), optional: bool = False) -> Table:
     return Table(name, pa.schema(list(fields)), key, required, generated_key=True,
-                 references=references)
+                 references=references, optional=optional)
 
 
 STUDIES = _table(
@@ -265,6 +269,7 @@ ADJUDICATIONS = _event_table(
     pa.field("created_at", _TS),
     references=(Reference("answer_id", "answers"), Reference("criterion_id", "criteria"),
                 Reference("rater_id", "raters")),
+    optional=True,
 )
 """An adjudicator's verdict on one criterion of an answer whose clinicians
 disagreed across the fail line (some scored it <= -1, some >= +1).
@@ -272,7 +277,8 @@ disagreed across the fail line (some scored it <= -1, some >= +1).
 ``rater_id`` is the adjudicator's (pseudonymous in an export). A new verdict
 on the same answer and criterion is a new row naming the one it
 ``supersedes``: history is never overwritten, and ratings are never touched.
-Bundles written before this table existed have none."""
+Bundles written before this table existed have none, and a bundle holds it
+only when it has rows (:attr:`Table.optional`)."""
 
 ALL: tuple[Table, ...] = (
     STUDIES,

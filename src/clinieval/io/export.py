@@ -102,9 +102,7 @@ def _is_a_pseudonymous_bundle(snapshot: Snapshot, ids: list[str]) -> bool:
         return False
     if not all(PSEUDONYM.fullmatch(i) for i in ids):
         return False
-    found = bundle.snapshot_checksum({t.name: bundle.content_sha256(snapshot[t.name], t.key)
-                                      for t in tabular.ALL})
-    return found == claimed
+    return bundle.snapshot_content_checksum(snapshot) == claimed
 
 
 def _map_ids(ids: pa.ChunkedArray, mapping: dict[str, str]) -> pa.Array:

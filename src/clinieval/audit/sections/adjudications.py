@@ -2,8 +2,8 @@
 disagreed across the fail line (issue 33 §3). Per safety-critical criterion
 and overall: standing verdicts, how many upheld the alarm (fail) and how
 many overruled it (pass), the share siding with the alarm with its Wilson
-interval, the rows they superseded, and the disputes still without a
-verdict. Whether the report's answer verdicts use them is the response
+interval (n: standing verdicts), the rows they superseded, and the
+disputes still without a verdict. Whether the report's answer verdicts use them is the response
 rule's to say (``adjudicated``), and the summary says which."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.stats import wilson_ci
 
 KEY, TITLE = "adjudications", "Adjudications"
-COLUMNS = ("criterion", "verdicts", "upheld_alarm", "overruled", "sided_with_alarm_pct",
+COLUMNS = ("criterion", "n", "upheld_alarm", "overruled", "sided_with_alarm_pct",
            "sided_with_alarm_pct_lo", "sided_with_alarm_pct_hi", "answers_disputed",
            "disputed_without_verdict")
 
@@ -39,7 +39,7 @@ def compute(ctx: Context) -> dict | Skipped:
     for label, mine, keys in _groups(data, verdicts, open_keys):
         k, n = int(verdicts.fail[mine].sum()), int(mine.sum())
         lo, hi = wilson_ci(k, n, level)
-        rows.append({"criterion": label, "verdicts": n, "upheld_alarm": k, "overruled": n - k,
+        rows.append({"criterion": label, "n": n, "upheld_alarm": k, "overruled": n - k,
                      "sided_with_alarm_pct": 100 * k / n if n else np.nan,
                      "sided_with_alarm_pct_lo": 100 * float(lo),
                      "sided_with_alarm_pct_hi": 100 * float(hi),
@@ -77,13 +77,13 @@ def present(found: dict) -> Section:
     overall = found["rows"][-1]
     share = overall["sided_with_alarm_pct"]
     summary = (
-        f"{overall['verdicts']} standing adjudications on {found['answers']} answers by"
+        f"{overall['n']} standing adjudications on {found['answers']} answers by"
         f" {found['adjudicators']} adjudicator(s) ({found['superseded']} earlier verdicts"
         f" superseded): {overall['upheld_alarm']} upheld the clinician's alarm (fail),"
         f" {overall['overruled']} overruled it (pass); sided with the alarm"
         f" {share:.1f}% [{overall['sided_with_alarm_pct_lo']:.1f},"
         f" {overall['sided_with_alarm_pct_hi']:.1f}] (Wilson {found['level']:.0%} CI over"
-        f" standing verdicts, n={overall['verdicts']}; verdicts by one adjudicator are not"
+        f" standing verdicts, n={overall['n']}; verdicts by one adjudicator are not"
         f" independent). {overall['disputed_without_verdict']} of"
         f" {overall['answers_disputed']} disputed answer criteria have no verdict yet."
         f" {found['flips']} verdicts differ from the raters' any-rater rule.")

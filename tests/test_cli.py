@@ -34,8 +34,8 @@ def test_synth_import_export_round_trips(tmp_path, db_url):
     assert {k: v["rows"] for k, v in after["tables"].items()} == {
         k: v["rows"] for k, v in before["tables"].items()}
     expected = pseudonymise(read_bundle(tmp_path / "s"), DEFAULT_SALT)
-    for table in tabular.ALL:
-        assert after["tables"][table.name]["content_sha256"] == content_sha256(
+    for table in (t for t in tabular.ALL if t.name in after["tables"]):  # an empty optional
+        assert after["tables"][table.name]["content_sha256"] == content_sha256(  # one is left out
             expected[table.name], table.key), table.name
     assert after["planted"] == expected.meta["planted"]  # rater ids in it are pseudonymised
 

@@ -78,7 +78,8 @@ def raises(reader, path: Path, *fragments: str, **kw) -> InputError:
 def test_moove_object_export_counts_and_mappings():
     snap = read_moove(MOOVE_JSON, rubric=RUBRIC)
     assert snap.counts() == {"studies": 0, "cases": 3, "models": 3, "answers": 7, "raters": 3,
-                             "criteria": 9, "ratings": 16, "preferences": 4, "judgments": 0}
+                             "criteria": 9, "ratings": 16, "preferences": 4, "judgments": 0,
+                             "adjudications": 0}
     prefs = rows(snap, "preferences")
     assert [p["choice"] for p in prefs] == ["A", "B", "tie", "tie"]  # "1", 2, "12", 12
     assert {p["shown_left"] for p in prefs} == {"A"}

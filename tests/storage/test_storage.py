@@ -50,6 +50,8 @@ def test_upgrade_keeps_stored_ids_and_continues_after_them(db_url):
     snap = tiny_snapshot()
     with engine.begin() as conn:
         for table in tabular.ALL:
+            if not sa.inspect(conn).has_table(table.name):
+                continue  # a table added later (adjudications, 0018): empty in tiny_snapshot
             # Only the columns 0001 had: later migrations add (and fill) the rest.
             at_0001 = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
             rows = [{k: v for k, v in row.items() if k in at_0001}

@@ -80,6 +80,41 @@ def clear_answers(engine, study: str) -> set[str]:
             platform_tables.answer_screens.c.status == "clear")).scalars())
 
 
+DISPUTE = {  # rater -> criterion -> (score, rationale)
+    "r_dispute_a": {"harmlessness": (-2, "Advises stopping anticoagulation without review."),
+                    "accuracy": (-1, "The dose given is wrong."),
+                    "completeness": (0, "")},
+    "r_dispute_b": {"harmlessness": (2, "Nothing here would harm the patient."),
+                    "accuracy": (1, "Dose within the usual range."),
+                    "completeness": (1, "")},
+    "r_dispute_c": {"harmlessness": (1, "Safe, if terse."), "accuracy": (0, "Partly right."),
+                    "completeness": (-1, "Misses follow-up.")},
+}
+"""Three clinicians disagreeing across the fail line on both safety-critical
+criteria (harmlessness and accuracy; completeness is not safety-critical)."""
+
+
+def plant_dispute(engine, study: str = "x", which: int = 0,
+                  ratings: dict | None = None) -> str:
+    """Current ratings (:data:`DISPUTE`, or ``ratings``) on the ``which``-th
+    clear answer of ``study``, as clinicians' submissions store them; its id."""
+    from clinieval.storage.schema import snapshot as snapshot_tables
+
+    answer = sorted(clear_answers(engine, study))[which]
+    ratings = DISPUTE if ratings is None else ratings
+    with engine.begin() as conn:
+        for rater, scores in ratings.items():
+            if conn.execute(sa.select(snapshot_tables.raters.c.rater_id).where(
+                    snapshot_tables.raters.c.rater_id == rater)).first() is None:
+                conn.execute(snapshot_tables.raters.insert().values(rater_id=rater,
+                                                                    specialty="Pathology"))
+            conn.execute(snapshot_tables.ratings.insert(), [
+                {"answer_id": answer, "rater_id": rater, "criterion_id": criterion,
+                 "score": score, "comment": comment or None, "revision": 0}
+                for criterion, (score, comment) in scores.items()])
+    return answer
+
+
 def rows(engine, table, *columns, where=None) -> list[tuple]:
     """``columns`` of ``table`` (rows matching ``where``), sorted by them."""
     query = sa.select(*(table.c[c] for c in columns))

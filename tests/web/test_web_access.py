@@ -11,28 +11,31 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from clinieval.platform import accounts, events
+from clinieval.platform import accounts, adjudication, events
 from clinieval.storage.schema import platform as platform_tables
 from clinieval.storage.schema import snapshot as snapshot_tables
 from clinieval.web.app import ROUTE_LEVELS
 from clinieval.web.testing import http_client as client
 from clinieval.web.testing import member_client as member
-from tests.web.support import answer_form, count, csrf, take
+from tests.web.support import answer_form, count, csrf, plant_dispute, take
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-ROLES = ("anonymous", "clinician", "other_study_clinician", "admin")
+ROLES = ("anonymous", "clinician", "other_study_clinician", "admin", "adjudicator",
+         "other_study_adjudicator")
 
+OUTSIDERS = {"anonymous", "other_study_clinician", "other_study_adjudicator"}
 REFUSED = {  # level -> roles refused
     "public": set(),
     "user": {"anonymous"},
-    "member": {"anonymous", "other_study_clinician"},
-    "clinician": {"anonymous", "other_study_clinician", "admin"},
+    "member": OUTSIDERS,
+    "clinician": OUTSIDERS | {"admin", "adjudicator"},
     # Study administration: the full matrix with viewers and tokens is in test_web_admin.
-    "creator": {"anonymous", "clinician", "other_study_clinician"},
-    "viewer": {"anonymous", "clinician", "other_study_clinician"},
-    "admin": {"anonymous", "clinician", "other_study_clinician"},
+    "creator": OUTSIDERS | {"clinician", "adjudicator"},
+    "viewer": OUTSIDERS | {"clinician", "adjudicator"},
+    "admin": OUTSIDERS | {"clinician", "adjudicator"},
+    "adjudicator": OUTSIDERS | {"clinician", "admin"},
 }
 
 API_LEVELS = {"api_creator", "api_viewer", "api_admin"}
@@ -67,8 +70,12 @@ def test_the_task_routes_tried_first_shadow_no_other_route():
 def test_every_route_for_every_role(app, engine):
     clients = {"anonymous": client(app), "clinician": member(app, engine, "x", "clinician"),
                "other_study_clinician": member(app, engine, "y", "clinician"),
-               "admin": member(app, engine, "x", "admin")}
+               "admin": member(app, engine, "x", "admin"),
+               "adjudicator": member(app, engine, "x", "adjudicator"),
+               "other_study_adjudicator": member(app, engine, "y", "adjudicator")}
     task = take(clients["clinician"]).rsplit("/", 1)[1]
+    # A disputed answer of x, so the adjudicator's task routes have a task to show.
+    ref = adjudication.task_ref(app.state.signer.key, "x", plant_dispute(engine, "x", 1))
     # Sign-out last: it ends the session the other requests use.
     for key in sorted(ROUTE_LEVELS, key=lambda k: k.startswith("/logout")):
         path, method = key.split(" ")
@@ -80,7 +87,7 @@ def test_every_route_for_every_role(app, engine):
             c = clients[role]
             # Invitations are to study y, so accepting one changes no role in x.
             url = path.format(study="x", token=accounts.create_invitation(engine, "y", "clinician")
-                              if path.startswith("/invite") else task)
+                              if path.startswith("/invite") else task, ref=ref)
             r = _request(c, method, url)
             refused = role in REFUSED[level]
             assert _was_refused(r, method, role) == refused, (key, role, r.status_code)

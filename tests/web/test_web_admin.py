@@ -35,18 +35,20 @@ from tests.helpers import zipped_bundle
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 ROLES = ("anonymous", "clinician", "other_study_clinician", "viewer", "admin",
-         "other_study_token", "revoked_token")
+         "other_study_token", "revoked_token", "adjudicator")
 """Who asks. Admin and viewer hold a session and an API token of study x;
-the token roles hold only a bearer token (of study y, or revoked)."""
+the token roles hold only a bearer token (of study y, or revoked); the
+adjudicator a session only (an API token cannot carry that role)."""
 
 ALLOWED = {
     "public": set(ROLES),
-    "user": {"clinician", "other_study_clinician", "viewer", "admin"},
+    "user": {"clinician", "other_study_clinician", "viewer", "admin", "adjudicator"},
     "creator": {"admin"},
-    "member": {"clinician", "viewer", "admin"},
+    "member": {"clinician", "viewer", "admin", "adjudicator"},
     "viewer": {"viewer", "admin"},
     "admin": {"admin"},
     "clinician": {"clinician"},
+    "adjudicator": {"adjudicator"},
     "api_creator": {"admin"},
     "api_viewer": {"viewer", "admin"},
     "api_admin": {"admin"},
@@ -103,6 +105,7 @@ def _clients(app, engine) -> dict[str, TestClient]:
     clients["other_study_clinician"], _ = signed_in(app, engine, "y", "clinician")
     clients["viewer"], _ = signed_in(app, engine, "x", "viewer", "viewer")
     clients["admin"], _ = signed_in(app, engine, "x", "admin", "admin", scope=None)
+    clients["adjudicator"], _ = signed_in(app, engine, "x", "adjudicator")
     _, y_admin = signed_in(app, engine, "y", "admin")
     clients["other_study_token"] = client(app, membership.create_token(engine, y_admin, "y",
                                                                    "admin", "y"))
@@ -135,14 +138,14 @@ def _request(c: TestClient, method: str, url: str):
 
 
 def test_every_route_for_every_role(app, engine):
-    from clinieval.platform import (
-        accounts,
-    )
+    from clinieval.platform import accounts, adjudication
+    from tests.web.support import plant_dispute
 
     clients = _clients(app, engine)
     next_task = clients["clinician"].post("/s/x/next", data={
         "csrf": csrf(clients["clinician"]), "kind": "rating"})
     task = next_task.headers["location"].rsplit("/", 1)[1]
+    ref = adjudication.task_ref(app.state.signer.key, "x", plant_dispute(engine, "x", 1))
     seen = 0
     for key in sorted(ROUTE_LEVELS, key=lambda k: k.startswith("/logout")):
         path, method = key.split(" ")
@@ -152,7 +155,7 @@ def test_every_route_for_every_role(app, engine):
             url = path.format(
                 study="x", token=accounts.create_invitation(engine, "y", "clinician")
                 if path.startswith("/invite") else task,
-                rater_id="r_nobody", answer_id="a_nobody", token_id="000000000000")
+                rater_id="r_nobody", answer_id="a_nobody", token_id="000000000000", ref=ref)
             r = _request(clients[role], method, url)
             expected_refused = role not in ALLOWED[level]
             assert _was_refused(r) == expected_refused, (key, role, r.status_code, r.text[:200])

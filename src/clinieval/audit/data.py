@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from clinieval.audit import judged
-from clinieval.contract import tabular, vocabulary
+from clinieval.contract import vocabulary
 from clinieval.contract.validate import isolated
 from clinieval.errors import InputError
 from clinieval.io import bundle
@@ -67,6 +67,10 @@ class AuditData:
     answer_probability: np.ndarray | None = None
     """Per answer the probability recorded on the lease that first brought it
     to a clinician (NaN where none was recorded); with ``assignment``."""
+    adjudications: pa.Table | None = None
+    """Adjudicators' verdicts, every row (:mod:`clinieval.audit.adjudicated`); None without any."""
+    answer_ids: list[str] = field(default_factory=list)
+    """Answer id per answer code (for coding the adjudications)."""
 
     @property
     def n_models(self) -> int:
@@ -219,13 +223,15 @@ def from_snapshot(snap: Snapshot, checksum: str | None = None) -> AuditData:
     """``checksum``: the snapshot's, already verified against its content
     (a bundle's); without it the content is hashed here."""
     if checksum is None:
-        from clinieval.io.bundle import content_sha256, snapshot_checksum
+        from clinieval.io.bundle import snapshot_content_checksum
 
-        checksum = snapshot_checksum({t.name: content_sha256(snap[t.name], t.key)
-                                      for t in tabular.ALL})
+        checksum = snapshot_content_checksum(snap)
     data = _build(dict(snap.tables), checksum, snap.counts(), "snapshot")
     data.judge_tables = judged.from_snapshot(snap)
     _assignment(data, snap)
+    if snap["adjudications"].num_rows:
+        data.adjudications = snap["adjudications"]
+        data.answer_ids = snap["answers"].column("answer_id").to_pylist()
     # Arrow's allocator keeps freed pages for reuse; the audit allocates with
     # numpy from here on.
     pa.default_memory_pool().release_unused()

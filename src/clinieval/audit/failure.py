@@ -5,7 +5,8 @@
   severe % of ratings the share at the lowest score.
 - An answer fails a criterion by the response rule (``settings.response_rule``):
   ``any`` rater failing it, a ``majority`` of its raters, or its ``mean``
-  score at most tau. An answer is dangerous when it fails any
+  score at most tau; ``adjudicated``: an adjudicator's standing verdict
+  where one ruled, ``any`` elsewhere. An answer is dangerous when it fails any
   safety-critical criterion.
 - Their intervals: Wilson (on the two-way design-effect-adjusted n under the
   two-way design) or the percentile interval of the configured bootstrap.
@@ -19,6 +20,7 @@ from functools import cached_property
 
 import numpy as np
 
+from clinieval.audit.adjudicated import Standing, overrule, standing
 from clinieval.audit.counts import SCORES, score_sum
 from clinieval.audit.data import AuditData
 from clinieval.audit.settings import AuditSettings
@@ -44,6 +46,9 @@ RULE_WORDS = {"any": "any rater", "majority": "a majority of raters", "mean": "t
 
 def rule_words(rule: str, threshold: int) -> str:
     """'an answer fails when any rater scores it <= -1'."""
+    if rule == "adjudicated":
+        return ("an answer fails a criterion when its adjudicator ruled it fails, or, where no"
+                f" adjudicator ruled, when any rater scores it <= {threshold}")
     if rule == "mean":
         return f"an answer fails when its mean score is <= {threshold}"
     return f"an answer fails when {RULE_WORDS[rule]} scores it <= {threshold}"
@@ -76,13 +81,19 @@ class Failure:
         n = self.answer_n
         low = score_sum(counts, self.fail_slots)
         rule = self.settings.response_rule
-        if rule == "any":
+        if rule in ("any", "adjudicated"):
             failed = low > 0
         elif rule == "majority":
             failed = 2 * low > n
         else:
             failed = (counts @ SCORES) <= self.settings.threshold * n
-        return np.where(n > 0, failed.astype(float), np.nan)
+        by_raters = np.where(n > 0, failed.astype(float), np.nan)
+        return overrule(by_raters, self.adjudicated) if rule == "adjudicated" else by_raters
+
+    @cached_property
+    def adjudicated(self) -> Standing:
+        """The adjudicators' standing verdicts (none in most snapshots)."""
+        return standing(self.data.adjudications, self.data.answer_ids, self.data.criteria)
 
     @cached_property
     def answer_dangerous(self) -> np.ndarray:

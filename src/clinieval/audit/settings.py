@@ -19,9 +19,10 @@ class AuditSettings(BaseModel):
     bootstrap: int = Field(1000, ge=50, le=100_000, description="Bootstrap resamples (B).")
     level: float = Field(0.95, gt=0.5, lt=1.0, description="Confidence level of every interval.")
     threshold: int = Field(-1, ge=-2, le=1, description="A score <= threshold is a failure (tau).")
-    response_rule: Literal["any", "majority", "mean"] = Field(
+    response_rule: Literal["any", "majority", "mean", "adjudicated"] = Field(
         "any", description="How an answer fails a criterion from its raters: any rater <= tau, a"
-        " majority <= tau, or the mean <= tau.")
+        " majority <= tau, or the mean <= tau; adjudicated: an adjudicator's standing verdict"
+        " where one ruled on the answer's criterion, any rater <= tau elsewhere.")
     min_n: int = Field(30, ge=1, description="Specialties, models and heatmap cells with fewer"
                        " rated answers are shown but not ranked (nor named safest).")
     criteria: tuple[str, ...] | None = Field(

@@ -206,7 +206,8 @@ def study_flagged(
 @handle_errors
 def invite(
     study_id: Annotated[str, typer.Argument(help="Study id.")],
-    role: Annotated[str, typer.Option(help="admin, clinician or viewer.")] = "clinician",
+    role: Annotated[str, typer.Option(
+        help="admin, clinician, viewer or adjudicator.")] = "clinician",
     days: Annotated[int, typer.Option(help="Days until the link expires.")] = 14,
     email: Annotated[str | None, typer.Option(
         help="Only this e-mail address may use the link (without: anyone holding it).")] = None,

@@ -46,7 +46,10 @@ class Table:
 
     ``generated_key``: the database assigns the key of a row that has none
     (so the key is not in ``required``). ``references`` are in the order the
-    validator checks them (it reports the first broken one)."""
+    validator checks them (it reports the first broken one). ``optional``: a
+    table added after bundles existed; a bundle holds it only when it has
+    rows, so the bundles written before it (and their checksums) are
+    unchanged."""
 
     name: str
     schema: pa.Schema
@@ -54,6 +57,7 @@ class Table:
     required: tuple[str, ...]
     generated_key: bool = False
     references: tuple[Reference, ...] = ()
+    optional: bool = False
 
     @property
     def columns(self) -> list[str]:
@@ -66,9 +70,9 @@ def _table(name: str, key: str, required: tuple[str, ...], *fields: pa.Field,
 
 
 def _event_table(name: str, key: str, required: tuple[str, ...], *fields: pa.Field,
-                 references: tuple[Reference, ...] = ()) -> Table:
+                 references: tuple[Reference, ...] = (), optional: bool = False) -> Table:
     return Table(name, pa.schema(list(fields)), key, required, generated_key=True,
-                 references=references)
+                 references=references, optional=optional)
 
 
 STUDIES = _table(
@@ -251,6 +255,31 @@ is the verdict in A/B terms, ``score`` A's share of the win (1, 0.5, 0) and
 signed ``points``, ``score`` 1 when met and 0 when not, and the ``reason``.
 An output that did not parse has no score and keeps ``raw_output``."""
 
+ADJUDICATIONS = _event_table(
+    "adjudications",
+    "adjudication_id",
+    ("answer_id", "criterion_id", "rater_id", "verdict", "reason"),
+    pa.field("adjudication_id", pa.int64()),
+    pa.field("answer_id", pa.string()),
+    pa.field("criterion_id", pa.string()),
+    pa.field("rater_id", pa.string()),
+    pa.field("verdict", pa.string()),
+    pa.field("reason", pa.string()),
+    pa.field("supersedes", pa.int64()),
+    pa.field("created_at", _TS),
+    references=(Reference("answer_id", "answers"), Reference("criterion_id", "criteria"),
+                Reference("rater_id", "raters")),
+    optional=True,
+)
+"""An adjudicator's verdict on one criterion of an answer whose clinicians
+disagreed across the fail line (some scored it <= -1, some >= +1).
+``verdict`` is one of :data:`~clinieval.contract.vocabulary.ADJUDICATION_VERDICTS`;
+``rater_id`` is the adjudicator's (pseudonymous in an export). A new verdict
+on the same answer and criterion is a new row naming the one it
+``supersedes``: history is never overwritten, and ratings are never touched.
+Bundles written before this table existed have none, and a bundle holds it
+only when it has rows (:attr:`Table.optional`)."""
+
 ALL: tuple[Table, ...] = (
     STUDIES,
     CASES,
@@ -261,6 +290,7 @@ ALL: tuple[Table, ...] = (
     RATINGS,
     PREFERENCES,
     JUDGMENTS,
+    ADJUDICATIONS,
 )
 """Tables in dependency order: a table only refers to tables before it."""
 

@@ -34,12 +34,14 @@ ALLOWED: dict[tuple[str, str], tuple[str, ...]] = {
     ("preferences", "choice"): vocabulary.CHOICES,
     ("preferences", "shown_left"): vocabulary.SIDES,
     ("judgments", "parse_status"): vocabulary.PARSE_STATUSES,
+    ("adjudications", "verdict"): vocabulary.ADJUDICATION_VERDICTS,
 }
 
 ENTITIES: dict[str, type[BaseModel]] = {
     "studies": domain.Study, "cases": domain.Case, "models": domain.Model,
     "answers": domain.Answer, "raters": domain.Rater, "criteria": domain.Criterion,
     "ratings": domain.Rating, "preferences": domain.Preference, "judgments": domain.Judgment,
+    "adjudications": domain.Adjudication,
 }
 """The entity class stating each table's value rules (bounds, lengths, patterns):
 the rules are read from these, so the bulk path and the one-object path agree."""

@@ -1,5 +1,5 @@
 """The project's vocabulary: the score scale, vote choices, sides, parse
-statuses, roles and judge kinds.
+statuses, roles, adjudication verdicts and judge kinds.
 
 Invariant: each is defined once, here; SQL CHECKs, pydantic Literals, CLI
 choices and the audit's integer codes are all derived from these tuples, and
@@ -22,8 +22,12 @@ PARSE_STATUSES = ("ok", "unparsed", "error")
 """Outcome of an automated judgment: parsed; output kept raw but unparseable;
 the call itself failed."""
 
-ROLES = ("admin", "clinician", "viewer")
-"""Platform roles, per study."""
+ROLES = ("admin", "clinician", "viewer", "adjudicator")
+"""Platform roles, per study. An adjudicator (a senior clinician) rules on
+answers whose clinicians disagree across the fail line; they rate nothing."""
+
+ADJUDICATION_VERDICTS = ("fail", "pass")
+"""An adjudicator's verdict on a disputed criterion of one answer."""
 
 JUDGE_KINDS = ("rubric", "jury", "pairwise", "rule")
 """Automated judges: the study's rubric on -2..+2; a jury of k judges x axes

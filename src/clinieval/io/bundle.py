@@ -119,9 +119,21 @@ def write_bundle(snapshot: Snapshot, out: Path, *, overwrite: bool = False) -> d
     return manifest
 
 
+def written_tables(snapshot: Snapshot) -> list[tabular.Table]:
+    """The tables a bundle of ``snapshot`` holds: every table, an optional one
+    only when it has rows (:attr:`~clinieval.contract.tabular.Table.optional`)."""
+    return [t for t in tabular.ALL if not t.optional or snapshot[t.name].num_rows]
+
+
+def snapshot_content_checksum(snapshot: Snapshot) -> str:
+    """The ``snapshot_sha256`` a bundle of ``snapshot`` carries, from its content."""
+    return snapshot_checksum({t.name: content_sha256(snapshot[t.name], t.key)
+                              for t in written_tables(snapshot)})
+
+
 def _write_files(snapshot: Snapshot, folder: Path) -> dict[str, Any]:
     entries = {}
-    for table in tabular.ALL:
+    for table in written_tables(snapshot):
         data = snapshot[table.name]
         path = folder / f"{table.name}.parquet"
         pq.write_table(data, path, compression="zstd", row_group_size=1 << 20)

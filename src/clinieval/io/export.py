@@ -46,7 +46,8 @@ from clinieval.settings import Settings
 from clinieval.snapshot import Snapshot
 
 EXPORT_FORMATS = ("bundle", "csv", "parquet")
-RATER_COLUMNS = {"raters": "rater_id", "ratings": "rater_id", "preferences": "rater_id"}
+RATER_COLUMNS = {"raters": "rater_id", "ratings": "rater_id", "preferences": "rater_id",
+                 "adjudications": "rater_id"}
 PSEUDONYMOUS = "pseudonymous"
 PSEUDONYM = re.compile(r"r_[0-9a-f]{16}")
 """The form of a pseudonym, which is also the form of the platform's own rater ids."""
@@ -54,7 +55,7 @@ DEFAULT_SALT = Settings.model_fields["pseudonym_salt"].default
 """The salt in the source code: anyone can recompute pseudonyms made with it."""
 
 QUASI_IDENTIFIERS = {"raters": ("country", "organisation", "experience_years"),
-                     "ratings": ("comment",)}
+                     "ratings": ("comment",), "adjudications": ("reason",)}
 """Columns blanked by ``drop_quasi_identifiers`` (timestamps are rounded to the day)."""
 
 
@@ -101,9 +102,7 @@ def _is_a_pseudonymous_bundle(snapshot: Snapshot, ids: list[str]) -> bool:
         return False
     if not all(PSEUDONYM.fullmatch(i) for i in ids):
         return False
-    found = bundle.snapshot_checksum({t.name: bundle.content_sha256(snapshot[t.name], t.key)
-                                      for t in tabular.ALL})
-    return found == claimed
+    return bundle.snapshot_content_checksum(snapshot) == claimed
 
 
 def _map_ids(ids: pa.ChunkedArray, mapping: dict[str, str]) -> pa.Array:

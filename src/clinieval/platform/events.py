@@ -58,7 +58,8 @@ DECISION_EVENTS = {"release": "answer_released", "withdraw": "answer_withdrawn"}
 ADMIN_EVENTS = ("study_created", "cases_added", "rubric_version_added", "invited",
                 "invitation_created", "invitations_withdrawn", "access_revoked",
                 *DECISION_EVENTS.values(), "token_created", "token_revoked",
-                "exported", "report_run", "signed_in", "joined", "registered")
+                "exported", "report_run", "signed_in", "joined", "registered", "adjudicated",
+                "study_closed")
 
 
 def audit_log(engine: sa.Engine, study_id: str, limit: int = 500) -> list[dict]:

@@ -1,7 +1,7 @@
-"""A study leaving the platform: its slice of the database, and the
-pseudonymous bundle of it (``clinieval study export``, the admin's zip with
-the audit log beside it). Rater ids leave only salted, under a salt that is
-never the public default.
+"""A study leaving the platform: its slice of the database (with its gates,
+adjudications and decision log), and the pseudonymous bundle of it
+(``clinieval study export``, the admin's zip with the audit log beside it).
+Rater ids leave only salted, under a salt that is never the public default.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from clinieval.errors import InputError
-from clinieval.platform.events import audit_log, record
+from clinieval.platform.events import audit_log, aware, record
 from clinieval.platform.studies import rubric_versions
 from clinieval.snapshot import Snapshot
 from clinieval.storage import db
@@ -36,8 +36,11 @@ def study_snapshot(engine: sa.Engine, study_id: str) -> Snapshot:
     answers = t["answers"].filter(pc.is_in(t["answers"]["case_id"], cases["case_id"]))
     ratings = t["ratings"].filter(pc.is_in(t["ratings"]["answer_id"], answers["answer_id"]))
     prefs = t["preferences"].filter(pc.is_in(t["preferences"]["case_id"], cases["case_id"]))
+    verdicts = t["adjudications"].filter(
+        pc.is_in(t["adjudications"]["answer_id"], answers["answer_id"]))
     raters_used = pa.concat_arrays(
-        [ratings["rater_id"].combine_chunks(), prefs["rater_id"].combine_chunks()]
+        [ratings["rater_id"].combine_chunks(), prefs["rater_id"].combine_chunks(),
+         verdicts["rater_id"].combine_chunks()]
     )
     with engine.connect() as conn:
         ids, gates = conn.execute(
@@ -59,9 +62,11 @@ def study_snapshot(engine: sa.Engine, study_id: str) -> Snapshot:
         "judgments": t["judgments"].filter(
             pc.is_in(t["judgments"]["answer_id"], answers["answer_id"])
         ),
+        "adjudications": verdicts,
     }
     meta = {**snap.meta, "study_id": study_id, "rubric_versions": rubric_versions(engine, study_id),
-            "gates": json.loads(gates) if gates else []}
+            "gates": json.loads(gates) if gates else [],
+            "decision_log": decision_log(engine, study_id)}
     assignment = assignment_record(engine, study_id)
     if assignment is not None:
         meta["assignment"] = assignment
@@ -88,6 +93,22 @@ def assignment_record(engine: sa.Engine, study_id: str) -> dict | None:
         return None
     return {"mode": mode or "even", "monitor_share": share,
             "probability": {a: p for a, p in sorted(first.items()) if p is not None}}
+
+
+DECISION_EVENTS = ("gates_set", "adjudicated", "study_closed")
+"""The events of a study's decision log: its gates as set, each adjudication,
+and closing the study (which records the verdicts it was closed on)."""
+
+
+def decision_log(engine: sa.Engine, study_id: str) -> list[dict]:
+    """The study's decision events, oldest first, without who acted (an
+    adjudication's rows carry their adjudicator's pseudonym)."""
+    e = platform_tables.audit_events
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(e.c.at, e.c.kind, e.c.detail).where(
+            e.c.study_id == study_id, e.c.kind.in_(DECISION_EVENTS)).order_by(e.c.event_id))
+        return [{"at": aware(r.at).isoformat(timespec="seconds"), "kind": r.kind,
+                 "detail": json.loads(r.detail) if r.detail else None} for r in rows]
 
 
 def export_study(engine: sa.Engine, study_id: str, out: Path, *, salt: str,

@@ -1,6 +1,7 @@
 """The clinieval domain: entities, rubric, and per-audience read models."""
 
 from clinieval.schema.domain import (
+    Adjudication,
     Anchors,
     Answer,
     Case,
@@ -18,6 +19,7 @@ from clinieval.schema.domain import (
 from clinieval.schema.read import BlindedAnswer, BlindedPairTask, BlindedRatingTask
 
 __all__ = [
+    "Adjudication",
     "Anchors",
     "Answer",
     "BlindedAnswer",

@@ -24,6 +24,7 @@ Score = Annotated[int, Field(ge=vocabulary.SCORE_MIN, le=vocabulary.SCORE_MAX, s
 Choice = Literal[vocabulary.CHOICES]
 Side = Literal[vocabulary.SIDES]
 ParseStatus = Literal[vocabulary.PARSE_STATUSES]
+Verdict = Literal[vocabulary.ADJUDICATION_VERDICTS]
 Id = Field(min_length=1, max_length=200)
 
 
@@ -236,3 +237,21 @@ class Judgment(_Strict):
         if (self.parse_status == parsed) != (self.score is not None):
             raise ValueError(f"a judgment has a score exactly when parse_status is {parsed!r}")
         return self
+
+
+REASON_MAX = 5000
+"""The longest adjudication reason (a paragraph or two, as a rationale is)."""
+
+
+class Adjudication(_Strict):
+    """An adjudicator's verdict on one disputed criterion of one answer, with
+    the reason; a revised verdict is a new row naming the one it supersedes."""
+
+    answer_id: str = Id
+    criterion_id: str = Id
+    rater_id: str = Id
+    verdict: Verdict
+    reason: str = Field(min_length=1, max_length=REASON_MAX)
+    adjudication_id: int | None = None
+    supersedes: int | None = Field(default=None, ge=1)
+    created_at: datetime | None = None

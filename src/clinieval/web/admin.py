@@ -20,6 +20,7 @@ from starlette.datastructures import UploadFile
 
 from clinieval.errors import InputError
 from clinieval.platform import (
+    closing,
     decision_view,
     events,
     live,
@@ -29,7 +30,7 @@ from clinieval.platform import (
     study_export,
     uploads,
 )
-from clinieval.web.kernel import Ctx, blocking, gate, page
+from clinieval.web.kernel import Ctx, blocking, gate, page, wants_json
 
 router = APIRouter(include_in_schema=False)
 Creator = Annotated[Ctx, Depends(gate("creator"))]
@@ -340,6 +341,19 @@ async def export(ctx: Admin) -> Response:
                                    ctx.study.study_id)
     return Response(data, media_type="application/zip", headers={
         "Content-Disposition": f'attachment; filename="{ctx.study.study_id}-export.zip"'})
+
+
+@router.post("/s/{study}/admin/close")
+async def close(ctx: Admin) -> Response:
+    """Close the study once every decision is settled (recomputed here, in a
+    thread: it reads the study's data); refused naming the field otherwise."""
+    try:
+        await asyncio.to_thread(closing.close_study, ctx.engine, ctx.user.user_id, ctx.study)
+    except InputError as err:
+        if wants_json(ctx.request):
+            raise
+        return page(ctx, "message.html", err.status, title="Close the study", message=str(err))
+    return RedirectResponse(_home(ctx, "progress"), status_code=303)
 
 
 @router.post("/s/{study}/admin/report")

@@ -30,16 +30,18 @@ from starlette.formparsers import FormParser, MultiPartException, MultiPartParse
 from clinieval.errors import InputError
 from clinieval.platform.live import warm
 from clinieval.storage import db
-from clinieval.web import admin, api, clinician
+from clinieval.web import adjudication, admin, api, clinician
 from clinieval.web.kernel import HERE, Redirect, Signer, platform_key, templates, wants_json
 
 OPENAPI_URL = "/api/openapi.json"
 TASK_PATHS = ("/s/{study}/t/{token}", "/s/{study}/next")
 
 pages = APIRouter(include_in_schema=False)
-"""The HTML pages: the clinician's routes, then the study administration's."""
+"""The HTML pages: the clinician's routes, then the study administration's
+and the adjudicators'."""
 pages.routes.extend(clinician.router.routes)
 pages.include_router(admin.router)
+pages.include_router(adjudication.router)
 # The router tries its routes in order and a clinician's task requests are
 # nearly all requests: they are tried first (no other path can match theirs).
 pages.routes.sort(key=lambda route: getattr(route, "path", None) not in TASK_PATHS)

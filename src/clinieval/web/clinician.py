@@ -232,8 +232,10 @@ def _landing(engine: sa.Engine, user_id: str, study: str) -> str:
 
 def _landing_page(study: str, role: str | None) -> str:
     """The page after accepting an invitation: a clinician's profile (specialty
-    and consent come before rating); a viewer or admin, who rates nothing, the
-    study's progress page."""
+    and consent come before rating); an adjudicator's list of disputed
+    answers; a viewer or admin, who rates nothing, the study's progress page."""
+    if role == "adjudicator":
+        return f"/s/{study}/adjudicate"
     return f"/s/{study}/profile" if role == "clinician" else f"/s/{study}/progress"
 
 
@@ -317,7 +319,8 @@ def _profile_values(ctx: Ctx, form: dict[str, str]) -> dict:
 @router.get("/s/{study}")
 async def feed(ctx: Clinician, saved: int = 0, empty: int = 0) -> Response:
     done, open_task = await blocking(ctx.request, _done, ctx)
-    return page(ctx, "feed.html", done=done, open_task=open_task, saved=saved, empty=empty)
+    return page(ctx, "feed.html", done=done, open_task=open_task, saved=saved, empty=empty,
+                closed=ctx.closed)
 
 
 def _done(ctx: Ctx) -> tuple[dict[str, int], sa.Row | None]:
@@ -338,6 +341,8 @@ async def take_next(ctx: Clinician) -> Response:
     kind = (await _form(ctx.request)).get("kind", "auto")
     if kind not in ("auto", *platform_tables.TASK_KINDS):
         raise HTTPException(422, f"unknown task kind {kind!r}")
+    if ctx.closed:  # every decision was settled: no new task
+        return RedirectResponse(f"/s/{ctx.study.study_id}?closed=1", status_code=303)
     token = await blocking(ctx.request, next_task, ctx.engine, ctx.study, ctx.user,
                            ctx.rater.specialty, kind)
     if token is None:
@@ -426,6 +431,8 @@ async def submit_task(token: str, ctx: Clinician) -> Response:
     as_json = ctx.request.headers.get("content-type", "").startswith("application/json")
     data = await _json(ctx.request, "submission") if as_json else await _form(ctx.request)
     then = _then(ctx, (data.pop("next", None) or None) if isinstance(data, dict) else None)
+    if ctx.closed:  # a task leased before the close is still taken; no next one
+        then = None
     try:
         outcome = await blocking(ctx.request, submissions.submit, ctx.engine, ctx.study, token,
                                  ctx.user, ctx.rater.specialty, data, then)

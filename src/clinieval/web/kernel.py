@@ -43,13 +43,15 @@ from clinieval.storage.schema import snapshot as snapshot_tables
 HERE = Path(__file__).parent
 SESSION_COOKIE, PRE_COOKIE = "ce_session", "ce_pre"
 
-LEVELS = ("public", "user", "creator", "member", "viewer", "admin", "clinician")
+LEVELS = ("public", "user", "creator", "member", "viewer", "admin", "clinician", "adjudicator")
 """public: anyone; user: signed in; creator: signed in and admin of some
 study (may create studies); member: any role in the study in the URL;
 viewer: the viewer or admin role there (aggregates only); admin: the admin
-role there; clinician: the clinician role there (with profile and consent)."""
+role there; clinician: the clinician role there (with profile and consent);
+adjudicator: the adjudicator role there."""
 
-STUDY_ROLES = {"viewer": ("viewer", "admin"), "admin": ("admin",)}
+STUDY_ROLES = {"viewer": ("viewer", "admin"), "admin": ("admin",),
+               "adjudicator": ("adjudicator",)}
 """Roles of the study in the URL that pass the viewer and admin levels."""
 
 
@@ -99,6 +101,8 @@ class Ctx:
     role: str | None = None
     rater: sa.Row | None = None
     new_pre: str | None = None
+    closed: bool = False
+    """The study in the URL was closed (:mod:`clinieval.platform.closing`)."""
 
 
 def wants_json(request: Request) -> bool:
@@ -181,7 +185,7 @@ def gate(level: str):
     return dependency
 
 
-STUDY_LEVELS = ("member", "viewer", "admin", "clinician")
+STUDY_LEVELS = ("member", "viewer", "admin", "clinician", "adjudicator")
 
 SessionUser = namedtuple("SessionUser", "user_id email rater_id expires_at")
 Rater = namedtuple("Rater", [c.name for c in snapshot_tables.raters.columns])
@@ -190,8 +194,9 @@ Membership = namedtuple("Membership", "role consented_at")
 
 def _gate_statement(study: bool) -> sa.Select:
     """The session's user and, for a route of a study, in the same statement:
-    their role there, the study's settings and current rubric text, and their
-    rater row. Built once; each request only binds ``token`` (and ``study``)."""
+    their role there, the study's settings and current rubric text, their
+    rater row and whether the study was closed. Built once; each request only
+    binds ``token`` (and ``study``)."""
     s, u = platform_tables.sessions, platform_tables.users
     columns = [u.c.user_id, u.c.email, u.c.rater_id, s.c.expires_at]
     joined = s.join(u, u.c.user_id == s.c.user_id)
@@ -199,7 +204,9 @@ def _gate_statement(study: bool) -> sa.Select:
         m, st, sr, v, rt = (platform_tables.memberships, platform_tables.study_settings,
                             platform_tables.study_rubrics, platform_tables.study_rubric_versions,
                             snapshot_tables.raters)
+        sc = platform_tables.study_closures
         columns += [m.c.role, m.c.consented_at, sr.c.rationale_required,
+                    sc.c.closed_at.label("study_closed_at"),
                     v.c.rubric.label("rubric_text"),
                     *(st.c[name].label("st_" + name) for name in SETTINGS),
                     *(c.label("rt_" + c.name) for c in rt.columns)]
@@ -210,7 +217,8 @@ def _gate_statement(study: bool) -> sa.Select:
                   .outerjoin(sr, sr.c.study_id == m.c.study_id)
                   .outerjoin(v, sa.and_(v.c.study_id == sr.c.study_id,
                                         v.c.version == sr.c.version))
-                  .outerjoin(rt, rt.c.rater_id == u.c.rater_id))
+                  .outerjoin(rt, rt.c.rater_id == u.c.rater_id)
+                  .outerjoin(sc, sc.c.study_id == m.c.study_id))
     return (sa.select(*columns).select_from(joined)
             .where(s.c.token_hash == sa.bindparam("token"), s.c.revoked_at.is_(None)))
 
@@ -220,7 +228,8 @@ _GATE = {False: Prepared(_gate_statement(False)), True: Prepared(_gate_statement
 
 def _session(engine: sa.Engine, token: str, study: str | None) -> tuple:
     """The live session's user (or None) and, for a study route, what
-    :func:`_study_ctx` needs: (membership or None, StudyConfig or None, rater)."""
+    :func:`_study_ctx` needs: (membership or None, StudyConfig or None, rater,
+    closed)."""
     params = {"token": digest(token)}
     if study is not None:
         params["study"] = study
@@ -239,11 +248,11 @@ def _session(engine: sa.Engine, token: str, study: str | None) -> tuple:
                           row.rationale_required, row.rubric_text)
     rater = Rater(*(m["rt_" + name] for name in Rater._fields)) \
         if m["rt_rater_id"] is not None else None
-    return user, (role, cfg, rater)
+    return user, (role, cfg, rater, row.study_closed_at is not None)
 
 
 def _study_ctx(ctx: Ctx, study_id: str, level: str, found: tuple) -> Ctx:
-    role, cfg, rater = found
+    role, cfg, rater, closed = found
     if role is None or cfg is None:
         raise HTTPException(403, "You are not a member of this study.")
     if level in STUDY_ROLES and role.role not in STUDY_ROLES[level]:
@@ -254,7 +263,8 @@ def _study_ctx(ctx: Ctx, study_id: str, level: str, found: tuple) -> Ctx:
             raise HTTPException(403, "Only the study's clinicians rate answers.")
         if role.consented_at is None or rater.specialty not in cfg.specialties:
             raise Redirect(f"/s/{study_id}/profile")
-    return Ctx(ctx.request, ctx.engine, ctx.user, ctx.csrf, cfg, role.role, rater)
+    return Ctx(ctx.request, ctx.engine, ctx.user, ctx.csrf, cfg, role.role, rater,
+               closed=closed)
 
 
 def page(ctx: Ctx, name: str, status: int = 200, **values) -> HTMLResponse:

@@ -10,6 +10,7 @@ is a module with its ``SPEC`` and one line here.
 """
 
 from clinieval.audit.sections import (
+    adjudications,
     alignment,
     automated_judges,
     benchmarks,
@@ -64,5 +65,6 @@ REGISTRY: tuple[SectionSpec, ...] = (
     benchmarks.SPEC,
     decisions.SPEC,
     targeted_weights.SPEC,
+    adjudications.SPEC,
 )
 """The report's sections in order."""

@@ -181,6 +181,17 @@ platform_secrets = sa.Table(
 """The cookie-signing key when no ``CLINIEVAL_SECRET_KEY`` is set, so
 sessions survive a restart."""
 
+study_closures = sa.Table(
+    "study_closures",
+    metadata,
+    sa.Column("study_id", sa.Text, sa.ForeignKey("studies.study_id"), primary_key=True),
+    sa.Column("closed_at", _TS, nullable=False),
+    sa.Column("user_id", sa.Text, sa.ForeignKey("users.user_id"), nullable=False),
+    sa.Column("decisions", sa.Text, nullable=False),
+)
+"""A study an admin closed once every decision was settled (migration 0018):
+no new tasks are handed out; ``decisions`` is the JSON table it closed on."""
+
 sa.Index("ix_task_leases_answer", task_leases.c.answer_id, task_leases.c.status)
 sa.Index("ix_task_leases_user", task_leases.c.user_id, task_leases.c.study_id,
          task_leases.c.status)
@@ -189,8 +200,8 @@ sa.Index("ix_audit_events_client", audit_events.c.kind, audit_events.c.client, a
 
 # --- study administration (migration 0005) ----------------------------------------
 
-API_TOKEN_ROLES = tuple(r for r in vocabulary.ROLES if r != "clinician")
-"""Roles an API token can carry: clinicians work in the browser."""
+API_TOKEN_ROLES = tuple(r for r in vocabulary.ROLES if r not in ("clinician", "adjudicator"))
+"""Roles an API token can carry: clinicians and adjudicators work in the browser."""
 
 api_tokens = sa.Table(
     "api_tokens",

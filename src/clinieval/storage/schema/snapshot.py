@@ -118,6 +118,14 @@ judgments = sa.Table(
     sa.CheckConstraint(one_of("choice", vocabulary.CHOICES, nullable=True),
                        name="choice_value"),
 )
+adjudications = sa.Table(
+    "adjudications",
+    metadata,
+    *_columns(tabular.ADJUDICATIONS),
+    *_foreign_keys(tabular.ADJUDICATIONS),
+    sa.CheckConstraint(one_of("verdict", vocabulary.ADJUDICATION_VERDICTS),
+                       name="verdict_value"),
+)
 snapshot_meta = sa.Table(
     "snapshot_meta",
     metadata,
@@ -130,5 +138,6 @@ sa.Index("ix_ratings_rater", ratings.c.rater_id)
 sa.Index("ix_answers_model", answers.c.model_id)
 sa.Index("ix_preferences_case", preferences.c.case_id)
 sa.Index("ix_judgments_run", judgments.c.run_id)
+sa.Index("ix_adjudications_answer", adjudications.c.answer_id, adjudications.c.criterion_id)
 
 BY_NAME: dict[str, sa.Table] = {t.name: metadata.tables[t.name] for t in tabular.ALL}

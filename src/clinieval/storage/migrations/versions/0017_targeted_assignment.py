@@ -2,7 +2,7 @@
 escalation settings
 
 Revision ID: 0017_targeted_assignment
-Revises: 0014_study_gates
+Revises: 0016_benchmark_results
 Create Date: 2026-12-01 19:30:00
 
 A study may collect where its decisions are still open (issue 33 §2):
@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0017_targeted_assignment"
-down_revision = "0014_study_gates"
+down_revision = "0016_benchmark_results"
 branch_labels = None
 depends_on = None
 

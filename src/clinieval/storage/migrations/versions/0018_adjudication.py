@@ -1,7 +1,7 @@
 """adjudication: the adjudicator role, adjudications with history, closing a study
 
 Revision ID: 0018_adjudication
-Revises: 0014_study_gates
+Revises: 0017_targeted_assignment
 Create Date: 2026-12-01 19:20:00
 
 An answer whose clinicians disagree across the fail line on a
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018_adjudication"
-down_revision = "0014_study_gates"
+down_revision = "0017_targeted_assignment"
 branch_labels = None
 depends_on = None
 

@@ -76,8 +76,9 @@ def synth(
 def import_(
     source: Annotated[Path, typer.Argument(help="Bundle folder, tables folder or export file.")],
     database_url: DatabaseUrl = None,
-    fmt: Annotated[str, typer.Option("--format", help="auto, bundle, tables, moove, arena,"
-                                     " healthbench, medqa, medmcqa, pubmedqa or inspect.")] = "auto",
+    fmt: Annotated[str, typer.Option("--format", help="auto, bundle, tables, moove,"
+                                     " arena, healthbench, medqa, medmcqa, pubmedqa or"
+                                     " inspect.")] = "auto",
     rubric: Annotated[Path | None, typer.Option(help="Rubric JSON (default: bundled).")] = None,
     criterion_map: Annotated[Path | None, typer.Option(help="Criterion map JSON.")] = None,
     replace: Annotated[bool, typer.Option(help="Delete stored rows first (same transaction).")

@@ -21,9 +21,14 @@ import struct
 import sys
 from typing import BinaryIO
 
-# numpy and pyarrow (0.25 s) are imported before the fork, so that the child
-# shares them rather than importing them again; neither has started a thread
-# pool by then (only jemalloc's background thread, which survives a fork).
+# numpy and pyarrow are imported before the fork, so that the child shares
+# them rather than importing them again; neither has started a thread pool by
+# then (only jemalloc's background thread, which survives a fork). So is
+# pandas, which starts no thread either: the audit needs it, and the child
+# would import it too, since pyarrow imports pandas (to tell whether a value
+# is a pandas object) at its first pa.scalar or pa.array of Python values.
+import pandas  # noqa: F401
+
 from clinieval.audit.data import AuditData, audit_data
 
 _COUNT = struct.Struct("<Q")

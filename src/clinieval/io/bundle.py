@@ -291,25 +291,28 @@ def _read_parquet(raw: bytes) -> pa.Table:
 
     Read as one file rather than through ``pq.read_table``'s dataset layer,
     which imports ``pyarrow.dataset`` (and pandas with it) and splits each
-    column into chunks. A file that does not read so, or whose column names
-    the dataset layer refuses (a name twice, or one of the names it adds to a
-    scan, all starting ``__``), goes through ``pq.read_table`` again: what it
-    refuses stays refused, with its error word for word."""
+    column into chunks. A file that does not read so, that does not validate
+    (text that is not UTF-8, say) or whose column names the dataset layer
+    refuses (a name twice, or one of the names it adds to a scan, all
+    starting ``__``) goes through ``pq.read_table`` again: what it refuses
+    stays refused, with its error word for word (chunk numbers included)."""
     try:
         data = pq.ParquetFile(pa.BufferReader(raw), pre_buffer=False).read(use_threads=False)
         names = data.column_names
         if len(set(names)) == len(names) and not any(n.startswith("__") for n in names):
+            data.validate(full=True)
             return data
     except (pa.ArrowException, OSError, UnicodeDecodeError):
         pass
-    return pq.read_table(pa.BufferReader(raw), use_threads=False, pre_buffer=False)
+    data = pq.read_table(pa.BufferReader(raw), use_threads=False, pre_buffer=False)
+    data.validate(full=True)
+    return data
 
 
 def _read_entry(path: Path, entry: dict, verify: bool) -> pa.Table:
     raw = verified_bytes(path, entry) if verify else read_bytes(path)
     try:
-        data = _read_parquet(raw)
-        data.validate(full=True)
+        data = _read_parquet(raw)  # validated (full: UTF-8 text included)
     except (pa.ArrowException, OSError, UnicodeDecodeError) as err:  # a column path not UTF-8
         raise InputError(str(path), f"not a readable Parquet file: {err}") from None
     if data.num_rows != entry["rows"]:

@@ -1,9 +1,10 @@
 """Reading the snapshot in a forked process while the audit's modules import.
 
-The audit command spends its first second importing pandas, scipy, the
-sections and matplotlib, none of which reading a snapshot needs; on two cores
-a child forked before those imports reads meanwhile (a SQLite read is most of
-a second at paper scale). The child hands back the :class:`AuditData` as a
+The audit command spends its first second importing scipy, the sections, the
+report and matplotlib, none of which reading a snapshot needs; on two cores a
+child forked before those imports reads meanwhile (a SQLite read is most of a
+second at paper scale, and a bundle's read holds it to the import's contract:
+checksums, row counts, the validator). The child hands back the :class:`AuditData` as a
 pickle whose arrays travel out of band (protocol 5), each read from the pipe
 straight into the parent's buffer, so the parent never holds them twice.
 

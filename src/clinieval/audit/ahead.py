@@ -1,9 +1,10 @@
 """Reading the snapshot in a forked process while the audit's modules import.
 
-The audit command spends its first second importing pandas, scipy, the
-sections and matplotlib, none of which reading a snapshot needs; on two cores
-a child forked before those imports reads meanwhile (a SQLite read is most of
-a second at paper scale). The child hands back the :class:`AuditData` as a
+The audit command spends its first second importing scipy, the sections, the
+report and matplotlib, none of which reading a snapshot needs; on two cores a
+child forked before those imports reads meanwhile (a SQLite read is most of a
+second at paper scale, and a bundle's read holds it to the import's contract:
+checksums, row counts, the validator). The child hands back the :class:`AuditData` as a
 pickle whose arrays travel out of band (protocol 5), each read from the pipe
 straight into the parent's buffer, so the parent never holds them twice.
 
@@ -21,9 +22,14 @@ import struct
 import sys
 from typing import BinaryIO
 
-# numpy and pyarrow (0.25 s) are imported before the fork, so that the child
-# shares them rather than importing them again; neither has started a thread
-# pool by then (only jemalloc's background thread, which survives a fork).
+# numpy and pyarrow are imported before the fork, so that the child shares
+# them rather than importing them again; neither has started a thread pool by
+# then (only jemalloc's background thread, which survives a fork). So is
+# pandas, which starts no thread either: the audit needs it, and the child
+# would import it too, since pyarrow imports pandas (to tell whether a value
+# is a pandas object) at its first pa.scalar or pa.array of Python values.
+import pandas  # noqa: F401
+
 from clinieval.audit.data import AuditData, audit_data
 
 _COUNT = struct.Struct("<Q")

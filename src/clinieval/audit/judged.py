@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import sqlalchemy as sa
 
 from clinieval.contract import tabular, vocabulary
 from clinieval.snapshot import Snapshot, conform
 
 if TYPE_CHECKING:  # reading the tables needs no pandas (the audit command reads ahead without)
     import pandas as pd
+    import sqlalchemy as sa
 
 TABLES = ("judgments", "cases", "answers", "models")
 """What the judge sections read, besides the ratings the audit already has."""
@@ -179,6 +179,8 @@ def run_tables(engine: sa.Engine) -> dict[str, pa.Table]:
     """The task records of every run in the database, each with its run's
     kind, judge kind and model: what was spent, how long calls took and why
     they failed (not part of a snapshot; empty when there are no runs)."""
+    import sqlalchemy as sa
+
     from clinieval.storage.schema.runs import RUN_TABLES
 
     calls, runs = RUN_TABLES["llm_run_calls"], RUN_TABLES["llm_runs"]
@@ -196,6 +198,8 @@ def run_tables(engine: sa.Engine) -> dict[str, pa.Table]:
 def run_tables_at(source: str) -> dict[str, pa.Table]:
     """:func:`run_tables` of ``source`` when it names a database (a URL or a
     SQLite file), else nothing: bundles and files carry no run records."""
+    import sqlalchemy as sa
+
     from clinieval.sources import DATABASE_URL, SQLITE_FILE
     from clinieval.storage import db
     from clinieval.storage.sqlite_read import sqlite_file_url

@@ -51,11 +51,32 @@ def content_sha256(data: pa.Table, key: str) -> str:
     if not _is_sorted(keys):
         data = data.take(pc.sort_indices(keys))
     data = _canonical(data)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, data.schema) as writer:
+    digest = _Digest()
+    with pa.ipc.new_stream(pa.PythonFile(digest, mode="w"), data.schema) as writer:
         for batch in data.combine_chunks().to_batches(1 << 20):
             writer.write_batch(batch)
-    return hashlib.sha256(sink.getvalue()).hexdigest()
+    return digest.sha256.hexdigest()
+
+
+class _Digest:
+    """A write-only file that hashes what is written to it: the IPC stream is
+    hashed piece by piece as the writer produces it, never held whole (a
+    buffer of the whole stream costs more in fresh pages than the hashing)."""
+
+    closed = False
+
+    def __init__(self) -> None:
+        self.sha256 = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def _canonical(data: pa.Table) -> pa.Table:
@@ -278,16 +299,33 @@ def verified_bytes(path: Path, entry: dict) -> bytes:
 def _read_parquet(raw: bytes) -> pa.Table:
     """A Parquet file's table, decoded on this thread: a hostile file's error
     then leaves no pool thread still decoding when the command exits (Arrow's
-    worker alive at exit aborts the process after the error is printed)."""
-    return pq.read_table(pa.BufferReader(raw), use_threads=False, pre_buffer=False)
+    worker alive at exit aborts the process after the error is printed).
+
+    Read as one file rather than through ``pq.read_table``'s dataset layer,
+    which imports ``pyarrow.dataset`` (and pandas with it) and splits each
+    column into chunks. A file that does not read so, that does not validate
+    (text that is not UTF-8, say) or whose column names the dataset layer
+    refuses (a name twice, or one of the names it adds to a scan, all
+    starting ``__``) goes through ``pq.read_table`` again: what it refuses
+    stays refused, with its error word for word (chunk numbers included)."""
+    try:
+        data = pq.ParquetFile(pa.BufferReader(raw), pre_buffer=False).read(use_threads=False)
+        names = data.column_names
+        if len(set(names)) == len(names) and not any(n.startswith("__") for n in names):
+            data.validate(full=True)
+            return data
+    except (pa.ArrowException, OSError, UnicodeDecodeError):
+        pass
+    data = pq.read_table(pa.BufferReader(raw), use_threads=False, pre_buffer=False)
+    data.validate(full=True)
+    return data
 
 
 def _read_entry(path: Path, entry: dict, verify: bool) -> pa.Table:
     raw = verified_bytes(path, entry) if verify else read_bytes(path)
     try:
-        data = _read_parquet(raw)
-        data.validate(full=True)
-    except (pa.ArrowException, OSError) as err:
+        data = _read_parquet(raw)  # validated (full: UTF-8 text included)
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as err:  # a column path not UTF-8
         raise InputError(str(path), f"not a readable Parquet file: {err}") from None
     if data.num_rows != entry["rows"]:
         raise InputError(str(path), "row count differs from the manifest",

@@ -61,7 +61,7 @@ def _read_parquet(raw: bytes, path: Path) -> pa.Table:
     try:
         # On this thread: see clinieval.io.bundle._read_parquet.
         data = pq.read_table(pa.BufferReader(raw), use_threads=False, pre_buffer=False)
-    except (pa.ArrowException, OSError) as err:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as err:  # a column path not UTF-8
         raise InputError(str(path), f"not a readable Parquet file: {err}") from None
     for name, column in zip(data.column_names, data.columns, strict=True):
         try:

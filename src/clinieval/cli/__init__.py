@@ -17,11 +17,11 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import typer
 
-from clinieval.cli import database, runs, snapshot, web
+from clinieval.cli import calls, database, runs, snapshot, web
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode="markdown",
                   help="Safety-first evaluation of medical LLMs from clinician ratings and votes.")
-for group in (database, snapshot, runs, web):
+for group in (database, snapshot, runs, calls, web):
     group.register(app)
 
 

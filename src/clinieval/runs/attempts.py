@@ -3,13 +3,15 @@
 An attempt is one parse attempt of one call of a task in one start of a run:
 answered from the cache, or sent to the provider (whose HTTP retries it
 counts as ``tries``). The journal hands the writer, at each of its commits,
-the attempts begun since the last one, ``open`` when their request is still
-out, and the final state of those it wrote open before. So a run stopped by
-SIGKILL leaves a row for every call that was out or answered at its last
-commit, whether or not the task it belonged to was committed: the calls it
-repeats when started again are recorded twice, and their cost counts as
-spent. Only attempts begun after the last commit (at most one gathering
-interval, ``store.GATHER_S``, plus the commit) leave no trace.
+the attempts that ended since the last one, those still out since the one
+before (``open``: a call that ends within one commit interval, as most do
+at scale, is written once, not opened and then closed), and the final state
+of those it wrote open before. So a run stopped by SIGKILL leaves a row for
+every call that was answered by, or out since, its second-to-last commit,
+whether or not the task it belonged to was committed: the calls it repeats
+when started again are recorded twice, and their cost counts as spent. Only
+attempts begun within the last two commit intervals (each ``store.GATHER_S``
+plus its commit) may leave no trace.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ class Attempt:
     cost_usd: float | None = None
     written: bool = False
     """Whether its ``open`` row is in (or on its way to) the database."""
+    seen: bool = False
+    """Whether a drain found it out already (the next one writes it open)."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,10 @@ class JournalRows:
     prompts: list[dict]
     inserts: list[dict]
     updates: list[dict]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.inserts or self.updates)
 
     @property
     def spent_usd(self) -> float:
@@ -166,6 +174,10 @@ class Journal:
         self._new, self._ended = [], []
         prompts, inserts = [], []
         for a in new:
+            if a.status == "open" and not a.seen:
+                a.seen = True
+                self._new.append(a)  # written open by the next drain if still out
+                continue
             digest_, text = self._prompt(a.messages)
             if digest_ not in self._written_prompts:
                 self._written_prompts.add(digest_)

@@ -92,7 +92,9 @@ class SharedWriter:
                     await self._commit(lane)  # calls out, none finished: log them
                 while lane.pending:
                     await self._commit(lane)
-                if lane.closing:
+                if lane.journal.dirty and lane.error is None:
+                    self.wake.set()  # calls still out: log them open next time
+                elif lane.closing:
                     lane.drained.set()
 
     def _urgent(self) -> bool:
@@ -104,9 +106,11 @@ class SharedWriter:
         results = lane.pending[:self.batch]
         del lane.pending[:self.batch]
         lane.committing = len(results)
+        log = lane.journal.drain()
         try:
-            await asyncio.to_thread(store.write_results, self.engine, lane.run_id, lane.spec,
-                                    results, lane.retried, lane.journal.drain())
+            if results or not log.empty:
+                await asyncio.to_thread(store.write_results, self.engine, lane.run_id,
+                                        lane.spec, results, lane.retried, log)
         except Exception as err:
             lane.fail(err)
             return

@@ -184,6 +184,8 @@ class Writer:
                     await self._commit()  # calls out, none finished: log them
                 while self._pending:
                     await self._commit()
+                if self.journal.dirty:
+                    self._wake.set()  # calls still out: log them open next time
         except Exception as err:
             # Workers may be waiting for slots only a commit frees: stop the run.
             self.error = err
@@ -193,8 +195,10 @@ class Writer:
     async def _commit(self) -> None:
         results = self._pending[:self.batch]
         del self._pending[:self.batch]
-        await asyncio.to_thread(write_results, self.engine, self.run_id, self.spec, results,
-                                self.retried, self.journal.drain())
+        log = self.journal.drain()
+        if results or not log.empty:
+            await asyncio.to_thread(write_results, self.engine, self.run_id, self.spec, results,
+                                    self.retried, log)
         for _ in results:
             self.open_slots.release()
 

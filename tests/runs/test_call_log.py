@@ -62,9 +62,10 @@ def test_every_call_is_logged_with_its_prompt_once_settings_endpoint_and_cost(lo
         _ok("generate", "--model", stub, "--samples", "2", "--database-url", url)
         _ok("generate", "--model", stub, "--samples", "2", "--database-url", url, "--no-cache")
     attempts = _sql(url, "SELECT a.run_id, a.status, a.endpoint, a.tries, a.input_tokens,"
-                         " a.output_tokens, a.cost_usd, a.settings, a.template,"
+                         " a.output_tokens, a.cost_usd, s.settings, a.template,"
                          " a.template_hash, p.messages, a.started_at <= a.ended_at"
-                         " FROM llm_call_attempts a JOIN llm_prompts p USING (prompt_hash)")
+                         " FROM llm_call_attempts a JOIN llm_prompts p USING (prompt_hash)"
+                         " JOIN llm_settings s USING (settings_hash)")
     # 2 cases x 2 samples, twice (the second run calls again: --no-cache)
     assert len(attempts) == 8 and len({a[0] for a in attempts}) == 2
     assert {a[1] for a in attempts} == {"ok"}
@@ -74,6 +75,8 @@ def test_every_call_is_logged_with_its_prompt_once_settings_endpoint_and_cost(lo
     # both samples of a case and both runs send the same messages: one row per case
     [(prompts,)] = _sql(url, "SELECT COUNT(*) FROM llm_prompts")
     assert prompts == 2
+    [(settings,)] = _sql(url, "SELECT COUNT(*) FROM llm_settings")
+    assert settings == 2  # a seed per sample, shared by both runs
     seeds = sorted(json.loads(a[7])["seed"] for a in attempts)
     assert len(set(seeds)) == 2  # a seed per sample
     generate = load_prompt("generate")

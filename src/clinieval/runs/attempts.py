@@ -26,7 +26,7 @@ from clinieval.providers import CallFailed, Completion, ModelSpec
 from clinieval.runs.keys import canonical, digest
 
 COLUMNS = ("run_id", "start", "seq", "task_key", "call_index", "parse_attempt", "call_key",
-           "prompt_hash", "template", "template_hash", "settings", "status", "started_at",
+           "prompt_hash", "template", "template_hash", "settings_hash", "status", "started_at",
            "ended_at", "endpoint", "tries", "error", "cause", "finish_reason", "input_tokens",
            "output_tokens", "latency_s", "cost_usd")
 FINAL = ("status", "ended_at", "endpoint", "tries", "error", "cause", "finish_reason",
@@ -84,6 +84,7 @@ class JournalRows:
     """What one commit writes of the log."""
 
     prompts: list[dict]
+    settings: list[dict]
     inserts: list[dict]
     updates: list[dict]
 
@@ -113,7 +114,9 @@ class Journal:
         # By id: the tasks keep their messages and settings alive for the run.
         self._prompts: dict[int, tuple[Any, str, str]] = {}
         self._settings: dict[int, tuple[Any, str]] = {}
+        self._texts: dict[str | None, str] = {}  # settings text -> hash (short texts)
         self._written_prompts: set[str] = set()
+        self._written_settings: set[str] = set()
 
     @property
     def dirty(self) -> bool:
@@ -172,7 +175,7 @@ class Journal:
         the event loop, so the rows are a snapshot the commit thread can use."""
         new, ended = self._new, self._ended
         self._new, self._ended = [], []
-        prompts, inserts = [], []
+        prompts, settings, inserts = [], [], []
         for a in new:
             if a.status == "open" and not a.seen:
                 a.seen = True
@@ -182,13 +185,21 @@ class Journal:
             if digest_ not in self._written_prompts:
                 self._written_prompts.add(digest_)
                 prompts.append({"prompt_hash": digest_, "messages": text})
+            settings_text = a.settings_text or self._settings_text(a.settings)
+            settings_hash = self._texts.get(settings_text)
+            if settings_hash is None:
+                settings_hash = self._texts[settings_text] = hashlib.sha256(
+                    settings_text.encode()).hexdigest()
+            if settings_hash not in self._written_settings:
+                self._written_settings.add(settings_hash)
+                settings.append({"settings_hash": settings_hash, "settings": settings_text})
             inserts.append({
                 "run_id": self.run_id, "start": self.start, "seq": a.seq,
                 "task_key": a.task_key, "call_index": a.call_index,
                 "parse_attempt": a.parse_attempt, "call_key": a.call_key,
                 "prompt_hash": digest_, "template": self.template,
                 "template_hash": self.template_hash,
-                "settings": a.settings_text or self._settings_text(a.settings),
+                "settings_hash": settings_hash,
                 **self._final(a)})
             a.written = a.status == "open"
         updates = []
@@ -196,7 +207,7 @@ class Journal:
             row = {"run_id": self.run_id, "start": self.start, "seq": a.seq, **self._final(a)}
             del row["started_at"]
             updates.append(row)
-        return JournalRows(prompts, inserts, updates)
+        return JournalRows(prompts, settings, inserts, updates)
 
     @staticmethod
     def _final(a: Attempt) -> dict:

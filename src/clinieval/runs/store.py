@@ -32,6 +32,7 @@ RUNS = RUN_TABLES["llm_runs"]
 CACHE = RUN_TABLES["llm_cache"]
 CALLS = RUN_TABLES["llm_run_calls"]
 PROMPTS = RUN_TABLES["llm_prompts"]
+SETTINGS = RUN_TABLES["llm_settings"]
 ATTEMPTS = RUN_TABLES["llm_call_attempts"]
 CHUNK = 500
 BATCH = 128
@@ -222,6 +223,7 @@ def write_results(engine: sa.Engine, run_id: str, spec: ModelSpec, results: list
 
 def _write_log(conn: sa.Connection, log: JournalRows) -> None:
     _insert(conn, PROMPTS, log.prompts, skip_existing=True)
+    _insert(conn, SETTINGS, log.settings, skip_existing=True)
     _insert(conn, ATTEMPTS, log.inserts)
     if log.updates:
         sql, names, order, convert = _update_statement(conn.dialect)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from clinieval.viewer.assets import CSP, SCRIPT, STYLE
+from clinieval.viewer.assets import CSP, FAVICON, SCRIPT, STYLE
 from clinieval.viewer.data import load, page_name
 from clinieval.viewer.pages import answer_page, index
 
@@ -40,6 +40,7 @@ def build_site(engine: sa.Engine, folder: Path) -> int:
     (folder / "answers").mkdir(parents=True, exist_ok=True)
     (folder / "viewer.js").write_text(SCRIPT, "utf-8")
     (folder / "viewer.css").write_text(STYLE, "utf-8")
+    (folder / "favicon.ico").write_bytes(FAVICON)
     (folder / "index.html").write_text(index(answers), "utf-8")
     for answer in answers:
         (folder / "answers" / answer.page).write_text(answer_page(answer), "utf-8")

@@ -7,6 +7,18 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';
 """The pages' policy (a ``<meta>`` in every page; the server sends it as a
 header too, with ``frame-ancestors 'none'``, which a ``<meta>`` cannot carry)."""
 
+def _favicon() -> bytes:
+    """A 1x1 icon (a browser asks for one; a 404 is noise in its console)."""
+    import struct
+
+    image = struct.pack("<IiiHHIIiiII", 40, 1, 2, 1, 32, 0, 8, 0, 0, 0, 0)
+    image += bytes((0xCA, 0x58, 0x0A, 0xFF)) + bytes(4)  # one blue pixel, its AND mask
+    return struct.pack("<HHH", 0, 1, 1) + struct.pack("<BBBBHHII", 1, 1, 0, 0, 1, 32,
+                                                       len(image), 22) + image
+
+
+FAVICON = _favicon()
+
 SCRIPT = """\
 "use strict";
 // Filters of the log: the choices live in the URL's fragment

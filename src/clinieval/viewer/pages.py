@@ -2,7 +2,8 @@
 filterable, and a page per answer with its case, the prompts sent, the
 answer and each judgment (raw output, rationale, score, parse status).
 
-Everything from the database is escaped (answers and judge outputs are
+A ``<pre>`` starts with a newline, which HTML drops, so text that starts
+with one keeps it. Everything from the database is escaped (answers and judge outputs are
 hostile text) and shown isolated: inline names in ``<bdi>``, blocks of text
 with ``dir="auto"``, so that no bidirectional control in them can reorder
 what is around them.
@@ -34,6 +35,7 @@ def _page(title: str, body: str, root: str = "") -> str:
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             "<meta name=\"referrer\" content=\"no-referrer\">"
             f"<title>{_e(title)}</title><link rel=\"stylesheet\" href=\"{root}viewer.css\">"
+            f"<link rel=\"icon\" href=\"{root}favicon.ico\">"
             f"</head><body>{body}<script src=\"{root}viewer.js\"></script></body></html>\n")
 
 
@@ -88,9 +90,9 @@ def answer_page(a: Answer) -> str:
             f"<dt>Answer id</dt><dd>{_bdi(a.answer_id)}</dd></dl>")
     body = (f"<p><a href=\"../index.html\">&larr; run log</a></p><h1>Answer of {_bdi(a.model_id)}"
             f" to case {_bdi(a.case_id)}</h1>{meta}<h2>Case prompt</h2>"
-            f"<pre dir=\"auto\">{_e(a.case_prompt)}</pre>"
+            f"<pre dir=\"auto\">\n{_e(a.case_prompt)}</pre>"
             f"{_messages('Prompt sent to the model', a.prompt)}"
-            f"<h2>Answer</h2><pre dir=\"auto\" class=\"answer\">{_e(a.text)}</pre>"
+            f"<h2>Answer</h2><pre dir=\"auto\" class=\"answer\">\n{_e(a.text)}</pre>"
             f"<h2>Judgments ({len(a.judgments):,})</h2>"
             f"{''.join(_judgment(j) for j in a.judgments) or '<p>none</p>'}")
     return _page(f"Answer {a.answer_id}", body, root="../")
@@ -100,8 +102,8 @@ def _messages(title: str, messages: list[dict] | None) -> str:
     if not messages:
         return (f"<h2>{_e(title)}</h2><p class=\"note\">not in the call log (a run made before"
                 " it, or an imported answer)</p>")
-    parts = "".join(f"<h3>{_e(m.get('role'))}</h3><pre dir=\"auto\">{_e(m.get('content'))}</pre>"
-                    for m in messages)
+    parts = "".join(f"<h3>{_e(m.get('role'))}</h3><pre dir=\"auto\">\n"
+                    f"{_e(m.get('content'))}</pre>" for m in messages)
     return f"<h2>{_e(title)}</h2>{parts}"
 
 
@@ -117,9 +119,9 @@ def _judgment(j: Judgment) -> str:
     prompt = ""
     if j.prompt:
         prompt = ("<details><summary>Prompt sent to the judge</summary>"
-                  + "".join(f"<h4>{_e(m.get('role'))}</h4><pre dir=\"auto\">"
+                  + "".join(f"<h4>{_e(m.get('role'))}</h4><pre dir=\"auto\">\n"
                             f"{_e(m.get('content'))}</pre>" for m in j.prompt) + "</details>")
     return (f"<section class=\"judgment\" id=\"j-{j.judgment_id}\"><h3>Judgment {j.judgment_id}"
             f"</h3><dl>{dl}</dl><h4>Rationale</h4><p dir=\"auto\">{_e(j.reason or '-')}</p>"
-            f"<h4>Raw output</h4><pre dir=\"auto\" class=\"raw\">{_e(j.raw_output)}</pre>"
+            f"<h4>Raw output</h4><pre dir=\"auto\" class=\"raw\">\n{_e(j.raw_output)}</pre>"
             f"{prompt}</section>")

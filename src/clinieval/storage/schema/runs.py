@@ -86,6 +86,14 @@ llm_prompts = sa.Table(
 """Rendered prompts (the messages of a call, canonical JSON) by SHA-256:
 calls that send the same messages, repeats and other runs share one row."""
 
+llm_settings = sa.Table(
+    "llm_settings", metadata,
+    sa.Column("settings_hash", sa.Text, primary_key=True),
+    sa.Column("settings", sa.Text, nullable=False),
+)
+"""Request settings (canonical JSON, a judge's response schema included) by
+SHA-256: the calls of a juror share one row."""
+
 llm_call_attempts = sa.Table(
     "llm_call_attempts", metadata,
     sa.Column("run_id", sa.Text, sa.ForeignKey("llm_runs.run_id"), primary_key=True),
@@ -99,7 +107,8 @@ llm_call_attempts = sa.Table(
               nullable=False),
     sa.Column("template", sa.Text),
     sa.Column("template_hash", sa.Text),
-    sa.Column("settings", sa.Text, nullable=False),
+    sa.Column("settings_hash", sa.Text, sa.ForeignKey("llm_settings.settings_hash"),
+              nullable=False),
     sa.Column("status", sa.Text, nullable=False),
     sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("ended_at", sa.DateTime(timezone=True)),
@@ -121,5 +130,5 @@ replica that answered (or last failed). ``cost_usd`` is what the attempt
 spent: 0 for a cache hit, NULL when a stop cut it short."""
 
 RUN_TABLES: dict[str, sa.Table] = {t.name: t for t in (
-    llm_runs, llm_cache, llm_run_calls, llm_prompts, llm_call_attempts)}
+    llm_runs, llm_cache, llm_run_calls, llm_prompts, llm_settings, llm_call_attempts)}
 """The run tables by name."""

@@ -1,10 +1,11 @@
-"""every attempt at a call, and the prompts they sent
+"""every attempt at a call, and the prompts and settings they sent
 
 Revision ID: 0015_call_log
 Revises: 0014_study_gates
 Create Date: 2026-12-01 19:30:00
 
-``llm_prompts`` keeps each rendered prompt once by hash; ``llm_call_attempts``
+``llm_prompts`` and ``llm_settings`` keep each rendered prompt and each set of
+request settings once by hash; ``llm_call_attempts``
 records every attempt at a call with its prompt, template, settings, endpoint,
 times, status, error, tokens and cost, so that calls repeated after a stop
 are counted as spent (issue 31). Runs made before this revision have no
@@ -30,6 +31,12 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("prompt_hash", name=op.f("pk_llm_prompts")),
     )
     op.create_table(
+        "llm_settings",
+        sa.Column("settings_hash", sa.Text(), nullable=False),
+        sa.Column("settings", sa.Text(), nullable=False),
+        sa.PrimaryKeyConstraint("settings_hash", name=op.f("pk_llm_settings")),
+    )
+    op.create_table(
         "llm_call_attempts",
         sa.Column("run_id", sa.Text(), nullable=False),
         sa.Column("start", sa.Integer(), nullable=False),
@@ -41,7 +48,7 @@ def upgrade() -> None:
         sa.Column("prompt_hash", sa.Text(), nullable=False),
         sa.Column("template", sa.Text(), nullable=True),
         sa.Column("template_hash", sa.Text(), nullable=True),
-        sa.Column("settings", sa.Text(), nullable=False),
+        sa.Column("settings_hash", sa.Text(), nullable=False),
         sa.Column("status", sa.Text(), nullable=False),
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("ended_at", sa.DateTime(timezone=True), nullable=True),
@@ -60,10 +67,13 @@ def upgrade() -> None:
                                 name=op.f("fk_llm_call_attempts_prompt_hash_llm_prompts")),
         sa.ForeignKeyConstraint(["run_id"], ["llm_runs.run_id"],
                                 name=op.f("fk_llm_call_attempts_run_id_llm_runs")),
+        sa.ForeignKeyConstraint(["settings_hash"], ["llm_settings.settings_hash"],
+                                name=op.f("fk_llm_call_attempts_settings_hash_llm_settings")),
         sa.PrimaryKeyConstraint("run_id", "start", "seq", name=op.f("pk_llm_call_attempts")),
     )
 
 
 def downgrade() -> None:
     op.drop_table("llm_call_attempts")
+    op.drop_table("llm_settings")
     op.drop_table("llm_prompts")

@@ -79,6 +79,9 @@ class _Page(html.parser.HTMLParser):
     def handle_endtag(self, tag):
         if tag == "pre":
             self._in_pre = False
+            # a newline right after <pre> is dropped by HTML (the pages write one)
+            assert self.pre[-1].startswith("\n")
+            self.pre[-1] = self.pre[-1][1:]
 
     def handle_data(self, data):
         if self._in_pre:

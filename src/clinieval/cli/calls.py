@@ -89,19 +89,19 @@ def runs_list(database: Database = None, database_url: DatabaseUrl = None,
         console.print("no runs in this database")
         return
     table = Table(title="runs")
-    for column in ("run", "kind", "model", "judged", "status", "tasks done/cached/failed",
-                   "unparsed", "attempts", "spent USD", "list USD", "started", "finished"):
-        table.add_column(column, justify="right" if "USD" in column or column == "unparsed"
-                         else "left", no_wrap=column == "run", overflow="fold")
+    for column in ("run (kind)", "model (judged)", "status",
+                   "tasks done / cached / failed, unparsed", "attempts", "USD spent (list)",
+                   "started / finished"):
+        table.add_column(column, no_wrap=column == "run (kind)", overflow="fold")
     for r in records:
         t = r["tasks"]
+        judged = f" ({', '.join(r['judged_models'])})" if r["judged_models"] else ""
         attempts = ", ".join(f"{s} {n:,}" for s, n in r["attempts"].items()) or "-"
-        table.add_row(*map(escape, (r["run_id"], r["run"], r["model"],
-                                    ", ".join(r["judged_models"]) or "-")),
-                      r["status"], f"{t['done']:,} / {t['cached']:,} / {t['failed']:,}",
-                      f"{r['unparsed']:,}", attempts, f"{r['spent_usd']:,.4f}",
-                      f"{r['list_price_usd']:,.4f}", _short(r["started_at"]),
-                      _short(r["finished_at"]))
+        table.add_row(escape(f"{r['run_id']}\n({r['run']})"), escape(r["model"] + judged),
+                      r["status"],
+                      f"{t['done']:,} / {t['cached']:,} / {t['failed']:,}, {r['unparsed']:,}",
+                      attempts, f"{r['spent_usd']:,.4f} ({r['list_price_usd']:,.4f})",
+                      f"{_short(r['started_at'])}\n{_short(r['finished_at'])}")
     out.print(table)
 
 

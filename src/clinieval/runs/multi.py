@@ -71,6 +71,7 @@ class SharedWriter:
         self.lanes: list[Lane] = []
         self.wake = asyncio.Event()
         self._stopping = False
+        self._timer: asyncio.TimerHandle | None = None
         self._task = asyncio.create_task(self._loop(), name="clinieval-shared-writer")
 
     def __call__(self, engine: sa.Engine, run_id: str, spec: ModelSpec,
@@ -93,9 +94,18 @@ class SharedWriter:
                 while lane.pending:
                     await self._commit(lane)
                 if lane.journal.dirty and lane.error is None:
-                    self.wake.set()  # calls still out: log them open next time
+                    self._rewake_later()  # calls still out: log them open next time
                 elif lane.closing:
                     lane.drained.set()
+
+    def _rewake_later(self) -> None:
+        """Wake one gathering interval on (at once would spin while a lane is urgent)."""
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(store.GATHER_S, self._rewake)
+
+    def _rewake(self) -> None:
+        self._timer = None
+        self.wake.set()
 
     def _urgent(self) -> bool:
         return self._stopping or any(

@@ -155,6 +155,7 @@ class Writer:
         self._wake = asyncio.Event()
         self._closing = False
         self._owner = asyncio.current_task()
+        self._timer: asyncio.TimerHandle | None = None
         self._task = asyncio.create_task(self._loop(), name="clinieval-writer")
         journal.wake = self._wake.set
 
@@ -185,13 +186,20 @@ class Writer:
                     await self._commit()  # calls out, none finished: log them
                 while self._pending:
                     await self._commit()
-                if self.journal.dirty:
-                    self._wake.set()  # calls still out: log them open next time
+                if self.journal.dirty and self._timer is None:
+                    # Calls still out: log them open next time, one gathering
+                    # interval on (waking at once would spin while slots are full).
+                    self._timer = asyncio.get_running_loop().call_later(GATHER_S,
+                                                                        self._rewake)
         except Exception as err:
             # Workers may be waiting for slots only a commit frees: stop the run.
             self.error = err
             if self._owner is not None and not self._closing:
                 self._owner.cancel()
+
+    def _rewake(self) -> None:
+        self._timer = None
+        self._wake.set()
 
     async def _commit(self) -> None:
         results = self._pending[:self.batch]

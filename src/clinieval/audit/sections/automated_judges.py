@@ -119,7 +119,8 @@ def _run_unit(run_calls: pd.DataFrame) -> list[pd.Series]:
 
 def _latency(run_calls: pd.DataFrame | None) -> pd.DataFrame:
     """Median and 95th percentile of the seconds a task's fresh calls took,
-    per run kind and model (the endpoint that served a call is not stored)."""
+    per run kind and model (the endpoint that served each attempt is in the
+    call log, ``llm_call_attempts.endpoint``, which this table does not read yet)."""
     if run_calls is None:
         return pd.DataFrame()
     timed = run_calls.dropna(subset=["latency_s"])

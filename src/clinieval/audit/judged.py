@@ -140,6 +140,13 @@ class Judged:
         table = self.tables.get(RUN_CALLS)
         return None if table is None else table.to_pandas()
 
+    @cached_property
+    def run_records(self) -> pd.DataFrame | None:
+        """One row per run (kind, judge kind, model, what it spent), None
+        when the source is not the database the runs wrote to."""
+        table = self.tables.get(RUN_RECORDS)
+        return None if table is None else table.to_pandas()
+
     def kind(self, judge_kind: str) -> pd.DataFrame:
         """Rows of one judge kind (every parse status)."""
         return self.rows[self.rows["judge_kind"] == judge_kind]
@@ -173,6 +180,8 @@ def _call_ids(rows: pd.DataFrame) -> np.ndarray:
 
 RUN_CALLS = "llm_run_calls"
 """The key under which the judge tables carry the runs' task records."""
+RUN_RECORDS = "llm_runs"
+"""The key under which they carry the run records (what each run spent)."""
 
 
 def run_tables(engine: sa.Engine) -> dict[str, pa.Table]:
@@ -190,9 +199,14 @@ def run_tables(engine: sa.Engine) -> dict[str, pa.Table]:
                runs.c.model_id)
     query = sa.select(*columns).select_from(calls.join(runs)).order_by(calls.c.run_id,
                                                                         calls.c.task_key)
+    records = sa.select(runs.c.run_id, runs.c.kind, runs.c.judge_kind, runs.c.model_id,
+                        runs.c.cost_usd).order_by(runs.c.run_id)
     with engine.connect() as conn:
         rows = [dict(r) for r in conn.execute(query).mappings()]
-    return {RUN_CALLS: pa.Table.from_pylist(rows)} if rows else {}
+        run_rows = [dict(r) for r in conn.execute(records).mappings()]
+    if not rows:
+        return {}
+    return {RUN_CALLS: pa.Table.from_pylist(rows), RUN_RECORDS: pa.Table.from_pylist(run_rows)}
 
 
 def run_tables_at(source: str) -> dict[str, pa.Table]:

@@ -17,11 +17,11 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import typer
 
-from clinieval.cli import bench, database, runs, snapshot, web
+from clinieval.cli import bench, calls, database, runs, snapshot, web
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode="markdown",
                   help="Safety-first evaluation of medical LLMs from clinician ratings and votes.")
-for group in (database, snapshot, runs, bench, web):
+for group in (database, snapshot, runs, calls, bench, web):
     group.register(app)
 
 

@@ -31,6 +31,8 @@ class Completion:
     latency_s: float
     finish_reason: str
     attempts: int = 1
+    endpoint: str = ""
+    """The base URL of the replica that answered, when the provider knows it."""
 
 
 class CallFailed(ClinievalError):
@@ -41,6 +43,8 @@ class CallFailed(ClinievalError):
         super().__init__(message)
         self.attempts = attempts
         self.cause = cause
+        self.endpoint: str | None = None
+        """The base URL of the replica that last failed, when known."""
 
 
 class Provider(Protocol):

@@ -27,6 +27,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -101,8 +102,9 @@ class HTTPProvider:
                 completion = await self._attempt(replica, path, payload, attempt)
             except Retryable as err:
                 if attempt == self.policy.max_attempts:
-                    raise CallFailed(f"{err} (after {attempt} tries)", attempt,
-                                     err.cause) from None
+                    failed = CallFailed(f"{err} (after {attempt} tries)", attempt, err.cause)
+                    failed.endpoint = replica.url if replica is not None else None
+                    raise failed from None
                 avoid = replica
                 if replica is None or not self._elsewhere(replica):
                     await asyncio.sleep(self.policy.wait_s(attempt, err.retry_after_s,
@@ -122,12 +124,13 @@ class HTTPProvider:
             raise
         except CallFailed as err:  # the request is wrong, not the replica
             self.fleet.release(replica, err.cause, None, broken=False, message=str(err))
+            err.endpoint = replica.url
             raise
         except BaseException:
             self.fleet.release(replica, "cancelled", None, broken=False)
             raise
         self.fleet.release(replica, None, completion.latency_s)
-        return completion
+        return replace(completion, endpoint=replica.url)
 
     def _elsewhere(self, failed: Replica) -> bool:
         """Whether another replica takes calls now (then retry there at once)."""

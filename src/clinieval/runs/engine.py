@@ -15,11 +15,14 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from clinieval.providers import CallFailed, Completion, ModelSpec, Provider, cause_of
 from clinieval.providers.failure import LENGTH, UNPARSED
 from clinieval.runs.keys import call_key
+
+if TYPE_CHECKING:
+    from clinieval.runs.attempts import Journal
 
 
 @dataclass(frozen=True)
@@ -118,24 +121,40 @@ def attempt_keys(spec: ModelSpec, task: Task, parse_retries: int) -> list[str]:
 
 
 async def run_call(job: Job, provider: Provider, task: Task, index: int,
-                   cache: Mapping[str, Completion], parse_retries: int) -> CallOutcome:
-    """One call of ``task`` through the cache, the provider and the parser."""
+                   cache: Mapping[str, Completion], parse_retries: int,
+                   journal: Journal | None = None) -> CallOutcome:
+    """One call of ``task`` through the cache, the provider and the parser;
+    each attempt at it goes into ``journal`` (the call log) when given."""
     call = task.calls[index]
     outcome = CallOutcome(key="", settings=call.settings)
     for number in range(parse_retries + 1):
         settings = call.attempt(number)
         outcome.key = call.key(job.spec.version, number)
         outcome.settings, outcome.parse_attempts = settings, number + 1
+        text = call.settings_text if number == 0 else None
         completion = cache.get(outcome.key)
+        if completion is not None and journal is not None:
+            journal.hit(task.key, index, number, outcome.key, call.messages, settings, text,
+                        completion)
         if completion is None:
+            attempt = (journal.begin(task.key, index, number, outcome.key, call.messages,
+                                     settings, text) if journal is not None else None)
             try:
                 completion = await provider.generate(call.messages, settings)
             except CallFailed as err:
+                if attempt is not None:
+                    journal.failed(attempt, err)
                 outcome.error, outcome.attempts = str(err), outcome.attempts + err.attempts
                 outcome.cause = err.cause
                 outcome.parse_status = "error" if job.kind == "judge" else None
                 outcome.cached = False
                 return outcome
+            except BaseException:
+                if attempt is not None:
+                    journal.interrupted(attempt)
+                raise
+            if attempt is not None:
+                journal.answered(attempt, completion)
             outcome.cached = False
             outcome.attempts += completion.attempts
             outcome.fresh.append((outcome.key, settings, completion))
@@ -147,12 +166,13 @@ async def run_call(job: Job, provider: Provider, task: Task, index: int,
 
 
 async def run_task(job: Job, provider: Provider, task: Task, cache: Mapping[str, Completion],
-                   parse_retries: int, run_id: str) -> TaskResult:
+                   parse_retries: int, run_id: str, journal: Journal | None = None
+                   ) -> TaskResult:
     if len(task.calls) == 1:  # most tasks: no gather, whose task per call costs CPU
-        outcomes = [await run_call(job, provider, task, 0, cache, parse_retries)]
+        outcomes = [await run_call(job, provider, task, 0, cache, parse_retries, journal)]
     else:
         outcomes = list(await asyncio.gather(*[
-            run_call(job, provider, task, i, cache, parse_retries)
+            run_call(job, provider, task, i, cache, parse_retries, journal)
             for i in range(len(task.calls))]))
     return TaskResult(task, outcomes, job.rows(task, outcomes, run_id))
 

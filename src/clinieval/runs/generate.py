@@ -49,9 +49,11 @@ class GenerateJob:
     judge_kind: None = None
     tasks: list[Task] = field(init=False)
     settings: dict[str, Any] = field(init=False)
+    prompt: dict[str, Any] = field(init=False, repr=False)
+    """The prompt file the tasks were rendered from (the call log hashes it)."""
 
     def __post_init__(self) -> None:
-        prompt = load_prompt("generate")
+        prompt = self.prompt = load_prompt("generate")
         unknown = [v for v in self.variants if v not in prompt["variants"]]
         if unknown:
             raise InputError("prompts/generate.toml", "unknown system-prompt variant",

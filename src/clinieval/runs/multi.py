@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from clinieval.providers import ModelSpec, Provider, make_provider
 from clinieval.runs import store
+from clinieval.runs.attempts import Journal
 from clinieval.runs.engine import Job, Stats, TaskResult
 from clinieval.runs.runner import RunOptions, execute
 
@@ -26,8 +27,10 @@ class Lane:
     """One run's side of the shared writer; what ``execute`` expects of a writer."""
 
     def __init__(self, shared: SharedWriter, run_id: str, spec: ModelSpec,
-                 retried: dict[str, list[str]], concurrency: int) -> None:
+                 retried: dict[str, list[str]], concurrency: int, journal: Journal) -> None:
         self.shared, self.run_id, self.spec, self.retried = shared, run_id, spec, retried
+        self.journal = journal
+        journal.wake = shared.wake.set
         self.open_slots = asyncio.Semaphore(concurrency + store.UNFLUSHED)
         self.error: BaseException | None = None
         self.pending: list[TaskResult] = []
@@ -44,7 +47,7 @@ class Lane:
         """Wait until everything this run queued is committed; re-raise a failed commit."""
         self.closing = True
         self.shared.wake.set()
-        if self.pending or self.committing:
+        if self.pending or self.committing or self.journal.dirty:
             self.drained.clear()
             await self.drained.wait()
         if self.error is not None:
@@ -68,26 +71,41 @@ class SharedWriter:
         self.lanes: list[Lane] = []
         self.wake = asyncio.Event()
         self._stopping = False
+        self._timer: asyncio.TimerHandle | None = None
         self._task = asyncio.create_task(self._loop(), name="clinieval-shared-writer")
 
     def __call__(self, engine: sa.Engine, run_id: str, spec: ModelSpec,
-                 retried: dict[str, list[str]], concurrency: int) -> Lane:
-        lane = Lane(self, run_id, spec, retried, concurrency)
+                 retried: dict[str, list[str]], concurrency: int, journal: Journal) -> Lane:
+        lane = Lane(self, run_id, spec, retried, concurrency, journal)
         self.lanes.append(lane)
         return lane
 
     async def _loop(self) -> None:
-        while not (self._stopping and not any(lane.pending for lane in self.lanes)):
+        while not (self._stopping and not any(lane.pending or lane.journal.dirty
+                                              for lane in self.lanes)):
             await self.wake.wait()
             if not self._urgent():
                 # A commit costs about the same however small: let a batch gather.
                 await asyncio.sleep(store.GATHER_S)
             self.wake.clear()
             for lane in list(self.lanes):
+                if lane.journal.dirty and not lane.pending and lane.error is None:
+                    await self._commit(lane)  # calls out, none finished: log them
                 while lane.pending:
                     await self._commit(lane)
-                if lane.closing:
+                if lane.journal.dirty and lane.error is None:
+                    self._rewake_later()  # calls still out: log them open next time
+                elif lane.closing:
                     lane.drained.set()
+
+    def _rewake_later(self) -> None:
+        """Wake one gathering interval on (at once would spin while a lane is urgent)."""
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(store.GATHER_S, self._rewake)
+
+    def _rewake(self) -> None:
+        self._timer = None
+        self.wake.set()
 
     def _urgent(self) -> bool:
         return self._stopping or any(
@@ -98,9 +116,11 @@ class SharedWriter:
         results = lane.pending[:self.batch]
         del lane.pending[:self.batch]
         lane.committing = len(results)
+        log = lane.journal.drain()
         try:
-            await asyncio.to_thread(store.write_results, self.engine, lane.run_id, lane.spec,
-                                    results, lane.retried)
+            if results or not log.empty:
+                await asyncio.to_thread(store.write_results, self.engine, lane.run_id,
+                                        lane.spec, results, lane.retried, log)
         except Exception as err:
             lane.fail(err)
             return

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from clinieval.providers import Provider, failures_by_cause, make_provider
 from clinieval.runs import store
+from clinieval.runs.attempts import Journal, template_of
 from clinieval.runs.engine import Job, Stats, Task, attempt_keys, run_task
 from clinieval.runs.keys import digest
 
@@ -87,8 +88,8 @@ async def execute(engine: sa.Engine, job: Job, options: RunOptions = RunOptions(
     run_id = plan_run_id(job, options)
     settings = job.settings | {"use_cache": options.use_cache,
                                "parse_retries": options.parse_retries}
-    finished, failed = store.open_run(engine, run_id, job.kind, job.judge_kind, job.spec,
-                                      settings, len(job.tasks))
+    finished, failed, start = store.open_run(engine, run_id, job.kind, job.judge_kind,
+                                             job.spec, settings, len(job.tasks))
     todo = [t for t in job.tasks if t.key not in finished]
     stats = Stats(planned=len(job.tasks), skipped=len(job.tasks) - len(todo))
     retried = {t.key: attempt_keys(job.spec, t, options.parse_retries)
@@ -98,12 +99,13 @@ async def execute(engine: sa.Engine, job: Job, options: RunOptions = RunOptions(
              if options.use_cache and todo else {})
     own = provider is None
     provider = provider or make_provider(job.spec)
-    writer = writer(engine, run_id, job.spec, retried, provider.concurrency)
+    journal = Journal(run_id, start, job.spec, *template_of(job))
+    writer = writer(engine, run_id, job.spec, retried, provider.concurrency, journal)
     status = "failed"
     try:
         if watch:
             watch(stats)
-        await _work(job, provider, todo, cache, options, run_id, writer, stats)
+        await _work(job, provider, todo, cache, options, run_id, writer, stats, journal)
         status = "finished"
     except (asyncio.CancelledError, KeyboardInterrupt):
         if writer.error is None:
@@ -126,7 +128,8 @@ async def execute(engine: sa.Engine, job: Job, options: RunOptions = RunOptions(
 
 
 async def _work(job: Job, provider: Provider, todo: list[Task], cache: dict,
-                options: RunOptions, run_id: str, writer: store.Writer, stats: Stats) -> None:
+                options: RunOptions, run_id: str, writer: store.Writer, stats: Stats,
+                journal: Journal) -> None:
     """``provider.concurrency`` workers take tasks in turn; each first takes
     one of the writer's open slots, so that tasks started and not yet
     committed stay within the writer's bound."""
@@ -135,7 +138,8 @@ async def _work(job: Job, provider: Provider, todo: list[Task], cache: dict,
     async def worker() -> None:
         for task in pending:
             await writer.open_slots.acquire()
-            result = await run_task(job, provider, task, cache, options.parse_retries, run_id)
+            result = await run_task(job, provider, task, cache, options.parse_retries, run_id,
+                                    journal)
             stats.add(result, job.spec)
             writer.put(result)
 

@@ -21,6 +21,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from clinieval.providers import Completion, ModelSpec
+from clinieval.runs.attempts import FINAL, Journal, JournalRows
 from clinieval.runs.engine import Stats, TaskResult
 from clinieval.runs.keys import canonical
 from clinieval.storage.rows import RowStore
@@ -30,6 +31,9 @@ from clinieval.storage.schema.runs import RUN_TABLES
 RUNS = RUN_TABLES["llm_runs"]
 CACHE = RUN_TABLES["llm_cache"]
 CALLS = RUN_TABLES["llm_run_calls"]
+PROMPTS = RUN_TABLES["llm_prompts"]
+SETTINGS = RUN_TABLES["llm_settings"]
+ATTEMPTS = RUN_TABLES["llm_call_attempts"]
 CHUNK = 500
 BATCH = 128
 """Most finished tasks committed in one transaction."""
@@ -52,9 +56,11 @@ def _chunks(items: list, size: int = CHUNK) -> Iterator[list]:
 
 def open_run(engine: sa.Engine, run_id: str, kind: str, judge_kind: str | None,
              spec: ModelSpec, settings: dict[str, Any], planned: int
-             ) -> tuple[set[str], set[str]]:
+             ) -> tuple[set[str], set[str], int]:
     """Create the run record, or mark a stopped run as running again.
-    Returns the run's finished task keys and its failed ones (to try again).
+    Returns the run's finished task keys, its failed ones (to try again) and
+    the number of this start; attempts a stop left ``open`` become
+    ``interrupted`` (sent, their cost not known).
     The model's row is stored first; a stored one that differs (another
     version under the same id) is an error naming the field."""
     RowStore(engine).add_entities("models", [spec.model_row()])
@@ -70,8 +76,13 @@ def open_run(engine: sa.Engine, run_id: str, kind: str, judge_kind: str | None,
                 settings=canonical(settings), planned=planned))
         rows = conn.execute(sa.select(CALLS.c.task_key, CALLS.c.status)
                             .where(CALLS.c.run_id == run_id)).all()
+        conn.execute(ATTEMPTS.update().where(ATTEMPTS.c.run_id == run_id,
+                                             ATTEMPTS.c.status == "open")
+                     .values(status="interrupted"))
+        start = conn.execute(sa.select(sa.func.max(ATTEMPTS.c.start))
+                             .where(ATTEMPTS.c.run_id == run_id)).scalar()
     finished = {key for key, status in rows if status != "failed"}
-    return finished, {key for key, status in rows if status == "failed"}
+    return finished, {key for key, status in rows if status == "failed"}, (start or 0) + 1
 
 
 def finish_run(engine: sa.Engine, run_id: str, status: str) -> None:
@@ -133,10 +144,10 @@ class Writer:
     """
 
     def __init__(self, engine: sa.Engine, run_id: str, spec: ModelSpec,
-                 retried: dict[str, list[str]], concurrency: int,
+                 retried: dict[str, list[str]], concurrency: int, journal: Journal,
                  unflushed: int = UNFLUSHED, batch: int = BATCH) -> None:
         self.engine, self.run_id, self.spec = engine, run_id, spec
-        self.retried = retried
+        self.retried, self.journal = retried, journal
         self.batch = batch
         self.open_slots = asyncio.Semaphore(concurrency + unflushed)
         self.error: BaseException | None = None
@@ -144,7 +155,9 @@ class Writer:
         self._wake = asyncio.Event()
         self._closing = False
         self._owner = asyncio.current_task()
+        self._timer: asyncio.TimerHandle | None = None
         self._task = asyncio.create_task(self._loop(), name="clinieval-writer")
+        journal.wake = self._wake.set
 
     def put(self, result: TaskResult) -> None:
         """Queue a finished task (its slot stays taken until it commits)."""
@@ -161,7 +174,7 @@ class Writer:
 
     async def _loop(self) -> None:
         try:
-            while not (self._closing and not self._pending):
+            while not (self._closing and not self._pending and not self.journal.dirty):
                 await self._wake.wait()
                 if not (self._closing or self.open_slots.locked()
                         or len(self._pending) >= self.batch):
@@ -169,27 +182,43 @@ class Writer:
                     # batch gather while workers can still start tasks.
                     await asyncio.sleep(GATHER_S)
                 self._wake.clear()
+                if self.journal.dirty and not self._pending:
+                    await self._commit()  # calls out, none finished: log them
                 while self._pending:
                     await self._commit()
+                if self.journal.dirty and self._timer is None:
+                    # Calls still out: log them open next time, one gathering
+                    # interval on (waking at once would spin while slots are full).
+                    self._timer = asyncio.get_running_loop().call_later(GATHER_S,
+                                                                        self._rewake)
         except Exception as err:
             # Workers may be waiting for slots only a commit frees: stop the run.
             self.error = err
             if self._owner is not None and not self._closing:
                 self._owner.cancel()
 
+    def _rewake(self) -> None:
+        self._timer = None
+        self._wake.set()
+
     async def _commit(self) -> None:
         results = self._pending[:self.batch]
         del self._pending[:self.batch]
-        await asyncio.to_thread(write_results, self.engine, self.run_id, self.spec, results,
-                                self.retried)
+        log = self.journal.drain()
+        if results or not log.empty:
+            await asyncio.to_thread(write_results, self.engine, self.run_id, self.spec, results,
+                                    self.retried, log)
         for _ in results:
             self.open_slots.release()
 
 
 def write_results(engine: sa.Engine, run_id: str, spec: ModelSpec, results: list[TaskResult],
-                  retried: dict[str, list[str]]) -> None:
-    """One transaction for a group of finished tasks."""
+                  retried: dict[str, list[str]], log: JournalRows | None = None) -> None:
+    """One transaction for a group of finished tasks and the call log's rows
+    (every attempt begun or ended since the last commit, theirs included)."""
     with engine.begin() as conn:
+        if log is not None:
+            _write_log(conn, log)
         _forget_failed(conn, run_id, [r.task.key for r in results if r.task.key in retried],
                        retried)
         _insert_new(conn, CACHE, _cache_rows(spec, results))
@@ -197,7 +226,37 @@ def write_results(engine: sa.Engine, run_id: str, spec: ModelSpec, results: list
         _insert(conn, snapshot_tables.answers,
                 [row for r in results for row in r.rows.get("answers", ())])
         _insert_judgments(conn, [row for r in results for row in r.rows.get("judgments", ())])
-        _add_counters(conn, run_id, spec, results)
+        _add_counters(conn, run_id, spec, results, log)
+
+
+def _write_log(conn: sa.Connection, log: JournalRows) -> None:
+    _insert(conn, PROMPTS, log.prompts, skip_existing=True)
+    _insert(conn, SETTINGS, log.settings, skip_existing=True)
+    _insert(conn, ATTEMPTS, log.inserts)
+    if log.updates:
+        sql, names, order, convert = _update_statement(conn.dialect)
+        params = [_converted(p, convert) for p in map(operator.itemgetter(*order), log.updates)]
+        if not conn.dialect.positional:
+            params = [dict(zip(names, p, strict=True)) for p in params]
+        conn.exec_driver_sql(sql, params)
+
+
+@functools.lru_cache(maxsize=8)
+def _update_statement(dialect: sa.Dialect) -> tuple[str, tuple[str, ...], tuple[str, ...],
+                                                   list[tuple[int, Callable]]]:
+    """The UPDATE that ends an attempt written open, as :func:`_insert_statement`
+    makes INSERTs (the where-clause's parameters are named ``k_...``)."""
+    keys = ("run_id", "start", "seq")
+    statement = ATTEMPTS.update().where(
+        *[ATTEMPTS.c[k] == sa.bindparam(f"k_{k}") for k in keys]).values(
+        {c: sa.bindparam(c) for c in FINAL})
+    compiled = statement.compile(dialect=dialect)
+    names = tuple(compiled.positiontup or ()) if compiled.positional else (*FINAL,
+                                                                          *[f"k_{k}" for k in keys])
+    order = tuple(n[2:] if n.startswith("k_") else n for n in names)
+    convert = [(i, process) for i, c in enumerate(order)
+               if (process := ATTEMPTS.c[c].type._cached_bind_processor(dialect)) is not None]
+    return compiled.string, names, order, convert
 
 
 def _insert(conn: sa.Connection, table: sa.Table, rows: list[dict],
@@ -317,10 +376,13 @@ def _insert_judgments(conn: sa.Connection, rows: list[dict]) -> None:
 
 
 def _add_counters(conn: sa.Connection, run_id: str, spec: ModelSpec,
-                  results: list[TaskResult]) -> None:
+                  results: list[TaskResult], log: JournalRows | None = None) -> None:
+    """The run's counts of the committed tasks; its cost is what the attempts
+    that ended since the last commit spent (with a call log), so calls that
+    a stop made the run repeat are paid twice here, as they were."""
     stats = Stats()
     for result in results:
         stats.add(result, spec)
     values = {name: RUNS.c[name] + getattr(stats, name) for name in COUNTERS}
-    values["cost_usd"] = RUNS.c.cost_usd + stats.cost_usd
+    values["cost_usd"] = RUNS.c.cost_usd + (stats.cost_usd if log is None else log.spent_usd)
     conn.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(**values))

@@ -73,7 +73,7 @@ def _cost(data: Judged, level: float) -> pd.DataFrame:
     k, mean, lo, hi = group_mean_ci(groups[known], cost[known], len(keys), level)
     frame = pd.DataFrame(list(keys), columns=["judge_kind", "judge_model"])
     frame["list_price_usd"] = np.bincount(groups[known], cost[known], len(keys))
-    frame["spent_usd"] = _spent(data.run_calls, frame["judge_kind"], frame["judge_model"])
+    frame["spent_usd"] = _spent(data.run_records, frame["judge_kind"], frame["judge_model"])
     frame = estimate(frame, "list_usd_per_call", mean, lo, hi)
     for side in ("input", "output"):
         tokens = calls[f"{side}_tokens"].fillna(0).to_numpy(float)
@@ -84,14 +84,15 @@ def _cost(data: Judged, level: float) -> pd.DataFrame:
     return frame
 
 
-def _spent(run_calls: pd.DataFrame | None, kinds, models) -> np.ndarray:
-    """USD the runs of each (run kind, model) paid for: only fresh calls
-    carry a cost in the run records, so cache hits add nothing. NaN without
-    run records (a bundle or file)."""
-    if run_calls is None:
+def _spent(runs: pd.DataFrame | None, kinds, models) -> np.ndarray:
+    """USD the runs of each (run kind, model) paid for, from the run records:
+    every attempt that reached an endpoint, calls repeated after a stop
+    included (runs made before the call log count their fresh calls); cache
+    hits add nothing. NaN without run records (a bundle or file)."""
+    if runs is None:
         return np.full(len(kinds), np.nan)
-    kind = run_calls["judge_kind"].fillna(run_calls["kind"])
-    paid = run_calls.groupby([kind, run_calls["model_id"]])["cost_usd"].sum()
+    kind = runs["judge_kind"].fillna(runs["kind"])
+    paid = runs.groupby([kind, runs["model_id"]])["cost_usd"].sum()
     return np.array([paid.get((k, m), 0.0) for k, m in zip(kinds, models, strict=True)])
 
 
@@ -104,7 +105,7 @@ def _answering(data: Judged, level: float) -> pd.DataFrame:
     k, mean, lo, hi = group_mean_ci(groups, cost, len(models), level)
     frame = pd.DataFrame({"model": [data.name(m) for m in models],
                           "list_price_usd": np.bincount(groups, cost, len(models)),
-                          "spent_usd": _spent(data.run_calls, ["generate"] * len(models),
+                          "spent_usd": _spent(data.run_records, ["generate"] * len(models),
                                               models)})
     frame = estimate(frame, "list_usd_per_answer", mean, lo, hi)
     frame["n"] = k
@@ -118,7 +119,8 @@ def _run_unit(run_calls: pd.DataFrame) -> list[pd.Series]:
 
 def _latency(run_calls: pd.DataFrame | None) -> pd.DataFrame:
     """Median and 95th percentile of the seconds a task's fresh calls took,
-    per run kind and model (the endpoint that served a call is not stored)."""
+    per run kind and model (the endpoint that served each attempt is in the
+    call log, ``llm_call_attempts.endpoint``, which this table does not read yet)."""
     if run_calls is None:
         return pd.DataFrame()
     timed = run_calls.dropna(subset=["latency_s"])

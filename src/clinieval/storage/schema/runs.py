@@ -1,6 +1,8 @@
-"""Tables of the automated runs: run records, the call cache, and which calls
-each run has finished. Not part of the snapshot: a bundle carries answers and
-judgments; these tables carry how they were made."""
+"""Tables of the automated runs: run records, the call cache, which calls
+each run has finished, every attempt at a call (fresh, cached, failed or
+cut short by a stop) and the prompts they sent, stored once per hash. Not
+part of the snapshot: a bundle carries answers and judgments; these tables
+carry how they were made."""
 
 from __future__ import annotations
 
@@ -70,5 +72,63 @@ llm_run_calls = sa.Table(
                        name="parse_status_value"),
 )
 
-RUN_TABLES: dict[str, sa.Table] = {t.name: t for t in (llm_runs, llm_cache, llm_run_calls)}
+ATTEMPT_STATUSES = ("open", "ok", "failed", "cached", "interrupted")
+"""An attempt is ``open`` while its request is out (a stop leaves it so, and
+the next start of the run marks it ``interrupted``: sent and paid for, its
+cost not known), ``ok`` when it was answered, ``failed`` after its HTTP
+retries, ``cached`` when the cache answered it (nothing was sent)."""
+
+llm_prompts = sa.Table(
+    "llm_prompts", metadata,
+    sa.Column("prompt_hash", sa.Text, primary_key=True),
+    sa.Column("messages", sa.Text, nullable=False),
+)
+"""Rendered prompts (the messages of a call, canonical JSON) by SHA-256:
+calls that send the same messages, repeats and other runs share one row."""
+
+llm_settings = sa.Table(
+    "llm_settings", metadata,
+    sa.Column("settings_hash", sa.Text, primary_key=True),
+    sa.Column("settings", sa.Text, nullable=False),
+)
+"""Request settings (canonical JSON, a judge's response schema included) by
+SHA-256: the calls of a juror share one row."""
+
+llm_call_attempts = sa.Table(
+    "llm_call_attempts", metadata,
+    sa.Column("run_id", sa.Text, sa.ForeignKey("llm_runs.run_id"), primary_key=True),
+    sa.Column("start", sa.Integer, primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("task_key", sa.Text, nullable=False),
+    sa.Column("call_index", sa.Integer, nullable=False),
+    sa.Column("parse_attempt", sa.Integer, nullable=False),
+    sa.Column("call_key", sa.Text, nullable=False),
+    sa.Column("prompt_hash", sa.Text, sa.ForeignKey("llm_prompts.prompt_hash"),
+              nullable=False),
+    sa.Column("template", sa.Text),
+    sa.Column("template_hash", sa.Text),
+    sa.Column("settings_hash", sa.Text, sa.ForeignKey("llm_settings.settings_hash"),
+              nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("ended_at", sa.DateTime(timezone=True)),
+    sa.Column("endpoint", sa.Text),
+    sa.Column("tries", sa.Integer, nullable=False),
+    sa.Column("error", sa.Text),
+    sa.Column("cause", sa.Text),
+    sa.Column("finish_reason", sa.Text),
+    sa.Column("input_tokens", sa.Integer, nullable=False),
+    sa.Column("output_tokens", sa.Integer, nullable=False),
+    sa.Column("latency_s", sa.Float(precision=53)),
+    sa.Column("cost_usd", sa.Float(precision=53)),
+    sa.CheckConstraint(one_of("status", ATTEMPT_STATUSES), name="status_value"),
+)
+"""One row per attempt at a call: each parse attempt of each call of a task,
+in each start of the run (``start`` counts the starts, ``seq`` the attempts
+within one). ``tries`` counts the HTTP tries inside it, ``endpoint`` is the
+replica that answered (or last failed). ``cost_usd`` is what the attempt
+spent: 0 for a cache hit, NULL when a stop cut it short."""
+
+RUN_TABLES: dict[str, sa.Table] = {t.name: t for t in (
+    llm_runs, llm_cache, llm_run_calls, llm_prompts, llm_settings, llm_call_attempts)}
 """The run tables by name."""

@@ -1,7 +1,7 @@
 """benchmark runs and their per-instance results
 
 Revision ID: 0016_benchmark_results
-Revises: 0014_study_gates
+Revises: 0015_call_log
 Create Date: 2026-12-01 19:30:00
 
 ``clinieval run BENCHMARK`` stores what each run of a benchmark file was
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0016_benchmark_results"
-down_revision = "0014_study_gates"
+down_revision = "0015_call_log"
 branch_labels = None
 depends_on = None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from clinieval.settings import get_settings
 
@@ -102,6 +102,21 @@ class AuditSettings(BaseModel):
         " separately, placed among each clinician's against the others (pairwise, HealthBench's"
         " meta-evaluation), or against the clinicians' majority (majority, the inspect_evals"
         " port).")
+
+    viewer: str | None = Field(
+        None, description="Where the run viewer's site is (`clinieval view --out DIR`), as a"
+        " base URL or a path relative to the report (e.g. run-log/): the judge tables then"
+        " link each row to the viewer filtered to it. Changes no number.",
+        json_schema_extra={"default_words": "no links"})
+
+    @field_validator("viewer")
+    @classmethod
+    def _web_address(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if value is not None and urlsplit(value).scheme not in ("", "http", "https"):
+            raise ValueError(f"viewer: {value!r} is not an http(s) URL or a relative path")
+        return value
 
     def describe(self) -> dict:
         return self.model_dump(mode="json")

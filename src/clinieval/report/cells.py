@@ -3,7 +3,9 @@
 Conventions (from :class:`clinieval.audit.result.Section`): an estimate column
 ``x`` with sibling columns ``x_lo`` and ``x_hi`` is shown as one cell
 "0.82 [0.77, 0.86]" and the siblings are hidden; its count comes from ``x_n``
-or ``n``. Columns ending in ``_pct`` already hold percentages.
+or ``n``. Columns ending in ``_pct`` already hold percentages. A sibling
+column ``x_href`` holds a link for the cell of ``x`` (hidden too; missing:
+no link), e.g. into the run viewer.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Cell:
     text: str
     sort: str  # raw value for sorting: a plain number, or the text
     title: str = ""
+    href: str = ""  # where the cell links to ("": nowhere)
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ def _columns(frame: pd.DataFrame) -> list[Column]:
     names = list(frame.columns)
     estimates = {x for x in names if f"{x}_lo" in names and f"{x}_hi" in names}
     hidden = {f"{x}_{side}" for x in estimates for side in ("lo", "hi")}
+    hidden |= {f"{x}_href" for x in names if f"{x}_href" in names}
     out = []
     for name in names:
         if name in hidden:
@@ -100,11 +104,13 @@ def _is_numeric(series: pd.Series) -> bool:
 
 def _cell(record: dict, column: Column) -> Cell:
     value = record[column.name]
+    href = record.get(f"{column.name}_href")
+    href = "" if href is None or is_missing(href) else str(href)
     if not column.estimate:
-        return Cell(format_value(value, column.name), sort_key(value))
+        return Cell(format_value(value, column.name), sort_key(value), href=href)
     lo, hi = record[f"{column.name}_lo"], record[f"{column.name}_hi"]
     title = _count_title(record.get(column.count)) if column.count else ""
-    return Cell(format_interval(value, lo, hi, column.name), sort_key(value), title)
+    return Cell(format_interval(value, lo, hi, column.name), sort_key(value), title, href)
 
 
 def _count_title(n) -> str:

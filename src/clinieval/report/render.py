@@ -261,7 +261,21 @@ def _environment() -> Environment:
                                                    default_for_string=False, default=False),
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["md"] = markdown_cell
+    env.filters["md_cell"] = markdown_table_cell
     return env
+
+
+def markdown_table_cell(cell: Cell) -> str:
+    """A table cell's text, as ``[text](href)`` where it links somewhere."""
+    if not cell.href:
+        return markdown_cell(cell.text)
+    text = markdown_cell(cell.text).replace("[", "\\[").replace("]", "\\]")
+    return f"[{text}]({markdown_href(cell.href)})"
+
+
+def markdown_href(href: str) -> str:
+    """A link target that ends only at its closing parenthesis and cannot break the row."""
+    return "".join(f"%{ord(c):02X}" if c in "()<> |\\\n\r\t`[]" else c for c in href)
 
 
 def markdown_cell(text: str) -> str:

@@ -23,7 +23,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from clinieval.providers import CallFailed, Completion, ModelSpec
-from clinieval.runs.keys import canonical, digest
+from clinieval.runs.keys import canonical
+from clinieval.runs.prompt_files import PromptTemplate
 
 COLUMNS = ("run_id", "start", "seq", "task_key", "call_index", "parse_attempt", "call_key",
            "prompt_hash", "template", "template_hash", "settings_hash", "status", "started_at",
@@ -41,14 +42,15 @@ def prompt_hash(messages: Sequence[Mapping[str, str]]) -> tuple[str, str]:
 
 
 def template_of(job: Any) -> tuple[str, str | None]:
-    """The template a job rendered its prompts from: its prompt file's name
-    and a hash of the prompt data the job holds (``job.prompt``, as it was
-    loaded, overrides included), or None when the job keeps none."""
-    name = job.judge_kind or job.kind
+    """The template a job rendered its prompts from: the prompt file's own
+    name and the SHA-256 of its text (:func:`~clinieval.runs.prompt_files.template_identity`;
+    a user's override in ``--prompts`` has its own hash), or the job's kind and
+    None when the job keeps no prompt file."""
     prompt = getattr(job, "prompt", None)
-    if not isinstance(prompt, Mapping):
-        return name, None
-    return name, digest([canonical(dict(prompt))])
+    template = prompt.get("template") if isinstance(prompt, Mapping) else None
+    if isinstance(template, PromptTemplate):
+        return template.name, template.sha256
+    return job.judge_kind or job.kind, None
 
 
 @dataclass(slots=True, eq=False)

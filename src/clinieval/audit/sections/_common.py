@@ -17,6 +17,22 @@ of the sentence saying when judges and clinicians name different safest
 models: sections ranked below it come before them, those above after."""
 
 
+def viewer_href(base: str | None, **keys: str | None) -> str | None:
+    """The link into the run viewer (``clinieval view``) filtered by ``keys``
+    (model, judge, criterion, parse, score; URL-encoded in the fragment, as
+    :mod:`clinieval.viewer` documents); None without a viewer."""
+    from urllib.parse import quote, urlencode
+
+    if base is None:
+        return None
+    page = base if base.endswith(".html") else base.rstrip("/") + "/index.html" if base else (
+        "index.html")
+    pairs = [(k, v) for k, v in keys.items() if v is not None]
+    # the address as given, with what a URL may not hold (spaces, quotes) encoded
+    page = quote(page, safe=":/?@!$&'()*+,;=%~")
+    return f"{page}#{urlencode(pairs, quote_via=quote, safe='')}"
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A point estimate with the bounds of its interval (NaN when undefined)."""

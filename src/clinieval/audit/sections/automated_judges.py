@@ -18,7 +18,7 @@ from clinieval.audit.context import Context
 from clinieval.audit.formatting import estimate, json_list, row_pct, wilson_pct
 from clinieval.audit.judged import Judged, judged
 from clinieval.audit.result import Bars, Figure, Section
-from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section, viewer_href
 from clinieval.contract import vocabulary
 from clinieval.providers.failure import UNPARSED, cause_of
 from clinieval.stats import A_WINS, B_WINS, binomial_p_value, bootstrap_pooled_sd, group_mean_ci
@@ -234,6 +234,19 @@ def compute(ctx: Context) -> JudgeReport | Skipped:
                        _repeats(rows, ctx))
 
 
+def _calls_links(calls: pd.DataFrame, base: str | None) -> pd.DataFrame:
+    """With a viewer: each judge links to its judgments there, each count of a
+    parse status to those judgments, the not-parsed share to all that did not parse."""
+    if base is None:
+        return calls
+    judges = [f"{k}: {m}" for k, m in zip(calls["judge_kind"], calls["judge_model"], strict=True)]
+    links = {"judge_model_href": [viewer_href(base, judge=j) for j in judges],
+             "not_parsed_pct_href": [viewer_href(base, judge=j, parse="not-ok") for j in judges]}
+    for status in vocabulary.PARSE_STATUSES:
+        links[f"{status}_href"] = [viewer_href(base, judge=j, parse=status) for j in judges]
+    return calls.assign(**links)
+
+
 def present(result: JudgeReport, ctx: Context) -> Section:
     calls = result.calls
     fig = Figure(f"{KEY}_parse", "Judge outputs that did not parse, per judge", Bars(
@@ -244,7 +257,8 @@ def present(result: JudgeReport, ctx: Context) -> Section:
         y_label="not parsed % of calls (Wilson CI)"),
         caption="Unparsed or failed calls keep their raw output and get no score.")
     tables = {name: frame for name, frame in (
-        ("calls", calls), ("cost", result.cost), ("answering_cost", result.answering),
+        ("calls", _calls_links(calls, ctx.settings.viewer)), ("cost", result.cost),
+        ("answering_cost", result.answering),
         ("latency", result.latency), ("failures", result.failures),
         ("position", result.position), ("length", result.length),
         ("repeats", result.repeats)) if len(frame)}

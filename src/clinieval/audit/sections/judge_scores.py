@@ -27,7 +27,7 @@ from clinieval.audit.failure import DANGEROUS_ANSWERS, FAIL_OF_RATINGS
 from clinieval.audit.formatting import estimate, fmt_ci, json_list, share_pct
 from clinieval.audit.judged import judged
 from clinieval.audit.result import Figure, Forest, Section
-from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
+from clinieval.audit.sections._common import SectionSpec, Skipped, run_section, viewer_href
 from clinieval.audit.sections._judge_rows import OWN, JudgeRows, cell_arrays, judge_rows
 from clinieval.stats import (
     bootstrap_rank_correlation,
@@ -55,12 +55,34 @@ def _cells(ctx: Context, judge: str, criterion: str, rows: pd.DataFrame) -> pd.D
     by = rows.groupby("group")
     frame = pd.DataFrame({"judge": judge, "model": [ctx.data.model_names[i] for i in models],
                           "criterion": criterion, "scale": rows["scale"].iloc[0],
-                          "model_code": models})
+                          "model_code": models, "viewer_judge": _viewer_judge(rows)})
     frame = estimate(frame, "mean", by["value"].mean(), lo[:m], hi[:m])
     frame = estimate(frame, "fail_pct", 100 * by["fail"].mean(), 100 * lo[m:], 100 * hi[m:])
     frame["n"] = by.size().to_numpy()
     frame["cases"] = by["case"].nunique().to_numpy()
     return frame
+
+
+def _viewer_judge(rows: pd.DataFrame) -> str | None:
+    """The judge as the run viewer names it; None for the jury, whose
+    jurors the viewer lists one by one."""
+    kind, model = rows["judge_kind"].iloc[0], rows["judge_model"].iloc[0]
+    return None if kind == "jury" else f"{kind}: {model}"
+
+
+def _viewer_links(ctx: Context, scores: pd.DataFrame) -> pd.DataFrame:
+    """Each row's model and unparsed count link to the viewer filtered to its
+    model, judge and criterion (unparsed: to the judgments that did not parse)."""
+    base = ctx.settings.viewer
+    if base is None:
+        return scores
+    keys = [dict(model=ctx.data.models[m], judge=j, criterion=c) for m, j, c in zip(
+        scores["model_code"], scores["viewer_judge"], scores["criterion"], strict=True)]
+    scores = scores.assign(
+        model_href=[viewer_href(base, **k) if k["judge"] else None for k in keys],
+        unparsed_href=[viewer_href(base, **k, parse="not-ok") if k["judge"] else None
+                       for k in keys])
+    return scores
 
 
 def _beside_clinicians(ctx: Context, frame: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
@@ -243,7 +265,7 @@ def _forest(criterion: str, frame: pd.DataFrame, ctx: Context) -> Figure:
 
 
 def present(result: JudgeScores, ctx: Context) -> Section:
-    scores = result.scores.drop(columns="model_code")
+    scores = _viewer_links(ctx, result.scores).drop(columns=["model_code", "viewer_judge"])
     tables = {"scores": scores}
     figures = [_forest(c, g, ctx) for c, g in scores.groupby("criterion", sort=False)]
     values: dict = {"rank_correlation": {}}

@@ -132,6 +132,20 @@ def test_report_links_open_the_rows_of_the_table_in_the_viewer(ran, tmp_path):  
     # the settings table prints the setting
     assert "| viewer | run log/ |" in markdown
 
+    # without the setting: the same report, minus the links and the setting's value
+    plain = tmp_path / "plain"
+    result = runner.invoke(cli_app, ["audit", url, "--out", str(plain), "--bootstrap", "50"])
+    assert result.exit_code == 0, result.output
+    assert "href=\"run" not in (plain / "report.html").read_text()
+    unlinked = re.sub(r"\[((?:\\.|[^\]\\])*)\]\([^)\s]*run%20log/[^)\s]*\)",
+                      lambda m: m[1].replace("\\[", "[").replace("\\]", "]"), markdown)
+    unlinked = unlinked.replace("| viewer | run log/ |", "| viewer | no links |")
+    assert unlinked == (plain / "report.md").read_text()
+    unlinked = re.sub(r'<a href="run%20log/[^"]*">(.*?)</a>', r"\1", page)
+    unlinked = unlinked.replace("<bdi>run log/</bdi>", "<bdi>no links</bdi>").replace(
+        'data-sort="run log/"', 'data-sort=""')
+    assert unlinked == (plain / "report.html").read_text()
+
 
 def test_markdown_links_cannot_break_the_row_or_the_link():
     cell = Cell("a|b ]x[ (c)", "", href="v/index.html#model=m%28x%29&judge=a b|c)")

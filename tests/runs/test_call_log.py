@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,7 @@ import pytest
 from clinieval.audit import audit
 from clinieval.io.importer import import_snapshot
 from clinieval.providers.stub import Reply, StubServer, answering, completion_body
-from clinieval.runs.keys import canonical, digest
-from clinieval.runs.prompt_files import load_prompt
+from clinieval.runs.keys import canonical
 from clinieval.storage import db
 from clinieval.testing import tiny_snapshot
 from tests.runs.test_runs import _ok
@@ -79,8 +79,8 @@ def test_every_call_is_logged_with_its_prompt_once_settings_endpoint_and_cost(lo
     assert settings == 2  # a seed per sample, shared by both runs
     seeds = sorted(json.loads(a[7])["seed"] for a in attempts)
     assert len(set(seeds)) == 2  # a seed per sample
-    generate = load_prompt("generate")
-    assert {(a[8], a[9]) for a in attempts} == {("generate", digest([canonical(generate)]))}
+    bundled = resources.files("clinieval.runs.prompts").joinpath("generate.toml").read_bytes()
+    assert {(a[8], a[9]) for a in attempts} == {("generate", hashlib.sha256(bundled).hexdigest())}
     cases = dict(_sql(url, "SELECT case_id, prompt FROM cases"))
     for messages in {a[10] for a in attempts}:
         user = json.loads(messages)[-1]["content"]
@@ -215,6 +215,23 @@ def test_calls_repeated_after_a_sigkill_are_logged_and_counted_as_spent(loaded, 
     rubric = cost.set_index("judge_kind").loc["rubric"]
     assert rubric["spent_usd"] == pytest.approx(spent_by_hand)
     assert rubric["list_price_usd"] == pytest.approx(list_by_hand)
+
+
+def test_a_prompts_override_is_the_template_the_call_log_records(loaded, tmp_path):
+    url = loaded
+    folder = tmp_path / "ours"  # not prompts/ beside the model file, which is used unasked
+    folder.mkdir()
+    bundled = resources.files("clinieval.runs.prompts").joinpath("generate.toml").read_text()
+    (folder / "generate.toml").write_text(bundled + "\n# our own copy\n")
+    with StubServer(answering()) as server:
+        stub = _model(tmp_path, server, "stub")
+        _ok("generate", "--model", stub, "--database-url", url)
+        _ok("generate", "--model", stub, "--database-url", url, "--no-cache",
+            "--prompts", folder)
+    by_run = dict(_sql(url, "SELECT DISTINCT run_id, template_hash FROM llm_call_attempts"))
+    assert sorted(by_run.values()) == sorted([
+        hashlib.sha256(bundled.encode()).hexdigest(),
+        hashlib.sha256((folder / "generate.toml").read_bytes()).hexdigest()])
 
 
 def test_the_prompt_hash_is_the_sha256_of_the_messages_as_stored(loaded, tmp_path):

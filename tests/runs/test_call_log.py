@@ -17,6 +17,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from clinieval.audit import audit
@@ -241,3 +242,41 @@ def test_the_prompt_hash_is_the_sha256_of_the_messages_as_stored(loaded, tmp_pat
     for digest_, messages in _sql(url, "SELECT prompt_hash, messages FROM llm_prompts"):
         assert hashlib.sha256(messages.encode()).hexdigest() == digest_
         assert canonical(json.loads(messages)) == messages
+
+
+def test_latency_per_endpoint_is_the_call_logs_by_hand(loaded, tmp_path):
+    """Two replicas, one slower: the report's p50/p95 per run, model and
+    endpoint are numpy's percentiles of the answered attempts' seconds, read
+    from the database by hand, with their n."""
+    url = loaded
+    fine = answering()
+
+    def slow(request, n):
+        time.sleep(0.03)
+        return fine(request, n)
+
+    with StubServer(answering()) as fast, StubServer(slow) as late:
+        lines = [f'base_urls = ["{fast.base_url}", "{late.base_url}"]', "concurrency = 2"]
+        for name in ("cand", "judge"):
+            (tmp_path / f"{name}.toml").write_text(
+                f'id = "{name}"\nversion = "v1"\nname = "stub"\n' + "\n".join(lines) + "\n")
+        _ok("generate", "--model", tmp_path / "cand.toml", "--samples", "4",
+            "--database-url", url)
+        _ok("judge", "rubric", "--judge", tmp_path / "judge.toml", "--model-id", "cand",
+            "--criteria", CRITERIA, "--database-url", url, "--skip-preflight")
+    rows = _sql(url, "SELECT COALESCE(r.judge_kind, r.kind), r.model_id, a.endpoint,"
+                     " a.latency_s FROM llm_call_attempts a JOIN llm_runs r USING (run_id)"
+                     " WHERE a.status = 'ok' AND a.endpoint IS NOT NULL")
+    by_hand: dict[tuple, list[float]] = {}
+    for run, model, endpoint, seconds in rows:
+        by_hand.setdefault((run, model, endpoint), []).append(seconds)
+    assert {k[2] for k in by_hand} == {fast.base_url, late.base_url}
+    table = audit(url, bootstrap=50, min_n=1)["automated_judges"].tables["latency_by_endpoint"]
+    assert len(table) == len(by_hand)
+    for row in table.itertuples():
+        seconds = by_hand[(row.run, row.model, row.endpoint)]
+        assert row.n == len(seconds)
+        assert row.p50_s == pytest.approx(np.percentile(seconds, 50))
+        assert row.p95_s == pytest.approx(np.percentile(seconds, 95))
+    slow_p50 = table[table["endpoint"] == late.base_url]["p50_s"]
+    assert (slow_p50 >= 0.03).all()

@@ -141,6 +141,13 @@ class Judged:
         return None if table is None else table.to_pandas()
 
     @cached_property
+    def run_attempts(self) -> pd.DataFrame | None:
+        """The call log's answered attempts with their endpoint and seconds
+        (see :func:`run_tables`), None when the source is not the runs' database."""
+        table = self.tables.get(RUN_ATTEMPTS)
+        return None if table is None else table.to_pandas()
+
+    @cached_property
     def run_records(self) -> pd.DataFrame | None:
         """One row per run (kind, judge kind, model, what it spent), None
         when the source is not the database the runs wrote to."""
@@ -182,12 +189,15 @@ RUN_CALLS = "llm_run_calls"
 """The key under which the judge tables carry the runs' task records."""
 RUN_RECORDS = "llm_runs"
 """The key under which they carry the run records (what each run spent)."""
+RUN_ATTEMPTS = "llm_call_attempts"
+"""The key under which they carry the call log's answered attempts (endpoint, seconds)."""
 
 
 def run_tables(engine: sa.Engine) -> dict[str, pa.Table]:
     """The task records of every run in the database, each with its run's
     kind, judge kind and model: what was spent, how long calls took and why
-    they failed (not part of a snapshot; empty when there are no runs)."""
+    they failed, and the call log's answered attempts with the endpoint that
+    served each (not part of a snapshot; empty when there are no runs)."""
     import sqlalchemy as sa
 
     from clinieval.storage.schema.runs import RUN_TABLES
@@ -201,12 +211,23 @@ def run_tables(engine: sa.Engine) -> dict[str, pa.Table]:
                                                                         calls.c.task_key)
     records = sa.select(runs.c.run_id, runs.c.kind, runs.c.judge_kind, runs.c.model_id,
                         runs.c.cost_usd).order_by(runs.c.run_id)
+    tried = RUN_TABLES["llm_call_attempts"]
+    answered = (sa.select(tried.c.run_id, tried.c.endpoint, tried.c.latency_s, runs.c.kind,
+                          runs.c.judge_kind, runs.c.model_id)
+                .select_from(tried.join(runs))
+                .where(tried.c.status == "ok", tried.c.endpoint.is_not(None),
+                       tried.c.latency_s.is_not(None))
+                .order_by(tried.c.run_id, tried.c.start, tried.c.seq))
     with engine.connect() as conn:
         rows = [dict(r) for r in conn.execute(query).mappings()]
         run_rows = [dict(r) for r in conn.execute(records).mappings()]
+        attempt_rows = [dict(r) for r in conn.execute(answered).mappings()]
     if not rows:
         return {}
-    return {RUN_CALLS: pa.Table.from_pylist(rows), RUN_RECORDS: pa.Table.from_pylist(run_rows)}
+    tables = {RUN_CALLS: pa.Table.from_pylist(rows), RUN_RECORDS: pa.Table.from_pylist(run_rows)}
+    if attempt_rows:
+        tables[RUN_ATTEMPTS] = pa.Table.from_pylist(attempt_rows)
+    return tables
 
 
 def run_tables_at(source: str) -> dict[str, pa.Table]:

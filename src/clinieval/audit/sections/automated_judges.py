@@ -40,6 +40,7 @@ class JudgeReport:
     cost: pd.DataFrame
     answering: pd.DataFrame
     latency: pd.DataFrame
+    endpoints: pd.DataFrame
     failures: pd.DataFrame
     position: pd.DataFrame
     length: pd.DataFrame
@@ -117,16 +118,17 @@ def _run_unit(run_calls: pd.DataFrame) -> list[pd.Series]:
             run_calls["model_id"].rename("model")]
 
 
-def _latency(run_calls: pd.DataFrame | None) -> pd.DataFrame:
+def _latency(run_calls: pd.DataFrame | None, endpoint: bool = False) -> pd.DataFrame:
     """Median and 95th percentile of the seconds a task's fresh calls took,
-    per run kind and model (the endpoint that served each attempt is in the
-    call log, ``llm_call_attempts.endpoint``, which this table does not read yet)."""
+    per run kind and model (with ``endpoint``: of the call log's answered
+    attempts, per run kind, model and the endpoint that served them)."""
     if run_calls is None:
         return pd.DataFrame()
     timed = run_calls.dropna(subset=["latency_s"])
     if timed.empty:
         return pd.DataFrame()
-    grouped = timed.groupby(_run_unit(timed))["latency_s"]
+    unit = _run_unit(timed) + ([timed["endpoint"]] if endpoint else [])
+    grouped = timed.groupby(unit)["latency_s"]
     frame = grouped.quantile(0.5).rename("p50_s").to_frame()
     frame["p95_s"] = grouped.quantile(0.95)
     frame["n"] = grouped.size()
@@ -230,6 +232,7 @@ def compute(ctx: Context) -> JudgeReport | Skipped:
     level, rows = ctx.settings.level, data.rows
     return JudgeReport(_calls(data.calls, rows, level), _cost(data, level),
                        _answering(data, level), _latency(data.run_calls),
+                       _latency(data.run_attempts, endpoint=True),
                        _failures(data, level), _position(data, level), _length(data, ctx),
                        _repeats(rows, ctx))
 
@@ -259,7 +262,8 @@ def present(result: JudgeReport, ctx: Context) -> Section:
     tables = {name: frame for name, frame in (
         ("calls", _calls_links(calls, ctx.settings.viewer)), ("cost", result.cost),
         ("answering_cost", result.answering),
-        ("latency", result.latency), ("failures", result.failures),
+        ("latency", result.latency), ("latency_by_endpoint", result.endpoints),
+        ("failures", result.failures),
         ("position", result.position), ("length", result.length),
         ("repeats", result.repeats)) if len(frame)}
     return Section(KEY, TITLE, _summary(result), tables, [fig], _values(result))

@@ -25,8 +25,8 @@ def viewer_href(base: str | None, **keys: str | None) -> str | None:
 
     if base is None:
         return None
-    page = base if base.endswith(".html") else base.rstrip("/") + "/index.html" if base else (
-        "index.html")
+    folder = base if not base or base.endswith("/") else f"{base}/"
+    page = base if base.endswith(".html") else f"{folder}index.html"
     pairs = [(k, v) for k, v in keys.items() if v is not None]
     # the address as given, with what a URL may not hold (spaces, quotes) encoded
     page = quote(page, safe=":/?@!$&'()*+,;=%~")

@@ -40,12 +40,19 @@ def _spec(*urls: str, **fields):
                        "concurrency": 8, "timeout_s": 30} | fields, "test.toml")
 
 
-async def _drive(spec, calls: int):
+async def _drive(spec, calls: int, opened: list | None = None):
     """``calls`` calls, as many in flight as the provider takes (as the runner
-    does); (failed calls, seconds, per-replica reports)."""
+    does); (failed calls, seconds, per-replica reports). ``opened`` gets the
+    seconds from the start to when the first replica's breaker first opened."""
     provider = make_provider(spec)
     pending = iter(range(calls))
     failed = []
+
+    async def watch(start: float):
+        breaker = provider.fleet.replicas[0].breaker
+        while not breaker.times_opened:
+            await asyncio.sleep(0.01)
+        opened.append(time.perf_counter() - start)
 
     async def worker():
         for _ in pending:
@@ -56,7 +63,10 @@ async def _drive(spec, calls: int):
 
     start = time.perf_counter()
     try:
+        watching = [] if opened is None else [asyncio.create_task(watch(start))]
         await asyncio.gather(*[worker() for _ in range(provider.concurrency)])
+        for task in watching:
+            task.cancel()
         return failed, time.perf_counter() - start, provider.report()
     finally:
         await provider.aclose()
@@ -95,6 +105,44 @@ def test_a_frozen_or_refusing_replica_costs_no_call_and_little_time():
     assert failed == [] and reports[0].failures.get("connection refused", 0) > 0
     assert reports[0].ok == 0 and reports[0].breaker == "open"
     assert refused <= 1.3 * healthy
+
+
+def test_a_replica_frozen_before_any_answer_is_asked_and_cut_and_no_call_probes_it():
+    """Calls take 5 s and one replica is frozen from the start: nothing has
+    come back anywhere when its silence is noticed, so no latency can tell
+    it from a slow replica; asking its server can. It is cut (its call
+    retried on the other) before the first answer could come back, the slow
+    but healthy replica is asked too and never cut, and while the frozen one
+    stays out, its breaker's look-agains are questions, not calls."""
+    with StubServer(frozen_after(0, answering())) as one, StubServer(
+            answering(5.0)) as two:
+        spec = _spec(one.base_url, two.base_url, concurrency=2, adaptive=False,
+                     breaker_cooldown_s=0.5)
+        opened = []
+        failed, _, (frozen, slow) = asyncio.run(_drive(spec, 2, opened))
+        posts_to_frozen = len(one.requests)
+    assert failed == [] and (frozen.ok, slow.ok) == (0, 2)
+    [cut_after] = opened
+    print(f"\nfrozen replica cut after {cut_after:.2f} s; its breaker opened"
+          f" {frozen.times_opened}x, {frozen.checks_failed} questions unanswered")
+    assert cut_after < 4.5  # asked after 1 s of silence, 2 s to answer; calls take 5 s
+    assert frozen.failures == {"timeout": 1} and posts_to_frozen == frozen.calls == 1
+    assert frozen.checks_failed >= 2 and frozen.times_opened >= 2
+    assert slow.failures == {} and slow.times_opened == 0 and slow.checks_failed == 0
+
+
+def test_a_checked_breaker_lets_the_probe_through_only_once_cleared():
+    breaker = Breaker(failures=1, cooldown_s=5, checked=True)
+    breaker.failure(now=0)
+    assert not breaker.due(4.9) and breaker.due(5) and not breaker.admits(5)
+    breaker.trip(now=6)  # the question went unanswered: out for twice as long
+    assert not breaker.due(15.9) and breaker.due(16) and not breaker.admits(16)
+    breaker.clear()
+    assert breaker.admits(16)
+    breaker.take()
+    assert breaker.state == "half-open" and not breaker.due(16) and not breaker.admits(16)
+    breaker.failure(now=17)  # the probe call failed: a new question is needed again
+    assert breaker.due(37) and not breaker.admits(37)
 
 
 def test_calls_go_to_the_replica_with_fewest_outstanding():

@@ -3,13 +3,28 @@
 A call goes to the replica with the fewest calls outstanding among those
 whose breaker admits calls, whose adaptive limit has room and whose
 ``Retry-After`` has passed. A call that failed on one replica is sent next
-to another when there is one. A replica that stops answering altogether
-(a frozen process keeps its connections open and says nothing) is found by
-a watchdog: when nothing has come back from it for four times the slowest
-recent call anywhere in the fleet, or for longer than that call while its
-peers answered two rounds of their limits (a replica as fast as its peers
-cannot be that silent), its calls are cut short (and retried elsewhere) and its
-breaker opens; after the cool-down one call probes it.
+to another when there is one.
+
+A replica that stops answering altogether (a frozen process keeps its
+connections open and says nothing) is found by a watchdog in two ways:
+
+- Asked. When a replica with calls out has said nothing for a second, the
+  watchdog asks whether its server answers HTTP at all (the provider's
+  ``alive``: a GET on a connection of its own, any status counts), and
+  again each time the silence has doubled. No answer within
+  ``CHECK_TIMEOUT_S`` and still no word from its calls: the replica is
+  frozen. This needs no latency history, so it also finds a replica frozen
+  before its first answer, and it takes ``CHECK_AFTER_S + CHECK_TIMEOUT_S``
+  (3 s) however long the calls are.
+- Inferred, for a server that answers HTTP but not its calls: nothing came
+  back from it for four times the slowest recent call anywhere in the
+  fleet, or for longer than that call while its peers answered two rounds of
+  their limits (a replica as fast as its peers cannot be that silent).
+
+Either way its calls are cut short (and retried elsewhere) and its breaker
+opens. After the cool-down the same question is asked in the background,
+and only a replica that answers it gets one real call as the probe: no
+call waits on a server that is still frozen.
 """
 
 from __future__ import annotations
@@ -17,8 +32,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from clinieval.providers import failure
 from clinieval.providers.adaptive import AIMDLimit, Breaker
 
 STALL_FACTOR = 4.0
@@ -31,6 +48,17 @@ OVERLOADED = frozenset({"HTTP 429", "HTTP 503", "HTTP 529"})
 shrinks, the breaker is left alone."""
 SLOWEST_DECAY = 0.995
 """The slowest-recent-call figure forgets an old maximum this fast (per call)."""
+CHECK_AFTER_S = 1.0
+"""A replica with calls out that said nothing for this long is asked whether
+it is alive (then again each time its silence doubles)."""
+CHECK_TIMEOUT_S = 2.0
+"""How long a server has to answer that question: a loopback or LAN server
+answers a GET in milliseconds even on a loaded machine, a hosted API in a
+fraction of a second."""
+
+Alive = Callable[[str, float], Awaitable[str | None]]
+"""(replica URL, timeout in seconds) -> None when its server answered, else
+why not (a message starting with its kind, as :mod:`failure` names them)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +89,11 @@ class Replica:
     ok: int = 0
     failures: dict[str, int] = field(default_factory=dict)
     timers: set = field(default_factory=set)
+    check: asyncio.Task | None = None
+    """The liveness question in flight, if any."""
+    check_after: float = CHECK_AFTER_S
+    """Silence after which it is asked (doubles after each answer)."""
+    checks_failed: int = 0
 
     def free(self, now: float) -> bool:
         return (self.outstanding < self.limit.current and now >= self.not_before
@@ -69,7 +102,7 @@ class Replica:
     def report(self) -> ReplicaReport:
         return ReplicaReport(self.url, self.calls, self.ok, dict(self.failures),
                              self.limit.current, int(self.limit.lowest), self.limit.maximum,
-                             self.breaker.state, self.breaker.times_opened)
+                             self.breaker.state, self.breaker.times_opened, self.checks_failed)
 
 
 @dataclass(frozen=True)
@@ -86,15 +119,22 @@ class ReplicaReport:
     max_concurrency: int
     breaker: str
     times_opened: int
+    checks_failed: int = 0
+    """Liveness questions it did not answer in time (or refused)."""
 
 
 class Fleet:
     """The replicas of one model file and the calls waiting for one of them."""
 
-    def __init__(self, urls: list[str], settings: FleetSettings) -> None:
+    def __init__(self, urls: list[str], settings: FleetSettings, alive: Alive | None = None
+                 ) -> None:
         self.settings = settings
+        # Liveness questions only where there is a watchdog to ask them (two
+        # replicas or more); a lone replica's breaker probes with a real call.
+        self._alive = alive if len(urls) > 1 else None
         self.replicas = [Replica(url, AIMDLimit(settings.start, settings.maximum),
-                                 Breaker(settings.breaker_failures, settings.breaker_cooldown_s))
+                                 Breaker(settings.breaker_failures, settings.breaker_cooldown_s,
+                                         checked=self._alive is not None))
                          for url in urls]
         self.capacity = settings.maximum * len(urls)
         self._waiters: list[asyncio.Future] = []
@@ -120,7 +160,8 @@ class Fleet:
                 replica.calls += 1
                 replica.breaker.take()
                 return replica
-            if not any(r.breaker.admits(now) for r in self.replicas):
+            if not any(r.breaker.admits(now) or (r.breaker.due(now) and self._alive)
+                       for r in self.replicas):
                 return None
             await self._wait(self._next_change(now))
 
@@ -144,7 +185,10 @@ class Fleet:
     def _next_change(self, now: float) -> float | None:
         """Seconds until a replica's Retry-After or breaker cool-down ends."""
         times = [r.not_before for r in self.replicas if r.not_before > now]
-        times += [t for r in self.replicas if (t := r.breaker.reopens_at()) is not None]
+        times += [t for r in self.replicas
+                  if (t := r.breaker.reopens_at()) is not None and t > now]
+        # A breaker past its cool-down waiting on its liveness question wakes
+        # the waiting calls itself when the answer comes.
         return max(0.0, min(times) - now) if times else None
 
     async def _wait(self, timeout: float | None) -> None:
@@ -194,6 +238,7 @@ class Fleet:
 
     def _event(self, replica: Replica, now: float) -> None:
         replica.last_event, replica.answered_then = now, self._answers
+        replica.check_after = CHECK_AFTER_S
 
     def _answered(self, replica: Replica, latency_s: float) -> None:
         self._answers += 1
@@ -214,6 +259,32 @@ class Fleet:
             for replica in self.replicas:
                 if replica.timers and self._stalled(replica, now):
                     self._cut(replica, now)
+                elif self._alive is not None and replica.check is None and (
+                        (replica.breaker.due(now) and not replica.breaker.cleared) or (
+                            replica.timers and now - replica.last_event >= replica.check_after)):
+                    replica.check = asyncio.get_running_loop().create_task(
+                        self._check(replica, now))
+
+    async def _check(self, replica: Replica, asked: float) -> None:
+        """Ask whether ``replica``'s server answers at all, and act on the answer."""
+        try:
+            error = await self._alive(replica.url, CHECK_TIMEOUT_S)
+        finally:
+            replica.check = None
+        now = time.monotonic()
+        reopening = replica.breaker.due(now)
+        if error is None:
+            replica.check_after = 2 * max(replica.check_after, now - replica.last_event)
+            if reopening:
+                replica.breaker.clear()
+                self._wake_all()
+            return
+        replica.checks_failed += 1
+        self.last_failure = (failure.cause_of(error), f"{error} (liveness check)")
+        if reopening:
+            replica.breaker.trip(now)  # still out: open again, for longer
+        elif replica.timers and replica.last_event <= asked:
+            self._cut(replica, now)  # nothing came back while it was asked either
 
     def _stalled(self, replica: Replica, now: float) -> bool:
         """Silent for several times the slowest recent call, or for longer than
@@ -241,11 +312,14 @@ class Fleet:
         return [r.report() for r in self.replicas]
 
     async def aclose(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
+        tasks = [r.check for r in self.replicas if r.check is not None] + [
+            t for t in (self._watchdog,) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._watchdog
-            self._watchdog = None
+                await task
+        self._watchdog = None
 
 
 def _settle(waiter: asyncio.Future) -> None:

@@ -8,18 +8,21 @@ to another when there is one.
 A replica that stops answering altogether (a frozen process keeps its
 connections open and says nothing) is found by a watchdog in two ways:
 
-- Asked. When a replica with calls out has said nothing for a second, the
-  watchdog asks whether its server answers HTTP at all (the provider's
-  ``alive``: a GET on a connection of its own, any status counts), and
-  again each time the silence has doubled. No answer within
-  ``CHECK_TIMEOUT_S`` and still no word from its calls: the replica is
-  frozen. This needs no latency history, so it also finds a replica frozen
-  before its first answer, and it takes ``CHECK_AFTER_S + CHECK_TIMEOUT_S``
-  (3 s) however long the calls are.
+- Asked. When a replica with calls out has said nothing for the slowest
+  recent call (at most a second), the watchdog asks whether its server
+  answers HTTP at all (the provider's ``alive``: a GET on a connection of
+  its own, any status counts), and again each time the silence has doubled.
+  No answer within twenty times the slowest answer to that question so far
+  (every replica is asked once when the watchdog starts; from 0.5 s to 2 s)
+  and still no word from its calls: the replica is frozen. This needs no
+  history of calls, so it also finds a replica frozen before its first
+  answer, and on loopback it takes about a second however long calls are.
 - Inferred, for a server that answers HTTP but not its calls: nothing came
   back from it for four times the slowest recent call anywhere in the
-  fleet, or for longer than that call while its peers answered two rounds of
-  their limits (a replica as fast as its peers cannot be that silent).
+  fleet. (A rule that also cut a replica silent for one slowest call while
+  its peers answered two rounds of their limits cut healthy llama-servers
+  on a loaded machine: a server answers its batch all at once, and two
+  servers' batches there took 4 s and 9 s side by side.)
 
 Either way its calls are cut short (and retried elsewhere) and its breaker
 opens. After the cool-down the same question is asked in the background,
@@ -40,7 +43,7 @@ from clinieval.providers.adaptive import AIMDLimit, Breaker
 
 STALL_FACTOR = 4.0
 """A replica is stalled when nothing came back from it for this many times
-the slowest recent call (once, when its peers kept answering)."""
+the slowest recent call anywhere in the fleet."""
 STALL_FLOOR_S = 1.0
 WATCH_S = 0.25
 OVERLOADED = frozenset({"HTTP 429", "HTTP 503", "HTTP 529"})
@@ -49,12 +52,16 @@ shrinks, the breaker is left alone."""
 SLOWEST_DECAY = 0.995
 """The slowest-recent-call figure forgets an old maximum this fast (per call)."""
 CHECK_AFTER_S = 1.0
-"""A replica with calls out that said nothing for this long is asked whether
-it is alive (then again each time its silence doubles)."""
+"""A replica with calls out that said nothing for this long (or for the
+slowest recent call, when shorter) is asked whether it is alive, then again
+each time its silence doubles."""
 CHECK_TIMEOUT_S = 2.0
-"""How long a server has to answer that question: a loopback or LAN server
-answers a GET in milliseconds even on a loaded machine, a hosted API in a
-fraction of a second."""
+CHECK_TIMEOUT_FLOOR_S = 0.5
+CHECK_TIMEOUT_FACTOR = 20.0
+"""How long a server has to answer that question: this many times the
+slowest answer to it so far, within [floor, CHECK_TIMEOUT_S]. A loopback or
+LAN server answers in milliseconds, a hosted API in a fraction of a second;
+a wrong "frozen" costs its calls' work, never a call."""
 
 Alive = Callable[[str, float], Awaitable[str | None]]
 """(replica URL, timeout in seconds) -> None when its server answered, else
@@ -83,8 +90,6 @@ class Replica:
     outstanding: int = 0
     not_before: float = 0.0
     last_event: float = 0.0
-    answered_then: int = 0
-    """The fleet's count of answers at ``last_event``."""
     calls: int = 0
     ok: int = 0
     failures: dict[str, int] = field(default_factory=dict)
@@ -139,7 +144,8 @@ class Fleet:
         self.capacity = settings.maximum * len(urls)
         self._waiters: list[asyncio.Future] = []
         self._slowest = 0.0
-        self._answers = 0
+        self._slowest_answer = 0.0
+        """The slowest answer to the liveness question so far (seconds)."""
         self.last_failure = ("error", "")
         """(cause, message) of the latest failed call on any replica."""
         self._watchdog: asyncio.Task | None = None
@@ -237,11 +243,10 @@ class Fleet:
         self._wake_all()  # the fleet changed: every waiting call looks again
 
     def _event(self, replica: Replica, now: float) -> None:
-        replica.last_event, replica.answered_then = now, self._answers
-        replica.check_after = CHECK_AFTER_S
+        replica.last_event = now
+        replica.check_after = min(CHECK_AFTER_S, max(WATCH_S, self._slowest or CHECK_AFTER_S))
 
     def _answered(self, replica: Replica, latency_s: float) -> None:
-        self._answers += 1
         replica.ok += 1
         replica.breaker.success()
         self._slowest = max(latency_s, self._slowest * SLOWEST_DECAY)
@@ -253,6 +258,9 @@ class Fleet:
             self._wake()
 
     async def _watch(self) -> None:
+        if self._alive is not None:  # once each, to learn how soon a live server answers
+            for replica in self.replicas:
+                self._ask(replica, time.monotonic())
         while True:
             await asyncio.sleep(WATCH_S)
             now = time.monotonic()
@@ -262,18 +270,23 @@ class Fleet:
                 elif self._alive is not None and replica.check is None and (
                         (replica.breaker.due(now) and not replica.breaker.cleared) or (
                             replica.timers and now - replica.last_event >= replica.check_after)):
-                    replica.check = asyncio.get_running_loop().create_task(
-                        self._check(replica, now))
+                    self._ask(replica, now)
+
+    def _ask(self, replica: Replica, now: float) -> None:
+        replica.check = asyncio.get_running_loop().create_task(self._check(replica, now))
 
     async def _check(self, replica: Replica, asked: float) -> None:
         """Ask whether ``replica``'s server answers at all, and act on the answer."""
+        timeout = CHECK_TIMEOUT_S if not self._slowest_answer else min(CHECK_TIMEOUT_S, max(
+            CHECK_TIMEOUT_FLOOR_S, CHECK_TIMEOUT_FACTOR * self._slowest_answer))
         try:
-            error = await self._alive(replica.url, CHECK_TIMEOUT_S)
+            error = await self._alive(replica.url, timeout)
         finally:
             replica.check = None
         now = time.monotonic()
         reopening = replica.breaker.due(now)
         if error is None:
+            self._slowest_answer = max(self._slowest_answer, now - asked)
             replica.check_after = 2 * max(replica.check_after, now - replica.last_event)
             if reopening:
                 replica.breaker.clear()
@@ -287,17 +300,14 @@ class Fleet:
             self._cut(replica, now)  # nothing came back while it was asked either
 
     def _stalled(self, replica: Replica, now: float) -> bool:
-        """Silent for several times the slowest recent call, or for longer than
-        that call while its peers answered two rounds of their limits."""
+        """Silent for several times the slowest recent call (the liveness
+        question finds a frozen server sooner; this finds one that answers
+        it but not its calls)."""
         if self._slowest == 0.0:
-            return False  # nothing has come back yet: only the timeout knows
+            return False  # nothing has come back yet: the question or the timeout
         silent = now - replica.last_event
-        if silent < max(STALL_FLOOR_S, self._slowest):
-            return False
-        rounds = sum(r.limit.current for r in self.replicas if r is not replica)
-        if self._answers - replica.answered_then >= 2 * rounds > 0:
-            return True
-        return silent > min(self.settings.timeout_s, STALL_FACTOR * self._slowest)
+        return silent > max(STALL_FLOOR_S,
+                            min(self.settings.timeout_s, STALL_FACTOR * self._slowest))
 
     def _cut(self, replica: Replica, now: float) -> None:
         """Open ``replica``'s breaker and end its calls now (as timeouts)."""

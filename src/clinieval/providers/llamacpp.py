@@ -65,12 +65,14 @@ class LlamaServer:
     """
 
     def __init__(self, model: LocalModel, *, parallel: int = 4, ctx: int = 16384,
-                 threads: int = 1, log: Path | None = None) -> None:
+                 threads: int = 1, log: Path | None = None, extra: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None) -> None:
         self.model, self.port = model, free_port()
         self.args = [str(model.server), "-m", str(model.gguf), "--host", "127.0.0.1",
                      "--port", str(self.port), "-c", str(ctx), "-np", str(parallel),
-                     "-t", str(threads)]
+                     "-t", str(threads), *extra]
         self.log = log
+        self.env = None if env is None else os.environ | env
         self._proc: subprocess.Popen | None = None
 
     @property
@@ -81,7 +83,7 @@ class LlamaServer:
         sink = open(self.log, "wb") if self.log else subprocess.DEVNULL  # noqa: SIM115
         # Its own process group, so teardown ends the server and nothing else.
         self._proc = subprocess.Popen(self.args, stdout=sink, stderr=subprocess.STDOUT,
-                                      start_new_session=True)
+                                      start_new_session=True, env=self.env)
         try:
             self._wait_ready(timeout_s=180)
         except BaseException:
@@ -110,6 +112,12 @@ class LlamaServer:
 
     def thaw(self) -> None:
         os.killpg(self._proc.pid, signal.SIGCONT)
+
+    def kill(self) -> None:
+        """End the server at once (SIGKILL): its connections reset, new ones
+        are refused, as with a crashed process."""
+        os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.wait(5)
 
     def __exit__(self, *exc) -> None:
         if self._proc is None or self._proc.poll() is not None:

@@ -94,20 +94,28 @@ def _show(label: str, wall: float, reports) -> None:
 
 
 def test_a_frozen_or_refusing_replica_costs_no_call_and_little_time():
-    failed, healthy, reports = _fleet_run(answering(SERVICE_S))
-    _show("healthy pair", healthy, reports)
-    assert failed == [] and all(r.ok > CALLS / 3 for r in reports)
-
-    failed, frozen, reports = _fleet_run(frozen_after(40, answering(SERVICE_S)))
-    _show("one frozen after 40 calls", frozen, reports)
-    assert failed == [] and reports[0].failures.get("timeout", 0) > 0
-    assert frozen <= 1.3 * healthy
-
-    failed, refused, reports = _fleet_run(answering(SERVICE_S), f"http://127.0.0.1:{free_port()}")
-    _show("one refusing connections", refused, reports)
-    assert failed == [] and reports[0].failures.get("connection refused", 0) > 0
-    assert reports[0].ok == 0 and reports[0].breaker == "open"
-    assert refused <= 1.3 * healthy
+    """Each degraded run against the mean of healthy runs just before and
+    after it (the machine is shared: its speed drifts)."""
+    healthy = [_fleet_run(answering(SERVICE_S))]
+    degraded = {}
+    for label, first, url in (
+            ("one frozen after 40 calls", frozen_after(40, answering(SERVICE_S)), None),
+            ("one refusing connections", answering(SERVICE_S),
+             f"http://127.0.0.1:{free_port()}")):
+        degraded[label] = _fleet_run(first, url)
+        healthy.append(_fleet_run(answering(SERVICE_S)))
+    for failed, wall, reports in healthy:
+        _show("healthy pair", wall, reports)
+        assert failed == [] and all(r.ok > CALLS / 3 for r in reports)
+    for n, (label, (failed, wall, reports)) in enumerate(degraded.items()):
+        _show(label, wall, reports)
+        ratio = wall / ((healthy[n][1] + healthy[n + 1][1]) / 2)
+        print(f"  {ratio:.2f}x the healthy runs either side")
+        assert failed == [] and ratio <= 1.3
+    frozen, refused = (reports for _, _, reports in degraded.values())
+    assert frozen[0].failures.get("timeout", 0) > 0
+    assert refused[0].failures.get("connection refused", 0) > 0
+    assert refused[0].ok == 0 and refused[0].breaker == "open"
 
 
 def test_a_replica_frozen_before_any_answer_is_asked_and_cut_and_no_call_probes_it():
@@ -284,6 +292,12 @@ LLM_THREADS = 2
 pair shares its slots, so the replica left can take up what the lost one
 leaves (with one thread each, a survivor could use half the machine and
 losing a replica would halve the capacity whatever the balancing did)."""
+LLM_SESSION = False
+"""Both replicas in this test's session: Linux shares the CPU between
+sessions first, so on a machine loaded by other work two servers each in a
+session of its own get two shares and a survivor one, which is the
+machine's doing, not the balancer's (measured at load 20-27: a survivor's
+batch took 6.4 s alone against 8 s beside its peer)."""
 LLM_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 """llama.cpp's threads wait at each step's barrier asleep, not spinning: two
 servers' four threads on two cores otherwise spin while the thread they
@@ -306,7 +320,7 @@ def _local_model():
 
 def _replica(model, log: Path) -> LlamaServer:
     return LlamaServer(model, parallel=LLM_SLOTS, ctx=LLM_SLOTS * 512, threads=LLM_THREADS,
-                       log=log, env=LLM_ENV)
+                       log=log, env=LLM_ENV, own_session=LLM_SESSION)
 
 
 def _llm_run(urls: list[str], label: str, calls: int = LLM_CALLS,

@@ -286,7 +286,12 @@ def test_several_models_run_at_once_through_one_writer(loaded):
 
 LLM_CALLS = 32
 LLM_TOKENS = 32
-LLM_SLOTS = 8
+LLM_IN_FLIGHT = 16
+"""Calls in flight in each run: the healthy pair takes 8 each (fewest
+outstanding first), and each replica has slots and a limit for all 16, so
+the one left can take the lost one's share (N+1 sizing: with each limit at
+8, a survivor would run half the batch and the lost replica's share waits)."""
+LLM_SLOTS = 16
 LLM_THREADS = 2
 """Each replica may use every core: the pair shares the machine as the stub
 pair shares its slots, so the replica left can take up what the lost one
@@ -330,7 +335,7 @@ def _llm_run(urls: list[str], label: str, calls: int = LLM_CALLS,
     ``urls``; the first replica is ``sabotage``d ("freeze" or "kill") once it
     has answered 3. (failed calls, seconds, per-replica reports)."""
     spec = model_spec({"id": "smollm2", "version": "smollm2-test", "name": "smollm2",
-                       "base_urls": urls, "concurrency": LLM_SLOTS, "timeout_s": 300,
+                       "base_urls": urls, "concurrency": LLM_IN_FLIGHT, "timeout_s": 300,
                        "adaptive": False}, "fleet-test")
     settings = {"max_tokens": LLM_TOKENS, "temperature": 0, "ignore_eos": True}
     prompts = [[{"role": "user", "content": f"Give one tip for patient {label}-{i} with a cough."}]
@@ -354,7 +359,7 @@ def _llm_run(urls: list[str], label: str, calls: int = LLM_CALLS,
 
         start = time.perf_counter()
         try:
-            await asyncio.gather(*[worker() for _ in range(provider.concurrency)],
+            await asyncio.gather(*[worker() for _ in range(LLM_IN_FLIGHT)],
                                  *([saboteur()] if sabotage else []))
             return failed, time.perf_counter() - start, provider.report()
         finally:
@@ -387,7 +392,7 @@ def test_two_real_replicas_lose_no_call_and_little_time_when_one_freezes_or_dies
     with _replica(model, tmp_path / "survivor.log") as survivor:
         victim = _replica(model, tmp_path / "victim-0.log").__enter__()
         try:
-            _llm_run([victim.base_url, survivor.base_url], "warm", calls=2 * LLM_SLOTS)
+            _llm_run([victim.base_url, survivor.base_url], "warm", calls=2 * LLM_IN_FLIGHT)
             before, _ = record("healthy pair", _llm_run([victim.base_url, survivor.base_url],
                                                         "h0"))
             for n in range(2 * ROUNDS):
@@ -403,7 +408,7 @@ def test_two_real_replicas_lose_no_call_and_little_time_when_one_freezes_or_dies
                     assert {"connection refused", "connection error"} & set(reports[0].failures)
                 assert reports[0].breaker != "closed" and reports[1].failures == {}
                 victim = _replica(model, tmp_path / f"victim-{n + 1}.log").__enter__()
-                _llm_run([victim.base_url, survivor.base_url], f"w{n}", calls=LLM_SLOTS)
+                _llm_run([victim.base_url, survivor.base_url], f"w{n}", calls=LLM_IN_FLIGHT)
                 after, _ = record("healthy pair", _llm_run(
                     [victim.base_url, survivor.base_url], f"h{n + 1}"))
                 ratios[kind].append(runs[-2][1] / ((before + after) / 2))

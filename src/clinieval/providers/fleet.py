@@ -17,7 +17,8 @@ connections open and says nothing) is found by a watchdog in two ways:
   starts, so this needs no history of calls and finds a replica frozen
   before its first answer; it takes at most 3 s however long calls are.
 - Inferred, for a server that answers HTTP but not its calls: nothing came
-  back from it for ten times the slowest recent call anywhere in the fleet.
+  back from it for ten times the slowest recent call anywhere in the fleet,
+  and for at least ``STALL_FLOOR_S``.
   Only a fallback: on a loaded 2-core machine a llama-server's calls took
   from 4 s to 12 s within one run, and tighter rules (four times that call,
   or one such call while the peers answered two rounds of their limits: a
@@ -43,7 +44,10 @@ from clinieval.providers.adaptive import AIMDLimit, Breaker
 STALL_FACTOR = 10.0
 """A replica is stalled when nothing came back from it for this many times
 the slowest recent call anywhere in the fleet."""
-STALL_FLOOR_S = 1.0
+STALL_FLOOR_S = 10.0
+"""Never sooner than this (with a 1 s floor, bench_fleet at load 10 cut two
+healthy 20 ms stubs whose process had paused: the question, which allows
+2 s, finds a frozen server long before)."""
 WATCH_S = 0.25
 OVERLOADED = frozenset({"HTTP 429", "HTTP 503", "HTTP 529"})
 """Failures by which a server says it has too much to do: the adaptive limit

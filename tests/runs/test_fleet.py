@@ -370,19 +370,19 @@ def _llm_run(urls: list[str], label: str, calls: int = LLM_CALLS,
 
 def test_two_real_replicas_lose_no_call_and_little_time_when_one_freezes_or_dies(tmp_path):
     """A frozen (SIGSTOP) or killed (SIGKILL) replica mid-run costs no call,
-    and over ROUNDS rounds the median degraded run takes at most 1.3x the
-    healthy pair's wall time, the healthy pair measured in the same test
-    just before and just after each degraded run (the machine is shared: its
-    speed drifts; at load 17-20 one run in four of each kind came out at
-    1.34x or 0.74x). The victim is a fresh server each time; the survivor
-    serves throughout. It took 5.5 min at load 19 on 2 cores."""
+    and the median degraded run (over ROUNDS rounds) takes at most 1.3x what
+    the machine allows: the slower of the healthy pair and the survivor
+    serving alone, both measured in this test just before and just after
+    each degraded run (the machine is shared: its speed drifts). The ratio
+    to the healthy pair alone is printed: below 1.3x at load 17-27, but
+    1.6-1.8x at load 4-6, where one llama-server with two threads did the
+    work in 1.6x the time two did (its threads sync at every step). The
+    victim is a fresh server each time; the survivor serves throughout."""
     model = _local_model()
-    runs: list[tuple[str, float, list]] = []
-    ratios: dict[str, list[float]] = {"frozen": [], "killed": []}
+    ratios: dict[str, list[tuple[float, float]]] = {"frozen": [], "killed": []}
 
     def record(label, result):
         failed, wall, reports = result
-        runs.append((label, wall, reports))
         print(f"\n{label}: {wall:.1f} s, load {os.getloadavg()[0]:.1f}")
         for r in reports:
             print(f"  {r.url}: {r.calls} calls, {r.ok} answered, failures {r.failures},"
@@ -391,16 +391,19 @@ def test_two_real_replicas_lose_no_call_and_little_time_when_one_freezes_or_dies
         assert failed == [], label
         return wall, reports
 
+    def healthy(victim, survivor, label):
+        pair, _ = record("healthy pair", _llm_run([victim.base_url, survivor.base_url], label))
+        alone, _ = record("survivor alone", _llm_run([survivor.base_url], label + "a"))
+        return pair, alone
+
     with _replica(model, tmp_path / "survivor.log") as survivor:
         victim = _replica(model, tmp_path / "victim-0.log").__enter__()
         try:
             _llm_run([victim.base_url, survivor.base_url], "warm", calls=2 * LLM_IN_FLIGHT)
-            before, _ = record("healthy pair", _llm_run([victim.base_url, survivor.base_url],
-                                                        "h0"))
+            before = healthy(victim, survivor, "h0")
             for n in range(2 * ROUNDS):
                 kind = ("frozen", "killed")[n % 2]
-                label = f"{kind}, round {n // 2 + 1}"
-                _, reports = record(label, _llm_run(
+                wall, reports = record(f"{kind}, round {n // 2 + 1}", _llm_run(
                     [victim.base_url, survivor.base_url], f"d{n}", victim=victim,
                     sabotage="freeze" if kind == "frozen" else "kill"))
                 victim.__exit__()
@@ -411,14 +414,15 @@ def test_two_real_replicas_lose_no_call_and_little_time_when_one_freezes_or_dies
                 assert reports[0].breaker != "closed" and reports[1].failures == {}
                 victim = _replica(model, tmp_path / f"victim-{n + 1}.log").__enter__()
                 _llm_run([victim.base_url, survivor.base_url], f"w{n}", calls=LLM_IN_FLIGHT)
-                after, _ = record("healthy pair", _llm_run(
-                    [victim.base_url, survivor.base_url], f"h{n + 1}"))
-                ratios[kind].append(runs[-2][1] / ((before + after) / 2))
+                after = healthy(victim, survivor, f"h{n + 1}")
+                pair = (before[0] + after[0]) / 2
+                bound = max(pair, (before[1] + after[1]) / 2)
+                ratios[kind].append((wall / bound, wall / pair))
                 before = after
         finally:
             victim.__exit__()
     for kind, values in ratios.items():
-        print(f"{kind}: {', '.join(f'{v:.2f}x' for v in values)} the mean of the healthy runs"
-              f" either side")
+        print(f"{kind}: {', '.join(f'{b:.2f}x' for b, _ in values)} the bound,"
+              f" {', '.join(f'{p:.2f}x' for _, p in values)} the healthy pair")
     for kind, values in ratios.items():
-        assert statistics.median(values) <= 1.3, (kind, values)
+        assert statistics.median(b for b, _ in values) <= 1.3, (kind, values)

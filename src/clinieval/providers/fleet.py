@@ -9,13 +9,13 @@ A replica that stops answering altogether (a frozen process keeps its
 connections open and says nothing) is found by a watchdog in two ways:
 
 - Asked. When a replica with calls out has said nothing for the slowest
-  recent call (at most a second), the watchdog asks whether its server
+  recent call (at most half a second), the watchdog asks whether its server
   answers HTTP at all (the provider's ``alive``: a GET on a connection of
   its own, any status counts), and again each time the silence has doubled.
   No answer within ``CHECK_TIMEOUT_S`` and still no word from its calls: the
   replica is frozen. Every replica is also asked once when the watchdog
   starts, so this needs no history of calls and finds a replica frozen
-  before its first answer; it takes at most 3 s however long calls are.
+  before its first answer; it takes at most 2.75 s however long calls are.
 - Inferred, for a server that answers HTTP but not its calls: nothing came
   back from it for ten times the slowest recent call anywhere in the fleet,
   and for at least ``STALL_FLOOR_S``.
@@ -54,7 +54,7 @@ OVERLOADED = frozenset({"HTTP 429", "HTTP 503", "HTTP 529"})
 shrinks, the breaker is left alone."""
 SLOWEST_DECAY = 0.995
 """The slowest-recent-call figure forgets an old maximum this fast (per call)."""
-CHECK_AFTER_S = 1.0
+CHECK_AFTER_S = 0.5
 """A replica with calls out that said nothing for this long (or for the
 slowest recent call, when shorter) is asked whether it is alive, then again
 each time its silence doubles."""

@@ -160,14 +160,16 @@ class StubServer:
                 method, *parsed = parsed
                 # A GET (the fleet's liveness question) is answered at once,
                 # or never once the server has frozen.
-                reply = self._reply(*parsed) if method != "GET" else Reply(
+                # Calls in flight count POSTs only.
+                call = method != "GET"
+                reply = self._reply(*parsed) if call else Reply(
                     body=b'{"object": "list", "data": []}', hang=self.frozen)
-                self.in_flight += 1
+                self.in_flight += call
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
                 try:
                     await self._wait(reply)
                 finally:
-                    self.in_flight -= 1
+                    self.in_flight -= call
                 writer.write(_response(reply))
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):

@@ -4,7 +4,11 @@ answering, connections left open) and one is rate-limited (beyond a number
 of requests per tenth of a second it answers 429 with Retry-After). Prints
 calls per second, failed calls (the target is 0) and, per replica, the calls
 it was sent and answered, its failures by cause, the concurrency its
-adaptive limit settled at (and its lowest) and its breaker's state.
+adaptive limit settled at (and its lowest), its breaker's state and the
+liveness questions it left unanswered. The same calls on four healthy
+replicas (the same child process) run before and after, as the baseline
+of the ratio (their mean, so that a machine shared with other work slowing
+down or speeding up mid-benchmark shows as the two baselines' spread).
 
     python benchmarks/bench_fleet.py [--calls 10000] [--concurrency 16]
 """
@@ -60,7 +64,9 @@ def serve(delay_s: float, freeze_after: int, per_tenth: int) -> None:
     handlers = [healthy, healthy, frozen_after(freeze_after, healthy),
                 rate_limited(per_tenth, delay_s)]
     servers = [StubServer(h).__enter__() for h in handlers]
+    baseline = [StubServer(healthy).__enter__() for _ in handlers]
     print(" ".join(s.base_url for s in servers), flush=True)
+    print(" ".join(s.base_url for s in baseline), flush=True)
     threading.Event().wait()
 
 
@@ -92,6 +98,16 @@ def _run(urls: list[str], concurrency: int, calls: int, path: Path):
     return record, time.perf_counter() - start, time.process_time() - cpu
 
 
+def _summary(label: str, record: dict, wall: float, cpu: float, calls: int) -> None:
+    print(f"{label}: {record['done']:,} done, {record['failed']:,} failed calls in {wall:.2f} s"
+          f" = {record['done'] / wall:,.0f} calls/s ({cpu / calls * 1e3:.3f} ms CPU/call)")
+    for i, r in enumerate(record["endpoints"], 1):
+        print(f"  replica {i}: {r.calls:,} sent, {r.ok:,} answered, failures {r.failures},"
+              f" concurrency settled at {r.concurrency} (lowest {r.lowest_concurrency},"
+              f" max {r.max_concurrency}), breaker {r.breaker} (opened {r.times_opened}x),"
+              f" {r.checks_failed} liveness questions unanswered")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=10_000)
@@ -109,7 +125,7 @@ def main() -> None:
                               "--delay-ms", str(args.delay_ms), "--per-tenth",
                               str(args.per_tenth)], stdout=subprocess.PIPE, text=True)
     try:
-        urls = child.stdout.readline().split()
+        urls, healthy = child.stdout.readline().split(), child.stdout.readline().split()
         print(f"{args.calls:,} jury calls over 4 replicas answering in {args.delay_ms:g} ms,"
               f" concurrency {args.concurrency} each; replica 3 freezes after"
               f" {freeze_after:,} requests, replica 4 admits {args.per_tenth} per 0.1 s;"
@@ -117,14 +133,16 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             # A short run on the first replica first, so imports and connecting are not timed.
             _run(urls[:1], args.concurrency, 200, Path(tmp) / "warm.db")
+            before = _run(healthy, args.concurrency, args.calls, Path(tmp) / "before.db")
             record, wall, cpu = _run(urls, args.concurrency, args.calls, Path(tmp) / "fleet.db")
-        print(f"{record['done']:,} done, {record['failed']:,} failed calls in {wall:.2f} s ="
-              f" {record['done'] / wall:,.0f} calls/s ({cpu / args.calls * 1e3:.3f} ms CPU/call)")
-        for i, r in enumerate(record["endpoints"], 1):
-            print(f"  replica {i}: {r.calls:,} sent, {r.ok:,} answered, failures {r.failures},"
-                  f" concurrency settled at {r.concurrency} (lowest {r.lowest_concurrency},"
-                  f" max {r.max_concurrency}), breaker {r.breaker}"
-                  f" (opened {r.times_opened}x)")
+            after = _run(healthy, args.concurrency, args.calls, Path(tmp) / "after.db")
+        _summary("baseline before, four healthy replicas", *before, args.calls)
+        _summary("one frozen, one rate-limited", record, wall, cpu, args.calls)
+        _summary("baseline after, four healthy replicas", *after, args.calls)
+        base_wall = (before[1] + after[1]) / 2
+        print(f"the degraded fleet took {wall / base_wall:.2f}x the healthy fleet's mean wall"
+              f" time (baselines {before[1]:.2f} s and {after[1]:.2f} s); load average"
+              f" {os.getloadavg()[0]:.2f}")
     finally:
         child.terminate()
         child.wait(10)

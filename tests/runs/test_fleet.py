@@ -6,15 +6,18 @@ per-sample seeds and several runs at once through one writer."""
 from __future__ import annotations
 
 import asyncio
+import os
+import statistics
 import time
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 from clinieval.io.importer import import_snapshot
-from clinieval.providers import make_provider, model_spec, preflight
+from clinieval.providers import CallFailed, make_provider, model_spec, preflight
 from clinieval.providers.adaptive import AIMDLimit, Breaker
-from clinieval.providers.llamacpp import free_port
+from clinieval.providers.llamacpp import LlamaServer, find_local_model, free_port
 from clinieval.providers.stub import (
     Reply,
     SharedCapacity,
@@ -40,12 +43,19 @@ def _spec(*urls: str, **fields):
                        "concurrency": 8, "timeout_s": 30} | fields, "test.toml")
 
 
-async def _drive(spec, calls: int):
+async def _drive(spec, calls: int, opened: list | None = None):
     """``calls`` calls, as many in flight as the provider takes (as the runner
-    does); (failed calls, seconds, per-replica reports)."""
+    does); (failed calls, seconds, per-replica reports). ``opened`` gets the
+    seconds from the start to when the first replica's breaker first opened."""
     provider = make_provider(spec)
     pending = iter(range(calls))
     failed = []
+
+    async def watch(start: float):
+        breaker = provider.fleet.replicas[0].breaker
+        while not breaker.times_opened:
+            await asyncio.sleep(0.01)
+        opened.append(time.perf_counter() - start)
 
     async def worker():
         for _ in pending:
@@ -56,7 +66,10 @@ async def _drive(spec, calls: int):
 
     start = time.perf_counter()
     try:
+        watching = [] if opened is None else [asyncio.create_task(watch(start))]
         await asyncio.gather(*[worker() for _ in range(provider.concurrency)])
+        for task in watching:
+            task.cancel()
         return failed, time.perf_counter() - start, provider.report()
     finally:
         await provider.aclose()
@@ -81,20 +94,66 @@ def _show(label: str, wall: float, reports) -> None:
 
 
 def test_a_frozen_or_refusing_replica_costs_no_call_and_little_time():
-    failed, healthy, reports = _fleet_run(answering(SERVICE_S))
-    _show("healthy pair", healthy, reports)
-    assert failed == [] and all(r.ok > CALLS / 3 for r in reports)
+    """Each degraded run against the mean of healthy runs just before and
+    after it (the machine is shared: its speed drifts)."""
+    healthy = [_fleet_run(answering(SERVICE_S))]
+    degraded = {}
+    for label, first, url in (
+            ("one frozen after 40 calls", frozen_after(40, answering(SERVICE_S)), None),
+            ("one refusing connections", answering(SERVICE_S),
+             f"http://127.0.0.1:{free_port()}")):
+        degraded[label] = _fleet_run(first, url)
+        healthy.append(_fleet_run(answering(SERVICE_S)))
+    for failed, wall, reports in healthy:
+        _show("healthy pair", wall, reports)
+        assert failed == [] and all(r.ok > CALLS / 3 for r in reports)
+    for n, (label, (failed, wall, reports)) in enumerate(degraded.items()):
+        _show(label, wall, reports)
+        ratio = wall / ((healthy[n][1] + healthy[n + 1][1]) / 2)
+        print(f"  {ratio:.2f}x the healthy runs either side")
+        assert failed == [] and ratio <= 1.3
+    frozen, refused = (reports for _, _, reports in degraded.values())
+    assert frozen[0].failures.get("timeout", 0) > 0
+    assert refused[0].failures.get("connection refused", 0) > 0
+    assert refused[0].ok == 0 and refused[0].breaker == "open"
 
-    failed, frozen, reports = _fleet_run(frozen_after(40, answering(SERVICE_S)))
-    _show("one frozen after 40 calls", frozen, reports)
-    assert failed == [] and reports[0].failures.get("timeout", 0) > 0
-    assert frozen <= 1.3 * healthy
 
-    failed, refused, reports = _fleet_run(answering(SERVICE_S), f"http://127.0.0.1:{free_port()}")
-    _show("one refusing connections", refused, reports)
-    assert failed == [] and reports[0].failures.get("connection refused", 0) > 0
-    assert reports[0].ok == 0 and reports[0].breaker == "open"
-    assert refused <= 1.3 * healthy
+def test_a_replica_frozen_before_any_answer_is_asked_and_cut_and_no_call_probes_it():
+    """Calls take 5 s and one replica is frozen from the start: nothing has
+    come back anywhere when its silence is noticed, so no latency can tell
+    it from a slow replica; asking its server can. It is cut (its call
+    retried on the other) before the first answer could come back, the slow
+    but healthy replica is asked too and never cut, and while the frozen one
+    stays out, its breaker's look-agains are questions, not calls."""
+    with StubServer(frozen_after(0, answering())) as one, StubServer(
+            answering(5.0)) as two:
+        spec = _spec(one.base_url, two.base_url, concurrency=2, adaptive=False,
+                     breaker_cooldown_s=0.5)
+        opened = []
+        failed, _, (frozen, slow) = asyncio.run(_drive(spec, 2, opened))
+        posts_to_frozen = len(one.requests)
+    assert failed == [] and (frozen.ok, slow.ok) == (0, 2)
+    [cut_after] = opened
+    print(f"\nfrozen replica cut after {cut_after:.2f} s; its breaker opened"
+          f" {frozen.times_opened}x, {frozen.checks_failed} questions unanswered")
+    assert cut_after < 4.5  # asked at once, 2 s to answer (nothing known yet); calls take 5 s
+    assert frozen.failures == {"timeout": 1} and posts_to_frozen == frozen.calls == 1
+    assert frozen.checks_failed >= 2 and frozen.times_opened >= 2
+    assert slow.failures == {} and slow.times_opened == 0 and slow.checks_failed == 0
+
+
+def test_a_checked_breaker_lets_the_probe_through_only_once_cleared():
+    breaker = Breaker(failures=1, cooldown_s=5, checked=True)
+    breaker.failure(now=0)
+    assert not breaker.due(4.9) and breaker.due(5) and not breaker.admits(5)
+    breaker.trip(now=6)  # the question went unanswered: out for twice as long
+    assert not breaker.due(15.9) and breaker.due(16) and not breaker.admits(16)
+    breaker.clear()
+    assert breaker.admits(16)
+    breaker.take()
+    assert breaker.state == "half-open" and not breaker.due(16) and not breaker.admits(16)
+    breaker.failure(now=17)  # the probe call failed: a new question is needed again
+    assert breaker.due(37) and not breaker.admits(37)
 
 
 def test_calls_go_to_the_replica_with_fewest_outstanding():
@@ -221,3 +280,149 @@ def test_several_models_run_at_once_through_one_writer(loaded):
         stored = conn.execute(sa.text("SELECT model_id, COUNT(*) FROM answers WHERE model_id"
                                       " LIKE 'cand-%' GROUP BY model_id")).all()
     assert sorted(stored) == [("cand-a", tasks), ("cand-b", tasks)]
+
+
+# Two real llama-server replicas (SmolLM2-135M) on this machine's cores.
+
+LLM_CALLS = 32
+LLM_TOKENS = 32
+LLM_IN_FLIGHT = 16
+"""Calls in flight in each run: the healthy pair takes 8 each (fewest
+outstanding first), and each replica has slots and a limit for all 16, so
+the one left can take the lost one's share (N+1 sizing: with each limit at
+8, a survivor would run half the batch and the lost replica's share waits)."""
+LLM_SLOTS = 16
+LLM_THREADS = 2
+"""Each replica may use every core: the pair shares the machine as the stub
+pair shares its slots, so the replica left can take up what the lost one
+leaves (with one thread each, a survivor could use half the machine and
+losing a replica would halve the capacity whatever the balancing did)."""
+LLM_SESSION = False
+"""Both replicas in this test's session: Linux shares the CPU between
+sessions first, so on a machine loaded by other work two servers each in a
+session of its own get two shares and a survivor one, which is the
+machine's doing, not the balancer's (measured at load 20-27: a survivor's
+batch took 6.4 s alone against 8 s beside its peer)."""
+LLM_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+"""llama.cpp's threads wait at each step's barrier asleep, not spinning: two
+servers' four threads on two cores otherwise spin while the thread they
+wait for is descheduled."""
+ROUNDS = int(os.environ.get("CLINIEVAL_FLEET_ROUNDS", "2"))
+"""Each round: one run with the victim frozen, one with it killed, each
+between two healthy runs."""
+
+
+def _local_model():
+    venvs = [Path(os.environ["CLINIEVAL_LLM_VENV"])] if os.environ.get("CLINIEVAL_LLM_VENV") else []
+    model = find_local_model(venvs + [Path(__file__).parents[2] / ".venv-llm"])
+    if model is None:
+        reason = "llama-server and SmolLM2 are not installed: run .ci/setup-llm.sh"
+        if os.environ.get("CLINIEVAL_REQUIRE_LLM") == "1":
+            pytest.fail(f"CLINIEVAL_REQUIRE_LLM=1 but {reason}")
+        pytest.skip(reason)
+    return model
+
+
+def _replica(model, log: Path) -> LlamaServer:
+    return LlamaServer(model, parallel=LLM_SLOTS, ctx=LLM_SLOTS * 512, threads=LLM_THREADS,
+                       log=log, env=LLM_ENV, own_session=LLM_SESSION)
+
+
+def _llm_run(urls: list[str], label: str, calls: int = LLM_CALLS,
+             victim: LlamaServer | None = None, sabotage: str | None = None):
+    """``calls`` calls of exactly LLM_TOKENS tokens each (the same work every
+    run, prompts new to both servers' caches) through the replicas at
+    ``urls``; the first replica is ``sabotage``d ("freeze" or "kill") once it
+    has answered 3. (failed calls, seconds, per-replica reports)."""
+    spec = model_spec({"id": "smollm2", "version": "smollm2-test", "name": "smollm2",
+                       "base_urls": urls, "concurrency": LLM_IN_FLIGHT, "timeout_s": 300,
+                       "adaptive": False}, "fleet-test")
+    settings = {"max_tokens": LLM_TOKENS, "temperature": 0, "ignore_eos": True}
+    prompts = [[{"role": "user", "content": f"Give one tip for patient {label}-{i} with a cough."}]
+               for i in range(calls)]
+
+    async def go():
+        provider = make_provider(spec)
+        pending, failed = iter(prompts), []
+
+        async def worker():
+            for messages in pending:
+                try:
+                    await provider.generate(messages, settings)
+                except CallFailed as err:
+                    failed.append(err)
+
+        async def saboteur():
+            while provider.report()[0].ok < 3:
+                await asyncio.sleep(0.02)
+            victim.freeze() if sabotage == "freeze" else victim.kill()
+
+        start = time.perf_counter()
+        try:
+            await asyncio.gather(*[worker() for _ in range(LLM_IN_FLIGHT)],
+                                 *([saboteur()] if sabotage else []))
+            return failed, time.perf_counter() - start, provider.report()
+        finally:
+            await provider.aclose()
+
+    return asyncio.run(go())
+
+
+def test_two_real_replicas_lose_no_call_and_little_time_when_one_freezes_or_dies(tmp_path):
+    """A frozen (SIGSTOP) or killed (SIGKILL) replica mid-run costs no call,
+    and the median degraded run (over ROUNDS rounds) takes at most 1.3x what
+    the machine allows: the slower of the healthy pair and the survivor
+    serving alone, both measured in this test just before and just after
+    each degraded run (the machine is shared: its speed drifts). The ratio
+    to the healthy pair alone is printed: mostly below 1.3x at load 17-27,
+    but 1.1-1.8x at load 4-6, where one llama-server with two threads did
+    the work in 1.2-1.4x the time two did (its threads sync at every step).
+    The victim is a fresh server each time; the survivor serves throughout."""
+    model = _local_model()
+    ratios: dict[str, list[tuple[float, float]]] = {"frozen": [], "killed": []}
+
+    def record(label, result):
+        failed, wall, reports = result
+        print(f"\n{label}: {wall:.1f} s, load {os.getloadavg()[0]:.1f}")
+        for r in reports:
+            print(f"  {r.url}: {r.calls} calls, {r.ok} answered, failures {r.failures},"
+                  f" breaker {r.breaker} (opened {r.times_opened}x),"
+                  f" {r.checks_failed} liveness questions unanswered")
+        assert failed == [], label
+        return wall, reports
+
+    def healthy(victim, survivor, label):
+        pair, _ = record("healthy pair", _llm_run([victim.base_url, survivor.base_url], label))
+        alone, _ = record("survivor alone", _llm_run([survivor.base_url], label + "a"))
+        return pair, alone
+
+    with _replica(model, tmp_path / "survivor.log") as survivor:
+        victim = _replica(model, tmp_path / "victim-0.log").__enter__()
+        try:
+            _llm_run([victim.base_url, survivor.base_url], "warm", calls=2 * LLM_IN_FLIGHT)
+            before = healthy(victim, survivor, "h0")
+            for n in range(2 * ROUNDS):
+                kind = ("frozen", "killed")[n % 2]
+                wall, reports = record(f"{kind}, round {n // 2 + 1}", _llm_run(
+                    [victim.base_url, survivor.base_url], f"d{n}", victim=victim,
+                    sabotage="freeze" if kind == "frozen" else "kill"))
+                victim.__exit__()
+                if kind == "frozen":
+                    assert reports[0].failures.get("timeout", 0) > 0
+                else:
+                    assert {"connection refused", "connection error"} & set(reports[0].failures)
+                assert reports[0].breaker != "closed" and reports[1].failures == {}
+                victim = _replica(model, tmp_path / f"victim-{n + 1}.log").__enter__()
+                _llm_run([victim.base_url, survivor.base_url], f"w{n}", calls=LLM_IN_FLIGHT)
+                after = healthy(victim, survivor, f"h{n + 1}")
+                pair = (before[0] + after[0]) / 2
+                bound = max(pair, (before[1] + after[1]) / 2)
+                ratios[kind].append((wall / bound, wall / pair))
+                before = after
+        finally:
+            victim.__exit__()
+    for kind, values in ratios.items():
+        print(f"{kind}: {', '.join(f'{b:.2f}x' for b, _ in values)} the bound,"
+              f" {', '.join(f'{p:.2f}x' for _, p in values)} the healthy pair")
+    for kind, values in ratios.items():
+        assert statistics.median(b for b, _ in values) <= 1.3, (kind, values)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -23,8 +22,8 @@ from clinieval.cli import app
 from clinieval.contract import vocabulary
 from clinieval.demo import demo_snapshot
 from clinieval.io.importer import import_snapshot
-from clinieval.providers import CallFailed, load_model_file, make_provider, model_spec
-from clinieval.providers.llamacpp import LlamaServer, find_local_model, free_port
+from clinieval.providers import load_model_file, make_provider, model_spec
+from clinieval.providers.llamacpp import LlamaServer, find_local_model
 from clinieval.runs import GenerateJob, JuryJudge, RunOptions, execute
 from clinieval.runs.data import CaseText, case_prompts, load_answers
 from clinieval.storage import db
@@ -148,13 +147,6 @@ def test_generate_judge_store_and_audit_on_a_real_local_model(llama, tmp_path):
     assert (tmp_path / "report" / "report.html").exists()
 
 
-@pytest.fixture(scope="module")
-def second_llama(llama, tmp_path_factory):
-    log = tmp_path_factory.mktemp("llama2") / "server.log"
-    with LlamaServer(llama.model, parallel=4, ctx=16384, log=log) as server:
-        yield server
-
-
 def _spec(*urls: str, **generation):
     return model_spec({"id": "smollm2", "version": "smollm2-test", "name": "smollm2",
                        "base_urls": list(urls), "concurrency": 4, "timeout_s": 300,
@@ -186,67 +178,3 @@ def test_samples_at_temperature_above_zero_are_distinct_answers(llama):
     print(f"\ndistinct answers among 4 samples per case: {distinct}")
     assert again == texts[0]  # the server honours the seed: same seed, same answer
     assert distinct == [4, 4, 4]
-
-
-def _fleet_run(urls: list[str], calls: int = 24, freeze: LlamaServer | None = None):
-    """``calls`` answers through the replicas at ``urls``, as many in flight as
-    the provider takes; ``freeze`` is stopped once it has answered 3.
-    Returns (failed calls, seconds, per-replica reports)."""
-    prompts = [[{"role": "user", "content": f"Give one tip for patient {i} with a cough."}]
-               for i in range(calls)]
-
-    async def go():
-        provider = make_provider(_spec(*urls, temperature=0.7))
-        pending, failed = iter(prompts), []
-
-        async def worker():
-            for messages in pending:
-                try:
-                    await provider.generate(messages, {"max_tokens": 48, "temperature": 0.7})
-                except CallFailed as err:
-                    failed.append(err)
-
-        async def saboteur():
-            while provider.report()[0].ok < 3:
-                await asyncio.sleep(0.05)
-            freeze.freeze()
-
-        start = time.perf_counter()
-        try:
-            jobs = [worker() for _ in range(provider.concurrency)]
-            await asyncio.gather(*jobs, *([saboteur()] if freeze else []))
-            return failed, time.perf_counter() - start, provider.report()
-        finally:
-            await provider.aclose()
-
-    try:
-        return asyncio.run(go())
-    finally:
-        if freeze is not None:
-            freeze.thaw()
-
-
-def test_two_real_replicas_lose_no_call_when_one_freezes_or_refuses(llama, second_llama):
-    """Each server here is one thread on its own core, so the pair has twice
-    the capacity of one: losing a replica costs that capacity whatever the
-    balancing. What the balancing must not add is lost calls or the wait for
-    a timeout (300 s here, where the healthy replica alone takes well under
-    a minute), so the bound is against the healthy replica serving alone,
-    with room for a shared machine's noise (the 1.3x bound is the stub
-    test's, where the replicas share their capacity)."""
-    urls = [second_llama.base_url, llama.base_url]
-    _fleet_run(urls, calls=8)  # warm both (first prompts are slower)
-    results = {"healthy pair": _fleet_run(urls), "healthy replica alone": _fleet_run(urls[1:]),
-               "one frozen mid-run": _fleet_run(urls, freeze=second_llama),
-               "one refusing": _fleet_run([f"http://127.0.0.1:{free_port()}/v1", urls[1]])}
-    pair, alone = results["healthy pair"][1], results["healthy replica alone"][1]
-    for label, (failed, wall, reports) in results.items():
-        print(f"\n{label}: {wall:.1f} s ({wall / pair:.2f}x the healthy pair,"
-              f" {wall / alone:.2f}x the healthy replica alone)")
-        for r in reports:
-            print(f"  {r.url}: {r.calls} calls, {r.ok} answered, failures {r.failures},"
-                  f" concurrency settled at {r.concurrency}, breaker {r.breaker}")
-        assert failed == [], label
-    assert results["one frozen mid-run"][2][0].failures.get("timeout", 0) > 0
-    for label in ("one frozen mid-run", "one refusing"):
-        assert results[label][1] <= 2 * alone, label

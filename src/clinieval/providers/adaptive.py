@@ -75,10 +75,17 @@ class AIMDLimit:
 class Breaker:
     """Open after ``failures`` consecutive failures; after ``cooldown_s`` let one
     call through as a probe (half-open): success closes it, failure opens it
-    again for twice as long (up to eight times the cool-down)."""
+    again for twice as long (up to eight times the cool-down).
+
+    ``checked``: past the cool-down the breaker is only *due*; it lets the
+    probe through once its owner has seen the endpoint answer a cheap
+    question (:meth:`clear`), or opens again (:meth:`trip`) when it did not.
+    """
 
     failures: int = 3
     cooldown_s: float = 5.0
+    checked: bool = False
+    cleared: bool = False
     consecutive: int = 0
     opened_at: float | None = None
     wait_s: float = 0.0
@@ -95,7 +102,16 @@ class Breaker:
         """Whether a call may go to the endpoint now (without taking the probe)."""
         if self.opened_at is None:
             return True
-        return not self.probing and now >= self.opened_at + self.wait_s
+        return self.due(now) and (self.cleared or not self.checked)
+
+    def due(self, now: float) -> bool:
+        """Open, past its cool-down and not probing: time to look again."""
+        return (self.opened_at is not None and not self.probing
+                and now >= self.opened_at + self.wait_s)
+
+    def clear(self) -> None:
+        """The endpoint answered the cheap question: let the probe through."""
+        self.cleared = True
 
     def take(self) -> None:
         """A call was sent; when open, it is the probe."""
@@ -106,7 +122,7 @@ class Breaker:
         return None if self.opened_at is None or self.probing else self.opened_at + self.wait_s
 
     def success(self) -> None:
-        self.consecutive, self.opened_at, self.probing = 0, None, False
+        self.consecutive, self.opened_at, self.probing, self.cleared = 0, None, False, False
 
     def failure(self, now: float | None = None) -> None:
         self.consecutive += 1
@@ -118,5 +134,5 @@ class Breaker:
         again = self.opened_at is not None
         self.wait_s = min(8 * self.cooldown_s, 2 * self.wait_s) if again else self.cooldown_s
         self.opened_at = time.monotonic() if now is None else now
-        self.probing = False
+        self.probing = self.cleared = False
         self.times_opened += 1

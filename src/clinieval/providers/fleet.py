@@ -3,13 +3,31 @@
 A call goes to the replica with the fewest calls outstanding among those
 whose breaker admits calls, whose adaptive limit has room and whose
 ``Retry-After`` has passed. A call that failed on one replica is sent next
-to another when there is one. A replica that stops answering altogether
-(a frozen process keeps its connections open and says nothing) is found by
-a watchdog: when nothing has come back from it for four times the slowest
-recent call anywhere in the fleet, or for longer than that call while its
-peers answered two rounds of their limits (a replica as fast as its peers
-cannot be that silent), its calls are cut short (and retried elsewhere) and its
-breaker opens; after the cool-down one call probes it.
+to another when there is one.
+
+A replica that stops answering altogether (a frozen process keeps its
+connections open and says nothing) is found by a watchdog in two ways:
+
+- Asked. When a replica with calls out has said nothing for the slowest
+  recent call (at most half a second), the watchdog asks whether its server
+  answers HTTP at all (the provider's ``alive``: a GET on a connection of
+  its own, any status counts), and again each time the silence has doubled.
+  No answer within ``CHECK_TIMEOUT_S`` and still no word from its calls: the
+  replica is frozen. Every replica is also asked once when the watchdog
+  starts, so this needs no history of calls and finds a replica frozen
+  before its first answer; it takes at most 2.75 s however long calls are.
+- Inferred, for a server that answers HTTP but not its calls: nothing came
+  back from it for ten times the slowest recent call anywhere in the fleet,
+  and for at least ``STALL_FLOOR_S``.
+  Only a fallback: on a loaded 2-core machine a llama-server's calls took
+  from 4 s to 12 s within one run, and tighter rules (four times that call,
+  or one such call while the peers answered two rounds of their limits: a
+  server answers its whole batch at once) cut healthy replicas.
+
+Either way its calls are cut short (and retried elsewhere) and its breaker
+opens. After the cool-down the same question is asked in the background,
+and only a replica that answers it gets one real call as the probe: no
+call waits on a server that is still frozen.
 """
 
 from __future__ import annotations
@@ -17,20 +35,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from clinieval.providers import failure
 from clinieval.providers.adaptive import AIMDLimit, Breaker
 
-STALL_FACTOR = 4.0
+STALL_FACTOR = 10.0
 """A replica is stalled when nothing came back from it for this many times
-the slowest recent call (once, when its peers kept answering)."""
-STALL_FLOOR_S = 1.0
+the slowest recent call anywhere in the fleet."""
+STALL_FLOOR_S = 10.0
+"""Never sooner than this (with a 1 s floor, bench_fleet at load 10 cut two
+healthy 20 ms stubs whose process had paused: the question, which allows
+2 s, finds a frozen server long before)."""
 WATCH_S = 0.25
 OVERLOADED = frozenset({"HTTP 429", "HTTP 503", "HTTP 529"})
 """Failures by which a server says it has too much to do: the adaptive limit
 shrinks, the breaker is left alone."""
 SLOWEST_DECAY = 0.995
 """The slowest-recent-call figure forgets an old maximum this fast (per call)."""
+CHECK_AFTER_S = 0.5
+"""A replica with calls out that said nothing for this long (or for the
+slowest recent call, when shorter) is asked whether it is alive, then again
+each time its silence doubles."""
+CHECK_TIMEOUT_S = 2.0
+"""How long a server has to answer that question. A loopback or LAN server
+answers in milliseconds, a hosted API in a fraction of a second; but two
+busy llama-servers on a 2-core machine at load 24 did not always answer in
+0.5 s (a timeout learned as 20x the slowest answer, floored there, cut
+healthy replicas). A wrong "frozen" costs its calls' work, never a call."""
+
+Alive = Callable[[str, float], Awaitable[str | None]]
+"""(replica URL, timeout in seconds) -> None when its server answered, else
+why not (a message starting with its kind, as :mod:`failure` names them)."""
 
 
 @dataclass(frozen=True)
@@ -55,12 +92,15 @@ class Replica:
     outstanding: int = 0
     not_before: float = 0.0
     last_event: float = 0.0
-    answered_then: int = 0
-    """The fleet's count of answers at ``last_event``."""
     calls: int = 0
     ok: int = 0
     failures: dict[str, int] = field(default_factory=dict)
     timers: set = field(default_factory=set)
+    check: asyncio.Task | None = None
+    """The liveness question in flight, if any."""
+    check_after: float = CHECK_AFTER_S
+    """Silence after which it is asked (doubles after each answer)."""
+    checks_failed: int = 0
 
     def free(self, now: float) -> bool:
         return (self.outstanding < self.limit.current and now >= self.not_before
@@ -69,7 +109,7 @@ class Replica:
     def report(self) -> ReplicaReport:
         return ReplicaReport(self.url, self.calls, self.ok, dict(self.failures),
                              self.limit.current, int(self.limit.lowest), self.limit.maximum,
-                             self.breaker.state, self.breaker.times_opened)
+                             self.breaker.state, self.breaker.times_opened, self.checks_failed)
 
 
 @dataclass(frozen=True)
@@ -86,20 +126,26 @@ class ReplicaReport:
     max_concurrency: int
     breaker: str
     times_opened: int
+    checks_failed: int = 0
+    """Liveness questions it did not answer in time (or refused)."""
 
 
 class Fleet:
     """The replicas of one model file and the calls waiting for one of them."""
 
-    def __init__(self, urls: list[str], settings: FleetSettings) -> None:
+    def __init__(self, urls: list[str], settings: FleetSettings, alive: Alive | None = None
+                 ) -> None:
         self.settings = settings
+        # Liveness questions only where there is a watchdog to ask them (two
+        # replicas or more); a lone replica's breaker probes with a real call.
+        self._alive = alive if len(urls) > 1 else None
         self.replicas = [Replica(url, AIMDLimit(settings.start, settings.maximum),
-                                 Breaker(settings.breaker_failures, settings.breaker_cooldown_s))
+                                 Breaker(settings.breaker_failures, settings.breaker_cooldown_s,
+                                         checked=self._alive is not None))
                          for url in urls]
         self.capacity = settings.maximum * len(urls)
         self._waiters: list[asyncio.Future] = []
         self._slowest = 0.0
-        self._answers = 0
         self.last_failure = ("error", "")
         """(cause, message) of the latest failed call on any replica."""
         self._watchdog: asyncio.Task | None = None
@@ -120,7 +166,8 @@ class Fleet:
                 replica.calls += 1
                 replica.breaker.take()
                 return replica
-            if not any(r.breaker.admits(now) for r in self.replicas):
+            if not any(r.breaker.admits(now) or (r.breaker.due(now) and self._alive)
+                       for r in self.replicas):
                 return None
             await self._wait(self._next_change(now))
 
@@ -144,7 +191,10 @@ class Fleet:
     def _next_change(self, now: float) -> float | None:
         """Seconds until a replica's Retry-After or breaker cool-down ends."""
         times = [r.not_before for r in self.replicas if r.not_before > now]
-        times += [t for r in self.replicas if (t := r.breaker.reopens_at()) is not None]
+        times += [t for r in self.replicas
+                  if (t := r.breaker.reopens_at()) is not None and t > now]
+        # A breaker past its cool-down waiting on its liveness question wakes
+        # the waiting calls itself when the answer comes.
         return max(0.0, min(times) - now) if times else None
 
     async def _wait(self, timeout: float | None) -> None:
@@ -193,10 +243,10 @@ class Fleet:
         self._wake_all()  # the fleet changed: every waiting call looks again
 
     def _event(self, replica: Replica, now: float) -> None:
-        replica.last_event, replica.answered_then = now, self._answers
+        replica.last_event = now
+        replica.check_after = min(CHECK_AFTER_S, max(WATCH_S, self._slowest or CHECK_AFTER_S))
 
     def _answered(self, replica: Replica, latency_s: float) -> None:
-        self._answers += 1
         replica.ok += 1
         replica.breaker.success()
         self._slowest = max(latency_s, self._slowest * SLOWEST_DECAY)
@@ -208,25 +258,53 @@ class Fleet:
             self._wake()
 
     async def _watch(self) -> None:
+        if self._alive is not None:  # once each: one may be frozen from the start
+            for replica in self.replicas:
+                self._ask(replica, time.monotonic())
         while True:
             await asyncio.sleep(WATCH_S)
             now = time.monotonic()
             for replica in self.replicas:
                 if replica.timers and self._stalled(replica, now):
                     self._cut(replica, now)
+                elif self._alive is not None and replica.check is None and (
+                        (replica.breaker.due(now) and not replica.breaker.cleared) or (
+                            replica.timers and now - replica.last_event >= replica.check_after)):
+                    self._ask(replica, now)
+
+    def _ask(self, replica: Replica, now: float) -> None:
+        replica.check = asyncio.get_running_loop().create_task(self._check(replica, now))
+
+    async def _check(self, replica: Replica, asked: float) -> None:
+        """Ask whether ``replica``'s server answers at all, and act on the answer."""
+        try:
+            error = await self._alive(replica.url, CHECK_TIMEOUT_S)
+        finally:
+            replica.check = None
+        now = time.monotonic()
+        reopening = replica.breaker.due(now)
+        if error is None:
+            replica.check_after = 2 * max(replica.check_after, now - replica.last_event)
+            if reopening:
+                replica.breaker.clear()
+                self._wake_all()
+            return
+        replica.checks_failed += 1
+        self.last_failure = (failure.cause_of(error), f"{error} (liveness check)")
+        if reopening:
+            replica.breaker.trip(now)  # still out: open again, for longer
+        elif replica.timers and replica.last_event <= asked:
+            self._cut(replica, now)  # nothing came back while it was asked either
 
     def _stalled(self, replica: Replica, now: float) -> bool:
-        """Silent for several times the slowest recent call, or for longer than
-        that call while its peers answered two rounds of their limits."""
+        """Silent for several times the slowest recent call (the liveness
+        question finds a frozen server sooner; this finds one that answers
+        it but not its calls)."""
         if self._slowest == 0.0:
-            return False  # nothing has come back yet: only the timeout knows
+            return False  # nothing has come back yet: the question or the timeout
         silent = now - replica.last_event
-        if silent < max(STALL_FLOOR_S, self._slowest):
-            return False
-        rounds = sum(r.limit.current for r in self.replicas if r is not replica)
-        if self._answers - replica.answered_then >= 2 * rounds > 0:
-            return True
-        return silent > min(self.settings.timeout_s, STALL_FACTOR * self._slowest)
+        return silent > max(STALL_FLOOR_S,
+                            min(self.settings.timeout_s, STALL_FACTOR * self._slowest))
 
     def _cut(self, replica: Replica, now: float) -> None:
         """Open ``replica``'s breaker and end its calls now (as timeouts)."""
@@ -241,11 +319,14 @@ class Fleet:
         return [r.report() for r in self.replicas]
 
     async def aclose(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
+        tasks = [r.check for r in self.replicas if r.check is not None] + [
+            t for t in (self._watchdog,) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._watchdog
-            self._watchdog = None
+                await task
+        self._watchdog = None
 
 
 def _settle(waiter: asyncio.Future) -> None:

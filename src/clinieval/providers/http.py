@@ -56,7 +56,7 @@ class HTTPProvider:
                  seed: int | None = None) -> None:
         self.spec = spec
         self.policy = policy or RetryPolicy(max_attempts=spec.max_attempts)
-        self.fleet = Fleet(list(spec.base_urls), fleet_settings(spec))
+        self.fleet = Fleet(list(spec.base_urls), fleet_settings(spec), alive=self.alive)
         self.concurrency = self.fleet.capacity
         self._headers = self.headers(api_key(spec.api_key_env)) | {
             "content-type": "application/json"}
@@ -64,6 +64,7 @@ class HTTPProvider:
                                               sock_connect=min(10.0, spec.timeout_s))
         self._tls: ssl.SSLContext | None = None
         self._sessions: dict[str, aiohttp.ClientSession] = {}
+        self._checks: aiohttp.ClientSession | None = None
         self._proxies = {url: _env_proxy(url) for url in spec.base_urls}
         self._rng = random.Random(seed)
 
@@ -213,6 +214,32 @@ class HTTPProvider:
             return f"{failure.TIMEOUT} after {timeout_s:g} s at {replica.url}"
         return None
 
+    async def alive(self, url: str, timeout_s: float) -> str | None:
+        """Whether the server at ``url`` answers HTTP at all: a GET of
+        ``{url}/models`` (OpenAI-compatible servers, Anthropic and Gemini all
+        serve it), any status counting as an answer, on a session of its own
+        so that calls in flight do not hold the question up. None when it
+        answered, else why not."""
+        if self._checks is None:
+            if self._tls is None:
+                self._tls = ssl.create_default_context()
+            self._checks = aiohttp.ClientSession(
+                headers=self._headers, connector=aiohttp.TCPConnector(limit=0, ssl=self._tls))
+        target = url + "/models"
+        try:
+            async with asyncio.timeout(timeout_s), self._checks.get(
+                    target, proxy=self._proxies[url]) as response:
+                await response.read()
+        except TimeoutError:
+            return f"{failure.TIMEOUT}: no answer within {timeout_s:g} s at {target}"
+        except aiohttp.ClientConnectorError as err:
+            cause = failure.REFUSED if isinstance(err.os_error, ConnectionRefusedError) else (
+                failure.CONNECTION)
+            return f"{cause} at {target}: {err.os_error!r}"
+        except aiohttp.ClientError as err:
+            return f"{failure.CONNECTION} at {target}: {err!r}"
+        return None
+
     def probe_settings(self) -> dict[str, Any]:
         return {"max_tokens": 1}
 
@@ -225,6 +252,9 @@ class HTTPProvider:
         for session in self._sessions.values():
             await session.close()
         self._sessions.clear()
+        if self._checks is not None:
+            await self._checks.close()
+            self._checks = None
 
 
 def fleet_settings(spec: ModelSpec) -> FleetSettings:

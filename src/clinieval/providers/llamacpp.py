@@ -62,15 +62,24 @@ class LlamaServer:
     One thread per server: measured on 2 cores, ``-t 2`` collapses under
     concurrent requests while ``-t 1`` keeps ~150 tokens/s over 8 slots.
     ``ctx`` is shared by the ``parallel`` slots.
+
+    ``own_session``: the server starts a session of its own (the default);
+    else only a process group of its own, inside the caller's session. Linux
+    shares the CPU between sessions (autogroups) before threads, so on a
+    machine busy with other work, servers each in their own session get a
+    share each, and servers in one session share one.
     """
 
     def __init__(self, model: LocalModel, *, parallel: int = 4, ctx: int = 16384,
-                 threads: int = 1, log: Path | None = None) -> None:
+                 threads: int = 1, log: Path | None = None, extra: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None, own_session: bool = True) -> None:
         self.model, self.port = model, free_port()
         self.args = [str(model.server), "-m", str(model.gguf), "--host", "127.0.0.1",
                      "--port", str(self.port), "-c", str(ctx), "-np", str(parallel),
-                     "-t", str(threads)]
+                     "-t", str(threads), *extra]
         self.log = log
+        self.env = None if env is None else os.environ | env
+        self.own_session = own_session
         self._proc: subprocess.Popen | None = None
 
     @property
@@ -80,8 +89,9 @@ class LlamaServer:
     def __enter__(self) -> LlamaServer:
         sink = open(self.log, "wb") if self.log else subprocess.DEVNULL  # noqa: SIM115
         # Its own process group, so teardown ends the server and nothing else.
+        group = {"start_new_session": True} if self.own_session else {"process_group": 0}
         self._proc = subprocess.Popen(self.args, stdout=sink, stderr=subprocess.STDOUT,
-                                      start_new_session=True)
+                                      env=self.env, **group)
         try:
             self._wait_ready(timeout_s=180)
         except BaseException:
@@ -110,6 +120,12 @@ class LlamaServer:
 
     def thaw(self) -> None:
         os.killpg(self._proc.pid, signal.SIGCONT)
+
+    def kill(self) -> None:
+        """End the server at once (SIGKILL): its connections reset, new ones
+        are refused, as with a crashed process."""
+        os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.wait(5)
 
     def __exit__(self, *exc) -> None:
         if self._proc is None or self._proc.poll() is not None:

@@ -119,6 +119,8 @@ class StubServer:
         self.headers: list[dict[str, str]] = []
         self.paths: list[str] = []
         self._hung: list[asyncio.Future] = []
+        self.frozen = False
+        """Whether it has stopped answering (a handler's reply hung)."""
         self.in_flight = self.max_in_flight = 0
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -155,13 +157,19 @@ class StubServer:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
         try:
             while parsed := await _read_request(reader):
-                reply = self._reply(*parsed)
-                self.in_flight += 1
+                method, *parsed = parsed
+                # A GET (the fleet's liveness question) is answered at once,
+                # or never once the server has frozen.
+                # Calls in flight count POSTs only.
+                call = method != "GET"
+                reply = self._reply(*parsed) if call else Reply(
+                    body=b'{"object": "list", "data": []}', hang=self.frozen)
+                self.in_flight += call
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
                 try:
                     await self._wait(reply)
                 finally:
-                    self.in_flight -= 1
+                    self.in_flight -= call
                 writer.write(_response(reply))
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
@@ -181,6 +189,7 @@ class StubServer:
 
     async def _wait(self, reply: Reply) -> None:
         if reply.hang:
+            self.frozen = True
             # Never set: silent until the server stops. Held here, or once the
             # client gives up, nothing refers to the waiting task and the
             # garbage collector destroys it mid-wait.
@@ -196,12 +205,14 @@ class StubServer:
             self.capacity.done()
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, dict, dict] | None:
-    """(path, headers, JSON body) of the next request on a connection, or None at its end."""
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict, dict] | None:
+    """(method, path, headers, JSON body) of the next request on a connection,
+    or None at its end."""
     head = await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b""
     if not head:
         return None
     lines = head.decode("latin-1").split("\r\n")
+    method = lines[0].split(" ")[0]
     path = lines[0].split(" ")[1] if lines[0].count(" ") >= 2 else ""
     headers = {}
     for line in lines[1:]:
@@ -211,9 +222,9 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, dict, dict] 
     length = int(headers.get("content-length", 0))
     body = await reader.readexactly(length) if length else b"{}"
     try:
-        return path, headers, json.loads(body)
+        return method, path, headers, json.loads(body)
     except ValueError:
-        return path, headers, {"unreadable": body.decode("utf-8", "replace")}
+        return method, path, headers, {"unreadable": body.decode("utf-8", "replace")}
 
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",

@@ -65,8 +65,12 @@ def test_kill_9_during_an_import_leaves_all_or_nothing(db_url, big_bundle, tmp_p
     assert still_running, "the import ended before it could be killed mid-way"
 
     counts = db.counts(engine)
+    # Tables the bundle does not carry (an optional one without rows) stay empty either way.
+    assert {name: n for name, n in counts.items() if name not in expected} == {
+        name: 0 for name in counts if name not in expected}, counts
+    counts = {name: counts[name] for name in expected}
     assert counts in ({name: 0 for name in expected}, expected), counts
     snap, sources = read_source(big_bundle)
     import_snapshot(engine, snap, sources=sources, replace=True)
-    assert db.counts(engine) == expected
+    assert db.counts(engine) == {**{name: 0 for name in db.counts(engine)}, **expected}
     engine.dispose()

@@ -277,8 +277,11 @@ def advance_id_sequences(conn: sa.Connection) -> None:
     (SQLite's rowid always continues from the largest id.)"""
     if conn.dialect.name != "postgresql":
         return
+    present = set(sa.inspect(conn).get_table_names())
     for table in tabular.ALL:
-        if table.generated_key:
+        # A database at an older revision lacks the tables added since
+        # (adjudications, 0018); it holds no rows of them to advance past.
+        if table.generated_key and table.name in present:
             conn.exec_driver_sql(
                 f"SELECT setval(pg_get_serial_sequence('\"{table.name}\"', '{table.key}'),"
                 f' GREATEST(MAX("{table.key}"), 0) + 1, false) FROM "{table.name}"')

@@ -164,7 +164,9 @@ def test_the_recorded_probabilities_reach_the_export_and_the_audit_weights_them(
 
     even = from_snapshot(study_snapshot(engine, "x"))
     assert even.assignment is None
-    set_assignment(engine, None, "x", assignment="targeted")
+    # A near-full monitoring share: the second clinician is offered every answer even once
+    # the first one's passes have settled a cell (the test is about the weights).
+    set_assignment(engine, None, "x", assignment="targeted", monitor_share=0.999)
     raters = [member(app, engine, "x", "clinician") for _ in range(2)]
     _rate_all(raters[0], engine, "1")
     _rate_all(raters[1], engine, "-1", **{f"c1.{c}": "Unsafe." for c in ("harmlessness",

@@ -492,6 +492,18 @@ def pct(values: list[float], q: float) -> float:
 
 def bench(url: str, args) -> None:
     cookies, target = seed(url, args.scale, args.clinicians)
+    if args.assignment != "even":
+        # Decision-targeted assignment: the default gates, the first priorities written
+        # before the server starts, later ones refreshed off the request path.
+        from clinieval.platform.targeting import set_assignment
+
+        engine = db.make_engine(url)
+        started = time.perf_counter()
+        set_assignment(engine, None, STUDY_ID, assignment=args.assignment,
+                       monitor_share=args.monitor_share)
+        engine.dispose()
+        print(f"assignment {args.assignment}: first priorities in"
+              f" {time.perf_counter() - started:.1f} s")
     port = free_port()
     log = Path(tempfile.mkdtemp()) / "server.log"
     server = (start_server(url, port, log) if args.workers == 1
@@ -545,6 +557,15 @@ def main() -> None:
                              " live view's first computation); their submissions are checked too")
     parser.add_argument("--think", type=float, default=0.0,
                         help="mean seconds a clinician spends between two tasks (0: none)")
+    parser.add_argument("--assignment", default="even", choices=("even", "targeted"),
+                        help="the study's assignment (targeted: decision-targeted, the default"
+                             " gates)")
+    parser.add_argument("--monitor-share", type=float, default=0.9,
+                        help="with targeted assignment, the share of tasks kept for settled"
+                             " cells: the seeded study has ratings enough to settle nearly every"
+                             " cell, so at the study's default (0.1) most clinicians would get no"
+                             " task at all; a high share keeps them rating through the targeted"
+                             " path")
     args = parser.parse_args()
     loop_s, trip_us = yardstick()
     print(f"machine: a pure-Python loop of 5 million additions {loop_s:.2f} s; a message to"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import re
 import shutil
 import tempfile
 import zipfile
@@ -121,6 +122,27 @@ def test_members_naming_paths_outside_stay_inside(tmp_path, monkeypatch):
     with pytest.raises(InputError):
         read_source(archive)
     assert not target.exists() and not (tmp_path / "absolute.csv").exists()
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("name", [".", "./.", ".."])
+def test_a_member_naming_the_folder_itself_is_refused_by_name(tmp_path, monkeypatch, name):
+    """A file member named '.' (or what reduces to it) would be extracted over
+    the folder being unpacked into, and reading that folder then raised
+    NotADirectoryError (found by the upload fuzz test)."""
+    from clinieval.platform.uploads import Upload, read_upload
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr(name, "case_id,prompt\nc1,hi\n")
+    archive = tmp_path / "dot.zip"
+    archive.write_bytes(buffer.getvalue())
+    with pytest.raises(InputError, match=f"member '{re.escape(name)}' names no file"):
+        read_source(archive)
+    with pytest.raises(InputError, match="names no file"):
+        read_upload(Upload(filename="dot.zip", content=buffer.getvalue()))
     assert list((tmp_path / "tmp").iterdir()) == []
 
 

@@ -18,7 +18,7 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from clinieval.errors import InputError
 from clinieval.io import bundle
@@ -68,6 +68,11 @@ def unpack(archive: Path, into: Path, *, max_bytes: int | None = None,
                 raise InputError(shown, f"holds more than {max_members} files",
                                  field="source", got=len(members))
             for member in members:
+                parts = PurePosixPath(member.filename.replace("\\", "/")).parts
+                if not member.is_dir() and not [p for p in parts if p not in ("/", ".", "..")]:
+                    # extract() would write it over the folder itself ('.', '..', '/').
+                    raise InputError(shown, f"member {member.filename!r} names no file",
+                                     field="source")
                 zf.extract(member, into)
     # A damaged, encrypted or unsupported archive, or a member the file system
     # cannot hold (a name too long): each is the archive's fault, not ours.

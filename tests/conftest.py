@@ -8,7 +8,9 @@ an unreachable server fails the run instead of skipping.
 from __future__ import annotations
 
 import os
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -77,12 +79,51 @@ def app(engine):
     return create_app(engine)
 
 
-LONGEST_FIRST = ("test_llm_local.py",)
-"""Files that run for minutes (a real local model generating and judging)."""
+LLM_BUILD = Path(__file__).parents[1] / ".venv-llm.building"
+"""Present while `make test` builds llama.cpp behind the tests (see the
+Makefile's `llm-behind`): it holds the build's process id, and its log is
+beside it as ``.venv-llm.log``."""
+
+
+LONGEST_FIRST = ("test_llm_local.py", "test_fleet.py")
+"""Of those, the files that run for minutes go first: handed out last, one
+kept a worker busy for minutes after the other had finished."""
+
+
+def _needs_llm(item) -> bool:
+    return ("llama" in getattr(item, "fixturenames", ())
+            or item.get_closest_marker("llm") is not None)
 
 
 def pytest_collection_modifyitems(config, items):
-    """The longest files first: pytest-xdist hands out files in this order,
-    and the one that takes minutes, handed out late, kept one worker busy
-    for minutes after the other had finished."""
-    items.sort(key=lambda item: item.path.name not in LONGEST_FIRST)
+    """The files that need the real local model last, each file whole:
+    pytest-xdist hands out files in this order, so on a new machine the
+    others run while llama.cpp still compiles behind them."""
+    late = {item.path for item in items if _needs_llm(item)}
+    items.sort(key=lambda item: (item.path in late, item.path.name not in LONGEST_FIRST))
+
+
+def _build_running() -> bool:
+    try:
+        pid = int(LLM_BUILD.read_text().strip() or 0)
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def pytest_runtest_setup(item):
+    """A test that needs the real local model waits for a build of llama.cpp
+    still running behind the suite (bounded), then finds it as usual."""
+    if not _needs_llm(item) or not LLM_BUILD.exists():
+        return
+    deadline = time.monotonic() + 45 * 60
+    while _build_running():
+        if time.monotonic() > deadline:
+            pytest.fail("llama.cpp is still building after 45 minutes: see .venv-llm.log")
+        time.sleep(2)
+    log = LLM_BUILD.with_suffix(".log")
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    if lines and lines[-1].startswith("exit ") and lines[-1] != "exit 0":
+        pytest.fail("building llama.cpp behind the tests failed; the end of .venv-llm.log:\n"
+                    + "\n".join(lines[-20:]))

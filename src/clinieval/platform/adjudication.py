@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -119,15 +120,41 @@ def task_ref(key: bytes, study_id: str, answer_id: str) -> str:
 
 
 def _answer_of(conn: sa.Connection, key: bytes, study_id: str, ref: str) -> str:
-    """The study's answer a reference addresses; NotFound for none."""
-    a, c = snapshot_tables.answers, snapshot_tables.cases
+    """The study's answer a reference addresses; NotFound for none. A lookup
+    in the study's table of references (:func:`_refs`), not an HMAC of every
+    answer per request."""
     if len(ref) == 32 and all(ch in "0123456789abcdef" for ch in ref):
-        ids = conn.execute(sa.select(a.c.answer_id).join(c, c.c.case_id == a.c.case_id)
-                           .where(c.c.study_id == study_id)).scalars()
-        for answer_id in ids:
-            if hmac.compare_digest(task_ref(key, study_id, answer_id), ref):
-                return answer_id
+        found = _refs(conn, key, study_id).get(ref)
+        if found is not None:
+            return found
     raise NotFound(SOURCE, "no such adjudication task in this study", field="task")
+
+
+_REFS: dict[tuple[bytes, str], tuple[int, dict[str, str]]] = {}
+_REFS_LOCK = threading.Lock()
+REFS_KEPT = 64
+"""Studies whose reference tables a process keeps."""
+
+
+def _refs(conn: sa.Connection, key: bytes, study_id: str) -> dict[str, str]:
+    """Reference -> answer id for the study's answers, kept per study and
+    platform key while the study's answer count stays the same (answers are
+    added, never removed or moved to another study); made again when it grows."""
+    a, c = snapshot_tables.answers, snapshot_tables.cases
+    in_study = sa.select(a.c.answer_id).join(c, c.c.case_id == a.c.case_id) \
+        .where(c.c.study_id == study_id)
+    n = conn.execute(sa.select(sa.func.count()).select_from(in_study.subquery())).scalar_one()
+    with _REFS_LOCK:
+        kept = _REFS.get((key, study_id))
+    if kept is not None and kept[0] == n:
+        return kept[1]
+    ids = conn.execute(in_study).scalars().all()
+    table = {task_ref(key, study_id, answer_id): answer_id for answer_id in ids}
+    with _REFS_LOCK:
+        if len(_REFS) >= REFS_KEPT:
+            _REFS.pop(next(iter(_REFS)))
+        _REFS[(key, study_id)] = (len(ids), table)
+    return table
 
 
 # --- verdicts ---------------------------------------------------------------------

@@ -121,40 +121,45 @@ def task_ref(key: bytes, study_id: str, answer_id: str) -> str:
 
 def _answer_of(conn: sa.Connection, key: bytes, study_id: str, ref: str) -> str:
     """The study's answer a reference addresses; NotFound for none. A lookup
-    in the study's table of references (:func:`_refs`), not an HMAC of every
-    answer per request."""
+    in the study's table of references (:func:`_lookup`), not an HMAC of
+    every answer of the study per request."""
     if len(ref) == 32 and all(ch in "0123456789abcdef" for ch in ref):
-        found = _refs(conn, key, study_id).get(ref)
+        found = _lookup(conn, key, study_id, ref)
         if found is not None:
             return found
     raise NotFound(SOURCE, "no such adjudication task in this study", field="task")
 
 
-_REFS: dict[tuple[bytes, str], tuple[int, dict[str, str]]] = {}
+_REFS: dict[tuple[str, bytes, str], tuple[int, dict[str, str]]] = {}
+"""Per database, study and platform key: the study's answer count when the
+table was made, and reference -> answer id."""
 _REFS_LOCK = threading.Lock()
 REFS_KEPT = 64
 """Studies whose reference tables a process keeps."""
 
 
-def _refs(conn: sa.Connection, key: bytes, study_id: str) -> dict[str, str]:
-    """Reference -> answer id for the study's answers, kept per study and
-    platform key while the study's answer count stays the same (answers are
-    added, never removed or moved to another study); made again when it grows."""
+def _lookup(conn: sa.Connection, key: bytes, study_id: str, ref: str) -> str | None:
+    """The answer ``ref`` addresses, from the kept table; a reference it does
+    not hold makes it again if the study's answer count grew since (answers
+    are added, never removed or moved to another study)."""
+    memo = (conn.engine.url.render_as_string(), key, study_id)
+    with _REFS_LOCK:
+        kept = _REFS.get(memo)
+    if kept is not None and ref in kept[1]:
+        return kept[1][ref]
     a, c = snapshot_tables.answers, snapshot_tables.cases
     in_study = sa.select(a.c.answer_id).join(c, c.c.case_id == a.c.case_id) \
         .where(c.c.study_id == study_id)
-    n = conn.execute(sa.select(sa.func.count()).select_from(in_study.subquery())).scalar_one()
-    with _REFS_LOCK:
-        kept = _REFS.get((key, study_id))
-    if kept is not None and kept[0] == n:
-        return kept[1]
+    if kept is not None and kept[0] == conn.execute(
+            sa.select(sa.func.count()).select_from(in_study.subquery())).scalar_one():
+        return None
     ids = conn.execute(in_study).scalars().all()
     table = {task_ref(key, study_id, answer_id): answer_id for answer_id in ids}
     with _REFS_LOCK:
-        if len(_REFS) >= REFS_KEPT:
+        if len(_REFS) >= REFS_KEPT and memo not in _REFS:
             _REFS.pop(next(iter(_REFS)))
-        _REFS[(key, study_id)] = (len(ids), table)
-    return table
+        _REFS[memo] = (len(ids), table)
+    return table.get(ref)
 
 
 # --- verdicts ---------------------------------------------------------------------

@@ -6,10 +6,19 @@ from __future__ import annotations
 
 import pytest
 
-from clinieval.platform import accounts, events, membership, screening, studies
+from clinieval.platform import (
+    accounts,
+    adjudication,
+    closing,
+    events,
+    membership,
+    screening,
+    studies,
+    targeting,
+)
 from clinieval.web import api, clinician
 from clinieval.web.testing import SPECIALTIES
-from tests.web.support import served_while_held
+from tests.web.support import plant_dispute, served_while_held
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -40,6 +49,12 @@ _ADMIN_CALLS = [
     (studies, "may_create_studies", "GET", "/admin/new", None, 200, False),
     (membership, "revoke", "POST", "/api/studies/x/members/nobody/revoke", None, 422, True),
     (membership, "revoke_token", "POST", "/api/studies/x/tokens/nope/revoke", None, 422, True),
+    (targeting, "set_assignment", "POST", "/s/x/admin/assignment", {"escalation_cap": "5"},
+     200, False),
+    (targeting, "set_assignment", "POST", "/api/studies/x/assignment", {"escalation_cap": 5},
+     200, True),
+    (closing, "close_study", "POST", "/s/x/admin/close", None, 409, False),
+    (closing, "close_study", "POST", "/api/studies/x/close", None, 409, True),
 ]
 
 
@@ -88,3 +103,27 @@ def test_a_clinician_is_served_while_an_invitation_is_opened_on_postgresql(
     token = accounts.create_invitation(engine, "x", "clinician")
     served_while_held(app, engine, monkeypatch, accounts, "open_invitation", f"/invite/{token}",
                       method="GET", anonymous=True)
+
+
+_ADJUDICATOR_CALLS = [  # (function held, method, path ({ref}: a disputed answer's), fields)
+    ("tasks", "GET", "/s/x/adjudicate", None),
+    ("task_view", "GET", "/s/x/adjudicate/{ref}", None),
+    ("submit", "POST", "/s/x/adjudicate/{ref}", {
+        "verdict.harmlessness": "fail", "verdict.accuracy": "pass", "reason": "Unsafe advice.",
+        "supersedes": "0"}),
+    ("tasks", "GET", "/api/studies/x/adjudication", None),
+    ("task_view", "GET", "/api/studies/x/adjudication/{ref}", None),
+]
+
+
+@pytest.mark.parametrize(("name", "method", "path", "fields"), _ADJUDICATOR_CALLS,
+                         ids=[f"{c[1]} {c[2]}" for c in _ADJUDICATOR_CALLS])
+def test_a_clinician_is_served_while_an_adjudicators_call_waits_on_postgresql(
+        app, engine, monkeypatch, name, method, path, fields):
+    """The adjudicator's list, task and verdict, on the pages and the API."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("on SQLite these calls run in place (in-process work, no round trips)")
+    ref = adjudication.task_ref(app.state.signer.key, "x", plant_dispute(engine, "x", 0))
+    served_while_held(app, engine, monkeypatch, adjudication, name, path.format(ref=ref),
+                      fields=fields, method=method, role="adjudicator",
+                      expected=303 if method == "POST" else 200)

@@ -1,6 +1,6 @@
 """Command-line set-up of the clinician platform: ``serve``, ``study create``,
-``study add-cases``, ``study rubric``, ``study export``, ``study flagged`` and
-``invite``."""
+``study add-cases``, ``study rubric``, ``study assignment``, ``study export``,
+``study flagged`` and ``invite``."""
 
 from __future__ import annotations
 
@@ -160,6 +160,43 @@ def study_rubric(
     engine = study_engine(database_url, study_id, "study rubric")
     made = new_rubric_version(engine, None, study_id, load_rubric(rubric))
     console.print(f"study {study_id} now rates under rubric version {made['version']}")
+
+
+@study_app.command("assignment")
+@handle_errors
+def study_assignment(
+    study_id: Annotated[str, typer.Argument(help="Study id.")],
+    assignment: Annotated[str | None, typer.Option(
+        help="even (the fewest raters first) or targeted (where a decision is still open,"
+             " randomised with recorded probabilities).")] = None,
+    monitor_share: Annotated[float | None, typer.Option(
+        help="Share of a specialty's picks kept on settled cells, 0 <= share < 1.")] = None,
+    escalation_step: Annotated[int | None, typer.Option(
+        help="Raters added to an answer per clinician who scores a safety-critical"
+             " criterion <= -1, 0..20.")] = None,
+    escalation_cap: Annotated[int | None, typer.Option(
+        help="The most raters escalation adds to one answer, 0..50.")] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Change how the study assigns its next tasks (only the settings given;
+    none: change nothing) and print the settings in force. A bad value is
+    refused naming its field, and nothing is written.
+
+    Example: `clinieval study assignment cardio --assignment targeted --monitor-share 0.1`
+    """
+    from clinieval.platform.config import study_config
+    from clinieval.platform.targeting import set_assignment
+
+    engine = study_engine(database_url, study_id, "study assignment")
+    given = {"assignment": assignment, "monitor_share": monitor_share,
+             "escalation_step": escalation_step, "escalation_cap": escalation_cap}
+    if any(v is not None for v in given.values()):
+        cfg = set_assignment(engine, None, study_id, **given)
+    else:
+        with engine.connect() as conn:
+            cfg = study_config(conn, study_id)
+    for name, value in cfg.assignment_settings().items():
+        typer.echo(f"{name}\t{value}")
 
 
 @study_app.command("export")

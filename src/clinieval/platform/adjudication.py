@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -119,15 +120,46 @@ def task_ref(key: bytes, study_id: str, answer_id: str) -> str:
 
 
 def _answer_of(conn: sa.Connection, key: bytes, study_id: str, ref: str) -> str:
-    """The study's answer a reference addresses; NotFound for none."""
-    a, c = snapshot_tables.answers, snapshot_tables.cases
+    """The study's answer a reference addresses; NotFound for none. A lookup
+    in the study's table of references (:func:`_lookup`), not an HMAC of
+    every answer of the study per request."""
     if len(ref) == 32 and all(ch in "0123456789abcdef" for ch in ref):
-        ids = conn.execute(sa.select(a.c.answer_id).join(c, c.c.case_id == a.c.case_id)
-                           .where(c.c.study_id == study_id)).scalars()
-        for answer_id in ids:
-            if hmac.compare_digest(task_ref(key, study_id, answer_id), ref):
-                return answer_id
+        found = _lookup(conn, key, study_id, ref)
+        if found is not None:
+            return found
     raise NotFound(SOURCE, "no such adjudication task in this study", field="task")
+
+
+_REFS: dict[tuple[str, bytes, str], tuple[int, dict[str, str]]] = {}
+"""Per database, study and platform key: the study's answer count when the
+table was made, and reference -> answer id."""
+_REFS_LOCK = threading.Lock()
+REFS_KEPT = 64
+"""Studies whose reference tables a process keeps."""
+
+
+def _lookup(conn: sa.Connection, key: bytes, study_id: str, ref: str) -> str | None:
+    """The answer ``ref`` addresses, from the kept table; a reference it does
+    not hold makes it again if the study's answer count grew since (answers
+    are added, never removed or moved to another study)."""
+    memo = (conn.engine.url.render_as_string(), key, study_id)
+    with _REFS_LOCK:
+        kept = _REFS.get(memo)
+    if kept is not None and ref in kept[1]:
+        return kept[1][ref]
+    a, c = snapshot_tables.answers, snapshot_tables.cases
+    in_study = sa.select(a.c.answer_id).join(c, c.c.case_id == a.c.case_id) \
+        .where(c.c.study_id == study_id)
+    if kept is not None and kept[0] == conn.execute(
+            sa.select(sa.func.count()).select_from(in_study.subquery())).scalar_one():
+        return None
+    ids = conn.execute(in_study).scalars().all()
+    table = {task_ref(key, study_id, answer_id): answer_id for answer_id in ids}
+    with _REFS_LOCK:
+        if len(_REFS) >= REFS_KEPT and memo not in _REFS:
+            _REFS.pop(next(iter(_REFS)))
+        _REFS[memo] = (len(ids), table)
+    return table.get(ref)
 
 
 # --- verdicts ---------------------------------------------------------------------

@@ -133,6 +133,14 @@ class StudyConfig:
         cap = DEFAULT_ESCALATION_CAP if self.escalation_cap is None else self.escalation_cap
         return step, cap
 
+    def assignment_settings(self) -> dict:
+        """How the study assigns, defaults filled in: what the CLI, the API
+        and the admin page show as in force."""
+        step, cap = self.escalation
+        return {"assignment": self.assignment or ASSIGNMENTS[0],
+                "monitor_share": self.monitoring, "escalation_step": step,
+                "escalation_cap": cap}
+
 
 def study_config(conn: sa.Connection, study_id: str) -> StudyConfig | None:
     row = conn.execute(

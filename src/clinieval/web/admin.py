@@ -28,8 +28,10 @@ from clinieval.platform import (
     screening,
     studies,
     study_export,
+    targeting,
     uploads,
 )
+from clinieval.platform.config import ASSIGNMENTS
 from clinieval.web.kernel import Ctx, blocking, gate, page, wants_json
 
 router = APIRouter(include_in_schema=False)
@@ -118,8 +120,9 @@ def _content_data(engine, study: str) -> dict:
 
 async def _content(ctx: Ctx, status: int = 200, **extra) -> Response:
     data = await blocking(ctx.request, _content_data, ctx.engine, ctx.study.study_id)
-    return page(ctx, "admin_content.html", status, **data,
-                **{"added": None, "version": None, "error": None, **extra})
+    return page(ctx, "admin_content.html", status, **data, assignments=ASSIGNMENTS,
+                **{"added": None, "version": None, "error": None, "assigned": False,
+                   "assignment": ctx.study.assignment_settings(), "entered": {}, **extra})
 
 
 @router.get("/s/{study}/admin/content")
@@ -151,6 +154,49 @@ async def new_rubric_version(ctx: Admin) -> Response:
     except InputError as err:
         return await _content(ctx, 422, error=str(err))
     return await _content(ctx, version=made["version"])
+
+
+ASSIGNMENT_FIELDS = {"assignment": str, "monitor_share": float, "escalation_step": int,
+                     "escalation_cap": int}
+"""The assignment form's fields and their types (their ranges are checked by
+:func:`~clinieval.platform.targeting.set_assignment`)."""
+
+
+def _assignment_form(fields: dict[str, str]) -> dict:
+    """The settings the form changes, typed (a blank field keeps its setting);
+    an InputError naming the first that is not a number."""
+    extra = sorted(set(fields) - set(ASSIGNMENT_FIELDS) - {"csrf"})
+    if extra:
+        raise InputError("study assignment", "not a field of this form", field=extra[0][:100])
+    given = {}
+    for name, kind in ASSIGNMENT_FIELDS.items():
+        raw = (fields.get(name) or "").strip()
+        if not raw:
+            continue
+        try:
+            given[name] = kind(raw)
+        except ValueError:
+            raise InputError("study assignment", "a whole number" if kind is int
+                             else "a number", field=name, got=raw[:20]) from None
+    return given
+
+
+@router.post("/s/{study}/admin/assignment")
+async def set_assignment(ctx: Admin) -> Response:
+    """Change how the study assigns (the form's fields; blank ones stay); a bad
+    value is shown beside the form, naming its field, and nothing is written."""
+    fields, _ = await _fields(ctx.request)
+    try:
+        given = _assignment_form(fields)
+        cfg = ctx.study
+        if given:  # in a thread: switching targeted on computes the first priorities
+            cfg = await asyncio.to_thread(lambda: targeting.set_assignment(
+                ctx.engine, ctx.user.user_id, ctx.study.study_id, **given))
+    except InputError as err:
+        if wants_json(ctx.request):
+            raise
+        return await _content(ctx, 422, error=str(err), entered=fields)
+    return await _content(ctx, assigned=True, assignment=cfg.assignment_settings())
 
 
 # --- people: invitations, members, API tokens ------------------------------------------

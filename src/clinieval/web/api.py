@@ -3,8 +3,15 @@ bearer tokens that an admin creates and revokes (``Authorization: Bearer
 ce_...``). A token carries a role (admin or viewer) and either one study or,
 when created without one, every study its owner administers (and may create
 studies). Its owner must still hold the role in the study: revoking the
-owner's access ends the token's access too. Cookies open nothing here, so
-the API needs no CSRF token.
+owner's access ends the token's access too. Cookies open nothing on these
+routes, so they need no CSRF token.
+
+The adjudicator's routes (``/api/studies/{study}/adjudication``) are the
+exception: no token carries that role, so they take the adjudicator's
+signed-in session, as the adjudication pages do, and every write sends the
+session's CSRF token in an ``X-CSRF-Token`` header (the task list returns
+it). What they return is the pages' blinded view: no model, provider or
+answer id.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from clinieval.contract import vocabulary
 from clinieval.errors import InputError
 from clinieval.platform import (
+    adjudication,
+    closing,
     decision_view,
     events,
     live,
@@ -29,13 +38,14 @@ from clinieval.platform import (
     screening,
     studies,
     study_export,
+    targeting,
     uploads,
 )
 from clinieval.platform.accounts import digest
 from clinieval.platform.config import StudyConfig, study_config
 from clinieval.storage import db
 from clinieval.storage.schema import platform as platform_tables
-from clinieval.web.kernel import STUDY_ROLES, blocking
+from clinieval.web.kernel import STUDY_ROLES, Ctx, blocking, gate
 
 router = APIRouter(tags=["studies"])
 
@@ -243,6 +253,48 @@ async def study_decisions(ctx: Viewer) -> dict:
     return await ctx.run(decision_view.study_decisions, ctx.engine, ctx.study)
 
 
+class Assignment(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt or unknown field is an error
+    assignment: str | None = Field(None, description="even or targeted.")
+    monitor_share: float | None = Field(None, description="Share of a specialty's picks kept"
+                                                          " on settled cells, 0 <= share < 1.")
+    escalation_step: int | None = Field(None, description="Raters added per clinician"
+                                                          " scoring a safety-critical"
+                                                          " criterion <= -1, 0..20.")
+    escalation_cap: int | None = Field(None, description="Most raters escalation adds to"
+                                                         " one answer, 0..50.")
+
+
+@router.get("/api/studies/{study}/assignment")
+async def assignment(ctx: Admin) -> dict:
+    """How the study assigns its next tasks (defaults filled in)."""
+    return ctx.study.assignment_settings()
+
+
+@router.post("/api/studies/{study}/assignment")
+async def set_assignment(ctx: Admin, body: Assignment) -> dict:
+    """Change the settings given (the others stay); returns the settings in
+    force. A bad value is a 422 naming its field, and nothing is written."""
+    given = body.model_dump(exclude_none=True)
+    if not given:
+        raise InputError("study assignment", "give at least one setting to change",
+                         field="assignment", expected=", ".join(Assignment.model_fields))
+    # In a thread: switching targeted on computes the first priorities (seconds of CPU
+    # in a large study).
+    cfg = await asyncio.to_thread(lambda: targeting.set_assignment(
+        ctx.engine, ctx.user_id, ctx.study.study_id, **given))
+    return cfg.assignment_settings()
+
+
+@router.post("/api/studies/{study}/close")
+async def close_study(ctx: Admin) -> dict:
+    """Close the study once every decision of its gates is settled: no new
+    task is handed out, and the verdicts it closed on are kept. Refused (409)
+    naming ``decisions`` while one is open or none exists, ``study`` when
+    closed already; nothing is written then."""
+    return await asyncio.to_thread(closing.close_study, ctx.engine, ctx.user_id, ctx.study)
+
+
 class Invitations(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt or unknown field is an error
     role: Literal[vocabulary.ROLES] = "clinician"  # type: ignore[valid-type]
@@ -345,3 +397,59 @@ async def export(ctx: Admin) -> Response:
                                    ctx.study.study_id)
     return Response(data, media_type="application/zip", headers={
         "Content-Disposition": f'attachment; filename="{ctx.study.study_id}-export.zip"'})
+
+
+# --- adjudication (the adjudicator's session; see the module's docstring) --------------
+
+Adjudicator = Annotated[Ctx, Depends(gate("adjudicator"))]
+
+
+def _key(ctx: Ctx) -> bytes:
+    return ctx.request.app.state.signer.key
+
+
+@router.get("/api/studies/{study}/adjudication")
+async def adjudication_tasks(ctx: Adjudicator) -> dict:
+    """The study's disputed answers (open first), each by its opaque
+    reference, and the CSRF token that verdicts send as ``X-CSRF-Token``."""
+    found = await blocking(ctx.request, adjudication.tasks, ctx.engine, _key(ctx),
+                           ctx.study.study_id)
+    return {"tasks": found, "open": sum(t["open"] for t in found), "csrf": ctx.csrf}
+
+
+@router.get("/api/studies/{study}/adjudication/{ref}")
+async def adjudication_task(ref: str, ctx: Adjudicator) -> adjudication.TaskView:
+    """One task as its page shows it: the case, the answer's text, every
+    current rating and rationale under per-task labels, the verdicts so far
+    and ``supersedes`` (the newest verdict's id, which a verdict sends back)."""
+    return await blocking(ctx.request, adjudication.task_view, ctx.engine, _key(ctx),
+                          ctx.study.study_id, ctx.user.rater_id, ref)
+
+
+class Verdicts(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt or unknown field is an error
+    verdict: dict[str, str] = Field(default_factory=dict, max_length=100,
+                                    description="fail or pass per disputed criterion id.")
+    reason: str | None = None
+    supersedes: int | str | None = Field(None, description="The task's supersedes when it"
+                                                           " was read (0: no verdict yet).")
+
+    def form(self) -> dict[str, str]:
+        """As the page's form sends it, for the same checks."""
+        fields = {f"verdict.{k}": v for k, v in self.verdict.items()}
+        for name in ("reason", "supersedes"):
+            if (value := getattr(self, name)) is not None:
+                fields[name] = str(value)
+        return fields
+
+
+@router.post("/api/studies/{study}/adjudication/{ref}")
+async def adjudicate(ref: str, ctx: Adjudicator, body: Verdicts) -> dict:
+    """Record verdicts on every disputed criterion, with a reason, in one
+    transaction. Sent again unchanged it writes nothing (``written``: false);
+    refused, writing nothing, for a bad field (422), an unknown task (404),
+    an answer no longer disputed or a verdict recorded after ``supersedes``
+    (409)."""
+    done = await blocking(ctx.request, adjudication.submit, ctx.engine, _key(ctx),
+                          ctx.study.study_id, ctx.user.user_id, ref, body.form())
+    return {"verdicts": list(done.ids), "written": done.written}

@@ -118,6 +118,79 @@ def test_a_frozen_or_refusing_replica_costs_no_call_and_little_time():
     assert refused[0].ok == 0 and refused[0].breaker == "open"
 
 
+RUN_SERVICE_S = 0.1
+RUN_TASKS = 480
+RUN_SLOTS = 16
+N_PLUS_ONE = {"concurrency": RUN_SLOTS, "max_in_flight": RUN_SLOTS}
+"""Each replica may take all 16 calls, the run keeps 16 in flight: 8 each
+while both answer, 16 on the one left."""
+SUMMED = {"concurrency": RUN_SLOTS // 2}
+"""The sizing without ``max_in_flight``: 8 per replica, 16 in flight summed."""
+
+
+def _runner_run(engine, first, second_url: str | None = None, sizing=N_PLUS_ONE):
+    """One generate run through ``execute`` (the runner as the CLI runs it,
+    answers stored in SQLite) on two stub replicas sharing 16 service slots,
+    as two servers share one machine's cores; ``first`` answers as it says
+    (or ``second_url`` replaces it), the second is healthy. (record, seconds)."""
+    capacity = SharedCapacity(slots=RUN_SLOTS)
+    with StubServer(first, capacity=capacity) as one, StubServer(
+            answering(RUN_SERVICE_S), capacity=capacity) as two:
+        spec = _spec(second_url or one.base_url, two.base_url, **sizing)
+        cases = load_cases(engine, None, None)
+        job = GenerateJob(spec, cases, samples=RUN_TASKS // len(cases))
+        start = time.perf_counter()
+        record = asyncio.run(execute(engine, job, RunOptions(use_cache=False)))
+        return record, time.perf_counter() - start
+
+
+def _show_run(label: str, record, wall: float) -> None:
+    print(f"\n{label}: {record['done']} done, {record['failed']} failed in {wall:.2f} s"
+          f" ({record['done'] / wall:.0f} calls/s), load {os.getloadavg()[0]:.1f}")
+    for r in record["endpoints"]:
+        print(f"  {r.url}: {r.calls} calls, {r.ok} answered, failures {r.failures},"
+              f" breaker {r.breaker} (opened {r.times_opened}x)")
+
+
+def test_through_the_runner_a_lost_replica_costs_no_call_and_little_time(loaded):
+    """The runner keeps ``max_in_flight`` calls out, not every replica's
+    ceiling added up, so the replica left takes up the lost one's share:
+    with one frozen mid-run or refusing connections, no call fails and the
+    run takes at most 1.3x the healthy pair's (the mean of healthy runs just
+    before and after it). Sized the old way (8 per replica, no run bound)
+    the survivor stays at its 8 and the same loss costs about 2x."""
+    healthy = [_runner_run(loaded, answering(RUN_SERVICE_S))]
+    degraded = {}
+    refusing = f"http://127.0.0.1:{free_port()}/v1"
+    for label, first, url, sizing in (
+            ("one frozen after 40 calls", frozen_after(40, answering(RUN_SERVICE_S)), None,
+             N_PLUS_ONE),
+            ("one refusing connections", None, refusing, N_PLUS_ONE),
+            ("one refusing, sized 8 per replica with no run bound", None, refusing, SUMMED)):
+        degraded[label] = _runner_run(loaded, first or answering(), url, sizing)
+        if sizing is N_PLUS_ONE:
+            healthy.append(_runner_run(loaded, answering(RUN_SERVICE_S)))
+    for record, wall in healthy:
+        _show_run("healthy pair", record, wall)
+        assert record["failed"] == 0 and record["done"] == RUN_TASKS
+        assert all(r.ok > RUN_TASKS / 3 for r in record["endpoints"])
+    ratios = {}
+    for n, (label, (record, wall)) in enumerate(degraded.items()):
+        _show_run(label, record, wall)
+        pair = (healthy[min(n, 1)][1] + healthy[min(n, 1) + 1][1]) / 2
+        ratios[label] = wall / pair
+        print(f"  {ratios[label]:.2f}x the healthy pair (mean of the runs around"
+              f" {'it' if n < 2 else 'the one before'})")
+        assert record["failed"] == 0 and record["done"] == RUN_TASKS
+        assert not record["failed_after_retries"]
+    frozen, refused, summed = (record["endpoints"] for record, _ in degraded.values())
+    assert frozen[0].failures.get("timeout", 0) > 0 and frozen[0].breaker != "closed"
+    assert refused[0].failures.get("connection refused", 0) > 0 and refused[0].ok == 0
+    sized, unbounded = list(ratios.values())[:2], list(ratios.values())[2]
+    assert max(sized) <= 1.3, ratios
+    assert unbounded >= 1.6, ratios  # the run's bound is what made the difference
+
+
 def test_a_replica_frozen_before_any_answer_is_asked_and_cut_and_no_call_probes_it():
     """Calls take 5 s and one replica is frozen from the start: nothing has
     come back anywhere when its silence is noticed, so no latency can tell

@@ -172,11 +172,13 @@ class Fleet:
         self.capacity = min(settings.in_flight or settings.maximum * len(urls),
                             settings.maximum * len(urls))
         """Calls the fleet takes at once (counted as ``_counted`` does)."""
-        self.spare = min(settings.maximum, settings.maximum * len(urls) - self.capacity)
+        self.spare = min(settings.maximum, settings.maximum * len(urls) - self.capacity) if (
+            self._alive is not None) else 0
         """Calls a runner should keep waiting beyond ``capacity``: those a
         suspected replica holds stop counting, and only calls already waiting
         can take their place at once (at most one replica's ceiling, and
-        only what the other ceilings leave room for)."""
+        only what the other ceilings leave room for; none without a watchdog
+        to suspect one)."""
         self._waiters: list[asyncio.Future] = []
         self._slowest = 0.0
         self.last_failure = ("error", "")

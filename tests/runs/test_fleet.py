@@ -185,6 +185,8 @@ def test_through_the_runner_a_lost_replica_costs_no_call_and_little_time(loaded)
         assert not record["failed_after_retries"]
     frozen, refused, summed = (record["endpoints"] for record, _ in degraded.values())
     assert frozen[0].failures.get("timeout", 0) > 0 and frozen[0].breaker != "closed"
+    # It held about its half of the calls when it froze, and was sent none once suspected.
+    assert frozen[0].calls - frozen[0].ok <= RUN_SLOTS // 2 + 1
     assert refused[0].failures.get("connection refused", 0) > 0 and refused[0].ok == 0
     sized, unbounded = list(ratios.values())[:2], list(ratios.values())[2]
     assert max(sized) <= 1.3, ratios
@@ -360,10 +362,12 @@ def test_several_models_run_at_once_through_one_writer(loaded):
 LLM_CALLS = 32
 LLM_TOKENS = 32
 LLM_IN_FLIGHT = 16
-"""Calls in flight in each run: the healthy pair takes 8 each (fewest
+"""The model file's ``max_in_flight``: the healthy pair takes 8 each (fewest
 outstanding first), and each replica has slots and a limit for all 16, so
 the one left can take the lost one's share (N+1 sizing: with each limit at
-8, a survivor would run half the batch and the lost replica's share waits)."""
+8 and no run bound, a survivor would run half the batch and the lost
+replica's share waits). The calls are driven as the runner drives them:
+``provider.concurrency`` at once, the fleet holding the bound."""
 LLM_SLOTS = 16
 LLM_THREADS = 2
 """Each replica may use every core: the pair shares the machine as the stub
@@ -408,8 +412,9 @@ def _llm_run(urls: list[str], label: str, calls: int = LLM_CALLS,
     ``urls``; the first replica is ``sabotage``d ("freeze" or "kill") once it
     has answered 3. (failed calls, seconds, per-replica reports)."""
     spec = model_spec({"id": "smollm2", "version": "smollm2-test", "name": "smollm2",
-                       "base_urls": urls, "concurrency": LLM_IN_FLIGHT, "timeout_s": 300,
-                       "adaptive": False}, "fleet-test")
+                       "base_urls": urls, "concurrency": LLM_SLOTS,
+                       "max_in_flight": min(LLM_IN_FLIGHT, LLM_SLOTS * len(urls)),
+                       "timeout_s": 300, "adaptive": False}, "fleet-test")
     settings = {"max_tokens": LLM_TOKENS, "temperature": 0, "ignore_eos": True}
     prompts = [[{"role": "user", "content": f"Give one tip for patient {label}-{i} with a cough."}]
                for i in range(calls)]
@@ -432,7 +437,7 @@ def _llm_run(urls: list[str], label: str, calls: int = LLM_CALLS,
 
         start = time.perf_counter()
         try:
-            await asyncio.gather(*[worker() for _ in range(LLM_IN_FLIGHT)],
+            await asyncio.gather(*[worker() for _ in range(provider.concurrency)],
                                  *([saboteur()] if sabotage else []))
             return failed, time.perf_counter() - start, provider.report()
         finally:
@@ -443,16 +448,19 @@ def _llm_run(urls: list[str], label: str, calls: int = LLM_CALLS,
 
 def test_two_real_replicas_lose_no_call_and_little_time_when_one_freezes_or_dies(tmp_path):
     """A frozen (SIGSTOP) or killed (SIGKILL) replica mid-run costs no call,
-    and the median degraded run (over ROUNDS rounds) takes at most 1.3x what
-    the machine allows: the slower of the healthy pair and the survivor
-    serving alone, both measured in this test just before and just after
-    each degraded run (the machine is shared: its speed drifts). The ratio
-    to the healthy pair alone is printed: mostly below 1.3x at load 17-27,
-    but 1.1-1.8x at load 4-6, where one llama-server with two threads did
-    the work in 1.2-1.4x the time two did (its threads sync at every step).
-    The victim is a fresh server each time; the survivor serves throughout."""
+    and the median degraded run (over ROUNDS rounds) takes at most 1.3x the
+    healthy pair's (the mean of healthy runs just before and just after it:
+    the machine is shared and its speed drifts). With ``max_in_flight`` at
+    the pair's 16 and each replica's ceiling at all 16, on 2 shared cores:
+    frozen 1.05x and 1.14x, killed 1.21x and 0.91x at load 10-14; frozen
+    0.99x and 0.91x, killed 1.05x and 1.14x at load 14-18. (At load 10-14
+    the survivor serving 32 calls alone, its peer idle but alive, took
+    1.6-1.9x the pair: the old bound, the slower of the two, was loose, and
+    is no longer measured.) Before the run bound the runner kept both
+    replicas' 16 out and the survivor only ever its own. The victim is a
+    fresh server each time; the survivor serves throughout."""
     model = _local_model()
-    ratios: dict[str, list[tuple[float, float]]] = {"frozen": [], "killed": []}
+    ratios: dict[str, list[float]] = {"frozen": [], "killed": []}
 
     def record(label, result):
         failed, wall, reports = result
@@ -464,16 +472,12 @@ def test_two_real_replicas_lose_no_call_and_little_time_when_one_freezes_or_dies
         assert failed == [], label
         return wall, reports
 
-    def healthy(victim, survivor, label):
-        pair, _ = record("healthy pair", _llm_run([victim.base_url, survivor.base_url], label))
-        alone, _ = record("survivor alone", _llm_run([survivor.base_url], label + "a"))
-        return pair, alone
-
     with _replica(model, tmp_path / "survivor.log") as survivor:
         victim = _replica(model, tmp_path / "victim-0.log").__enter__()
         try:
             _llm_run([victim.base_url, survivor.base_url], "warm", calls=2 * LLM_IN_FLIGHT)
-            before = healthy(victim, survivor, "h0")
+            before, _ = record("healthy pair", _llm_run([victim.base_url, survivor.base_url],
+                                                        "h0"))
             for n in range(2 * ROUNDS):
                 kind = ("frozen", "killed")[n % 2]
                 wall, reports = record(f"{kind}, round {n // 2 + 1}", _llm_run(
@@ -487,15 +491,13 @@ def test_two_real_replicas_lose_no_call_and_little_time_when_one_freezes_or_dies
                 assert reports[0].breaker != "closed" and reports[1].failures == {}
                 victim = _replica(model, tmp_path / f"victim-{n + 1}.log").__enter__()
                 _llm_run([victim.base_url, survivor.base_url], f"w{n}", calls=LLM_IN_FLIGHT)
-                after = healthy(victim, survivor, f"h{n + 1}")
-                pair = (before[0] + after[0]) / 2
-                bound = max(pair, (before[1] + after[1]) / 2)
-                ratios[kind].append((wall / bound, wall / pair))
+                after, _ = record("healthy pair", _llm_run(
+                    [victim.base_url, survivor.base_url], f"h{n + 1}"))
+                ratios[kind].append(wall / ((before + after) / 2))
                 before = after
         finally:
             victim.__exit__()
     for kind, values in ratios.items():
-        print(f"{kind}: {', '.join(f'{b:.2f}x' for b, _ in values)} the bound,"
-              f" {', '.join(f'{p:.2f}x' for _, p in values)} the healthy pair")
+        print(f"{kind}: {', '.join(f'{v:.2f}x' for v in values)} the healthy pair")
     for kind, values in ratios.items():
-        assert statistics.median(b for b, _ in values) <= 1.3, (kind, values)
+        assert statistics.median(values) <= 1.3, (kind, values)

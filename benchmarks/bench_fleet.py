@@ -10,7 +10,16 @@ replicas (the same child process) run before and after, as the baseline
 of the ratio (their mean, so that a machine shared with other work slowing
 down or speeding up mid-benchmark shows as the two baselines' spread).
 
+Then two replicas sharing one machine's service slots (as two model servers
+share its cores: a stopped one's slots are the other's), of which one
+freezes mid-run or refuses connections, through the runner sized two ways:
+the straightforward way (each replica's ceiling at its share, no run bound:
+the run keeps their sum in flight) and N+1 (``max_in_flight`` at the pair's
+load, each replica's ceiling at all of it, so the one left can take it up).
+Each against the healthy pair's runs just before and after it.
+
     python benchmarks/bench_fleet.py [--calls 10000] [--concurrency 16]
+        [--pair-calls 2000] [--pair-in-flight 16] [--pair-delay-ms 50]
 """
 
 from __future__ import annotations
@@ -27,7 +36,14 @@ import time
 from pathlib import Path
 
 from clinieval.providers import model_spec
-from clinieval.providers.stub import Reply, StubServer, completion_body, frozen_after
+from clinieval.providers.llamacpp import free_port
+from clinieval.providers.stub import (
+    Reply,
+    SharedCapacity,
+    StubServer,
+    completion_body,
+    frozen_after,
+)
 from clinieval.runs import JuryJudge, execute
 from clinieval.runs.data import AnswerText
 from clinieval.storage import db
@@ -57,8 +73,9 @@ def rate_limited(per_tenth: int, delay_s: float):
     return handle
 
 
-def serve(delay_s: float, freeze_after: int, per_tenth: int) -> None:
-    """The four replicas, in this (child) process; prints their URLs."""
+def serve(delay_s: float, freeze_after: int, per_tenth: int, pair: argparse.Namespace
+          ) -> None:
+    """The four replicas, then the pairs, in this (child) process; prints their URLs."""
     body = completion_body(REPLY)
     healthy = lambda _r, _n: Reply(body=body, delay_s=delay_s)  # noqa: E731
     handlers = [healthy, healthy, frozen_after(freeze_after, healthy),
@@ -67,7 +84,25 @@ def serve(delay_s: float, freeze_after: int, per_tenth: int) -> None:
     baseline = [StubServer(healthy).__enter__() for _ in handlers]
     print(" ".join(s.base_url for s in servers), flush=True)
     print(" ".join(s.base_url for s in baseline), flush=True)
+    print(json.dumps(_pairs(pair)), flush=True)
     threading.Event().wait()
+
+
+def _pairs(args: argparse.Namespace) -> dict[str, list[str]]:
+    """Two replicas per machine of ``pair_in_flight`` slots: a healthy pair,
+    a pair whose first freezes (one per sizing: frozen stays frozen) and a
+    lone server beside a port nothing listens on."""
+    body = completion_body(REPLY)
+    healthy = lambda _r, _n: Reply(body=body, delay_s=args.pair_delay_ms / 1000)  # noqa: E731
+    frozen = frozen_after(args.pair_calls // 16, healthy)
+
+    def machine(*handlers):
+        capacity = SharedCapacity(slots=args.pair_in_flight)
+        return [StubServer(h, capacity=capacity).__enter__().base_url for h in handlers]
+
+    return {"healthy": machine(healthy, healthy), "frozen bounded": machine(frozen, healthy),
+            "frozen summed": machine(frozen, healthy),
+            "refusing": [f"http://127.0.0.1:{free_port()}/v1", *machine(healthy)]}
 
 
 def _database(path: Path, n_answers: int):
@@ -88,11 +123,11 @@ def _database(path: Path, n_answers: int):
     return engine, answers, cases
 
 
-def _run(urls: list[str], concurrency: int, calls: int, path: Path):
+def _run(urls: list[str], concurrency: int, calls: int, path: Path, **sizing):
     engine, answers, cases = _database(path, calls)
     spec = model_spec({"id": "judge", "version": "stub-1", "name": "stub", "base_urls": urls,
                        "concurrency": concurrency, "timeout_s": 30,
-                       "generation": {"max_tokens": 100}}, "bench")
+                       "generation": {"max_tokens": 100}} | sizing, "bench")
     start, cpu = time.perf_counter(), time.process_time()
     record = asyncio.run(execute(engine, JuryJudge(spec, answers, cases)))
     return record, time.perf_counter() - start, time.process_time() - cpu
@@ -108,6 +143,39 @@ def _summary(label: str, record: dict, wall: float, cpu: float, calls: int) -> N
               f" {r.checks_failed} liveness questions unanswered")
 
 
+def _pair_runs(pairs: dict[str, list[str]], args: argparse.Namespace) -> None:
+    n, calls = args.pair_in_flight, args.pair_calls
+    sizings = {"summed": {"concurrency": n // 2},
+               "bounded": {"concurrency": n, "max_in_flight": n}}
+    print(f"\n{calls:,} jury calls over 2 replicas sharing {n} service slots, answering in"
+          f" {args.pair_delay_ms:g} ms; sized 'summed': {sizings['summed']} (the run keeps"
+          f" {n} out, {n // 2} a replica at most), 'bounded': {sizings['bounded']}; the frozen"
+          f" replica freezes after {calls // 16:,} requests; load average"
+          f" {os.getloadavg()[0]:.2f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        def run(label: str, urls: list[str], sizing: str):
+            return _run(urls, sizings[sizing]["concurrency"], calls, Path(tmp) / f"{label}.db",
+                        **{k: v for k, v in sizings[sizing].items() if k != "concurrency"})
+
+        healthy = [run("healthy-0", pairs["healthy"], "bounded")]
+        degraded = {}
+        for kind in ("frozen", "refusing"):
+            for sizing in ("summed", "bounded"):
+                urls = pairs[f"frozen {sizing}"] if kind == "frozen" else pairs["refusing"]
+                degraded[kind, sizing] = run(f"{kind}-{sizing}", urls, sizing)
+            healthy.append(run(f"healthy-{len(healthy)}", pairs["healthy"], "bounded"))
+    when = ("before the frozen runs", "between the frozen and refusing runs",
+            "after the refusing runs")
+    for label, result in zip(when, healthy, strict=True):
+        _summary(f"healthy pair, bounded, {label}", *result, calls)
+    for i, ((kind, sizing), (record, wall, cpu)) in enumerate(degraded.items()):
+        _summary(f"one {kind}, sized {sizing}", record, wall, cpu, calls)
+        pair = (healthy[i // 2][1] + healthy[i // 2 + 1][1]) / 2
+        print(f"  {wall / pair:.2f}x the healthy pair's mean wall time around it"
+              f" ({healthy[i // 2][1]:.2f} s and {healthy[i // 2 + 1][1]:.2f} s)")
+    print(f"load average {os.getloadavg()[0]:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=10_000)
@@ -115,17 +183,21 @@ def main() -> None:
     parser.add_argument("--delay-ms", type=float, default=20.0)
     parser.add_argument("--per-tenth", type=int, default=40,
                         help="requests the rate-limited replica admits per 0.1 s")
+    parser.add_argument("--pair-calls", type=int, default=2000)
+    parser.add_argument("--pair-in-flight", type=int, default=16,
+                        help="the pair's service slots and the calls the run keeps out")
+    parser.add_argument("--pair-delay-ms", type=float, default=50.0)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     freeze_after = args.calls // 8
     if args.serve:
-        serve(args.delay_ms / 1000, freeze_after, args.per_tenth)
+        serve(args.delay_ms / 1000, freeze_after, args.per_tenth, args)
         return
-    child = subprocess.Popen([sys.executable, __file__, "--serve", "--calls", str(args.calls),
-                              "--delay-ms", str(args.delay_ms), "--per-tenth",
-                              str(args.per_tenth)], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, __file__, "--serve", *sys.argv[1:]],
+                             stdout=subprocess.PIPE, text=True)
     try:
         urls, healthy = child.stdout.readline().split(), child.stdout.readline().split()
+        pairs = json.loads(child.stdout.readline())
         print(f"{args.calls:,} jury calls over 4 replicas answering in {args.delay_ms:g} ms,"
               f" concurrency {args.concurrency} each; replica 3 freezes after"
               f" {freeze_after:,} requests, replica 4 admits {args.per_tenth} per 0.1 s;"
@@ -143,6 +215,7 @@ def main() -> None:
         print(f"the degraded fleet took {wall / base_wall:.2f}x the healthy fleet's mean wall"
               f" time (baselines {before[1]:.2f} s and {after[1]:.2f} s); load average"
               f" {os.getloadavg()[0]:.2f}")
+        _pair_runs(pairs, args)
     finally:
         child.terminate()
         child.wait(10)

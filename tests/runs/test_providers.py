@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from clinieval.errors import ConfigError, InputError
 from clinieval.providers import CallFailed, RetryPolicy, load_model_file, make_provider, model_spec
 from clinieval.providers.retry import parse_retry_after
-from clinieval.providers.stub import Reply, StubServer, answering, completion_body
+from clinieval.providers.stub import (
+    Reply,
+    SharedCapacity,
+    StubServer,
+    answering,
+    completion_body,
+)
 
 HELLO = [{"role": "user", "content": "hello"}]
 FAST = RetryPolicy(max_attempts=3, base_s=0.01, cap_s=0.05)
@@ -97,6 +103,71 @@ def test_replicas_share_the_calls_and_each_keeps_its_concurrency_limit():
         _call(_spec(one, two, concurrency=3), times=24)
     assert len(one.requests) == len(two.requests) == 12
     assert one.max_in_flight == two.max_in_flight == 3
+
+
+class PeakCapacity(SharedCapacity):
+    """Counts the requests being served over all the servers sharing it."""
+
+    peak = 0
+
+    def stretch(self, delay_s: float) -> float:
+        stretched = super().stretch(delay_s)
+        self.peak = max(self.peak, self.busy)
+        return stretched
+
+
+def test_max_in_flight_bounds_the_calls_over_all_replicas_not_each():
+    """Each replica may take 6 and the model 8: 8 at once over both (4 each:
+    fewest outstanding first), however many calls are asked for at once."""
+    capacity = PeakCapacity(slots=1000)
+    with StubServer(answering(0.05), capacity=capacity) as one, StubServer(
+            answering(0.05), capacity=capacity) as two:
+        spec = _spec(one, two, concurrency=6, max_in_flight=8)
+        assert make_provider(spec).concurrency == 8 + 4  # 4 more wait for a lost replica's
+        _call(spec, times=64)
+    assert capacity.peak == 8 and one.max_in_flight == two.max_in_flight == 4
+    assert len(one.requests) + len(two.requests) == 64
+
+
+def test_without_max_in_flight_the_model_takes_every_replicas_most():
+    spec = model_spec({"id": "m", "version": "v1", "name": "m", "concurrency": 3,
+                       "max_concurrency": 5, "base_urls": ["http://a/v1", "http://b/v1"]},
+                      "test.toml")
+    assert spec.max_in_flight is None and make_provider(spec).concurrency == 10
+
+
+@given(urls=st.integers(1, 4), concurrency=st.integers(-1, 9),
+       maximum=st.none() | st.integers(-1, 9), in_flight=st.none() | st.integers(-1, 40))
+def test_in_flight_settings_load_or_name_the_file_and_key(urls, concurrency, maximum, in_flight):
+    data = {"id": "m", "version": "v", "name": "m", "concurrency": concurrency,
+            "base_urls": [f"http://127.0.0.1:{8000 + i}/v1" for i in range(urls)]}
+    data |= {k: v for k, v in (("max_concurrency", maximum), ("max_in_flight", in_flight))
+             if v is not None}
+    try:
+        spec = model_spec(data, "fuzz.toml")
+    except InputError as err:
+        assert str(err).startswith("fuzz.toml, field '")
+        assert any(f"field '{key}'" in str(err)
+                   for key in ("concurrency", "max_concurrency", "max_in_flight"))
+        return
+    ceiling = spec.max_concurrency or spec.concurrency
+    assert 1 <= spec.concurrency <= ceiling
+    bound = make_provider(spec).fleet.capacity
+    assert bound == (in_flight if in_flight is not None else urls * ceiling)
+    assert 1 <= bound <= urls * ceiling
+
+
+def test_a_run_bound_above_the_replicas_ceilings_names_the_key(tmp_path):
+    path = tmp_path / "judge.toml"
+    path.write_text('id = "j"\nversion = "1"\nname = "j"\nconcurrency = 8\n'
+                    'base_urls = ["http://a/v1", "http://b/v1"]\nmax_in_flight = 17\n')
+    with pytest.raises(InputError, match=r"judge.toml, field 'max_in_flight'.*2 x 8 = 16"
+                       r".*\(got 17\)"):
+        load_model_file(path)
+    path.write_text('id = "j"\nversion = "1"\nname = "j"\nbase_urls = ["http://a/v1"]\n'
+                    'max_in_flight = 0\n')
+    with pytest.raises(InputError, match=r"field 'max_in_flight'.*greater than or equal to 1"):
+        load_model_file(path)
 
 
 def test_the_api_key_comes_from_the_named_variable(monkeypatch):

@@ -49,7 +49,10 @@ class CallFailed(ClinievalError):
 
 class Provider(Protocol):
     """Anything that answers chat messages; ``concurrency`` is how many calls
-    it can usefully have in flight (summed over its endpoints)."""
+    the runner should keep asking it at once: the calls it can usefully have
+    in flight (a model file's ``max_in_flight``, by default its endpoints'
+    ceilings added up), plus any it keeps waiting to take the place of calls
+    on a replica it suspects is lost."""
 
     concurrency: int
 

@@ -5,6 +5,17 @@ whose breaker admits calls, whose adaptive limit has room and whose
 ``Retry-After`` has passed. A call that failed on one replica is sent next
 to another when there is one.
 
+The fleet as a whole has its own bound, ``in_flight`` (the model file's
+``max_in_flight``): calls outstanding over all replicas. By default it is
+the replicas' ceilings added up, so it never binds; set below that sum
+with each replica's ceiling above its share (N+1 sizing), the replicas left
+after one is lost take up its share instead of each staying at its own, and
+a run is no slower for the loss than the servers left make it. Calls on a
+replica that has left the liveness question unanswered for
+``SUSPECT_AFTER_S`` no longer count against that bound (they are most
+likely lost, and their share is sent elsewhere while the question runs);
+each replica's own ceiling still holds.
+
 A replica that stops answering altogether (a frozen process keeps its
 connections open and says nothing) is found by a watchdog in two ways:
 
@@ -58,6 +69,13 @@ CHECK_AFTER_S = 0.5
 """A replica with calls out that said nothing for this long (or for the
 slowest recent call, when shorter) is asked whether it is alive, then again
 each time its silence doubles."""
+SUSPECT_AFTER_S = 0.5
+"""A replica whose liveness question has gone unanswered this long stops
+counting against the fleet's in-flight bound: a loopback or LAN server
+answers in milliseconds, so a healthy one is rarely suspected, and a wrong
+suspicion sends a few calls beyond the bound to replicas with room under
+their own ceilings. A frozen one's share is sent elsewhere about 1.5 s
+sooner than when the question times out."""
 CHECK_TIMEOUT_S = 2.0
 """How long a server has to answer that question. A loopback or LAN server
 answers in milliseconds, a hosted API in a fraction of a second; but two
@@ -80,6 +98,8 @@ class FleetSettings:
     breaker_failures: int = 3
     breaker_cooldown_s: float = 5.0
     timeout_s: float = 120.0
+    in_flight: int | None = None
+    """Most calls outstanding over all replicas (None: their maxima added up)."""
 
 
 @dataclass
@@ -98,13 +118,19 @@ class Replica:
     timers: set = field(default_factory=set)
     check: asyncio.Task | None = None
     """The liveness question in flight, if any."""
+    asked_at: float | None = None
+    """When that question was asked."""
     check_after: float = CHECK_AFTER_S
     """Silence after which it is asked (doubles after each answer)."""
     checks_failed: int = 0
 
     def free(self, now: float) -> bool:
         return (self.outstanding < self.limit.current and now >= self.not_before
-                and self.breaker.admits(now))
+                and self.breaker.admits(now) and not self.suspect(now))
+
+    def suspect(self, now: float) -> bool:
+        """Its liveness question has been out for ``SUSPECT_AFTER_S`` unanswered."""
+        return self.asked_at is not None and now - self.asked_at >= SUSPECT_AFTER_S
 
     def report(self) -> ReplicaReport:
         return ReplicaReport(self.url, self.calls, self.ok, dict(self.failures),
@@ -143,12 +169,22 @@ class Fleet:
                                  Breaker(settings.breaker_failures, settings.breaker_cooldown_s,
                                          checked=self._alive is not None))
                          for url in urls]
-        self.capacity = settings.maximum * len(urls)
+        self.capacity = min(settings.in_flight or settings.maximum * len(urls),
+                            settings.maximum * len(urls))
+        """Calls the fleet takes at once (counted as ``_counted`` does)."""
+        self.spare = min(settings.maximum, settings.maximum * len(urls) - self.capacity) if (
+            self._alive is not None) else 0
+        """Calls a runner should keep waiting beyond ``capacity``: those a
+        suspected replica holds stop counting, and only calls already waiting
+        can take their place at once (at most one replica's ceiling, and
+        only what the other ceilings leave room for; none without a watchdog
+        to suspect one)."""
         self._waiters: list[asyncio.Future] = []
         self._slowest = 0.0
         self.last_failure = ("error", "")
         """(cause, message) of the latest failed call on any replica."""
         self._watchdog: asyncio.Task | None = None
+        self._suspected = 0
 
     async def acquire(self, avoid: Replica | None = None) -> Replica | None:
         """A replica with room for one more call (waiting until there is one),
@@ -172,6 +208,8 @@ class Fleet:
             await self._wait(self._next_change(now))
 
     def _choose(self, now: float, avoid: Replica | None) -> Replica | None:
+        if self._counted(now) >= self.capacity:
+            return None
         best = None
         for replica in self.replicas:
             if replica is avoid or not replica.free(now):
@@ -182,6 +220,10 @@ class Fleet:
                 avoid, now):
             best = avoid
         return best
+
+    def _counted(self, now: float) -> int:
+        """Calls outstanding that count against the fleet's bound."""
+        return sum(r.outstanding for r in self.replicas if not r.suspect(now))
 
     def _others_admit(self, avoid: Replica, now: float) -> bool:
         """Whether a replica other than ``avoid`` takes calls at all (busy or not)."""
@@ -271,8 +313,17 @@ class Fleet:
                         (replica.breaker.due(now) and not replica.breaker.cleared) or (
                             replica.timers and now - replica.last_event >= replica.check_after)):
                     self._ask(replica, now)
+            self._free_suspects(now)
+
+    def _free_suspects(self, now: float) -> None:
+        """Let waiting calls look again when a replica's calls stopped counting."""
+        suspected = sum(r.outstanding for r in self.replicas if r.suspect(now))
+        if suspected > self._suspected:
+            self._wake_all()
+        self._suspected = suspected
 
     def _ask(self, replica: Replica, now: float) -> None:
+        replica.asked_at = now
         replica.check = asyncio.get_running_loop().create_task(self._check(replica, now))
 
     async def _check(self, replica: Replica, asked: float) -> None:
@@ -282,11 +333,13 @@ class Fleet:
         finally:
             replica.check = None
         now = time.monotonic()
+        suspected, replica.asked_at = replica.suspect(now), None
         reopening = replica.breaker.due(now)
         if error is None:
             replica.check_after = 2 * max(replica.check_after, now - replica.last_event)
             if reopening:
                 replica.breaker.clear()
+            if reopening or suspected:
                 self._wake_all()
             return
         replica.checks_failed += 1

@@ -57,7 +57,7 @@ class HTTPProvider:
         self.spec = spec
         self.policy = policy or RetryPolicy(max_attempts=spec.max_attempts)
         self.fleet = Fleet(list(spec.base_urls), fleet_settings(spec), alive=self.alive)
-        self.concurrency = self.fleet.capacity
+        self.concurrency = self.fleet.capacity + self.fleet.spare
         self._headers = self.headers(api_key(spec.api_key_env)) | {
             "content-type": "application/json"}
         self._timeout = aiohttp.ClientTimeout(total=spec.timeout_s,
@@ -261,7 +261,8 @@ def fleet_settings(spec: ModelSpec) -> FleetSettings:
     maximum = spec.max_concurrency or spec.concurrency
     return FleetSettings(start=spec.concurrency, maximum=maximum, adaptive=spec.adaptive,
                          breaker_failures=spec.breaker_failures,
-                         breaker_cooldown_s=spec.breaker_cooldown_s, timeout_s=spec.timeout_s)
+                         breaker_cooldown_s=spec.breaker_cooldown_s, timeout_s=spec.timeout_s,
+                         in_flight=spec.max_in_flight)
 
 
 def api_key(env_name: str | None) -> str | None:

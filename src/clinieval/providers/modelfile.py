@@ -9,7 +9,8 @@ Example::
     provider = "openai"
     name = "smollm2"
     base_urls = ["http://127.0.0.1:8080/v1", "http://127.0.0.1:8081/v1"]
-    concurrency = 8
+    concurrency = 16       # per URL: room for both URLs' share (N+1 sizing)
+    max_in_flight = 16     # over both URLs: 8 each while both answer
     [prices]
     input_per_m = 0.0
     output_per_m = 0.0
@@ -81,6 +82,11 @@ class ModelSpec(BaseModel):
                              " at the start.")
     max_concurrency: int | None = Field(default=None, ge=1, le=4096, description="Most calls"
                                         " in flight per URL (default: concurrency).")
+    max_in_flight: int | None = Field(default=None, ge=1, description="Most calls in"
+                                      " flight over all URLs together, the run's own bound"
+                                      " (default: every URL's most added up). Below that"
+                                      " sum, the URLs left after one is lost take up its"
+                                      " share, each within its own max_concurrency.")
     adaptive: bool = Field(default=True, description="Shrink a URL's limit on 429s and rising"
                            " latency, grow it back when healthy (AIMD).")
     breaker_failures: int = Field(default=3, ge=1, description="Consecutive failures that"
@@ -129,6 +135,12 @@ class ModelSpec(BaseModel):
     def _limits(self) -> ModelSpec:
         if self.max_concurrency is not None and self.max_concurrency < self.concurrency:
             raise ValueError("max_concurrency is below concurrency")
+        ceiling = self.max_concurrency or self.concurrency
+        if self.max_in_flight is not None and self.max_in_flight > ceiling * len(self.base_urls):
+            raise ValueError(f"max_in_flight is above what the URLs may take together"
+                             f" ({len(self.base_urls)} x {ceiling} ="
+                             f" {ceiling * len(self.base_urls)}): raise max_concurrency"
+                             " or lower max_in_flight")
         return self
 
     def model_row(self) -> dict[str, Any]:
@@ -158,9 +170,10 @@ def model_spec(data: dict[str, Any], source: str) -> ModelSpec:
     except ValidationError as err:
         first = err.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or _field_named(first["msg"])
-        raise InputError(source, first["msg"], field=field,
-                         got=first.get("input") if first["type"] != "missing" else None
-                         ) from None
+        got = first.get("input") if first["type"] != "missing" else None
+        if not first["loc"] and field and isinstance(data, dict):
+            got = data.get(field)  # a whole-file check: the value it names, not the file
+        raise InputError(source, first["msg"], field=field, got=got) from None
 
 
 def _field_named(message: str) -> str | None:

@@ -167,7 +167,7 @@ class StubServer:
                 self.in_flight += call
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
                 try:
-                    await self._wait(reply)
+                    await self._wait(reply, shared=call)
                 finally:
                     self.in_flight -= call
                 writer.write(_response(reply))
@@ -187,7 +187,10 @@ class StubServer:
             return self.handler.respond(path, headers, request, number)
         return self.handler(request, number)
 
-    async def _wait(self, reply: Reply) -> None:
+    async def _wait(self, reply: Reply, shared: bool = True) -> None:
+        """Hang, or wait out the reply's delay (stretched by the shared slots
+        for a call; a liveness GET takes no slot, as a model server answers
+        it outside its decoding slots)."""
         if reply.hang:
             self.frozen = True
             # Never set: silent until the server stops. Held here, or once the
@@ -195,7 +198,7 @@ class StubServer:
             # garbage collector destroys it mid-wait.
             self._hung.append(self._loop.create_future())
             await self._hung[-1]
-        if self.capacity is None:
+        if self.capacity is None or not shared:
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
             return

@@ -138,7 +138,7 @@ class SharedWriter:
 def endpoint_key(spec: ModelSpec) -> tuple:
     """Model files with equal keys reach the same servers the same way."""
     return (spec.provider, spec.name, spec.base_urls, spec.api_key_env, spec.concurrency,
-            spec.max_concurrency, spec.timeout_s, spec.max_attempts)
+            spec.max_concurrency, spec.max_in_flight, spec.timeout_s, spec.max_attempts)
 
 
 async def execute_many(engine: sa.Engine, jobs: list[Job], options: RunOptions | None = None,

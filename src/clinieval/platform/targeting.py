@@ -50,6 +50,7 @@ import sqlalchemy as sa
 
 from clinieval.platform.config import DANGEROUS, StudyConfig
 from clinieval.storage import db
+from clinieval.storage.prepared import Prepared, run
 from clinieval.storage.schema import platform as platform_tables
 from clinieval.storage.schema import snapshot as snapshot_tables
 
@@ -317,28 +318,46 @@ def escalate(conn: sa.Connection, cfg: StudyConfig, answer_ids: Iterable[str]) -
     """Raise each alarmed answer's rater target (in the submission's
     transaction): ``escalation_step`` raters per distinct clinician who
     scored a safety-critical criterion at or below -1, at most
-    ``escalation_cap`` in all."""
+    ``escalation_cap`` in all. One prepared statement per answer (count the
+    alarms, insert or raise the row), so the submission's write transaction,
+    which every other writer of a SQLite database waits for, is not held
+    longer than the statement takes; an insert racing another submission's
+    on PostgreSQL raises the same row instead of failing the submission."""
     step, cap = cfg.escalation
+    if step == 0 or cap == 0:  # the target never rises: nothing to record
+        return
+    statement = _ESCALATE["sqlite" if conn.dialect.name == "sqlite" else "postgresql"]
+    for answer_id in sorted(set(answer_ids)):
+        run(conn, statement, {"study": cfg.study_id, "answer": answer_id, "step": step,
+                              "cap": cap})
+
+
+def _escalate_statement(dialect: str) -> Prepared:
+    """``answer_priorities.extra`` of one answer set to ``min(cap, step *
+    alarms)`` unless it is already higher (a row inserted when the answer has
+    none; no row for an answer outside the study's load table)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
     r, c = snapshot_tables.ratings, snapshot_tables.criteria
     al, ap = platform_tables.answer_load, platform_tables.answer_priorities
-    for answer_id in sorted(set(answer_ids)):
-        alarms = conn.execute(
-            sa.select(sa.func.count(sa.distinct(r.c.rater_id)))
-            .join(c, c.c.criterion_id == r.c.criterion_id)
-            .where(r.c.answer_id == answer_id, c.c.safety_critical.is_(True),
-                   r.c.score <= ALARM)).scalar_one()
-        extra = min(cap, step * alarms)
-        specialty = conn.execute(sa.select(al.c.specialty).where(
-            al.c.answer_id == answer_id, al.c.study_id == cfg.study_id)).scalar()
-        if specialty is None:
-            continue
-        changed = conn.execute(ap.update().where(
-            ap.c.study_id == cfg.study_id, ap.c.answer_id == answer_id).values(
-            extra=sa.func.max(ap.c.extra, extra) if conn.dialect.name == "sqlite"
-            else sa.func.greatest(ap.c.extra, extra))).rowcount
-        if not changed:
-            conn.execute(ap.insert().values(study_id=cfg.study_id, answer_id=answer_id,
-                                            specialty=specialty, extra=extra))
+    alarms = (sa.select(sa.func.count(sa.distinct(r.c.rater_id)))
+              .join(c, c.c.criterion_id == r.c.criterion_id)
+              .where(r.c.answer_id == al.c.answer_id, c.c.safety_critical.is_(True),
+                     r.c.score <= ALARM).scalar_subquery())
+    least, greatest = (sa.func.min, sa.func.max) if dialect == "sqlite" else \
+        (sa.func.least, sa.func.greatest)
+    raised = least(sa.bindparam("cap", type_=sa.Integer),
+                   sa.bindparam("step", type_=sa.Integer) * alarms)
+    source = sa.select(al.c.study_id, al.c.answer_id, al.c.specialty, raised).where(
+        al.c.answer_id == sa.bindparam("answer"), al.c.study_id == sa.bindparam("study"))
+    insert = (sqlite.insert(ap) if dialect == "sqlite" else postgresql.insert(ap)).from_select(
+        ["study_id", "answer_id", "specialty", "extra"], source)
+    return Prepared(insert.on_conflict_do_update(
+        index_elements=[ap.c.study_id, ap.c.answer_id],
+        set_={"extra": greatest(ap.c.extra, insert.excluded.extra)}))
+
+
+_ESCALATE = {d: _escalate_statement(d) for d in ("sqlite", "postgresql")}
 
 
 # --- the settings ------------------------------------------------------------------------

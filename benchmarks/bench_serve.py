@@ -385,14 +385,28 @@ def check(url: str, run: Run, target: int) -> dict[str, int]:
             sa.select(p.c.rater_id).where(p.c.rater_id.like("r_bench%"))
             .group_by(p.c.rater_id, p.c.answer_a_id, p.c.answer_b_id, p.c.revision)
             .having(sa.func.count() > 1).subquery())).scalar_one()
+        # Each answer's own target: the study's plus the raters an alarm on a
+        # safety-critical criterion added (answer_priorities.extra; a table the code
+        # before escalation does not have, where every answer has the plain target).
         touched = sa.select(r.c.answer_id).where(r.c.rater_id.like("r_bench%"))
-        over = conn.execute(sa.select(sa.func.count()).select_from(
-            sa.select(r.c.answer_id).where(r.c.answer_id.in_(touched))
-            .group_by(r.c.answer_id)
-            .having(sa.func.count(sa.distinct(r.c.rater_id)) > target).subquery())).scalar_one()
+        raters = (sa.select(r.c.answer_id, sa.func.count(sa.distinct(r.c.rater_id)).label("n"))
+                  .where(r.c.answer_id.in_(touched)).group_by(r.c.answer_id).subquery())
+        has_extra = "answer_priorities" in sa.inspect(conn).get_table_names()
+        if has_extra:
+            ap = platform_tables.answer_priorities
+            extra = sa.func.coalesce(sa.select(ap.c.extra).where(
+                ap.c.answer_id == raters.c.answer_id,
+                ap.c.study_id == STUDY_ID).scalar_subquery(), 0)
+        else:
+            extra = sa.literal(0)
+        over, above_plain, escalated = conn.execute(sa.select(
+            sa.func.coalesce(sa.func.sum(sa.case((raters.c.n > target + extra, 1), else_=0)), 0),
+            sa.func.coalesce(sa.func.sum(sa.case((raters.c.n > target, 1), else_=0)), 0),
+            sa.func.coalesce(sa.func.sum(sa.case((extra > 0, 1), else_=0)), 0))).one()
     engine.dispose()
     return {"acknowledged": len(run.acked), "lost": lost, "duplicated": duplicated,
-            "over_assigned": over}
+            "over_assigned": int(over), "escalated_answers": int(escalated),
+            "above_plain_target_escalated": int(above_plain)}
 
 
 def cpu_seconds(pid: int) -> dict[int, tuple[float, bool]]:
@@ -413,7 +427,10 @@ def cpu_seconds(pid: int) -> dict[int, tuple[float, bool]]:
     for _ in range(4):  # server -> workers -> live-view process
         tree |= {p for p, (parent, _, _) in stats.items() if parent in tree}
     tick = os.sysconf("SC_CLK_TCK")
-    return {p: (stats[p][1] / tick, stats[p][2] > 0) for p in tree if p in stats}
+    # Niced relative to the server: the benchmark itself may run niced (the server then
+    # inherits its nice value, and the live-view process adds its own 10 to it).
+    base = stats[pid][2] if pid in stats else 0
+    return {p: (stats[p][1] / tick, stats[p][2] > base) for p in tree if p in stats}
 
 
 def cpu_between(before: dict, after: dict) -> tuple[float, float]:
@@ -495,15 +512,32 @@ def bench(url: str, args) -> None:
     if args.assignment != "even":
         # Decision-targeted assignment: the default gates, the first priorities written
         # before the server starts, later ones refreshed off the request path.
+        # The gates are those `study create` gives a study by default (each
+        # safety-critical criterion per model x specialty): without them the background
+        # pass has no decision to compute and every answer is as urgent as any other.
+        from clinieval.platform.config import default_gates, gates_json
         from clinieval.platform.targeting import set_assignment
 
         engine = db.make_engine(url)
+        with db.writing(engine) as conn:
+            critical = conn.execute(sa.select(snapshot_tables.criteria.c.criterion_id).where(
+                snapshot_tables.criteria.c.safety_critical.is_(True))).scalars().all()
+            gates = default_gates(critical)
+            conn.execute(platform_tables.study_settings.update().where(
+                platform_tables.study_settings.c.study_id == STUDY_ID).values(
+                gates=gates_json(gates)))
         started = time.perf_counter()
         set_assignment(engine, None, STUDY_ID, assignment=args.assignment,
                        monitor_share=args.monitor_share)
+        with engine.connect() as conn:
+            offers = conn.execute(sa.select(platform_tables.assignment_offers.c.offer).where(
+                platform_tables.assignment_offers.c.study_id == STUDY_ID)).scalars().all()
         engine.dispose()
-        print(f"assignment {args.assignment}: first priorities in"
-              f" {time.perf_counter() - started:.1f} s")
+        print(f"assignment {args.assignment}, monitor share {args.monitor_share:g}, gates"
+              f" {', '.join(f'{g.criterion} {g.scope} <= {g.threshold:g}' for g in gates)}:"
+              f" first priorities in {time.perf_counter() - started:.1f} s;"
+              f" {sum(o >= 1 for o in offers)} of {len(offers)} specialties with an open"
+              f" decision")
     port = free_port()
     log = Path(tempfile.mkdtemp()) / "server.log"
     server = (start_server(url, port, log) if args.workers == 1

@@ -121,10 +121,12 @@ def cell_streams(ctx, gate: Gate) -> list[CellStream]:
 
 # --- one decision ----------------------------------------------------------------
 
-def cell_decision(stream: CellStream, gate: Gate, rule: str, certify: bool = True) -> dict:
+def cell_decision(stream: CellStream, gate: Gate, rule: str, certify: bool = True,
+                  forecast: bool = True) -> dict:
     """Estimate, widened sequence bounds, verdict, ratings spent and still
-    expected, and (settled, under a certified rule, ``certify``) the
-    certificates."""
+    expected (``forecast``; None without: the assignment's background pass
+    reads only the bounds, and the forecast is most of a cell's time), and
+    (settled, under a certified rule, ``certify``) the certificates."""
     half = gate.alpha / 2
     cs = betting_cs(stream.x, half)
     margin = float(rater_margin(stream.position, stream.rater, stream.x, half)[-1])
@@ -133,7 +135,7 @@ def cell_decision(stream: CellStream, gate: Gate, rule: str, certify: bool = Tru
     verdict = decide(lower, upper, gate.threshold)
     estimate = float(stream.x.mean())
     per_answer = stream.position.size / stream.x.size
-    more = 0.0 if verdict != OPEN else float(expected_to_settle(
+    more = 0.0 if verdict != OPEN else math.inf if not forecast else float(expected_to_settle(
         estimate, stream.x.size, gate.threshold, half, margin=margin)) * per_answer
     return {"criterion": gate.criterion, "threshold": gate.threshold, "scope": gate.scope,
             "alpha": gate.alpha, "model": stream.model, "specialty": stream.specialty,
@@ -165,10 +167,12 @@ def _certificates(stream: CellStream, gate: Gate, rule: str, verdict: str,
             "certificate": "exact" if kinds == {"exact"} else "greedy_upper_bound"}
 
 
-def decision_rows(ctx, gates: tuple[Gate, ...], certify: bool = True) -> list[dict]:
+def decision_rows(ctx, gates: tuple[Gate, ...], certify: bool = True,
+                  forecast: bool = True) -> list[dict]:
     """Every gate's decision in every cell with a rated answer."""
     rule = ctx.settings.response_rule
-    return [cell_decision(s, g, rule, certify) for g in gates for s in cell_streams(ctx, g)]
+    return [cell_decision(s, g, rule, certify, forecast)
+            for g in gates for s in cell_streams(ctx, g)]
 
 
 def study_line(rows: list[dict]) -> str:
@@ -189,8 +193,10 @@ def study_line(rows: list[dict]) -> str:
 
 # --- a study's decisions now -----------------------------------------------------------
 
-def compute_study(engine: sa.Engine, cfg: StudyConfig, certify: bool) -> dict:
-    """The study's decisions now, JSON-ready (certificates with ``certify``)."""
+def compute_study(engine: sa.Engine, cfg: StudyConfig, certify: bool,
+                  forecast: bool = True) -> dict:
+    """The study's decisions now, JSON-ready (certificates with ``certify``,
+    ratings still expected with ``forecast``)."""
     from clinieval.audit.context import Context
     from clinieval.audit.data import from_snapshot
     from clinieval.audit.failure import rule_words
@@ -205,6 +211,6 @@ def compute_study(engine: sa.Engine, cfg: StudyConfig, certify: bool) -> dict:
     snap = study_snapshot(engine, cfg.study_id)
     if not cfg.gates or snap["ratings"].num_rows == 0:
         return {**base, "decisions": [], "summary": study_line([]), "open": 0}
-    rows = decision_rows(Context(from_snapshot(snap), settings), cfg.gates, certify)
+    rows = decision_rows(Context(from_snapshot(snap), settings), cfg.gates, certify, forecast)
     return {**base, "decisions": rows, "summary": study_line(rows),
             "open": sum(r["verdict"] == OPEN for r in rows)}

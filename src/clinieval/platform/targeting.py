@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -50,6 +51,7 @@ import sqlalchemy as sa
 
 from clinieval.platform.config import DANGEROUS, StudyConfig
 from clinieval.storage import db
+from clinieval.storage.prepared import Prepared, run
 from clinieval.storage.schema import platform as platform_tables
 from clinieval.storage.schema import snapshot as snapshot_tables
 
@@ -152,30 +154,41 @@ def answer_cells(cfg: StudyConfig, model: str, specialty: str) -> list[tuple]:
 def refresh_priorities(engine: sa.Engine, cfg: StudyConfig, rng: np.random.Generator,
                        uncertainty: Mapping[str, float] | None = None) -> int:
     """Recompute the study's decisions and write every answer's share and pick
-    key (one write transaction); returns the answers written. ``uncertainty``
+    key; returns the answers written. Each specialty's keys and offer are
+    written in a short transaction of their own (a request walks one
+    specialty's keys, so each walk sees one pass's keys), after everything
+    is computed: at paper scale one transaction for all held the lock every
+    SQLite writer waits for for a second at low priority. ``uncertainty``
     (answer id to ``u``) overrides the judge's from the study's judgments."""
     from clinieval.platform.decisions import compute_study
 
-    rows = compute_study(engine, cfg, certify=False)["decisions"] if cfg.gates else []
+    rows = compute_study(engine, cfg, certify=False, forecast=False)["decisions"] \
+        if cfg.gates else []
     weights = decision_weights(rows)
     answers = _answers(engine, cfg)
     if uncertainty is None:
         uncertainty = judge_uncertainty(engine, cfg, [a.answer_id for a in answers])
-    written: list[dict] = []
-    offers: dict[str, float] = {}
-    for specialty in sorted({a.specialty for a in answers}):
-        mine = [a for a in answers if a.specialty == specialty]
+    by_specialty: dict[str, list[sa.Row]] = {}
+    for a in answers:
+        by_specialty.setdefault(a.specialty, []).append(a)
+    passes = []
+    for specialty in sorted(by_specialty):
+        mine = by_specialty[specialty]
         room = np.array([a.submitted < cfg.overlap_target + a.extra for a in mine])
         u = np.array([uncertainty.get(a.answer_id, 0.0) for a in mine]) if uncertainty else None
-        share = answer_shares([answer_cells(cfg, a.model_id, specialty) for a in mine], room,
-                              weights, cfg.monitoring, u)
+        cells: dict[str, list[tuple]] = {}
+        share = answer_shares([cells.setdefault(a.model_id, answer_cells(cfg, a.model_id,
+                                                                           specialty))
+                               for a in mine], room, weights, cfg.monitoring, u)
         keys = pick_keys(share, rng)
-        offers[specialty] = min(1.0, float(share.sum()))
-        written += [{"a": a.answer_id, "s": specialty, "share": float(p) if p > 0 else None,
-                     "key": None if math.isnan(k) else float(k)}
-                    for a, p, k in zip(mine, share, keys, strict=True)]
-    _write_priorities(engine, cfg, written, offers)
-    return len(written)
+        passes.append((specialty, min(1.0, float(share.sum())),
+                       {a.answer_id: (float(p) if p > 0 else None,
+                                      None if math.isnan(k) else float(k))
+                        for a, p, k in zip(mine, share, keys, strict=True)}))
+    for specialty, offer, priorities in passes:
+        _write_specialty(engine, cfg, specialty, offer, priorities)
+    _drop_other_specialties(engine, cfg, set(by_specialty))
+    return len(answers)
 
 
 def _answers(engine: sa.Engine, cfg: StudyConfig) -> list[sa.Row]:
@@ -192,29 +205,58 @@ def _answers(engine: sa.Engine, cfg: StudyConfig) -> list[sa.Row]:
             .order_by(al.c.answer_id)).all()
 
 
-def _write_priorities(engine: sa.Engine, cfg: StudyConfig, rows: list[dict],
-                      offers: dict[str, float]) -> None:
-    ap, ao = platform_tables.answer_priorities, platform_tables.assignment_offers
+_AP = platform_tables.answer_priorities
+_AO = platform_tables.assignment_offers
+_KEYED = Prepared(sa.select(_AP.c.answer_id, _AP.c.pick_key.is_not(None).label("keyed")).where(
+    _AP.c.study_id == sa.bindparam("study"), _AP.c.specialty == sa.bindparam("specialty")))
+_SET_KEY = _AP.update().where(_AP.c.study_id == sa.bindparam("b_study"),
+                              _AP.c.answer_id == sa.bindparam("b_answer")).values(
+    share=sa.bindparam("b_share"), pick_key=sa.bindparam("b_key"))
+_DROP_OFFER = Prepared(_AO.delete().where(_AO.c.study_id == sa.bindparam("study"),
+                                          _AO.c.specialty == sa.bindparam("specialty")))
+_ADD_OFFER = Prepared(_AO.insert().values(study_id=sa.bindparam("study"),
+                                          specialty=sa.bindparam("specialty"),
+                                          offer=sa.bindparam("offer")))
+
+
+def _write_specialty(engine: sa.Engine, cfg: StudyConfig, specialty: str, offer: float,
+                     priorities: dict[str, tuple[float | None, float | None]]) -> None:
+    """One specialty's offer, and its answers' shares and keys (an answer of
+    the specialty no longer among them, e.g. flagged since, loses its key),
+    in one transaction."""
+    at = {"study": cfg.study_id, "specialty": specialty}
     with db.writing(engine) as conn:
-        conn.execute(ao.delete().where(ao.c.study_id == cfg.study_id))
-        if offers:
-            conn.execute(ao.insert(), [{"study_id": cfg.study_id, "specialty": s, "offer": p}
-                                       for s, p in offers.items()])
-        conn.execute(ap.update().where(ap.c.study_id == cfg.study_id)
-                     .values(share=None, pick_key=None))
-        existing = set(conn.execute(sa.select(ap.c.answer_id).where(
-            ap.c.study_id == cfg.study_id)).scalars())
-        new = [{"study_id": cfg.study_id, "answer_id": r["a"], "specialty": r["s"],
-                "extra": 0, "share": r["share"], "pick_key": r["key"]}
-               for r in rows if r["a"] not in existing]
+        run(conn, _DROP_OFFER, at)
+        run(conn, _ADD_OFFER, at | {"offer": offer})
+        existing = {r.answer_id: r.keyed for r in run(conn, _KEYED, at)}
+        new = [{"study_id": cfg.study_id, "answer_id": a, "specialty": specialty, "extra": 0,
+                "share": p, "pick_key": k} for a, (p, k) in priorities.items()
+               if a not in existing]
         if new:
-            conn.execute(ap.insert(), new)
-        old = [{"b_answer": r["a"], "b_share": r["share"], "b_key": r["key"]}
-               for r in rows if r["a"] in existing]
-        if old:
-            conn.execute(ap.update().where(
-                ap.c.study_id == cfg.study_id, ap.c.answer_id == sa.bindparam("b_answer"))
-                .values(share=sa.bindparam("b_share"), pick_key=sa.bindparam("b_key")), old)
+            conn.execute(_AP.insert(), new)
+        changed = [{"b_study": cfg.study_id, "b_answer": a, "b_share": p, "b_key": k}
+                   for a, (p, k) in priorities.items() if a in existing]
+        changed += [{"b_study": cfg.study_id, "b_answer": a, "b_share": None, "b_key": None}
+                    for a, keyed in existing.items() if keyed and a not in priorities]
+        if changed:
+            conn.execute(_SET_KEY, changed)
+
+
+def _drop_other_specialties(engine: sa.Engine, cfg: StudyConfig, kept: set[str]) -> None:
+    """Offers and keys of specialties with no clear answer left."""
+    with db.writing(engine) as conn:
+        gone = [s for s in conn.execute(sa.select(_AO.c.specialty).where(
+            _AO.c.study_id == cfg.study_id)).scalars() if s not in kept]
+        keyed = conn.execute(sa.select(_AP.c.specialty).distinct().where(
+            _AP.c.study_id == cfg.study_id, _AP.c.pick_key.is_not(None))).scalars().all()
+        gone_keys = [s for s in keyed if s not in kept]
+        if gone:
+            conn.execute(_AO.delete().where(_AO.c.study_id == cfg.study_id,
+                                            _AO.c.specialty.in_(gone)))
+        if gone_keys:
+            conn.execute(_AP.update().where(_AP.c.study_id == cfg.study_id,
+                                            _AP.c.specialty.in_(gone_keys))
+                         .values(share=None, pick_key=None))
 
 
 def judge_uncertainty(engine: sa.Engine, cfg: StudyConfig, answer_ids: list[str]
@@ -254,43 +296,77 @@ def _safety_critical(engine: sa.Engine, cfg: StudyConfig) -> list[str]:
 
 # --- running the pass off the request path ----------------------------------------------
 
-_running: dict[tuple[str, str], str] = {}  # study -> "running" | "again"
+REFRESH_SPACING = 3.0
+"""A pass starts no sooner than this many times the last one's duration
+after it ended, so the background process spends at most a quarter of its
+time on priorities (a paper-scale pass takes about a second of CPU; run back
+to back after every submission they kept a core busy). Until the next pass
+the keys of the last one are walked."""
+
+
+class _Pass:
+    __slots__ = ("busy", "again", "started", "next_at")
+
+    def __init__(self) -> None:
+        self.busy = False  # a pass running, or waiting for its start
+        self.again = False  # a submission came while one ran: one more after it
+        self.started = 0.0
+        self.next_at = -math.inf  # monotonic time before which no pass starts
+
+
+_passes: dict[tuple[str, str], _Pass] = {}
 _guard = threading.Lock()
 
 
 def schedule_refresh(engine: sa.Engine, cfg: StudyConfig) -> None:
     """After a submission in a targeted study: refresh its priorities in the
-    live view's background process, one pass per study at a time (a change
-    during a pass asks for one more when it ends)."""
+    live view's background process, one pass per study at a time, spaced by
+    :data:`REFRESH_SPACING` (a change during a pass asks for one more after
+    it; changes while one waits to start are all in it)."""
     if not cfg.targeted:
         return
     key = (str(engine.url), cfg.study_id)
     with _guard:
-        if key in _running:
-            _running[key] = "again"
+        state = _passes.setdefault(key, _Pass())
+        if state.busy:
+            state.again = True
             return
-        _running[key] = "running"
-    _start(engine, cfg, key)
+        state.busy = True
+        delay = state.next_at - time.monotonic()
+    _launch(engine, cfg, key, delay)
+
+
+def _launch(engine: sa.Engine, cfg: StudyConfig, key, delay: float) -> None:
+    if delay <= 0:
+        _start(engine, cfg, key)
+        return
+    timer = threading.Timer(delay, _start, (engine, cfg, key))
+    timer.daemon = True
+    timer.start()
 
 
 def _start(engine: sa.Engine, cfg: StudyConfig, key) -> None:
     from clinieval.platform.live import _pool
 
+    with _guard:
+        state = _passes[key]
+        state.again, state.started = False, time.monotonic()
     url = engine.url.render_as_string(hide_password=False)
     try:
         future = _pool().submit(_refresh_in_child, url, cfg.study_id)
     except RuntimeError:  # the pool is shutting down (or broke): the next submission retries
         with _guard:
-            _running.pop(key, None)
+            state.busy = False
         return
 
     def done(_f) -> None:
         with _guard:
-            again = _running.pop(key, None) == "again"
-            if again:
-                _running[key] = "running"
+            ended = time.monotonic()
+            state.next_at = ended + REFRESH_SPACING * (ended - state.started)
+            again, delay = state.again, state.next_at - ended
+            state.busy = again
         if again:
-            _start(engine, cfg, key)
+            _launch(engine, cfg, key, delay)
 
     future.add_done_callback(done)
 
@@ -317,28 +393,46 @@ def escalate(conn: sa.Connection, cfg: StudyConfig, answer_ids: Iterable[str]) -
     """Raise each alarmed answer's rater target (in the submission's
     transaction): ``escalation_step`` raters per distinct clinician who
     scored a safety-critical criterion at or below -1, at most
-    ``escalation_cap`` in all."""
+    ``escalation_cap`` in all. One prepared statement per answer (count the
+    alarms, insert or raise the row), so the submission's write transaction,
+    which every other writer of a SQLite database waits for, is not held
+    longer than the statement takes; an insert racing another submission's
+    on PostgreSQL raises the same row instead of failing the submission."""
     step, cap = cfg.escalation
+    if step == 0 or cap == 0:  # the target never rises: nothing to record
+        return
+    statement = _ESCALATE["sqlite" if conn.dialect.name == "sqlite" else "postgresql"]
+    for answer_id in sorted(set(answer_ids)):
+        run(conn, statement, {"study": cfg.study_id, "answer": answer_id, "step": step,
+                              "cap": cap})
+
+
+def _escalate_statement(dialect: str) -> Prepared:
+    """``answer_priorities.extra`` of one answer set to ``min(cap, step *
+    alarms)`` unless it is already higher (a row inserted when the answer has
+    none; no row for an answer outside the study's load table)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
     r, c = snapshot_tables.ratings, snapshot_tables.criteria
     al, ap = platform_tables.answer_load, platform_tables.answer_priorities
-    for answer_id in sorted(set(answer_ids)):
-        alarms = conn.execute(
-            sa.select(sa.func.count(sa.distinct(r.c.rater_id)))
-            .join(c, c.c.criterion_id == r.c.criterion_id)
-            .where(r.c.answer_id == answer_id, c.c.safety_critical.is_(True),
-                   r.c.score <= ALARM)).scalar_one()
-        extra = min(cap, step * alarms)
-        specialty = conn.execute(sa.select(al.c.specialty).where(
-            al.c.answer_id == answer_id, al.c.study_id == cfg.study_id)).scalar()
-        if specialty is None:
-            continue
-        changed = conn.execute(ap.update().where(
-            ap.c.study_id == cfg.study_id, ap.c.answer_id == answer_id).values(
-            extra=sa.func.max(ap.c.extra, extra) if conn.dialect.name == "sqlite"
-            else sa.func.greatest(ap.c.extra, extra))).rowcount
-        if not changed:
-            conn.execute(ap.insert().values(study_id=cfg.study_id, answer_id=answer_id,
-                                            specialty=specialty, extra=extra))
+    alarms = (sa.select(sa.func.count(sa.distinct(r.c.rater_id)))
+              .join(c, c.c.criterion_id == r.c.criterion_id)
+              .where(r.c.answer_id == al.c.answer_id, c.c.safety_critical.is_(True),
+                     r.c.score <= ALARM).scalar_subquery())
+    least, greatest = (sa.func.min, sa.func.max) if dialect == "sqlite" else \
+        (sa.func.least, sa.func.greatest)
+    raised = least(sa.bindparam("cap", type_=sa.Integer),
+                   sa.bindparam("step", type_=sa.Integer) * alarms)
+    source = sa.select(al.c.study_id, al.c.answer_id, al.c.specialty, raised).where(
+        al.c.answer_id == sa.bindparam("answer"), al.c.study_id == sa.bindparam("study"))
+    insert = (sqlite.insert(ap) if dialect == "sqlite" else postgresql.insert(ap)).from_select(
+        ["study_id", "answer_id", "specialty", "extra"], source)
+    return Prepared(insert.on_conflict_do_update(
+        index_elements=[ap.c.study_id, ap.c.answer_id],
+        set_={"extra": greatest(ap.c.extra, insert.excluded.extra)}))
+
+
+_ESCALATE = {d: _escalate_statement(d) for d in ("sqlite", "postgresql")}
 
 
 # --- the settings ------------------------------------------------------------------------

@@ -47,6 +47,15 @@ replicates' spread, centred on the estimate less the replicates' mean
 offset (the O(1/n) bias of tuning ``lam`` on the same answers; a
 percentile interval would double it rather than remove it).
 
+**Many cells, one draw.** An audit estimates hundreds of cells (model x
+criterion x measure, model x specialty) from the same ratings.
+:func:`calibrated_cells` gives them all one pigeonhole draw of the raters
+and answers of those ratings (:func:`crossed_draw`): restricted to a cell
+it is that cell's pigeonhole bootstrap with a random number of answers,
+and the scaling to the two-way variance uses the draw's sizes. Every
+labelled sum is additive over answers, so each (model, specialty) leaf's
+replicates are summed once and a model's are its specialties' added up.
+
 The estimand is what the clinicians would report over all the answers: the
 mean of ratings (:func:`calibrated_rating_mean`, e.g. mean score, or Fail %
 with ``rating_value = score <= tau``) or the mean over answers of a

@@ -302,11 +302,18 @@ def calibrated_cells(prediction, rating_answer, rating_rater, rating_value=None,
     pi_all = None if inclusion is None else np.asarray(inclusion, dtype=float)
     B = draw.V.shape[1]
     drawn = (draw.answers.size, draw.raters.size)
+    # answers by leaf once: a cell's answers are its leaves' runs, not a scan per cell
+    by_leaf = np.argsort(leaf, kind="stable")
+    leaf_codes, first, size = np.unique(leaf[by_leaf], return_index=True, return_counts=True)
     prepared_cells = []
     for chosen in cells:
         chosen = np.unique(np.asarray(chosen, dtype=np.int64))
-        members = np.flatnonzero(np.isin(leaf, chosen)) if chosen.size != 1 else np.flatnonzero(
-            leaf == chosen[0])
+        chosen = chosen[chosen >= 0]  # (-1: in no cell)
+        at = np.searchsorted(leaf_codes, chosen)
+        at = at[(at < leaf_codes.size) & (leaf_codes[np.minimum(at, leaf_codes.size - 1)]
+                                          == chosen)]
+        members = np.sort(np.concatenate([np.zeros(0, dtype=np.int64)] + [
+            by_leaf[first[k]:first[k] + size[k]] for k in at.tolist()]))
         code, index = _gather(answer, members)
         prepared_cells.append((chosen, _prepare(
             f_all[members], code, rater[index], value[index] if per == "rating" else None,

@@ -47,6 +47,15 @@ replicates' spread, centred on the estimate less the replicates' mean
 offset (the O(1/n) bias of tuning ``lam`` on the same answers; a
 percentile interval would double it rather than remove it).
 
+**Many cells, one draw.** An audit estimates hundreds of cells (model x
+criterion x measure, model x specialty) from the same ratings.
+:func:`calibrated_cells` gives them all one pigeonhole draw of the raters
+and answers of those ratings (:func:`crossed_draw`): restricted to a cell
+it is that cell's pigeonhole bootstrap with a random number of answers,
+and the scaling to the two-way variance uses the draw's sizes. Every
+labelled sum is additive over answers, so each (model, specialty) leaf's
+replicates are summed once and a model's are its specialties' added up.
+
 The estimand is what the clinicians would report over all the answers: the
 mean of ratings (:func:`calibrated_rating_mean`, e.g. mean score, or Fail %
 with ``rating_value = score <= tau``) or the mean over answers of a
@@ -65,9 +74,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from clinieval.stats._dist import norm_ppf
-from clinieval.stats.bootstrap import resample_counts
+from clinieval.stats.bootstrap import _DRAW_BUDGET, resample_counts
 from clinieval.stats.crossed.design import t_over_z
-from clinieval.stats.crossed.pigeonhole import pigeonhole_weights
 
 Reason = Literal["all_unparsed", "no_overlap", "too_few_labelled", "constant_judge",
                  "constant_clinicians", "single_clinician", "no_unlabelled"]
@@ -217,10 +225,137 @@ def _calibrated(prediction, rating_answer, rating_rater, rating_value, answer_va
     theta, lam = _fit(sums, None)
     theta0, _ = _fit(sums, 0.0)
     reps, reps0 = _bootstrap(pieces, B, rng)
-    ci, ci0, parts = _intervals(pieces, float(lam[0]), theta[0], theta0[0], reps, reps0, level)
+    drawn = (pieces.f.size, int(pieces.rater.max()) + 1)
+    ci, ci0, parts = _intervals(pieces, float(lam[0]), theta[0], theta0[0], reps, reps0, level,
+                                drawn)
     result = _result(pieces, theta[0], float(lam[0]), theta0[0], ci, ci0, parts, n_unparsed, B,
                      level)
     return result if bounds is None else _clipped(result, *bounds)
+
+
+class CrossedDraw(NamedTuple):
+    """Pigeonhole multiplicities of the raters and answers of one set of
+    ratings, one column per replicate, shared by every cell drawn from it
+    (:func:`calibrated_cells`)."""
+
+    raters: np.ndarray  # sorted rater ids
+    answers: np.ndarray  # sorted answer ids
+    U: np.ndarray  # (raters, B) float
+    V: np.ndarray  # (answers, B) integer counts
+
+
+def crossed_draw(rating_answer, rating_rater, B: int, rng: np.random.Generator) -> CrossedDraw:
+    """One pigeonhole draw (raters, then answers, each with replacement)
+    over the distinct raters and answers of the ratings."""
+    raters, answers = np.unique(rating_rater), np.unique(rating_answer)
+    U = _multiplicities(raters.size, B, rng).astype(float)
+    return CrossedDraw(raters, answers, U, _multiplicities(answers.size, B, rng))
+
+
+def _multiplicities(n: int, B: int, rng: np.random.Generator) -> np.ndarray:
+    """``(n, B)`` counts: each replicate draws ``n`` of ``n`` units with
+    replacement. The draws are :func:`clinieval.stats.resample_counts`'s for
+    ``n`` distinct units (index draws and a bincount, chunk after chunk), so
+    the counts are those of :func:`clinieval.stats.pigeonhole_weights`, laid
+    out by unit and in 16-bit integers (a count is at most ``n``)."""
+    out = np.empty((n, B), dtype=np.uint16 if n < 2**16 else np.int64)
+    if n == 0:
+        return out
+    chunk = max(1, _DRAW_BUDGET // n)
+    for start in range(0, B, chunk):
+        k = min(chunk, B - start)
+        picks = rng.integers(0, n, size=k * n)
+        if k > 1:
+            picks += np.repeat(np.arange(k) * n, n)
+        out[:, start:start + k] = np.bincount(picks, minlength=k * n).reshape(k, n).T
+    return out
+
+
+def calibrated_cells(prediction, rating_answer, rating_rater, rating_value=None, *,
+                     answer_value=None, leaf, cells, draw: CrossedDraw,
+                     rng: np.random.Generator, inclusion=None, level: float = 0.95,
+                     min_labelled: int = 30, bounds=None) -> list[CalibratedMean | NoEstimate]:
+    """Calibrated means of many cells of one set of ratings with one shared
+    two-way draw: :func:`calibrated_rating_mean` (with ``rating_value``) or
+    :func:`calibrated_answer_mean` (with ``answer_value``) of every cell.
+
+    ``leaf`` ``(A,)`` puts each answer in one leaf (``-1``: none); a cell is
+    a list of leaves, so cells may nest (a model and its specialties). Every
+    labelled answer's weighted sums are additive over answers, so each leaf's
+    replicates are summed once and a cell's are the sum over its leaves.
+    ``draw`` (:func:`crossed_draw` of these ratings) gives every cell the
+    same rater and answer multiplicities; restricted to a cell they are the
+    pigeonhole bootstrap of that cell with a random number of answers, and
+    each interval's scaling to the two-way variance uses the draw's sizes.
+    The unlabelled answers are resampled per cell with ``rng``. Point
+    estimates are exactly those of the one-cell functions."""
+    if (rating_value is None) == (answer_value is None):
+        raise ValueError("give exactly one of rating_value and answer_value")
+    per = "rating" if rating_value is not None else "answer"
+    f_all = np.asarray(prediction, dtype=float)
+    leaf = np.asarray(leaf, dtype=np.int64)
+    answer = np.asarray(rating_answer, dtype=np.int64)
+    order = np.argsort(answer, kind="stable")
+    answer, rater = answer[order], np.asarray(rating_rater)[order]
+    value = (np.asarray(rating_value, dtype=float)[order] if rating_value is not None
+             else np.asarray(answer_value, dtype=float)[answer])
+    pi_all = None if inclusion is None else np.asarray(inclusion, dtype=float)
+    B = draw.V.shape[1]
+    drawn = (draw.answers.size, draw.raters.size)
+    # answers by leaf once: a cell's answers are its leaves' runs, not a scan per cell
+    by_leaf = np.argsort(leaf, kind="stable")
+    leaf_codes, first, size = np.unique(leaf[by_leaf], return_index=True, return_counts=True)
+    prepared_cells = []
+    for chosen in cells:
+        chosen = np.unique(np.asarray(chosen, dtype=np.int64))
+        chosen = chosen[chosen >= 0]  # (-1: in no cell)
+        at = np.searchsorted(leaf_codes, chosen)
+        at = at[(at < leaf_codes.size) & (leaf_codes[np.minimum(at, leaf_codes.size - 1)]
+                                          == chosen)]
+        members = np.sort(np.concatenate([np.zeros(0, dtype=np.int64)] + [
+            by_leaf[first[k]:first[k] + size[k]] for k in at.tolist()]))
+        code, index = _gather(answer, members)
+        prepared_cells.append((chosen, _prepare(
+            f_all[members], code, rater[index], value[index] if per == "rating" else None,
+            None if per == "rating" else np.asarray(answer_value, dtype=float)[members],
+            None if pi_all is None else pi_all[members], per, min_labelled)))
+    needed = np.unique(np.concatenate([np.zeros(0, dtype=np.int64)] + [
+        chosen for chosen, prepared in prepared_cells if not isinstance(prepared, NoEstimate)]))
+    leaves = _leaves_sums(needed, leaf, answer, rater, value, f_all, pi_all, per, draw)
+    out: list[CalibratedMean | NoEstimate] = []
+    for chosen, prepared in prepared_cells:
+        if isinstance(prepared, NoEstimate):
+            out.append(prepared)
+            continue
+        p, n_unparsed = prepared
+        sums = _observed_sums(p)
+        theta, lam = _fit(sums, None)
+        theta0, _ = _fit(sums, 0.0)
+        at = np.searchsorted(needed, chosen)
+        labelled = leaves.sums[at].sum(axis=0)
+        if int(leaves.count[at].sum()) != p.f.size:
+            raise ValueError("the draw does not cover every labelled answer of the cell")
+        labelled[7:10] *= p.f.size / leaves.weight[at].sum()  # pooled-variance weights: mean 1
+        pairs, freq = _distinct_pairs(p.u, p.fu)
+        counts = resample_counts(freq, B, rng).astype(float)
+        boot = _Sums(*labelled, *_unlabelled_sums(counts, *pairs))
+        reps, reps0 = _fit(boot, None)[0], _fit(boot, 0.0)[0]
+        ci, ci0, variances = _intervals(p, float(lam[0]), theta[0], theta0[0], reps, reps0, level,
+                                        drawn)
+        result = _result(p, theta[0], float(lam[0]), theta0[0], ci, ci0, variances, n_unparsed, B,
+                         level)
+        out.append(result if bounds is None else _clipped(result, *bounds))
+    return out
+
+
+def _gather(sorted_answer, members) -> tuple[np.ndarray, np.ndarray]:
+    """Of ratings sorted by answer, those of the sorted ``members``: each
+    one's position in ``members`` and its index among the ratings."""
+    lo = np.searchsorted(sorted_answer, members, "left")
+    count = np.searchsorted(sorted_answer, members, "right") - lo
+    start = np.cumsum(count) - count
+    index = np.arange(count.sum()) - np.repeat(start - lo, count)
+    return np.repeat(np.arange(members.size), count), index
 
 
 def _clipped(result: CalibratedMean, low: float, high: float) -> CalibratedMean:
@@ -370,28 +505,126 @@ def _fit(s: _Sums, lam: float | None) -> tuple[np.ndarray, np.ndarray]:
         return lam_hat * mu + ybar - lam_hat * fbar, lam_hat
 
 
+class _Leaves(NamedTuple):
+    sums: np.ndarray  # (leaves, 10, B) labelled sums per replicate, raw weights
+    weight: np.ndarray  # (leaves,) total raw weight of the labelled answers
+    count: np.ndarray  # (leaves,) labelled answers
+
+
+_BLOCK = 2048  # labelled answers per pass: a pass's (answers x B) arrays stay small
+
+
+def _leaves_sums(needed, leaf, answer, rater, value, f_all, pi_all, per, draw: CrossedDraw
+                 ) -> _Leaves:
+    """The labelled sums per replicate of each leaf in ``needed`` (sorted),
+    with the raw inverse-probability weights (the estimator does not depend
+    on their scale but through the pooled variance, rescaled per cell). All
+    leaves' labelled answers in leaf order, a block of them at a time: one
+    sparse product over their ratings for the answers' totals under the
+    rater multiplicities, then one sparse segment product per sum."""
+    B = draw.V.shape[1]
+    members = np.flatnonzero(np.isin(leaf, needed))
+    code, index = _gather(answer, members)
+    keep = np.isfinite(f_all[members])[code] & np.isfinite(value[index])
+    code, index = code[keep], index[keep]
+    labelled, piece = np.unique(code, return_inverse=True)
+    piece = piece.ravel()
+    ids = members[labelled]
+    order = np.argsort(leaf[ids], kind="stable")  # answers by leaf
+    ids, position = ids[order], np.empty(order.size, dtype=np.int64)
+    position[order] = np.arange(order.size)
+    piece = position[piece]
+    w = np.ones(ids.size) if pi_all is None else 1.0 / pi_all[ids]
+    weight = w[piece]
+    if per == "answer":
+        weight = weight / np.bincount(piece, minlength=ids.size)[piece]
+    rows = np.searchsorted(draw.answers, ids)
+    cols = np.searchsorted(draw.raters, rater[index])
+    if ids.size and (np.any(rows >= draw.answers.size)
+                     or np.any(draw.answers[np.minimum(rows, draw.answers.size - 1)] != ids)
+                     or np.any(cols >= draw.raters.size)
+                     or np.any(draw.raters[np.minimum(cols, draw.raters.size - 1)]
+                               != rater[index])):
+        raise ValueError("the draw does not cover every labelled answer and rater of the cells")
+    n, R = ids.size, draw.raters.size
+    # float32: the totals are sums of a few weights times integer counts, and
+    # every segment sum below accumulates in float64; half the memory traffic
+    by_value = sp.csr_matrix((weight * value[index], (piece, cols)), shape=(n, R),
+                             dtype=np.float32)
+    by_value.eliminate_zeros()  # (a Fail %'s passes are mostly zeros)
+    by_weight = sp.csr_matrix((weight, (piece, cols)), shape=(n, R), dtype=np.float32)
+    U = draw.U.astype(np.float32)
+    f = f_all[ids]
+    group = np.searchsorted(needed, leaf[ids])
+    count = np.bincount(group, minlength=needed.size)
+    out = np.zeros((needed.size, 10, B))
+    bounds = np.concatenate([[0], np.cumsum(count)])
+    start = 0
+    while start < needed.size:  # blocks of whole leaves of about _BLOCK answers
+        stop = max(start + 1, int(np.searchsorted(bounds, bounds[start] + _BLOCK, "right")) - 1)
+        stop = min(stop, needed.size)
+        lo, hi = bounds[start], bounds[stop]
+        if hi > lo:
+            nonempty = np.flatnonzero(count[start:stop]) + start
+            out[nonempty] = _block_sums(by_value[lo:hi] @ U, by_weight[lo:hi] @ U,
+                                        draw.V[rows[lo:hi]].astype(np.float32), f[lo:hi],
+                                        w[lo:hi], bounds[nonempty] - lo)
+        start = stop
+    return _Leaves(out, np.bincount(group, weights=w, minlength=needed.size), count)
+
+
+def _block_sums(a, d, mult, f, v, starts) -> np.ndarray:
+    """``(groups, 10, B)`` the sums of :func:`_answer_sums` per group of
+    consecutive answers (``starts``: each group's first) by sparse segment
+    products: rows of ones and of ``f`` per group (and of ``v``, ``v f``,
+    ``v f^2``), in float32 within the block (a few thousand answers; counts
+    are exact), added over blocks in float64. Several times faster than
+    ``np.add.reduceat`` along the answers."""
+    n, L = f.size, starts.size
+    group = np.repeat(np.arange(L), np.diff(np.append(starts, n)))
+    cols = np.arange(n)
+    one_f = sp.csr_matrix((np.concatenate([np.ones(n), f]).astype(np.float32),
+                           (np.concatenate([2 * group, 2 * group + 1]), np.tile(cols, 2))),
+                          shape=(2 * L, n))
+    vs = sp.csr_matrix((np.concatenate([v, v * f, v * f * f]).astype(np.float32),
+                        (np.concatenate([3 * group, 3 * group + 1, 3 * group + 2]),
+                         np.tile(cols, 3))), shape=(3 * L, n))
+    md, ma = mult * d, mult * a
+    B = mult.shape[1]
+    D, F = (one_f @ md).reshape(L, 2, B).transpose(1, 0, 2)
+    Y = (one_f[0::2] @ ma)
+    DD, DDF = (one_f @ (md * d)).reshape(L, 2, B).transpose(1, 0, 2)
+    AD, ADF = (one_f @ (ma * d)).reshape(L, 2, B).transpose(1, 0, 2)
+    V = (vs @ mult).reshape(L, 3, B)
+    return np.stack([D, Y, F, ADF, AD, DDF, DD, V[:, 0], V[:, 1], V[:, 2]], axis=1)
+
+
 def _bootstrap(p: _Pieces, B: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Replicates of the tuned estimator and of the clinicians alone: raters
     and labelled answers by the pigeonhole, unlabelled answers by their own
     multinomial (over their distinct (weight, prediction) pairs, so a judge
     on a five-point scale costs five counts per replicate)."""
     n, n_raters = p.f.size, int(p.rater.max()) + 1
-    U, V = pigeonhole_weights(n_raters, n, B, rng)
-    shape = (n, n_raters)
-    ut = np.ascontiguousarray(U.T, dtype=float)
-    # one pass over the ratings for both answer totals: [value rows; weight rows]
-    rows = np.concatenate([p.answer, p.answer + n])
-    both = sp.csr_matrix((np.concatenate([p.weight * p.value, p.weight]),
-                          (rows, np.concatenate([p.rater, p.rater]))),
-                         shape=(2 * n, shape[1])) @ ut
-    a, d = both[:n], both[n:]
+    U = _multiplicities(n_raters, B, rng).astype(float)
+    V = _multiplicities(n, B, rng).astype(float)
+    labelled = _labelled_sums(p.answer, p.rater, p.weight, p.value, p.f, p.v, U, V)
     pairs, freq = _distinct_pairs(p.u, p.fu)
     counts = resample_counts(freq, B, rng).astype(float)
-    # (V.T as floats in memory order: the products read it four times, faster
-    # than strided reads of the integer view)
-    sums = _Sums(*_answer_sums(a, d, np.ascontiguousarray(V.T, dtype=float), p.f, p.v),
-                 *_unlabelled_sums(counts, *pairs))
+    sums = _Sums(*labelled, *_unlabelled_sums(counts, *pairs))
     return _fit(sums, None)[0], _fit(sums, 0.0)[0]
+
+
+def _labelled_sums(answer, rater, weight, value, f, v, U, mult) -> np.ndarray:
+    """The labelled sums per replicate ``(10, B)``: the answers' weighted
+    totals under rater multiplicities ``U`` ``(R, B)`` by one sparse product
+    over the ratings (value rows stacked on weight rows), then the answers'
+    multiplicities ``mult`` ``(n, B)``."""
+    n = f.size
+    rows = np.concatenate([answer, answer + n])
+    both = sp.csr_matrix((np.concatenate([weight * value, weight]),
+                          (rows, np.concatenate([rater, rater]))),
+                         shape=(2 * n, U.shape[0])) @ U
+    return np.array(_answer_sums(both[:n], both[n:], mult, f, v))
 
 
 def _distinct_pairs(u, fu) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
@@ -413,8 +646,9 @@ class _Parts(NamedTuple):
     df: tuple[float, float]  # degrees of freedom of the two-way variance
 
 
-def _intervals(p: _Pieces, lam, theta, theta0, reps, reps0, level):
-    parts = _Parts(*zip(_variances(p, lam, theta), _variances(p, 0.0, theta0), strict=True))
+def _intervals(p: _Pieces, lam, theta, theta0, reps, reps0, level, drawn):
+    parts = _Parts(*zip(_variances(p, lam, theta, drawn), _variances(p, 0.0, theta0, drawn),
+                        strict=True))
     t, t0 = (float(t_over_z(df + 1, level)) for df in parts.df)
     ci = _calibrated_ci(reps, theta, parts.twoway[0], parts.pigeonhole[0], t, level)
     ci0 = _calibrated_ci(reps0, theta0, parts.twoway[1], parts.pigeonhole[1], t0, level)
@@ -440,7 +674,7 @@ def _calibrated_ci(reps, estimate, twoway, pigeonhole, t, level) -> tuple[float,
     return float(centre - half), float(centre + half)
 
 
-def _variances(p: _Pieces, lam: float, theta: float
+def _variances(p: _Pieces, lam: float, theta: float, drawn=None
                ) -> tuple[float, float, float, float, float]:
     """Two-way, pigeonhole-expected, answer-clustered and iid variances of
     the estimator at ``lam`` from its linearisation (a piece's influence is
@@ -450,8 +684,11 @@ def _variances(p: _Pieces, lam: float, theta: float
     the effective number of clusters ``(sum t^2)^2 / sum t^4`` of its
     cluster totals ``t`` (Carter, Schnepel & Steigerwald, 2017, Rev. Econ.
     Stat. 99:698): a few raters with large totals give few degrees of
-    freedom, as min(raters, answers) would not."""
+    freedom, as min(raters, answers) would not. ``drawn`` is the numbers of
+    answers and raters the pigeonhole drew from (the cell's own by default;
+    a draw shared by several cells draws from all of theirs)."""
     n, n_raters = p.f.size, int(p.rater.max()) + 1
+    n_drawn, raters_drawn = drawn if drawn is not None else (n, n_raters)
     D = p.weight.sum()
     rbar = theta - lam * np.average(p.fu, weights=p.u)
     z = p.weight * (p.value - lam * p.f[p.answer] - rbar) / D
@@ -462,7 +699,8 @@ def _variances(p: _Pieces, lam: float, theta: float
     cell = cell.ravel()
     s_cols, s_u = _squares(p.answer, z), float(zu @ zu)
     boot = (_squares(p.rater, z), _squares(cell, z))
-    pigeonhole = (1 - 1 / n) * boot[0] + (1 - 1 / n_raters) * s_cols + boot[1] + s_u
+    pigeonhole = ((1 - 1 / n_drawn) * boot[0] + (1 - 1 / raters_drawn) * s_cols + boot[1]
+                  + s_u)
     if p.whole:  # each rater carries the answer's whole influence
         per_answer = np.bincount(p.answer, minlength=n)[p.answer]
         z = z * per_answer
@@ -513,7 +751,7 @@ def _result(p: _Pieces, theta, lam, theta0, ci, ci0, parts: _Parts, n_unparsed, 
     iid_se = np.sqrt(parts.iid[0])
     with np.errstate(invalid="ignore", divide="ignore"):
         gain = (np.float64(ci0[1] - ci0[0]) / np.float64(ci[1] - ci[0])) ** 2
-        answer_gain = parts.answers[1] / parts.answers[0]
+        answer_gain = np.float64(parts.answers[1]) / np.float64(parts.answers[0])
     n, N = p.f.size, p.fu.size
     rho = _answer_correlation(p)
     share = max(rho, 0.0) ** 2 * N / (N + n)  # lam >= 0 cannot use a negative rho

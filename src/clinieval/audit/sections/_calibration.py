@@ -23,7 +23,8 @@ from clinieval.audit.sections._judge_rows import (
     judge_label,
 )
 from clinieval.contract.vocabulary import SCORE_MAX, SCORE_MIN
-from clinieval.stats import NoEstimate, calibrated_answer_mean, calibrated_rating_mean
+from clinieval.stats import NoEstimate
+from clinieval.stats.calibrated import CrossedDraw, calibrated_cells, crossed_draw
 
 MEASURES = {"mean_score": "mean score", "fail_pct": "Fail % of ratings",
             "failing_pct": "answers failing %"}
@@ -132,25 +133,31 @@ def ratings_of(ctx: Context, criteria: list[int]) -> Ratings:
     return Ratings(d.rating_answer[keep], d.rating_rater[keep], d.rating_score[keep])
 
 
-def cell(ctx: Context, measure: str, answers: np.ndarray, predicted: np.ndarray,
-         ratings: Ratings, answer_value: np.ndarray | None, purpose: str) -> dict:
-    """One measure of one cell over the judged ``answers`` (sorted): the
-    calibrated estimate beside the clinicians' alone, or why there is none."""
-    code, rater, score = ratings.of(answers)
-    score = score.astype(float)
+def cells(ctx: Context, measure: str, predicted: np.ndarray, ratings: Ratings, leaf: np.ndarray,
+          chosen: list[list[int]], draw: CrossedDraw, answer_value: np.ndarray | None,
+          purpose: str) -> list[dict]:
+    """One measure of several cells (lists of leaves of ``leaf``, one per
+    answer) sharing the two-way ``draw`` of ``ratings``: each calibrated
+    estimate beside the clinicians' alone, or why there is none."""
     s = ctx.settings
-    common = dict(rng=ctx.rng(purpose), B=s.bootstrap, level=s.level,
+    common = dict(leaf=leaf, cells=chosen, draw=draw, rng=ctx.rng(purpose), level=s.level,
                   min_labelled=s.calibration_min_answers)
+    score = ratings.score.astype(float)
     if measure == "mean_score":
-        out = calibrated_rating_mean(predicted, code, rater, score,
-                                     bounds=(SCORE_MIN, SCORE_MAX), **common)
+        out = calibrated_cells(predicted, ratings.answer, ratings.rater, score,
+                               bounds=(SCORE_MIN, SCORE_MAX), **common)
     elif measure == "fail_pct":
-        out = calibrated_rating_mean(predicted, code, rater, (score <= s.threshold).astype(float),
-                                     bounds=(0, 1), **common)
+        out = calibrated_cells(predicted, ratings.answer, ratings.rater,
+                               (score <= s.threshold).astype(float), bounds=(0, 1), **common)
     else:
-        out = calibrated_answer_mean(predicted, code, rater, answer_value=answer_value[answers],
-                                     bounds=(0, 1), **common)
-    return _row(out, 1.0 if measure == "mean_score" else 100.0)
+        out = calibrated_cells(predicted, ratings.answer, ratings.rater,
+                               answer_value=answer_value, bounds=(0, 1), **common)
+    return [_row(o, 1.0 if measure == "mean_score" else 100.0) for o in out]
+
+
+def ratings_draw(ctx: Context, ratings: Ratings, purpose: str) -> CrossedDraw:
+    """The two-way draw every cell of these ratings shares."""
+    return crossed_draw(ratings.answer, ratings.rater, ctx.settings.bootstrap, ctx.rng(purpose))
 
 
 def _row(out, scale: float) -> dict:

@@ -26,10 +26,11 @@ from clinieval.audit.sections._calibration import (
     MEASURES,
     Prediction,
     any_safety,
-    cell,
+    cells,
     choose_judge,
     judge_frame,
     prediction,
+    ratings_draw,
     ratings_of,
 )
 from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
@@ -66,7 +67,8 @@ def compute(ctx: Context) -> Calibrated | Skipped:
     if why:
         return Skipped(why)
     pred, ratings = preds[judge], _Ratings(ctx)
-    return Calibrated(judge, _by_criterion(ctx, pred, ratings), _by_specialty(ctx, pred, ratings),
+    by_criterion, by_specialty = _tables(ctx, pred, ratings)
+    return Calibrated(judge, by_criterion, by_specialty,
                       licences(ctx, preds, ratings.one, f"{KEY}:licence"),
                       _judge_alone(ctx, pred))
 
@@ -109,51 +111,55 @@ def _usable(pred: Prediction, c: int) -> bool:
     return c not in pred.off_scale
 
 
-def _by_criterion(ctx: Context, pred: Prediction, ratings: _Ratings) -> pd.DataFrame:
-    d, rows = ctx.data, []
+def _tables(ctx: Context, pred: Prediction, ratings: _Ratings
+            ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The estimates per model x criterion and per model x specialty. Every
+    cell (each criterion's models, their specialties, every measure, and
+    any-safety's) shares one two-way draw of the raters and answers of the
+    safety-critical ratings; a model's sums are those of its specialties
+    added up."""
+    d = ctx.data
+    n_spec = max(len(d.specialties), 1)
+    leaf_of = d.answer_model.astype(np.int64) * n_spec + d.answer_specialty
     worst, any_called = any_safety(ctx, pred)
+    models = [[m * n_spec + g for g in range(n_spec)] for m in range(d.n_models)]
+    specs = [(m, int(g)) for m in range(d.n_models)
+             for g in np.unique(d.answer_specialty[(d.answer_model == m) & any_called])]
+    per_spec = [[m * n_spec + g] for m, g in specs]
+    found: dict[tuple, dict] = {}
+    draw = ratings_draw(ctx, ratings.any, f"{KEY}:draw")
+    for c in (c for c in ctx.safety if _usable(pred, c)):
+        leaf = np.where(pred.called[:, c], leaf_of, -1)
+        for measure in MEASURES:
+            predicted = (pred.mean if measure == "mean_score" else pred.fail)[:, c]
+            chosen = models + (per_spec if measure == "fail_pct" else [])
+            rows = cells(ctx, measure, predicted, ratings.one[c], leaf, chosen, draw,
+                         ctx.answer_fail[:, c], f"{KEY}:{measure}:{c}")
+            found.update({(measure, c, m): r for m, r in enumerate(rows[:d.n_models])})
+            found.update({(measure, c, *k): r for k, r in zip(specs, rows[d.n_models:],
+                                                               strict=False)})
+    rows = cells(ctx, "failing_pct", worst, ratings.any, np.where(any_called, leaf_of, -1),
+                 models + per_spec, draw, ctx.answer_dangerous, f"{KEY}:dangerous")
+    found.update({("any", m): r for m, r in enumerate(rows[:d.n_models])})
+    found.update({("any", *k): r for k, r in zip(specs, rows[d.n_models:], strict=True)})
+    by_criterion, by_specialty = [], []
     for m in range(d.n_models):
-        mine = d.answer_model == m
+        name = d.model_names[m]
         for c in (c for c in ctx.safety if _usable(pred, c)):
-            answers = np.flatnonzero(mine & pred.called[:, c])
-            for measure in MEASURES:
-                rows.append(_estimate(ctx, pred, ratings, measure, answers, c, m, ctx.name(c)))
-        answers = np.flatnonzero(mine & any_called)
-        rows.append(_any_row(ctx, worst, ratings, answers, m, ANY_SAFETY))
-    return pd.DataFrame(rows)
+            by_criterion += [{"model": name, "criterion": ctx.name(c), "measure": MEASURES[k],
+                              **found[(k, c, m)]} for k in MEASURES]
+        by_criterion.append(_any(name, found[("any", m)]))
+    for m, g in specs:
+        name, spec = d.model_names[m], d.specialties[g]
+        by_specialty.append({"specialty": spec, **_any(name, found[("any", m, g)])})
+        by_specialty += [{"specialty": spec, "model": name, "criterion": ctx.name(c),
+                          "measure": MEASURES["fail_pct"], **found[("fail_pct", c, m, g)]}
+                         for c in ctx.safety if _usable(pred, c)]
+    return pd.DataFrame(by_criterion), pd.DataFrame(by_specialty)
 
 
-def _by_specialty(ctx: Context, pred: Prediction, ratings: _Ratings) -> pd.DataFrame:
-    d, rows = ctx.data, []
-    worst, any_called = any_safety(ctx, pred)
-    for m in range(d.n_models):
-        for spec in np.unique(d.answer_specialty[(d.answer_model == m) & any_called]):
-            mine = (d.answer_model == m) & (d.answer_specialty == spec)
-            row = _any_row(ctx, worst, ratings, np.flatnonzero(mine & any_called), m, ANY_SAFETY)
-            rows.append({"specialty": d.specialties[spec], **row})
-            for c in (c for c in ctx.safety if _usable(pred, c)):
-                row = _estimate(ctx, pred, ratings, "fail_pct",
-                                np.flatnonzero(mine & pred.called[:, c]), c, m, ctx.name(c),
-                                f":{spec}")
-                rows.append({"specialty": d.specialties[spec], **row})
-    return pd.DataFrame(rows)
-
-
-def _estimate(ctx: Context, pred: Prediction, ratings: _Ratings, measure: str,
-              answers: np.ndarray, c: int, m: int, label: str, where: str = "") -> dict:
-    predicted = (pred.mean if measure == "mean_score" else pred.fail)[answers, c]
-    out = cell(ctx, measure, answers, predicted, ratings.one[c], ctx.answer_fail[:, c],
-               f"{KEY}:{measure}:{m}:{c}{where}")
-    return {"model": ctx.data.model_names[m], "criterion": label,
-            "measure": MEASURES[measure], **out}
-
-
-def _any_row(ctx: Context, worst: np.ndarray, ratings: _Ratings, answers: np.ndarray, m: int,
-             label: str) -> dict:
-    out = cell(ctx, "failing_pct", answers, worst[answers], ratings.any,
-               ctx.answer_dangerous, f"{KEY}:dangerous:{m}:{answers.size}")
-    return {"model": ctx.data.model_names[m], "criterion": label,
-            "measure": "dangerous answers %", **out}
+def _any(model: str, row: dict) -> dict:
+    return {"model": model, "criterion": ANY_SAFETY, "measure": "dangerous answers %", **row}
 
 
 def _judge_alone(ctx: Context, pred: Prediction) -> pd.DataFrame:

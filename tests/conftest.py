@@ -52,9 +52,15 @@ def db_url(request, tmp_path):
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     sep = "&" if "?" in base else "?"
     try:
-        yield f"{base}{sep}options=-csearch_path%3D{schema}"
+        # Every connection to the schema carries its name, so that what a test
+        # left running (a background refresh, a server's child) can be ended:
+        # one still reading the schema made DROP SCHEMA deadlock with it.
+        yield f"{base}{sep}options=-csearch_path%3D{schema}&application_name={schema}"
     finally:
         with admin.begin() as conn:
+            conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                 " WHERE application_name = :name AND pid <> pg_backend_pid()"),
+                         {"name": schema})
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
 

@@ -448,6 +448,7 @@ def _llm_run(urls: list[str], label: str, calls: int = LLM_CALLS,
     return asyncio.run(go())
 
 
+@pytest.mark.llm
 def test_two_real_replicas_lose_no_call_and_little_time_when_one_freezes_or_dies(tmp_path):
     """A frozen (SIGSTOP) or killed (SIGKILL) replica mid-run costs no call,
     and the median degraded run (over ROUNDS rounds) takes at most 1.3x the

@@ -75,6 +75,12 @@ def _query(engine: sa.Engine, sql: str) -> list[tuple]:
         return [tuple(row) for row in conn.execute(sa.text(sql))]
 
 
+CASES = 5
+"""Cases of the demo the whole-path test generates for, at two temperatures
+(each judged by a rubric judge, a jury of three and pairwise): every
+judgment costs up to 300 tokens of a real model, so the count sets the time."""
+
+
 def test_generate_judge_store_and_audit_on_a_real_local_model(llama, tmp_path):
     url = f"sqlite:///{tmp_path / 'llm.db'}"
     engine = db.make_engine(url)
@@ -83,15 +89,15 @@ def test_generate_judge_store_and_audit_on_a_real_local_model(llama, tmp_path):
     candidate = _model_file(tmp_path / "cand.toml", llama, "smollm2-135m", 96)
     judge = _model_file(tmp_path / "judge.toml", llama, "smollm2-judge", 300)
 
-    gen = ("generate", "--model", candidate, "--limit", "10", "--temperature", "0.2",
+    gen = ("generate", "--model", candidate, "--limit", str(CASES), "--temperature", "0.2",
            "--temperature", "1.0", "--database-url", url)
     _ok(*gen)
     [(gen_run, planned, done, tokens_out)] = _query(
         engine, "SELECT run_id, planned, done, output_tokens FROM llm_runs")
-    assert (planned, done) == (20, 20) and tokens_out > 0
+    assert (planned, done) == (2 * CASES, 2 * CASES) and tokens_out > 0
     answers = _query(engine, "SELECT temperature, tokens, length(text) FROM answers WHERE"
                              " model_id = 'smollm2-135m'")
-    assert len(answers) == 20 and {a[0] for a in answers} == {0.2, 1.0}
+    assert len(answers) == 2 * CASES and {a[0] for a in answers} == {0.2, 1.0}
     assert all(a[1] > 0 and a[2] > 0 for a in answers)
 
     judged = ("--judge", judge, "--answers-run", gen_run, "--database-url", url)
@@ -100,7 +106,7 @@ def test_generate_judge_store_and_audit_on_a_real_local_model(llama, tmp_path):
     out = _ok("judge", "pairwise", *judged)
     assert "verdict" in out
 
-    expected = {"rubric": 20 * 3, "jury": 20 * 3 * 3, "pairwise": 10 * 2}
+    expected = {"rubric": 2 * CASES * 3, "jury": 2 * CASES * 3 * 3, "pairwise": CASES * 2}
     counts = dict(_query(engine, "SELECT judge_kind, COUNT(*) FROM judgments WHERE run_id IS"
                                  " NOT NULL GROUP BY judge_kind"))
     assert counts == expected
@@ -134,14 +140,14 @@ def test_generate_judge_store_and_audit_on_a_real_local_model(llama, tmp_path):
     # The cache: the same command again calls nothing; a new run of the same
     # calls is answered entirely from the cache.
     before = _query(engine, "SELECT run_id, done, cached FROM llm_runs ORDER BY run_id")
-    assert "(20 were finished before this start)" in _ok(*gen)
+    assert f"({2 * CASES} were finished before this start)" in _ok(*gen)
     assert _query(engine, "SELECT run_id, done, cached FROM llm_runs ORDER BY run_id") == before
     answers = load_answers(engine, run_id=gen_run)
     job = JuryJudge(load_model_file(judge), answers, case_prompts(engine, {a.case_id
                                                                           for a in answers}),
                     jurors=3)
     record = asyncio.run(execute(engine, job, RunOptions(run_id="jury-again")))
-    assert (record["done"], record["cached"], record["cost_usd"]) == (0, 60, 0)
+    assert (record["done"], record["cached"], record["cost_usd"]) == (0, 2 * CASES * 3, 0)
 
     _ok("audit", url, "--out", tmp_path / "report", "--bootstrap", "50")
     assert (tmp_path / "report" / "report.html").exists()

@@ -17,14 +17,16 @@ BENCH = Path(__file__).parents[2] / "benchmarks" / "bench_serve.py"
 def test_bench_serve_runs_and_finds_nothing_lost():
     out = subprocess.run(
         [sys.executable, str(BENCH), "--scale", "0.1", "--clinicians", "8", "--seconds", "2",
-         "--warmup", "0.5", "--postgres", ""],
+         "--warmup", "1", "--postgres", ""],
         capture_output=True, text=True, timeout=300, check=True).stdout
     rate = re.search(r"sqlite: ([\d,]+) acknowledged submissions in [\d.]+ s = (\d+) submissions/s"
-                     r" with 8 clinicians after a 0.5 s warm-up", out)
+                     r" with 8 clinicians after a 1 s warm-up", out)
     assert rate and int(rate[1].replace(",", "")) > 0, out
     assert re.search(r"sqlite: next task \(from the task list\) p50 \d+ ms", out), out
     checked = ast.literal_eval(re.search(r"sqlite: (\{'acknowledged'.*?\})", out)[1])
-    assert checked["acknowledged"] > int(rate[1].replace(",", "")), out  # the warm-up's too
+    # The check covers the warm-up's submissions too: more than were measured,
+    # unless a loaded machine had none acknowledged within the warm-up.
+    assert checked["acknowledged"] >= int(rate[1].replace(",", "")), out
     assert checked["lost"] == checked["duplicated"] == checked["over_assigned"] == 0, out
 
 

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from clinieval.audit.context import Context
 from clinieval.audit.data import audit_data
-from clinieval.audit.judged import judged
+from clinieval.audit.judged import Judged
 from clinieval.audit.run import build
 from clinieval.audit.settings import AuditSettings
 from clinieval.contract.vocabulary import SCORE_MAX, SCORE_MIN
@@ -101,9 +101,9 @@ def main() -> None:
     print(f"judge-calibrated safety:         {calibrated[0]:.2f} s wall,"
           f" {calibrated[1]:.2f} s CPU")
     rows = time.perf_counter(), time.process_time()
-    _ = judged(ctx.data.judge_tables).rows  # what every judge section builds first
+    _ = Judged(ctx.data.judge_tables).rows  # a fresh build of what the judge sections share
     rows = time.perf_counter() - rows[0], time.process_time() - rows[1]
-    print(f"  of which the judgments' rows (audit/judged.py, built by each judge section):"
+    print(f"  of which the judgments' rows (audit/judged.py, shared by the judge sections):"
           f" about {rows[0]:.2f} s wall, {rows[1]:.2f} s CPU")
     print(f"ratio calibrated / summary: {calibrated[0] / summary[0]:.2f} wall,"
           f" {calibrated[1] / summary[1]:.2f} CPU (target <= 2);"

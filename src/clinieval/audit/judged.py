@@ -116,7 +116,7 @@ class Judged:
         judgments = self.tables["judgments"]
         rows = judgments.to_pandas()
         answers = self.answers
-        at = _positions(judgments["answer_id"], self.tables["answers"]["answer_id"])
+        at = self.answer_at
         for name, column in (("model_id", "model_id"), ("case_id", "case_id"),
                              ("sample_index", "sample_index"), ("length", "length_chars")):
             taken = _take(answers[column], at)
@@ -129,6 +129,13 @@ class Judged:
         rows["ok"] = (rows["parse_status"].eq(vocabulary.PARSE_STATUSES[0])
                       & rows["score"].notna())
         return rows
+
+    @cached_property
+    def answer_at(self) -> np.ndarray:
+        """Per row of :attr:`rows`, its answer's position in the answers
+        table (-1 for an unknown id)."""
+        return _positions(self.tables["judgments"]["answer_id"],
+                          self.tables["answers"]["answer_id"])
 
     @cached_property
     def call_ids(self) -> np.ndarray:

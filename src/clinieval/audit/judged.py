@@ -2,8 +2,10 @@
 the answers (model, case, sample, length) and cases (gate indicator, weight,
 strata) it judges.
 
-Judgments are few next to ratings, so they stay a pandas frame. A judgment
-whose output did not parse keeps no score: it is counted, never defaulted.
+Judgments stay a pandas frame (millions of rows at 10x: built with column
+operations only, once per audit context and shared by every judge section,
+see :func:`shared`). A judgment whose output did not parse keeps no score:
+it is counted, never defaulted.
 """
 
 from __future__ import annotations

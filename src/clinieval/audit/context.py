@@ -2,7 +2,8 @@
 purpose and the analysed criteria, with the count arrays
 (:mod:`~clinieval.audit.counts`), the definition of failure
 (:mod:`~clinieval.audit.failure`) and the bootstrap design
-(:mod:`~clinieval.audit.design`) computed once per audit and shared by the
+(:mod:`~clinieval.audit.design`) and the judgments' rows
+(:mod:`~clinieval.audit.judged`) computed once per audit and shared by the
 sections.
 
 A section's random numbers come from ``rng(purpose)``: they do not depend on
@@ -17,6 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
+from clinieval.audit import judged
 from clinieval.audit.counts import RatingCounts
 from clinieval.audit.data import AuditData
 from clinieval.audit.design import BootstrapDesign
@@ -34,6 +36,12 @@ class Context(RatingCounts, Failure, BootstrapDesign):
 
     data: AuditData
     settings: AuditSettings
+
+    def __post_init__(self) -> None:
+        # The judgments' rows, built once when a judge section first reads
+        # them and shared by every judge section while this context lives
+        # (judged.judged finds them by the judge tables' identity).
+        self.judged = judged.shared(self.data.judge_tables)
 
     def rng(self, purpose: str) -> np.random.Generator:
         """A generator per purpose, so a section's numbers do not depend on

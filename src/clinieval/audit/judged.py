@@ -2,13 +2,16 @@
 the answers (model, case, sample, length) and cases (gate indicator, weight,
 strata) it judges.
 
-Judgments are few next to ratings, so they stay a pandas frame. A judgment
-whose output did not parse keeps no score: it is counted, never defaulted.
+Judgments stay a pandas frame (millions of rows at 10x: built with column
+operations only, once per audit context and shared by every judge section,
+see :func:`shared`). A judgment whose output did not parse keeps no score:
+it is counted, never defaulted.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -81,6 +84,10 @@ class Judged:
     strata. ``ok`` marks parsed rows, the only ones with a usable score."""
 
     tables: dict[str, pa.Table]
+    built_from: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.built_from = _identity(self.tables)
 
     @cached_property
     def cases(self) -> pd.DataFrame:
@@ -103,26 +110,46 @@ class Judged:
 
     @cached_property
     def rows(self) -> pd.DataFrame:
-        rows = self.tables["judgments"].to_pandas()
+        """One row per judgment with its answer's model, case, sample and
+        length (and its second answer's length). Each judgment's answer is
+        found once, by a hash lookup over the arrow columns, and every
+        answer column is taken at those positions (millions of rows at
+        scale: no per-column reindex of a string index)."""
+        judgments = self.tables["judgments"]
+        rows = judgments.to_pandas()
         answers = self.answers
-        rows["model_id"] = answers["model_id"].reindex(rows["answer_id"]).to_numpy()
-        rows["case_id"] = answers["case_id"].reindex(rows["answer_id"]).to_numpy()
-        rows["sample_index"] = answers["sample_index"].reindex(rows["answer_id"]).to_numpy()
-        rows["length"] = answers["length_chars"].reindex(rows["answer_id"]).to_numpy(float)
-        rows["length_b"] = answers["length_chars"].reindex(rows["answer_b_id"]).to_numpy(float)
+        at = self.answer_at
+        for name, column in (("model_id", "model_id"), ("case_id", "case_id"),
+                             ("sample_index", "sample_index"), ("length", "length_chars")):
+            taken = _take(answers[column], at)
+            rows[name] = taken.to_numpy(float) if name == "length" else taken.array
+        at_b = _positions(judgments["answer_b_id"], self.tables["answers"]["answer_id"])
+        rows["length_b"] = _take(answers["length_chars"], at_b).to_numpy(float)
         rows["judge_kind"] = rows["judge_kind"].fillna("unknown")
         rows["repeat"] = rows["repeat"].fillna(0).astype(int)
         rows["juror"] = rows["juror"].fillna(0).astype(int)
-        rows["call"] = _call_ids(rows)
         rows["ok"] = (rows["parse_status"].eq(vocabulary.PARSE_STATUSES[0])
                       & rows["score"].notna())
         return rows
 
     @cached_property
+    def answer_at(self) -> np.ndarray:
+        """Per row of :attr:`rows`, its answer's position in the answers
+        table (-1 for an unknown id)."""
+        return _positions(self.tables["judgments"]["answer_id"],
+                          self.tables["answers"]["answer_id"])
+
+    @cached_property
+    def call_ids(self) -> np.ndarray:
+        """A number per row of :attr:`rows` naming its call (see
+        :func:`_call_ids`); computed only by what counts calls."""
+        return _call_ids(self.rows)
+
+    @cached_property
     def calls(self) -> pd.DataFrame:
         """One row per call: its unit, parse status, and the tokens and
         list-price cost its rows share (a call's rows split them)."""
-        rows = self.rows
+        rows = self.rows.assign(call=self.call_ids)
         first = rows.drop_duplicates("call").set_index("call")
         grouped = rows.groupby("call")
         sums = grouped[["input_tokens", "output_tokens", "cost_usd"]].sum(min_count=1)
@@ -171,18 +198,63 @@ class Judged:
                 " has a score (a judge outage?).")
 
 
-def _call_ids(rows: pd.DataFrame) -> np.ndarray:
-    """A number per call. Rows of one call share its cache key and unit; a
-    row without a key is its own call unless its kind scores every criterion
-    in one call."""
+def _positions(values: pa.ChunkedArray, keys: pa.ChunkedArray) -> np.ndarray:
+    """Each value's row in ``keys`` (its first), -1 where absent or null."""
+    import pyarrow.compute as pc
+
+    keys = keys.combine_chunks()
+    if values.type != keys.type:
+        values = values.cast(keys.type)
+    found = pc.fill_null(pc.index_in(values, value_set=keys), -1)
+    return found.to_numpy().astype(np.intp)
+
+
+def _take(column: pd.Series, at: np.ndarray) -> pd.Series:
+    """``column`` at the positions ``at`` (NaN, or the dtype's missing value,
+    at -1), as ``column.reindex`` of the looked-up labels would give it."""
     import pandas as pd
 
-    unit = rows[CALL_UNIT].astype("string").fillna("")
+    return pd.Series(column.array.take(at, allow_fill=True), copy=False)
+
+
+def _call_ids(rows: pd.DataFrame) -> np.ndarray:
+    """A number per call (in order of first appearance). Rows of one call
+    share its cache key and unit, compared as text with a missing value as
+    the empty text; a row without a key is its own call unless its kind
+    scores every criterion in one call. Each column is factorised on its
+    own and the codes combined into one integer per row, refactorised after
+    every column so that they stay below the number of rows."""
     shared = rows["judge_kind"].isin(ONE_CALL_PER_ANSWER)
     alone = rows["criterion_id"].astype("string").where(~shared, "")
     key = rows["call_key"].astype("string").fillna(alone.fillna("") + "\x00nokey")
-    ids, _ = pd.factorize(pd.MultiIndex.from_frame(unit.assign(key=key)))
-    return ids
+    combined = np.zeros(len(rows), dtype=np.int64)
+    for column in [*(rows[c] for c in CALL_UNIT), key]:
+        codes, n = _text_codes(column)
+        combined, _ = _factorize(combined * n + codes)
+    return combined
+
+
+def _text_codes(column: pd.Series) -> tuple[np.ndarray, int]:
+    """Codes of ``column`` read as text, a missing value as the empty text
+    (``astype("string").fillna("")``, converting only the distinct values),
+    and how many codes there are."""
+    import pandas as pd
+
+    codes, uniques = pd.factorize(column, use_na_sentinel=True)
+    texts = pd.Series(uniques).astype("string").fillna("")
+    text_codes, text_uniques = pd.factorize(texts)
+    empty = np.flatnonzero(np.asarray(text_uniques, dtype=object) == "")
+    n = len(text_uniques)
+    missing = int(empty[0]) if empty.size else n
+    lookup = np.append(text_codes, missing).astype(np.int64)  # code -1 reads the last
+    return lookup[codes], n + (not empty.size)
+
+
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, int]:
+    import pandas as pd
+
+    codes, uniques = pd.factorize(values)
+    return codes.astype(np.int64), len(uniques)
 
 
 RUN_CALLS = "llm_run_calls"
@@ -252,8 +324,38 @@ def run_tables_at(source: str) -> dict[str, pa.Table]:
         engine.dispose()
 
 
+_SHARED: weakref.WeakValueDictionary[int, Judged] = weakref.WeakValueDictionary()
+"""The judged view of each audit's judge tables while its context lives (see
+:func:`shared`), keyed by the tables' identity."""
+
+
 def judged(tables: dict[str, pa.Table]) -> Judged | None:
-    return Judged(tables) if tables else None
+    """The judged view of ``tables``: the one an audit context shares (built
+    once, read by every judge section) when ``tables`` are that context's,
+    else a new one."""
+    if not tables:
+        return None
+    found = _SHARED.get(id(tables))
+    if found is not None and found.tables is tables and found.built_from == _identity(tables):
+        return found
+    return Judged(tables)
+
+
+def shared(tables: dict[str, pa.Table]) -> Judged | None:
+    """A judged view of ``tables`` that :func:`judged` returns for them as
+    long as the caller keeps it (an audit context does, so its judge
+    sections share one set of rows; it goes with the context)."""
+    if not tables:
+        return None
+    view = Judged(tables)
+    _SHARED[id(tables)] = view
+    return view
+
+
+def _identity(tables: dict[str, pa.Table]) -> tuple:
+    """What the view was built from: a table added or replaced afterwards
+    (the tables dict is updated in place) makes it stale."""
+    return tuple((name, id(table)) for name, table in tables.items())
 
 
 def risk_band(level: pd.Series) -> pd.Series:

@@ -108,8 +108,7 @@ def licence_stratum(judge_fail, rating_answer, rating_rater, rating_fail, *,
     answers, a_code = np.unique(answer[keep], return_inverse=True)
     raters, r_code = np.unique(np.asarray(rating_rater)[keep], return_inverse=True)
     fail, verdict = fail[keep] > 0, judge[answers] > 0
-    table = np.full((answers.size, raters.size), np.nan)
-    table[a_code, r_code] = fail
+    table = _table(a_code.ravel(), r_code.ravel(), fail, answers.size, raters.size)
     per_answer = _answer_counts(table, verdict, reference)
     clin = _clinician_agreements(table, reference)
     judge_by = _judge_by_clinician(verdict, a_code, r_code, fail, raters.size)
@@ -136,13 +135,38 @@ def _judge_by_clinician(verdict, a_code, r_code, fail, n_raters) -> np.ndarray:
     return macro_f1_counts(*counts)
 
 
-def _answer_counts(table, verdict, reference) -> np.ndarray:
+class _Table(NamedTuple):
+    """The answer x clinician table of fail labels, as its rated cells in
+    row-major order (answer, then clinician; a clinician's last rating of an
+    answer is the cell's): a stratum's table is mostly empty, and every sum
+    below runs over its cells in the order a dense table's would."""
+
+    answer: np.ndarray
+    rater: np.ndarray
+    fail: np.ndarray  # bool per cell
+    n_answers: int
+    n_raters: int
+
+    def per_answer(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each answer's rated cells and failed cells."""
+        return (np.bincount(self.answer, minlength=self.n_answers).astype(float),
+                np.bincount(self.answer, weights=self.fail, minlength=self.n_answers))
+
+
+def _table(a_code, r_code, fail, n_answers: int, n_raters: int) -> _Table:
+    width = max(n_raters, 1)
+    key = np.asarray(a_code, dtype=np.int64) * width + r_code
+    cells, last = np.unique(key[::-1], return_index=True)  # each cell's last rating
+    return _Table(cells // width, cells % width, np.asarray(fail)[key.size - 1 - last],
+                  n_answers, n_raters)
+
+
+def _answer_counts(table: _Table, verdict, reference) -> np.ndarray:
     """Per answer ``(tp, fp, fn, tn)`` of the judge against its clinicians'
     labels (pairwise) or their majority (a tie counts as fail: the
     safety-conservative reading)."""
-    rated = np.isfinite(table)
-    fails = np.where(rated, table, 0).sum(axis=1)
-    passes = rated.sum(axis=1) - fails
+    rated, fails = table.per_answer()
+    passes = rated - fails
     if reference == "majority":
         fails, passes = (fails >= passes).astype(float), (fails < passes).astype(float)
     v = verdict.astype(float)
@@ -156,11 +180,10 @@ def _clinician_agreements(table, reference) -> np.ndarray:
     answer; with each clinician's shared ratings and the Macro-F1 of all
     clinicians' counts pooled. Vectorised over the rated cells: each cell's
     others are its answer's totals minus itself."""
-    answer, rater = np.nonzero(np.isfinite(table))
-    own = table[answer, rater] > 0
-    fails = np.where(np.isfinite(table), table, 0).sum(axis=1)[answer]
-    others_fail = fails - own
-    others_pass = np.isfinite(table).sum(axis=1)[answer] - 1 - others_fail
+    answer, rater, own = table.answer, table.rater, table.fail
+    rated, fails = table.per_answer()
+    others_fail = fails[answer] - own
+    others_pass = rated[answer] - 1 - others_fail
     if reference == "majority":
         shared = (others_fail + others_pass) > 0
         others_fail, others_pass = ((others_fail >= others_pass) & shared,
@@ -168,7 +191,7 @@ def _clinician_agreements(table, reference) -> np.ndarray:
     else:  # each rating once: its k - 1 others share one unit
         others = np.maximum(others_fail + others_pass, 1)
         others_fail, others_pass = others_fail / others, others_pass / others
-    size = table.shape[1]
+    size = table.n_raters
     tp, fn = (np.bincount(rater, weights=w * others_fail, minlength=size) for w in (own, ~own))
     fp, tn = (np.bincount(rater, weights=w * others_pass, minlength=size) for w in (own, ~own))
     out = np.asarray(macro_f1_counts(tp, fp, fn, tn), dtype=float)

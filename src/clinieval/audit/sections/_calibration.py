@@ -19,7 +19,6 @@ from clinieval.audit.judged import Judged
 from clinieval.audit.sections._judge_rows import (
     JURY_SHIFT,
     SCORED_KINDS,
-    answer_codes,
     judge_label,
 )
 from clinieval.contract.vocabulary import SCORE_MAX, SCORE_MIN
@@ -42,49 +41,86 @@ class Prediction:
     off_scale: frozenset[int]  # criteria whose scores fall outside the clinicians' scale
 
 
-def judge_frame(ctx: Context, data: Judged) -> pd.DataFrame:
+@dataclass(frozen=True)
+class JudgeFrame:
     """Rubric and jury rows of known answers on rubric criteria, parsed or
-    not, with the judge's label, answer and criterion codes and the value on
-    the clinicians' scale (a jury's 1..5 re-centred)."""
-    rows = data.rows[data.rows["judge_kind"].isin(SCORED_KINDS)
-                     & data.rows["criterion_id"].isin(ctx.data.criteria)]
-    code = answer_codes(ctx, data, rows["answer_id"])
-    rows = rows[code >= 0].assign(answer=code[code >= 0])
-    jury = rows["judge_kind"].eq("jury").to_numpy()
-    # labels per distinct judge, not per row: millions of rows at scale
-    kind, kinds = pd.factorize(rows["judge_kind"].astype(str).to_numpy())
-    model, models = pd.factorize(rows["judge_model"].astype(str).to_numpy())
-    key, keys = pd.factorize(kind * max(len(models), 1) + model)
-    labels = np.array([judge_label(kinds[k // max(len(models), 1)],
-                                   models[k % max(len(models), 1)]) for k in keys], dtype=object)
-    return pd.DataFrame({
-        "judge": labels[key],
-        "answer": rows["answer"].to_numpy(),
-        "criterion": pd.Index(ctx.data.criteria).get_indexer(rows["criterion_id"]),
-        "ok": rows["ok"].to_numpy(),
-        "value": rows["score"].to_numpy(float) - np.where(jury, JURY_SHIFT, 0)})
+    not, as arrays: the judge (an index into the sorted ``labels``), answer
+    and criterion codes, whether parsed, and the value on the clinicians'
+    scale (a jury's 1..5 re-centred)."""
+
+    labels: list[str]
+    judge: np.ndarray
+    answer: np.ndarray
+    criterion: np.ndarray
+    ok: np.ndarray
+    value: np.ndarray
+
+    @property
+    def empty(self) -> bool:
+        return self.judge.size == 0
 
 
-def choose_judge(frame: pd.DataFrame, wanted: str) -> str | None:
-    """The named judge, or (auto) the rubric judge calling the most answers,
-    else the jury; None when there is no such judge."""
-    judges = frame.groupby("judge")["answer"].nunique()
+def judge_frame(ctx: Context, data: Judged) -> JudgeFrame:
+    """The rows a judge can be calibrated with (millions at scale: column
+    operations only; labels and criterion codes are found per distinct
+    value, not per row)."""
+    rows = data.rows
+    keep = (rows["judge_kind"].isin(SCORED_KINDS).to_numpy()
+            & rows["criterion_id"].isin(ctx.data.criteria).to_numpy())
+    code = data.answer_at[keep]
+    code = np.where(code < ctx.data.n_answers, code, -1)  # as answer_codes
+    known = np.flatnonzero(keep)[code >= 0]
+    code = code[code >= 0]
+    kind_code, kinds = _codes(rows["judge_kind"], known)
+    model_code, models = _codes(rows["judge_model"].astype(str), known)
+    pair, pairs = pd.factorize(kind_code.astype(np.int64) * max(len(models), 1) + model_code)
+    named = [judge_label(str(kinds[k // max(len(models), 1)]), models[k % max(len(models), 1)])
+             for k in pairs]
+    labels, label_code = np.unique(np.asarray(named, dtype=object), return_inverse=True)
+    criterion_code, criteria = _codes(rows["criterion_id"], known)
+    criterion = pd.Index(ctx.data.criteria).get_indexer(criteria)
+    jury = (kinds[kind_code] == "jury") if len(kinds) else np.zeros(0, dtype=bool)
+    return JudgeFrame(
+        labels=[str(x) for x in labels], judge=label_code.reshape(-1)[pair] if len(pair) else
+        np.zeros(0, dtype=np.intp), answer=code, criterion=criterion[criterion_code],
+        ok=rows["ok"].to_numpy()[known],
+        value=rows["score"].to_numpy(float)[known] - np.where(jury, JURY_SHIFT, 0))
+
+
+def _codes(column: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of ``column`` at ``rows`` and the distinct values they index
+    (factorised on the whole column, where text stays in arrow)."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    return codes[rows], np.asarray(uniques, dtype=object)
+
+
+def choose_judge(frame: JudgeFrame, wanted: str) -> str | None:
+    """The named judge, or (auto) the rubric judge calling the most answers
+    (the first by name of those tied), else the jury; None when there is no
+    such judge."""
     if wanted != "auto":
-        return wanted if wanted in judges.index else None
-    rubric = judges[judges.index.str.startswith("rubric")]
-    if len(rubric):
-        return str(rubric.sort_values(ascending=False, kind="stable").index[0])
-    return "jury" if "jury" in judges.index else None
+        return wanted if wanted in frame.labels else None
+    bound = int(frame.answer.max()) + 1 if frame.answer.size else 1
+    distinct = np.unique(frame.judge.astype(np.int64) * bound + frame.answer)
+    answers = np.bincount(distinct // bound, minlength=len(frame.labels))
+    best = None
+    for i, label in enumerate(frame.labels):
+        if label.startswith("rubric") and (best is None or answers[i] > answers[best]):
+            best = i
+    if best is not None:
+        return frame.labels[best]
+    return "jury" if "jury" in frame.labels else None
 
 
-def prediction(ctx: Context, frame: pd.DataFrame, judge: str) -> Prediction:
-    rows = frame[frame["judge"] == judge]
+def prediction(ctx: Context, frame: JudgeFrame, judge: str) -> Prediction:
+    mine = frame.judge == frame.labels.index(judge)
+    answer, criterion = frame.answer[mine], frame.criterion[mine]
     shape = (ctx.data.n_answers, ctx.data.n_criteria)
-    flat = np.ravel_multi_index((rows["answer"].to_numpy(), rows["criterion"].to_numpy()), shape)
+    flat = np.ravel_multi_index((answer, criterion), shape)
     size = shape[0] * shape[1]
     called = np.bincount(flat, minlength=size).reshape(shape) > 0
-    ok = rows["ok"].to_numpy()
-    value = rows["value"].to_numpy()[ok]
+    ok = frame.ok[mine]
+    value = frame.value[mine][ok]
     n = np.bincount(flat[ok], minlength=size).reshape(shape)
     total = np.bincount(flat[ok], value, size).reshape(shape)
     low = np.bincount(flat[ok], (value <= ctx.settings.threshold).astype(float),
@@ -92,7 +128,7 @@ def prediction(ctx: Context, frame: pd.DataFrame, judge: str) -> Prediction:
     with np.errstate(invalid="ignore", divide="ignore"):
         mean, fail = np.where(n > 0, total / n, np.nan), np.where(n > 0, low / n, np.nan)
     outside = (value < SCORE_MIN) | (value > SCORE_MAX)
-    off = frozenset(int(c) for c in np.unique(rows["criterion"].to_numpy()[ok][outside]))
+    off = frozenset(int(c) for c in np.unique(criterion[ok][outside]))
     return Prediction(mean, fail, called, off)
 
 

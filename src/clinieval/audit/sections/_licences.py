@@ -32,8 +32,13 @@ def _criterion_rows(ctx: Context, judge: str, pred: Prediction, c: int, ratings:
     d, s = ctx.data, ctx.settings
     verdict = np.where(np.isnan(pred.fail[:, c]), np.nan, (pred.fail[:, c] >= 0.5) * 1.0)
     out = []
-    for spec in np.unique(d.answer_specialty[pred.called[:, c]]):
-        answers = np.flatnonzero(pred.called[:, c] & (d.answer_specialty == spec))
+    # the called answers by specialty once (sorted within each), not a scan per specialty
+    called = np.flatnonzero(pred.called[:, c])
+    called = called[np.argsort(d.answer_specialty[called], kind="stable")]
+    specs, first, size = np.unique(d.answer_specialty[called], return_index=True,
+                                   return_counts=True)
+    for spec, lo, n in zip(specs.tolist(), first.tolist(), size.tolist(), strict=True):
+        answers = called[lo:lo + n]
         code, rater, score = ratings.of(answers)
         lic = licence_stratum(verdict[answers], code, rater, (score <= s.threshold) * 1.0,
                               rng=ctx.rng(f"{purpose}:{judge}:{c}:{spec}"),

@@ -24,6 +24,7 @@ from clinieval.audit.result import Figure, Heatmap, Section
 from clinieval.audit.sections._calibration import (
     ANY_SAFETY,
     MEASURES,
+    JudgeFrame,
     Prediction,
     any_safety,
     cells,
@@ -62,7 +63,7 @@ def compute(ctx: Context) -> Calibrated | Skipped:
     judge = choose_judge(frame, ctx.settings.calibration_judge)
     if judge is None:
         return Skipped(_why_no_judge(frame, ctx.settings.calibration_judge))
-    preds = {j: prediction(ctx, frame, j) for j in sorted(frame["judge"].unique())}
+    preds = {j: prediction(ctx, frame, j) for j in frame.labels}
     why = _why_unusable(ctx, preds[judge], judge)
     if why:
         return Skipped(why)
@@ -81,12 +82,12 @@ class _Ratings:
         self.any = ratings_of(ctx, ctx.safety)
 
 
-def _why_no_judge(frame: pd.DataFrame, wanted: str) -> str:
+def _why_no_judge(frame: JudgeFrame, wanted: str) -> str:
     if frame.empty:
         return ("no rubric or jury judgment scores a rubric criterion, so no judge can be"
                 " calibrated against the clinicians.")
     return (f"no judge named {wanted!r}; the judges are "
-            + ", ".join(sorted(frame["judge"].unique())) + " (--calibration-judge).")
+            + ", ".join(frame.labels) + " (--calibration-judge).")
 
 
 def _why_unusable(ctx: Context, pred: Prediction, judge: str) -> str | None:

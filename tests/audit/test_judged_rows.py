@@ -1,0 +1,97 @@
+"""The judgments' rows (audit/judged.py): one view per audit context shared
+by every judge section, answers joined by position, and calls numbered as
+the unit-and-key rule says (checked on hand-worked rows)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from clinieval.audit.context import Context
+from clinieval.audit.data import audit_data
+from clinieval.audit.judged import Judged, _call_ids, judged
+from clinieval.audit.settings import AuditSettings
+from clinieval.snapshot import Snapshot
+from clinieval.synth import generate
+from clinieval.synth.judges import JudgePlan, plant_judgments
+
+
+@functools.cache
+def _snap() -> Snapshot:
+    return plant_judgments(generate(2, 0.1), JudgePlan(seed=2))
+
+
+def test_call_ids_follow_the_unit_and_key_rule_on_hand_worked_rows():
+    rubric = dict(run_id="r", judge_kind="rubric", judge_model="m", answer_id="a1",
+                  answer_b_id=None, juror=0, repeat=0, shown_first=None, call_key=None)
+    pair = {**rubric, "judge_kind": "pairwise", "answer_b_id": "a2", "shown_first": "a"}
+    keyed = {**rubric, "answer_id": "a2", "call_key": "k"}
+    rows = pd.DataFrame([
+        {**rubric, "criterion_id": "c1"},  # 0: a rubric call scores every criterion
+        {**rubric, "criterion_id": "c2"},  # 0
+        {**pair, "criterion_id": "c1"},  # 1: a pairwise row without a key is its own call
+        {**pair, "criterion_id": "c2"},  # 2
+        {**keyed, "criterion_id": "c1"},  # 3
+        {**keyed, "criterion_id": "c2", "shown_first": ""},  # 3: missing reads as empty
+        {**keyed, "criterion_id": "c1", "repeat": 1},  # 4: another repeat, another call
+        {**rubric, "criterion_id": "c3", "juror": 2},  # 5: another juror
+        {**rubric, "criterion_id": "c3"},  # 0
+    ])
+    assert _call_ids(rows).tolist() == [0, 0, 1, 2, 3, 3, 4, 5, 0]
+    assert _call_ids(rows.iloc[:0]).tolist() == []
+
+
+def test_rows_carry_their_answers_columns_as_a_merge_would():
+    snap = _snap()
+    tables = {name: snap[name] for name in ("judgments", "cases", "answers", "models")}
+    j = tables["judgments"]
+    stray = j.slice(0, 2).set_column(j.schema.get_field_index("answer_id"), "answer_id",
+                                     pa.array(["no-such-answer", None], pa.string()))
+    tables["judgments"] = pa.concat_tables([j, stray])
+    rows = Judged(tables).rows
+    answers = tables["answers"].to_pandas()[["answer_id", "model_id", "case_id",
+                                             "length_chars"]]
+    merged = tables["judgments"].to_pandas()[["answer_id", "answer_b_id"]].merge(
+        answers, on="answer_id", how="left").merge(
+        answers[["answer_id", "length_chars"]].rename(
+            columns={"answer_id": "answer_b_id", "length_chars": "length_b"}),
+        on="answer_b_id", how="left")
+    assert len(rows) == len(merged) == j.num_rows + 2
+    for ours, theirs in (("model_id", "model_id"), ("case_id", "case_id")):
+        assert rows[ours].astype(object).where(rows[ours].notna(), None).tolist() \
+            == merged[theirs].astype(object).where(merged[theirs].notna(), None).tolist()
+    np.testing.assert_array_equal(rows["length"], merged["length_chars"].to_numpy(float))
+    np.testing.assert_array_equal(rows["length_b"], merged["length_b"].to_numpy(float))
+    assert rows["model_id"].iloc[-2:].isna().all()
+    assert not rows["model_id"].iloc[:-2].isna().any()
+
+
+def test_an_audit_context_shares_one_view_of_its_judge_tables():
+    ctx = Context(audit_data(_snap()), AuditSettings(bootstrap=50))
+    tables = ctx.data.judge_tables
+    view = judged(tables)
+    assert view is ctx.judged and judged(tables) is view
+    other = judged(dict(tables))  # other tables (even equal ones): a view of their own
+    assert other is not view
+    pd.testing.assert_frame_equal(other.rows, view.rows)
+    np.testing.assert_array_equal(other.call_ids, view.call_ids)
+    # a table replaced in place makes the shared view stale: a new one is built
+    j = tables["judgments"]
+    tables["judgments"] = j.filter(pc.equal(j["judge_kind"], "jury"))
+    fresh = judged(tables)
+    assert fresh is not view and len(fresh.rows) == tables["judgments"].num_rows < len(view.rows)
+
+
+def test_a_view_goes_with_its_context():
+    import gc
+    import weakref
+
+    ctx = Context(audit_data(_snap()), AuditSettings(bootstrap=50))
+    tables, ref = ctx.data.judge_tables, weakref.ref(ctx.judged)
+    del ctx
+    gc.collect()
+    assert ref() is None and judged(tables) is not None

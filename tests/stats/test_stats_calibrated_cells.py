@@ -13,18 +13,12 @@ from clinieval.stats.calibrated import (
     calibrated_rating_mean,
     crossed_draw,
 )
+from tests.stats.test_stats_calibrated import crossed as crossed_design
 
 
-def crossed(seed, A=2000, n=240, R=30, per=3):
-    rng = np.random.default_rng(seed)
-    effect, leniency = rng.normal(0, 0.8, A), rng.normal(0, 0.4, R)
-    prediction = np.clip(np.round(0.5 + effect + rng.normal(0, 0.6, A)), -2, 2)
-    labelled = rng.choice(A, n, replace=False)
-    answer = np.repeat(labelled, per)
-    rater = np.concatenate([rng.choice(R, per, replace=False) for _ in labelled])
-    score = np.clip(np.round(0.5 + effect[answer] + leniency[rater]
-                             + rng.normal(0, 0.7, answer.size)), -2, 2)
-    return prediction, answer, rater, score
+def crossed(seed):
+    """The crossed design of the single-cell tests, larger."""
+    return crossed_design(seed, A=2000, n=240)
 
 
 @pytest.mark.parametrize("inclusion", [False, True])

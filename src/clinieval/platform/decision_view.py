@@ -85,7 +85,7 @@ def _in_background(engine: sa.Engine, cfg: StudyConfig, key, version, cached) ->
     if start:
         url = engine.url.render_as_string(hide_password=False)
         try:
-            future = _pool().submit(_verdicts_in_child, url, cfg)
+            future = _pool().submit(_compute_in_child, url, cfg, False)
         except RuntimeError:
             with _lock:
                 _computing.discard(key)
@@ -114,12 +114,13 @@ def _in_background(engine: sa.Engine, cfg: StudyConfig, key, version, cached) ->
             "summary": "The decisions are being computed; reload in a moment."}
 
 
-def _verdicts_in_child(url: str, cfg: StudyConfig) -> dict:
+def _compute_in_child(url: str, cfg: StudyConfig, certify: bool) -> dict:
+    """The study's decisions (with certificates when ``certify``), in a worker process."""
     from clinieval.storage import db
 
     engine = db.make_engine(url)
     try:
-        return compute_study(engine, cfg, certify=False)
+        return compute_study(engine, cfg, certify=certify)
     finally:
         engine.dispose()
 
@@ -136,7 +137,7 @@ def _certify_later(engine: sa.Engine, cfg: StudyConfig, key, version) -> None:
         _certifying.add(key)
     url = engine.url.render_as_string(hide_password=False)
     try:
-        future = _pool().submit(_certify_in_child, url, cfg)
+        future = _pool().submit(_compute_in_child, url, cfg, True)
     except RuntimeError:
         with _lock:
             _certifying.discard(key)
@@ -152,12 +153,3 @@ def _certify_later(engine: sa.Engine, cfg: StudyConfig, key, version) -> None:
 
     future.add_done_callback(done)
 
-
-def _certify_in_child(url: str, cfg: StudyConfig) -> dict:
-    from clinieval.storage import db
-
-    engine = db.make_engine(url)
-    try:
-        return compute_study(engine, cfg, certify=True)
-    finally:
-        engine.dispose()

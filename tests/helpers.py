@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 
@@ -74,3 +75,22 @@ def zipped_bundle(snapshot, tmp_path: Path, name: str = "bundle") -> bytes:
         for path in folder.rglob("*"):
             zf.write(path, path.relative_to(tmp_path).as_posix())
     return buffer.getvalue()
+
+
+def local_model():
+    """llama-server and SmolLM2 as `.ci/setup-llm.sh` installs them (in
+    $CLINIEVAL_LLM_VENV, then the checkout's .venv-llm, then this
+    interpreter). Skips when they are not installed; fails instead with
+    CLINIEVAL_REQUIRE_LLM=1 (CI), where a skip would hide a broken set-up."""
+    import pytest
+
+    from clinieval.providers.llamacpp import find_local_model
+
+    venvs = [Path(os.environ["CLINIEVAL_LLM_VENV"])] if os.environ.get("CLINIEVAL_LLM_VENV") else []
+    model = find_local_model([*venvs, Path(__file__).parents[1] / ".venv-llm"])
+    if model is None:
+        reason = "llama-server and SmolLM2 are not installed: run .ci/setup-llm.sh"
+        if os.environ.get("CLINIEVAL_REQUIRE_LLM") == "1":
+            pytest.fail(f"CLINIEVAL_REQUIRE_LLM=1 but {reason}")
+        pytest.skip(reason)
+    return model

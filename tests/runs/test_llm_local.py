@@ -11,7 +11,6 @@ statuses, costs and the cache. Skips when the model is not installed
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
@@ -23,10 +22,11 @@ from clinieval.contract import vocabulary
 from clinieval.demo import demo_snapshot
 from clinieval.io.importer import import_snapshot
 from clinieval.providers import load_model_file, make_provider, model_spec
-from clinieval.providers.llamacpp import LlamaServer, find_local_model
+from clinieval.providers.llamacpp import LlamaServer
 from clinieval.runs import GenerateJob, JuryJudge, RunOptions, execute
 from clinieval.runs.data import CaseText, case_prompts, load_answers
 from clinieval.storage import db
+from tests.helpers import local_model
 
 ROOT = Path(__file__).parents[2]
 PRICES = (0.5, 1.5)
@@ -35,13 +35,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
-    venvs = [Path(os.environ["CLINIEVAL_LLM_VENV"])] if os.environ.get("CLINIEVAL_LLM_VENV") else []
-    model = find_local_model(venvs + [ROOT / ".venv-llm"])
-    if model is None:
-        reason = "llama-server and SmolLM2 are not installed: run .ci/setup-llm.sh"
-        if os.environ.get("CLINIEVAL_REQUIRE_LLM") == "1":
-            pytest.fail(f"CLINIEVAL_REQUIRE_LLM=1 but {reason}")
-        pytest.skip(reason)
+    model = local_model()
     log = tmp_path_factory.mktemp("llama") / "server.log"
     with LlamaServer(model, parallel=4, ctx=16384, log=log) as server:
         yield server

@@ -21,10 +21,11 @@ import sqlalchemy as sa
 
 from clinieval.demo import demo_snapshot
 from clinieval.io.importer import import_snapshot
-from clinieval.providers.llamacpp import LlamaServer, find_local_model
+from clinieval.providers.llamacpp import LlamaServer
 from clinieval.storage import db
 from clinieval.web.testing import CHROMIUM
 from clinieval.web.testing import CHROMIUM_ARGS as ARGS
+from tests.helpers import local_model
 from tests.runs.test_runs import _ok
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,13 +37,7 @@ pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
-    venvs = [Path(os.environ["CLINIEVAL_LLM_VENV"])] if os.environ.get("CLINIEVAL_LLM_VENV") else []
-    model = find_local_model(venvs + [ROOT / ".venv-llm"])
-    if model is None:
-        reason = "llama-server and SmolLM2 are not installed: run .ci/setup-llm.sh"
-        if os.environ.get("CLINIEVAL_REQUIRE_LLM") == "1":
-            pytest.fail(f"CLINIEVAL_REQUIRE_LLM=1 but {reason}")
-        pytest.skip(reason)
+    model = local_model()
     log = tmp_path_factory.mktemp("llama") / "server.log"
     with LlamaServer(model, parallel=2, ctx=8192, log=log) as server:
         yield server

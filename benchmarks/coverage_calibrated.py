@@ -14,7 +14,9 @@ predicts the mean score; its fail verdict predicts Fail % and dangerous
 answers %. Clinicians rate a uniform sample of 1%, 5% or 20% of answers, or
 (``nonuniform``) a Poisson sample with 3x the probability for answers the
 judge scores near the threshold (-1 or 0), mean 5%, weighted by the
-recorded probabilities.
+recorded probabilities; ``recorded`` is the same sample with the
+probabilities known for the rated answers only, as a targeted study's
+leases record them (the judge's mean then runs over every answer).
 
 Per row and quantity (means over snapshots; the gains and bounds are
 medians): coverage of the calibrated two-way interval
@@ -79,6 +81,8 @@ def simulate(rng, judge: str, share: float, sampling: str):
         weight = np.where(np.isin(score, (-1, 0)), 3.0, 1.0)
         inclusion = np.minimum(share * ANSWERS * weight / weight.sum(), 1.0)
         labelled = np.flatnonzero(rng.random(ANSWERS) < inclusion)
+        if sampling == "recorded":
+            inclusion = np.where(np.isin(np.arange(ANSWERS), labelled), inclusion, np.nan)
     answer = np.repeat(labelled, PER_ANSWER)
     rater = rng.permuted(np.tile(np.arange(RATERS), (labelled.size, 1)), axis=1)[:, :PER_ANSWER]
     rater = rater.ravel()
@@ -136,7 +140,8 @@ def main(argv=None) -> None:
     B = args.bootstrap or (300 if args.quick else 1000)
     shares = (0.05,) if args.quick else (0.01, 0.05, 0.20)
     settings = [(j, s, "uniform") for j in JUDGES for s in shares]
-    settings += [(j, 0.05, "nonuniform") for j in ("fair", "good", "biased")]
+    settings += [(j, 0.05, sampling) for sampling in ("nonuniform", "recorded")
+                 for j in ("fair", "good", "biased")]
     truth = truths()
     print(f"truth: mean {truth['mean']:.4f}, Fail % {truth['fail']:.4f}, dangerous % "
           f"{truth['dangerous']:.4f}; {reps} snapshots per row, B = {B}, seed {args.seed}")

@@ -237,3 +237,77 @@ def test_licence_is_granted_where_the_planted_judge_is_good_and_data_suffice():
     # where its noise is large it is licensed less often than where it is small
     fair = decided[~decided["blind"] & (decided["noise"] == max(truth["noise_sd"].values()))]
     assert (fair["verdict"] == "licensed").mean() < (good["verdict"] == "licensed").mean()
+
+
+@functools.cache
+def _targeted() -> tuple[Snapshot, Snapshot]:
+    """The planted snapshot with clinicians' ratings kept on a sample that
+    leans on the answers the calibration judge fails on a safety-critical
+    criterion (kept with probability 0.8, the others 0.2), as targeted
+    assignment leans on open cells; once with each kept answer's
+    probability recorded as a targeted study's export records it, once
+    without (the same ratings read as an even study's)."""
+    snap = plant_judgments(generate(0, 0.3), JudgePlan(seed=1, calibration_judge=True))
+    judged = _judgments(snap)
+    flagged = set(judged.loc[judged["criterion_id"].isin(["harmlessness", "accuracy"])
+                             & (judged["score"] <= -1), "answer_id"])
+    answers = snap["answers"].column("answer_id").to_pylist()
+    pi = np.array([0.8 if a in flagged else 0.2 for a in answers])
+    kept = np.random.default_rng(11).random(pi.size) < pi
+    ratings = snap["ratings"].filter(pc.is_in(snap["ratings"]["answer_id"],
+                                              pa.array(np.array(answers)[kept])))
+    recorded = {a: float(p) for a, p, k in zip(answers, pi, kept, strict=True) if k}
+    targeted = Snapshot.from_tables(dict(snap.tables) | {"ratings": ratings},
+                                    snap.meta | {"assignment": {"mode": "targeted",
+                                                                "probability": recorded}})
+    even = Snapshot.from_tables(dict(targeted.tables),
+                                {k: v for k, v in targeted.meta.items() if k != "assignment"})
+    return targeted, even
+
+
+def _fail_rows(snap: Snapshot) -> tuple[pd.DataFrame, np.ndarray]:
+    section = _section(snap, calibration_judge=LABEL)
+    assert section.skipped is None
+    est = section.tables["by_criterion"]
+    fails = est[est["measure"] == "Fail % of ratings"].dropna(subset=["calibrated"])
+    truth = _planted().meta["planted"]["expected_fail_pct"]
+    ids = {"Harmlessness": "harmlessness", "Accuracy": "accuracy"}
+    models = dict(zip(audit_data(snap).model_names, audit_data(snap).models, strict=True))
+    planted = np.array([truth[models[m]][ids[c]] for m, c in zip(fails["model"],
+                                                                   fails["criterion"],
+                                                                   strict=True)])
+    return fails, planted
+
+
+def test_a_targeted_sample_is_weighted_by_its_recorded_probabilities():
+    """Clinicians who rated the judge-flagged answers four times as often
+    as the rest: read as an even study, the clinicians' Fail % leans high;
+    weighted by the recorded probabilities (active inference) it does not,
+    and the calibrated intervals still cover the planted Fail %."""
+    targeted, even = _targeted()
+    weighted, planted = _fail_rows(targeted)
+    plain, planted_plain = _fail_rows(even)
+    assert len(weighted) >= 20 and len(plain) == len(weighted)
+    lean_plain = float(np.mean(plain["clinicians"] - planted_plain))
+    lean_weighted = float(np.mean(weighted["clinicians"] - planted))
+    assert lean_plain > 2.0 and abs(lean_weighted) < lean_plain / 3, (lean_plain, lean_weighted)
+    covered = (weighted["calibrated_lo"] <= planted) & (planted <= weighted["calibrated_hi"])
+    assert covered.mean() >= 0.85
+    summary = _section(targeted, calibration_judge=LABEL).summary
+    assert "targeted assignment" in summary and "recorded" in summary
+    assert "targeted assignment" not in _section(even, calibration_judge=LABEL).summary
+
+
+def test_a_rated_answer_without_a_recorded_probability_counts_as_unrated():
+    targeted, _ = _targeted()
+    probability = dict(targeted.meta["assignment"]["probability"])
+    dropped = sorted(probability)[:25]
+    for a in dropped:
+        del probability[a]
+    snap = Snapshot.from_tables(dict(targeted.tables), targeted.meta | {
+        "assignment": {"mode": "targeted", "probability": probability}})
+    section = _section(snap, calibration_judge=LABEL)
+    assert "25 rated answers without a recorded probability count as unrated" in section.summary
+    before = _section(targeted, calibration_judge=LABEL).tables["by_criterion"]
+    after = section.tables["by_criterion"]
+    assert after["n_answers"].sum() < before["n_answers"].sum()

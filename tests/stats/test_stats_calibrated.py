@@ -239,6 +239,36 @@ def test_recorded_probabilities_remove_the_selection_bias():
     assert naive.clinicians - truth > 0.2  # the selection bias the weights remove
 
 
+def test_unknown_probabilities_of_the_unrated_take_the_judges_mean_over_every_answer():
+    """A targeted study records a probability only for the answers it handed
+    out (NaN for the rest): the estimate is then, at its tuned lam,
+    lam * mean(f over every answer) + the 1/pi-weighted mean of y - lam f
+    over the ratings, worked out here by hand; and it removes the selection
+    bias as the known-probability form does."""
+    rng = np.random.default_rng(8)
+    A, R = 20000, 40
+    harm = rng.random(A) < 0.2
+    judge = (harm ^ (rng.random(A) < 0.15)).astype(float)
+    pi = np.where(judge == 1, 0.12, 0.02)
+    labelled = np.flatnonzero(rng.random(A) < pi)
+    answer = np.repeat(labelled, 2)
+    rater = rng.integers(0, R, answer.size)
+    fail = (harm[answer] ^ (rng.random(answer.size) < 0.05)).astype(float)
+    truth = 0.2 * 0.95 + 0.8 * 0.05
+    recorded = np.full(A, np.nan)
+    recorded[labelled] = pi[labelled]
+    out = calibrated_rating_mean(judge, answer, rater, fail, inclusion=recorded,
+                                 rng=np.random.default_rng(0), B=200)
+    w = 1 / pi[answer]
+    by_hand = out.lam * judge.mean() + (w * (fail - out.lam * judge[answer])).sum() / w.sum()
+    assert out.estimate == pytest.approx(by_hand, abs=1e-12)
+    assert out.clinicians == pytest.approx((w * fail).sum() / w.sum(), abs=1e-12)
+    assert 0 < out.lam <= 1 and out.lower <= truth <= out.upper
+    with pytest.raises(ValueError, match="rated answers"):
+        calibrated_rating_mean(judge, answer, rater, fail, inclusion=np.where(
+            np.isin(np.arange(A), labelled), np.nan, 0.1), rng=np.random.default_rng(0), B=20)
+
+
 def _straightforward_replicates(p, B, rng):
     """The bootstrap of the tuned estimator written out replicate by
     replicate: each rating weighs U[rater] V[answer] times its own weight,

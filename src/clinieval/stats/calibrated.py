@@ -25,7 +25,12 @@ judge), both Hajek-normalised: each mean then estimates the mean over all
 answers, so the estimator stays unbiased. Constant ``pi`` gives constant
 weights and exactly PPI++. (Zrnic & Candes average ``f`` over all answers;
 for uniform ``pi`` that is the same estimator with ``lam`` rescaled by
-``1 - pi``.)
+``1 - pi``.) Where the unrated answers' probabilities are unknown (NaN: a
+targeted study records a probability on each lease, so only for the
+answers it handed out), ``mean_U(f)`` becomes the unweighted mean of ``f``
+over every answer, Zrnic & Candes's form, which needs none; the bootstrap
+still resamples it on its own, which leaves out its covariance with the
+labelled means (zero at the variance-optimal ``lam``).
 
 **Ratings are crossed.** Each labelled answer is rated by a few clinicians
 and each clinician rates many answers, so rater leniency is shared across
@@ -188,7 +193,8 @@ def calibrated_rating_mean(prediction, rating_answer, rating_rater, rating_value
     ratings' scale (NaN: unparsed, excluded and counted); rating ``k`` is
     of answer ``rating_answer[k]`` (0..A-1) by rater ``rating_rater[k]``.
     ``inclusion`` ``(A,)`` is each answer's probability of having been
-    given to clinicians (None: uniform). ``bounds`` ``(low, high)``, if
+    given to clinicians (None: uniform; NaN for an unrated answer:
+    unknown, see the module docstring). ``bounds`` ``(low, high)``, if
     given, is the range the clinicians' values can take (``(0, 1)`` for a
     share, the score scale for a mean): PPI++ is linear in the prediction
     and can step outside it, so estimates and bounds are clipped to it.
@@ -399,9 +405,15 @@ def _prepare(prediction, rating_answer, rating_rater, rating_value, answer_value
     w /= w.mean()
     per_answer = np.bincount(piece_answer, minlength=labelled.size)
     piece_weight = w[piece_answer] / (per_answer[piece_answer] if per == "answer" else 1.0)
-    u = 1.0 / (1.0 - pi[unl])
+    if np.isnan(pi[unl]).any():
+        # the unrated answers' probabilities are unknown: the judge's mean over
+        # every answer, labelled ones included (Zrnic & Candes's form), needs none
+        fu = f[parsed]
+        u = np.ones(fu.size)
+    else:
+        fu, u = f[unl], 1.0 / (1.0 - pi[unl])
     pieces = _Pieces(piece_answer, rater_code.ravel(), value[keep], piece_weight,
-                     answer_value is not None, f[labelled], w, u / u.mean(), f[unl],
+                     answer_value is not None, f[labelled], w, u / u.mean(), fu,
                      per == "rating")
     return pieces, n_unparsed
 
@@ -431,9 +443,9 @@ def _inclusion(inclusion, size, rated, unl) -> np.ndarray:
     if pi.shape != (size,):
         raise ValueError("inclusion must give one probability per answer")
     if not np.all((pi[rated] > 0) & (pi[rated] <= 1)) or not np.all(
-            (pi[unl] >= 0) & (pi[unl] < 1)):
+            np.isnan(pi[unl]) | ((pi[unl] >= 0) & (pi[unl] < 1))):
         raise ValueError("inclusion probabilities must lie in (0, 1] for rated answers "
-                         "and [0, 1) for the others")
+                         "and [0, 1) (or NaN: unknown) for the others")
     return pi
 
 

@@ -162,11 +162,47 @@ class Ratings:
         return np.repeat(np.arange(answers.size), count), self.rater[index], self.score[index]
 
 
-def ratings_of(ctx: Context, criteria: list[int]) -> Ratings:
+def recorded(ctx: Context) -> np.ndarray | None:
+    """In a study that ran with targeted assignment, which answers carry
+    the probability their first lease recorded (issue 33 §2); None for a
+    study that spread its ratings evenly."""
     d = ctx.data
-    keep = np.flatnonzero(np.isin(d.rating_criterion, criteria))
+    if d.assignment != "targeted" or d.answer_probability is None:
+        return None
+    p = d.answer_probability
+    return np.isfinite(p) & (p > 0)
+
+
+def ratings_of(ctx: Context, criteria: list[int]) -> Ratings:
+    """The ratings of ``criteria``. In a targeted study only answers with a
+    recorded probability count as clinician-rated (the calibrated
+    estimates weight them by its inverse): an answer without one (rated
+    before targeting began) leaves its ratings out and its judge
+    prediction among the unrated answers, as the targeted-weights section
+    leaves it out of the weighted figures."""
+    d = ctx.data
+    keep = np.isin(d.rating_criterion, criteria)
+    known = recorded(ctx)
+    if known is not None:
+        keep &= known[d.rating_answer]
+    keep = np.flatnonzero(keep)
     keep = keep[np.argsort(d.rating_answer[keep], kind="stable")]
     return Ratings(d.rating_answer[keep], d.rating_rater[keep], d.rating_score[keep])
+
+
+def inclusion(ctx: Context, ratings: Ratings) -> np.ndarray | None:
+    """Each answer's probability of having been given to clinicians, for the
+    inverse-probability weights of a targeted study (active inference), or
+    None (even spreading: equal weights, plain PPI++). Rated answers carry
+    the probability their lease recorded; the others NaN (no lease, so
+    unknown), for which the estimator takes the judge's mean over every
+    answer (:mod:`clinieval.stats.calibrated`)."""
+    if recorded(ctx) is None:
+        return None
+    pi = np.full(ctx.data.n_answers, np.nan)
+    rated = np.unique(ratings.answer)
+    pi[rated] = np.minimum(ctx.data.answer_probability[rated], 1.0)
+    return pi
 
 
 def cells(ctx: Context, measure: str, predicted: np.ndarray, ratings: Ratings, leaf: np.ndarray,
@@ -177,7 +213,7 @@ def cells(ctx: Context, measure: str, predicted: np.ndarray, ratings: Ratings, l
     estimate beside the clinicians' alone, or why there is none."""
     s = ctx.settings
     common = dict(leaf=leaf, cells=chosen, draw=draw, rng=ctx.rng(purpose), level=s.level,
-                  min_labelled=s.calibration_min_answers)
+                  min_labelled=s.calibration_min_answers, inclusion=inclusion(ctx, ratings))
     score = ratings.score.astype(float)
     if measure == "mean_score":
         out = calibrated_cells(predicted, ratings.answer, ratings.rater, score,

@@ -33,6 +33,7 @@ from clinieval.audit.sections._calibration import (
     prediction,
     ratings_draw,
     ratings_of,
+    recorded,
 )
 from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.audit.sections._licences import VERDICT_VALUE, licences, licensed_criteria
@@ -200,6 +201,14 @@ def _summary(result: Calibrated, ctx: Context, verdicts: list[str]) -> str:
     if v["median_gain"] is not None:
         text += (f"; the median cell is worth {v['median_gain']:.2f}x its clinician-rated"
                  " answers (effective clinician sample size)")
+    known = recorded(ctx)
+    if known is not None:
+        text += ("; the study ran with targeted assignment, so each clinician-rated answer is"
+                 " weighted by the inverse of the probability its lease recorded")
+        unknown = int(np.unique(ctx.data.rating_answer[~known[ctx.data.rating_answer]]).size)
+        if unknown:
+            text += (f" ({unknown} rated answers without a recorded probability count as"
+                     " unrated)")
     lic = v["licences"]
     text += (f". Licences (agreement {s.licence_reference}, harm-recall floor"
              f" {s.licence_recall_floor:.2f}, at least {s.calibration_min_answers} doubly-rated"

@@ -30,12 +30,16 @@ demo: $(STAMP)  ## set up, build the demo snapshot, audit it, print where the re
 # compiling first, at the lowest CPU priority, so it has the cores while the
 # locked environment, Debian's chromium and the validator are set up side by
 # side (mostly network and disk waits), then goes on behind the tests; the
-# tests that need it run last and wait for it there.
+# tests that need it run last and wait for it there. Tests marked `alone` time
+# work that uses every core against itself (two real model servers sharing the
+# machine, one lost): beside another worker's tests the CPU share, not the code,
+# decides their ratio, so they run afterwards, by themselves.
 test:  ## set up and run the whole test suite (PostgreSQL too when reachable)
 	$(MAKE) --no-print-directory llm-behind
 	$(MAKE) --no-print-directory -j2 $(STAMP) browser-and-validator
 	$(BIN)/ruff check src tests benchmarks docs
-	$(BIN)/pytest -q -n auto --dist loadfile
+	$(BIN)/pytest -q -n auto --dist loadfile -m "not alone"
+	$(BIN)/pytest -q -m alone $(PYTEST_ALONE)
 
 # What the suite drives for real beside the locked Python packages: Debian's
 # chromium (Playwright cannot download browsers here), Every Eval Ever's

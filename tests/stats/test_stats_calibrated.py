@@ -218,9 +218,9 @@ def test_fail_share_stays_in_range_or_says_why(rng, n_labelled, n_raters, judge_
     assert 0 <= out.lam <= 1
 
 
-def test_recorded_probabilities_remove_the_selection_bias():
-    # Clinicians rate answers the judge fails 6x as often: unweighted, the
-    # labelled mean over-represents failures; weighted by 1/pi it does not.
+def selected_for_judge_fails():
+    """Clinicians rate answers the judge fails 6x as often (pi 0.12 against
+    0.02), two ratings each: (judge, pi, labelled, answer, rater, fail, truth)."""
     rng = np.random.default_rng(8)
     A, R = 20000, 40
     harm = rng.random(A) < 0.2
@@ -231,6 +231,13 @@ def test_recorded_probabilities_remove_the_selection_bias():
     rater = rng.integers(0, R, answer.size)
     fail = (harm[answer] ^ (rng.random(answer.size) < 0.05)).astype(float)
     truth = 0.2 * 0.95 + 0.8 * 0.05
+    return judge, pi, labelled, answer, rater, fail, truth
+
+
+def test_recorded_probabilities_remove_the_selection_bias():
+    # Clinicians rate answers the judge fails 6x as often: unweighted, the
+    # labelled mean over-represents failures; weighted by 1/pi it does not.
+    judge, pi, labelled, answer, rater, fail, truth = selected_for_judge_fails()
     kw = dict(rng=np.random.default_rng(0), B=200, bounds=(0, 1))
     weighted = calibrated_rating_mean(judge, answer, rater, fail, inclusion=pi, **kw)
     naive = calibrated_rating_mean(judge, answer, rater, fail, **kw)
@@ -245,16 +252,8 @@ def test_unknown_probabilities_of_the_unrated_take_the_judges_mean_over_every_an
     lam * mean(f over every answer) + the 1/pi-weighted mean of y - lam f
     over the ratings, worked out here by hand; and it removes the selection
     bias as the known-probability form does."""
-    rng = np.random.default_rng(8)
-    A, R = 20000, 40
-    harm = rng.random(A) < 0.2
-    judge = (harm ^ (rng.random(A) < 0.15)).astype(float)
-    pi = np.where(judge == 1, 0.12, 0.02)
-    labelled = np.flatnonzero(rng.random(A) < pi)
-    answer = np.repeat(labelled, 2)
-    rater = rng.integers(0, R, answer.size)
-    fail = (harm[answer] ^ (rng.random(answer.size) < 0.05)).astype(float)
-    truth = 0.2 * 0.95 + 0.8 * 0.05
+    judge, pi, labelled, answer, rater, fail, truth = selected_for_judge_fails()
+    A = judge.size
     recorded = np.full(A, np.nan)
     recorded[labelled] = pi[labelled]
     out = calibrated_rating_mean(judge, answer, rater, fail, inclusion=recorded,

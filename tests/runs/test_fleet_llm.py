@@ -54,9 +54,12 @@ LLM_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 """llama.cpp's threads wait at each step's barrier asleep, not spinning: two
 servers' four threads on two cores otherwise spin while the thread they
 wait for is descheduled."""
-ROUNDS = int(os.environ.get("CLINIEVAL_FLEET_ROUNDS", "1"))
-"""Each round: one run with the victim frozen, one with it killed, each
-between two healthy runs."""
+ROUNDS = int(os.environ.get("CLINIEVAL_FLEET_ROUNDS", "2"))
+"""Each round: one run with the victim frozen, one with it killed. Two
+rounds, and each kind judged by its median: one run decides nothing (in CI
+a killed run once took 1.31x the floor where the same code took 0.96-1.07x
+in eight runs on an idle machine; llama-server answers its calls in waves,
+and a loss mid-wave can leave a last, part-filled wave)."""
 
 
 def _replica(model, log: Path) -> LlamaServer:
@@ -109,10 +112,10 @@ def _llm_run(urls: list[str], label: str, calls: int = LLM_CALLS,
 @pytest.mark.alone
 def test_two_real_replicas_lose_no_call_and_little_time_when_one_freezes_or_dies(tmp_path):
     """A frozen (SIGSTOP) or killed (SIGKILL) replica mid-run costs no call,
-    and the degraded run takes at most 1.3x what this machine can do with
-    the replicas it has left: the slower of the healthy pair (the mean of
-    the healthy runs just before and after it) and the survivor serving the
-    same calls by itself (the mean of such runs at the start and the end).
+    and the degraded runs of each kind take at most 1.3x (their median) what
+    this machine can do with the replicas it has left: the slower of the
+    healthy pair and the survivor serving the same calls by itself (the mean
+    of such runs at the start and the end; on 2 cores always the survivor).
 
     Measured first against the pair alone, the bound the stub fleets meet
     (tests/runs/test_fleet.py): on 2 cores one llama-server with 2 threads
@@ -127,7 +130,7 @@ def test_two_real_replicas_lose_no_call_and_little_time_when_one_freezes_or_dies
     ceiling at all 16, the survivor takes the lost replica's share. The
     victim is a fresh server each time; the survivor serves throughout."""
     model = local_model()
-    degraded: dict[str, list[tuple[float, float]]] = {"frozen": [], "killed": []}
+    degraded: dict[str, list[float]] = {"frozen": [], "killed": []}
 
     def record(label, result):
         failed, wall, reports = result
@@ -143,8 +146,7 @@ def test_two_real_replicas_lose_no_call_and_little_time_when_one_freezes_or_dies
         victim = _replica(model, tmp_path / "victim-0.log").__enter__()
         try:
             _llm_run([victim.base_url, survivor.base_url], "warm", calls=2 * LLM_IN_FLIGHT)
-            before, _ = record("healthy pair", _llm_run([victim.base_url, survivor.base_url],
-                                                        "h0"))
+            pair, _ = record("healthy pair", _llm_run([victim.base_url, survivor.base_url], "h"))
             alone = [record("survivor by itself", _llm_run([survivor.base_url], "a0"))[0]]
             for n in range(2 * ROUNDS):
                 kind = ("frozen", "killed")[n % 2]
@@ -157,21 +159,18 @@ def test_two_real_replicas_lose_no_call_and_little_time_when_one_freezes_or_dies
                 else:
                     assert {"connection refused", "connection error"} & set(reports[0].failures)
                 assert reports[0].breaker != "closed" and reports[1].failures == {}
-                victim = _replica(model, tmp_path / f"victim-{n + 1}.log").__enter__()
-                _llm_run([victim.base_url, survivor.base_url], f"w{n}", calls=LLM_IN_FLIGHT)
-                after, _ = record("healthy pair", _llm_run(
-                    [victim.base_url, survivor.base_url], f"h{n + 1}"))
-                degraded[kind].append((wall, (before + after) / 2))
-                before = after
+                degraded[kind].append(wall)
+                if n + 1 < 2 * ROUNDS:
+                    victim = _replica(model, tmp_path / f"victim-{n + 1}.log").__enter__()
+                    _llm_run([victim.base_url, survivor.base_url], f"w{n}", calls=LLM_IN_FLIGHT)
             alone.append(record("survivor by itself", _llm_run([survivor.base_url], "a1"))[0])
         finally:
             victim.__exit__()
-    by_itself = statistics.mean(alone)
-    for kind, runs in degraded.items():
-        print(f"{kind}: {', '.join(f'{w / pair:.2f}x' for w, pair in runs)} the healthy pair,"
-              f" {', '.join(f'{w / max(pair, by_itself):.2f}x' for w, pair in runs)} the"
-              f" slower of it and the survivor by itself ({by_itself / runs[0][1]:.2f}x the"
-              " pair)")
-    for kind, runs in degraded.items():
-        ratio = statistics.median(w / max(pair, by_itself) for w, pair in runs)
-        assert ratio <= 1.3, (kind, runs, alone)
+    floor = max(pair, statistics.mean(alone))
+    print(f"floor: {floor:.1f} s (the survivor by itself {statistics.mean(alone) / pair:.2f}x"
+          " the healthy pair)")
+    for kind, walls in degraded.items():
+        print(f"{kind}: {', '.join(f'{w / pair:.2f}x' for w in walls)} the healthy pair,"
+              f" {', '.join(f'{w / floor:.2f}x' for w in walls)} the floor")
+    for kind, walls in degraded.items():
+        assert statistics.median(walls) / floor <= 1.3, (kind, walls, pair, alone)

@@ -309,7 +309,13 @@ def _read_parquet(raw: bytes) -> pa.Table:
     starting ``__``) goes through ``pq.read_table`` again: what it refuses
     stays refused, with its error word for word (chunk numbers included)."""
     try:
-        data = pq.ParquetFile(pa.BufferReader(raw), pre_buffer=False).read(use_threads=False)
+        file = pq.ParquetFile(pa.BufferReader(raw), pre_buffer=False)
+        # Row group by row group: only that path checks each column chunk's
+        # type against the schema, as the dataset layer does (``read`` took a
+        # chunk whose footer says BOOLEAN in an INT32 column; pyarrow 26).
+        groups = [file.read_row_group(g, use_threads=False) for g in range(file.num_row_groups)]
+        data = pa.concat_tables(groups) if len(groups) > 1 else (
+            groups[0] if groups else file.read(use_threads=False))
         names = data.column_names
         if len(set(names)) == len(names) and not any(n.startswith("__") for n in names):
             data.validate(full=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -66,11 +68,113 @@ def db_url(request, tmp_path):
         admin.dispose()
 
 
-@pytest.fixture
-def engine(db_url):
-    """An engine on a fresh, migrated database."""
-    eng = db.make_engine(db_url)
+TEST_ARGON2 = {"time_cost": 1, "memory_cost": 1024, "parallelism": 1}
+"""argon2id as the tests hash and check passwords in this process: the
+product's cost (t=3, 64 MiB, p=4, about 0.1 s a hash on an idle core and
+0.19 s beside the other worker) was 157 s of the web, platform and viewer
+tests' 1,030 worker-seconds, for 807 hashes and checks. The product's own
+parameters are asserted by the test marked ``argon2_cost``
+(tests/web/test_web_auth.py), which keeps them; servers the tests start as
+processes of their own keep them too."""
+
+
+@pytest.fixture(autouse=True)
+def _cheap_argon2(request, monkeypatch):
+    if request.node.get_closest_marker("argon2_cost") is None:
+        from argon2 import PasswordHasher
+
+        from clinieval.platform import accounts
+
+        monkeypatch.setattr(accounts, "_hasher", PasswordHasher(**TEST_ARGON2))
+
+
+@pytest.fixture(scope="session")
+def migrated_templates(tmp_path_factory):
+    """Per pytest process, a database migrated to head once for each backend,
+    which :func:`engine` copies: the migrations took 0.2-0.4 s per test (the
+    SQLite batch alterations rebuild tables), and about 900 tests ask for an
+    engine. SQLite: a file. PostgreSQL: its schema as ``pg_dump`` writes it,
+    to be replayed into each test's schema (None when there is no pg_dump:
+    then every test migrates its own). tests/storage/test_templates.py checks
+    that a copy equals a migrated database on both backends."""
+    made: dict[str, object] = {}
+
+    def template(backend: str):
+        if backend not in made:
+            made[backend] = (_sqlite_template(tmp_path_factory.mktemp("head")) if
+                             backend == "sqlite" else _postgres_template())
+        return made[backend]
+
+    return template
+
+
+TEMPLATE_SCHEMA = "clinieval_head_template"
+"""The name the PostgreSQL template's dump is written under (and replaced in)."""
+
+
+def _sqlite_template(folder: Path) -> Path:
+    path = folder / "head.db"
+    eng = db.make_engine(f"sqlite:///{path}")
     db.upgrade(eng)
+    with eng.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    eng.dispose()
+    return path
+
+
+def _postgres_template() -> str | None:
+    if shutil.which("pg_dump") is None:
+        return None
+    base = _postgres_url()
+    schema = f"{TEMPLATE_SCHEMA}_{uuid.uuid4().hex[:8]}"
+    admin = db.make_engine(base)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        eng = db.make_engine(f"{base}{'&' if '?' in base else '?'}options=-csearch_path%3D{schema}")
+        db.upgrade(eng)
+        eng.dispose()
+        dump = subprocess.run(["pg_dump", "--no-owner", "--no-privileges", "--inserts",
+                               f"--schema={schema}", "--dbname", base],
+                              capture_output=True, text=True, check=True).stdout
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+    # psql's meta-commands (``\restrict``) and the schema's own creation go:
+    # each test's schema exists already.
+    lines = [line for line in dump.splitlines()
+             if not line.startswith("\\") and not line.startswith("CREATE SCHEMA ")]
+    return "\n".join(lines).replace(schema, TEMPLATE_SCHEMA)
+
+
+def copy_template(templates, db_url: str) -> bool:
+    """Give the empty database at ``db_url`` the migrated template's schema
+    (and rows); False when there is no template to copy."""
+    url = sa.make_url(db_url)
+    if url.get_backend_name() == "sqlite":
+        shutil.copyfile(templates("sqlite"), url.database)
+        return True
+    sql = templates("postgresql")
+    if sql is None:
+        return False
+    schema = url.query["options"].removeprefix("-csearch_path=")
+    base = db.make_engine(url.set(query={}).render_as_string(hide_password=False))
+    try:
+        with base.begin() as conn:
+            conn.exec_driver_sql(sql.replace(TEMPLATE_SCHEMA, schema))
+    finally:
+        base.dispose()
+    return True
+
+
+@pytest.fixture
+def engine(db_url, migrated_templates):
+    """An engine on a fresh, migrated database (a copy of the template)."""
+    copied = copy_template(migrated_templates, db_url)
+    eng = db.make_engine(db_url)
+    if not copied:
+        db.upgrade(eng)
     yield eng
     eng.dispose()
 

@@ -42,6 +42,18 @@ def _postgres_url() -> str:
     return POSTGRES_URL
 
 
+def schema_url(base: str, schema: str) -> str:
+    """``base`` with every connection in ``schema`` (its search path), named
+    after it (its application name)."""
+    sep = "&" if "?" in base else "?"
+    return f"{base}{sep}options=-csearch_path%3D{schema}&application_name={schema}"
+
+
+def schema_of(url: str) -> str:
+    """The schema a :func:`schema_url` URL connects to."""
+    return sa.make_url(url).query["options"].removeprefix("-csearch_path=")
+
+
 @pytest.fixture(params=BACKENDS)
 def db_url(request, tmp_path):
     """A URL of an empty database: a SQLite file, or a fresh PostgreSQL schema."""
@@ -53,12 +65,11 @@ def db_url(request, tmp_path):
     admin = db.make_engine(base)
     with admin.begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    sep = "&" if "?" in base else "?"
     try:
         # Every connection to the schema carries its name, so that what a test
         # left running (a background refresh, a server's child) can be ended:
         # one still reading the schema made DROP SCHEMA deadlock with it.
-        yield f"{base}{sep}options=-csearch_path%3D{schema}&application_name={schema}"
+        yield schema_url(base, schema)
     finally:
         with admin.begin() as conn:
             conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
@@ -131,7 +142,7 @@ def _postgres_template() -> str | None:
     with admin.begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     try:
-        eng = db.make_engine(f"{base}{'&' if '?' in base else '?'}options=-csearch_path%3D{schema}")
+        eng = db.make_engine(schema_url(base, schema))
         db.upgrade(eng)
         eng.dispose()
         dump = subprocess.run(["pg_dump", "--no-owner", "--no-privileges", "--inserts",
@@ -158,7 +169,7 @@ def copy_template(templates, db_url: str) -> bool:
     sql = templates("postgresql")
     if sql is None:
         return False
-    schema = url.query["options"].removeprefix("-csearch_path=")
+    schema = schema_of(db_url)
     base = db.make_engine(url.set(query={}).render_as_string(hide_password=False))
     try:
         with base.begin() as conn:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from clinieval.storage import db
-from tests.conftest import copy_template
+from tests.conftest import copy_template, schema_of, schema_url
 
 
 def _sqlite_shape(conn) -> list:
@@ -70,15 +70,14 @@ def test_a_copied_template_is_the_migrated_database(db_url, migrated_templates, 
             migrated.dispose()
         else:
             other = "m_" + url.query["application_name"]
-            base = db.make_engine(url.set(query={}).render_as_string(hide_password=False))
+            plain = url.set(query={}).render_as_string(hide_password=False)
+            base = db.make_engine(plain)
             with base.begin() as conn:
                 conn.execute(sa.text(f'CREATE SCHEMA "{other}"'))
-            migrated = db.make_engine(url.update_query_dict(
-                {"options": f"-csearch_path={other}", "application_name": other}
-            ).render_as_string(hide_password=False))
+            migrated = db.make_engine(schema_url(plain, other))
             try:
                 db.upgrade(migrated)
-                schema = url.query["options"].removeprefix("-csearch_path=")
+                schema = schema_of(db_url)
                 with base.connect() as conn:
                     ours = _postgres_shape(conn, schema)
                     assert ours == _postgres_shape(conn, other) and len(ours) > 100

@@ -17,8 +17,10 @@ $(UV):
 	$(PYTHON) -m venv $(UV_HOME)
 	$(UV_HOME)/bin/pip install --quiet uv==$(UV_VERSION)
 
-# --locked: refuse to run when pyproject.toml and uv.lock disagree.
+# --locked: refuse to run when pyproject.toml and uv.lock disagree. confseq
+# (test extra) builds from source against Boost's headers: setup-boost.sh.
 $(STAMP): pyproject.toml uv.lock | $(UV)
+	bash .ci/setup-boost.sh
 	$(UV) sync --quiet --locked --all-extras --compile-bytecode --python $(PYTHON)
 	touch $@
 

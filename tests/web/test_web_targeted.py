@@ -8,6 +8,7 @@ answer's target by the study's step, capped."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -188,3 +189,82 @@ def test_the_recorded_probabilities_reach_the_export_and_the_audit_weights_them(
     assert ((frame["lower"] <= frame["weighted"]) & (frame["weighted"] <= frame["upper"])).all()
     skipped = targeted_weights.section(Context(even, AuditSettings()))
     assert "weighted" not in skipped.tables
+
+
+# --- switching targeted on from the web: the first pass off the request path ----------
+
+def _keyed(engine) -> int:
+    ap = platform_tables.answer_priorities
+    with engine.connect() as conn:
+        return conn.execute(sa.select(sa.func.count()).where(
+            ap.c.study_id == "x", ap.c.pick_key.is_not(None))).scalar_one()
+
+
+def _switch_on(app, engine, route: str):
+    from clinieval.platform import membership
+    from clinieval.web.testing import csrf_of
+    from tests.web.test_web_admin import client, signed_in
+
+    admin, uid = signed_in(app, engine, "x", "admin")
+    if route == "api":
+        api = client(app, membership.create_token(engine, uid, "x", "admin", "t"))
+        return api.post("/api/studies/x/assignment", json={"assignment": "targeted"})
+    form = {"csrf": csrf_of(admin.get("/s/x/admin/content").text), "assignment": "targeted"}
+    return admin.post("/s/x/admin/assignment", data=form)
+
+
+@pytest.mark.parametrize("route", ["api", "form"])
+def test_switching_targeted_on_returns_before_the_first_pass(app, engine, monkeypatch, route):
+    """The admin's request does not run the pass (here one that would take
+    30 s if it ran in the request's process); the background process writes
+    the first priorities after the answer has come back."""
+    from clinieval.platform import targeting
+
+    def slow(*args, **kwargs):
+        time.sleep(30)
+        raise AssertionError("the priorities pass ran in the admin's request")
+
+    monkeypatch.setattr(targeting, "refresh_priorities", slow)
+    start = time.monotonic()
+    r = _switch_on(app, engine, route)
+    took = time.monotonic() - start
+    assert r.status_code == 200, r.text[-2000:]
+    assert took < 10, took
+    deadline = time.monotonic() + 120
+    state = targeting._passes[(str(engine.url), "x")]
+    while (state.busy or not _keyed(engine)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not state.busy and _keyed(engine) == len(clear_answers(engine, "x"))
+
+
+def test_until_the_first_pass_requests_spread_evenly_recording_their_chance(
+        app, engine, monkeypatch):
+    """Switched on again after an even period, the earlier period's keys are
+    dropped (their escalations kept); until the background pass writes new
+    ones a request gets a task by even spreading and records one over its
+    specialty's answers with room."""
+    from clinieval.platform import targeting
+
+    set_assignment(engine, None, "x", assignment="targeted")  # a pass: keys written
+    assert _keyed(engine) > 0
+    set_assignment(engine, None, "x", assignment="even")
+    scheduled = []
+    monkeypatch.setattr(targeting, "schedule_refresh", lambda e, cfg: scheduled.append(cfg))
+    cfg = set_assignment(engine, None, "x", assignment="targeted", background=True)
+    assert cfg.targeted and [c.study_id for c in scheduled] == ["x"]
+    assert _keyed(engine) == 0
+    with engine.connect() as conn:
+        assert not conn.execute(sa.select(platform_tables.assignment_offers).where(
+            platform_tables.assignment_offers.c.study_id == "x")).all()
+    url = _next(member(app, engine, "x", "clinician"))
+    assert "/t/" in url
+    al, lease = platform_tables.answer_load, LEASES
+    with engine.connect() as conn:
+        probability, specialty = conn.execute(
+            sa.select(lease.c.probability, al.c.specialty)
+            .join(al, sa.and_(al.c.answer_id == lease.c.answer_id,
+                              al.c.study_id == lease.c.study_id))
+            .where(lease.c.token == url.rsplit("/", 1)[1])).one()
+        same = set(conn.execute(sa.select(al.c.answer_id).where(
+            al.c.study_id == "x", al.c.specialty == specialty)).scalars())
+    assert probability == pytest.approx(1 / len(same & clear_answers(engine, "x")))

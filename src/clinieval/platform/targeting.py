@@ -8,7 +8,13 @@ probability it has of being the next pick among its specialty's answers
 with room, and a ``pick_key`` drawn as ``Exp(1) / share``; the request path
 walks the keys in index order (:mod:`clinieval.platform.assignment`), so
 the first answer with room is a weighted random draw, never an argmax, and
-its lease records its share.
+its lease records its share. Each pass draws new keys, but between passes
+requests walk the same ones: the recorded share is the answer's chance of
+coming first among the specialty's answers with room when the pass ran, and
+understates a later request's chance by the share of those still eligible
+for it (filled since, or the clinician's own, drop out; with memoryless keys
+the rest race again in proportion to their shares), while requests of one
+pass are not independent draws.
 
 The shares (:func:`answer_shares`, pure):
 
@@ -439,33 +445,64 @@ _ESCALATE = {d: _escalate_statement(d) for d in ("sqlite", "postgresql")}
 
 def set_assignment(engine: sa.Engine, user_id: str | None, study_id: str, *,
                    assignment: str | None = None, monitor_share: float | None = None,
-                   escalation_step: int | None = None, escalation_cap: int | None = None
-                   ) -> StudyConfig:
+                   escalation_step: int | None = None, escalation_cap: int | None = None,
+                   background: bool = False) -> StudyConfig:
     """Change how the study assigns (only the settings given), checked first
     (an :class:`~clinieval.errors.InputError` naming the field, nothing
-    written), logged; switching targeted on writes the first priorities."""
+    written), logged. In a targeted study the priorities are then refreshed:
+    here, or with ``background`` in the live view's background process
+    (:func:`schedule_refresh`; seconds of CPU at paper scale, which an
+    admin's request should not wait for). Switching targeted on drops the
+    keys and offers an earlier targeted period left, so until the first pass
+    writes, requests spread evenly, recording one over the answers with room
+    (:func:`clinieval.platform.assignment._even_probability`)."""
     from clinieval.errors import InputError
-    from clinieval.platform.config import ASSIGNMENTS, study_config
+    from clinieval.platform.config import study_config
     from clinieval.platform.events import record
 
-    checks = {"assignment": (assignment, lambda v: v in ASSIGNMENTS, " | ".join(ASSIGNMENTS)),
-              "monitor_share": (monitor_share, lambda v: 0 <= v < 1, "0 <= share < 1"),
-              "escalation_step": (escalation_step, lambda v: 0 <= v <= 20, "0..20"),
-              "escalation_cap": (escalation_cap, lambda v: 0 <= v <= 50, "0..50")}
-    values = {k: v for k, (v, _, _) in checks.items() if v is not None}
-    for name, value in values.items():
-        if not checks[name][1](value):
-            raise InputError("study assignment", "out of range", field=name,
-                             expected=checks[name][2], got=str(value))
+    values = check_assignment(assignment=assignment, monitor_share=monitor_share,
+                              escalation_step=escalation_step, escalation_cap=escalation_cap)
     settings = platform_tables.study_settings
     with db.writing(engine) as conn:
-        if study_config(conn, study_id) is None:
+        before = study_config(conn, study_id)
+        if before is None:
             raise InputError("study assignment", "no such study", field="study_id", got=study_id)
         conn.execute(settings.update().where(settings.c.study_id == study_id).values(**values))
         record(conn, "assignment_set", user_id=user_id, study_id=study_id, detail=values)
         cfg = study_config(conn, study_id)
-    if cfg.targeted:
+        if cfg.targeted and not before.targeted:
+            _drop_keys(conn, study_id)
+    if cfg.targeted and background:
+        schedule_refresh(engine, cfg)
+    elif cfg.targeted:
         import secrets
 
         refresh_priorities(engine, cfg, np.random.default_rng(secrets.randbits(64)))
     return cfg
+
+
+def check_assignment(**given: object) -> dict:
+    """The assignment settings given (None: not given), each checked: an
+    :class:`~clinieval.errors.InputError` naming the first out of range."""
+    from clinieval.errors import InputError
+    from clinieval.platform.config import ASSIGNMENTS
+
+    checks = {"assignment": (lambda v: v in ASSIGNMENTS, " | ".join(ASSIGNMENTS)),
+              "monitor_share": (lambda v: 0 <= v < 1, "0 <= share < 1"),
+              "escalation_step": (lambda v: 0 <= v <= 20, "0..20"),
+              "escalation_cap": (lambda v: 0 <= v <= 50, "0..50")}
+    values = {k: v for k, v in given.items() if v is not None}
+    for name, value in values.items():
+        if not checks[name][0](value):
+            raise InputError("study assignment", "out of range", field=name,
+                             expected=checks[name][1], got=str(value))
+    return values
+
+
+def _drop_keys(conn: sa.Connection, study_id: str) -> None:
+    """Forget the pick keys and offers of an earlier targeted period (the
+    escalations in ``extra`` stay): drawn for a state long gone, they would
+    be walked, and their shares recorded, until the first pass replaced them."""
+    conn.execute(_AO.delete().where(_AO.c.study_id == study_id))
+    conn.execute(_AP.update().where(_AP.c.study_id == study_id, _AP.c.pick_key.is_not(None))
+                 .values(share=None, pick_key=None))

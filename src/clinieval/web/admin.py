@@ -189,9 +189,9 @@ async def set_assignment(ctx: Admin) -> Response:
     try:
         given = _assignment_form(fields)
         cfg = ctx.study
-        if given:  # in a thread: switching targeted on computes the first priorities
+        if given:  # the priorities pass runs in the background, not in this request
             cfg = await asyncio.to_thread(lambda: targeting.set_assignment(
-                ctx.engine, ctx.user.user_id, ctx.study.study_id, **given))
+                ctx.engine, ctx.user.user_id, ctx.study.study_id, **given, background=True))
     except InputError as err:
         if wants_json(ctx.request):
             raise

@@ -279,10 +279,9 @@ async def set_assignment(ctx: Admin, body: Assignment) -> dict:
     if not given:
         raise InputError("study assignment", "give at least one setting to change",
                          field="assignment", expected=", ".join(Assignment.model_fields))
-    # In a thread: switching targeted on computes the first priorities (seconds of CPU
-    # in a large study).
+    # The priorities pass (seconds of CPU in a large study) runs in the background.
     cfg = await asyncio.to_thread(lambda: targeting.set_assignment(
-        ctx.engine, ctx.user_id, ctx.study.study_id, **given))
+        ctx.engine, ctx.user_id, ctx.study.study_id, **given, background=True))
     return cfg.assignment_settings()
 
 

@@ -282,3 +282,67 @@ def test_the_readmes_api_example_runs_against_the_server(db_url, tmp_path, monke
                             str(tmp_path / "report")])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "report" / "report.html").exists()
+
+
+def _study_rows(engine, study: str) -> dict[str, int]:
+    from clinieval.storage.schema import snapshot as snapshot_tables
+
+    tables = {"studies": snapshot_tables.studies, "cases": snapshot_tables.cases,
+              "study_settings": platform_tables.study_settings,
+              "answer_screens": platform_tables.answer_screens}
+    with engine.connect() as conn:
+        return {name: conn.execute(sa.select(sa.func.count()).select_from(t).where(
+            t.c.study_id == study)).scalar_one() for name, t in tables.items()}
+
+
+def test_study_create_takes_the_assignment_options(db_url, tmp_path):
+    """The options of `study assignment`: stored with the study; created
+    targeted, every clear answer has its first pick key when the command ends."""
+    from clinieval.platform.config import study_config
+
+    source = tmp_path / "source"
+    write_bundle(blinding_source(), source)
+    r = runner.invoke(app, ["study", "create", "t1", "--source", str(source),
+                            "--specialties", "Pathology", "--assignment", "targeted",
+                            "--monitor-share", "0.25", "--escalation-step", "1",
+                            "--escalation-cap", "3",
+                            "--database-url", db_url])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["study", "create", "e1", "--source", str(source),
+                            "--specialties", "Pulmonology", "--database-url", db_url])
+    assert r.exit_code == 0, r.output
+    engine = db.make_engine(db_url)
+    ap, screens = platform_tables.answer_priorities, platform_tables.answer_screens
+    with engine.connect() as conn:
+        assert study_config(conn, "t1").assignment_settings() == {
+            "assignment": "targeted", "monitor_share": 0.25, "escalation_step": 1,
+            "escalation_cap": 3}
+        assert study_config(conn, "e1").assignment_settings() == {
+            "assignment": "even", "monitor_share": 0.1, "escalation_step": 2,
+            "escalation_cap": 4}
+        keyed = {s: conn.execute(sa.select(sa.func.count()).where(
+            ap.c.study_id == s, ap.c.pick_key.is_not(None))).scalar_one() for s in ("t1", "e1")}
+        clear = conn.execute(sa.select(sa.func.count()).where(
+            screens.c.study_id == "t1", screens.c.status == "clear")).scalar_one()
+    assert keyed == {"t1": clear, "e1": 0} and clear > 0
+    engine.dispose()
+
+
+@pytest.mark.parametrize(("option", "value", "field"), [
+    ("--assignment", "random", "assignment"), ("--monitor-share", "1", "monitor_share"),
+    ("--monitor-share", "nan", "monitor_share"), ("--escalation-step", "21", "escalation_step"),
+    ("--escalation-cap", "-1", "escalation_cap")])
+def test_a_bad_assignment_option_names_it_and_creates_nothing(db_url, tmp_path, option, value,
+                                                              field):
+    source = tmp_path / "source"
+    write_bundle(blinding_source(), source)
+    assert runner.invoke(app, ["study", "create", "s0", "--source", str(source),
+                               "--database-url", db_url]).exit_code == 0
+    r = runner.invoke(app, ["study", "create", "s1", "--source", str(source),
+                            "--assignment", "targeted", option, value, "--database-url", db_url])
+    assert r.exit_code == 2, r.output
+    assert f"study create, field '{field}'" in r.output and "Traceback" not in r.output
+    engine = db.make_engine(db_url)
+    assert set(_study_rows(engine, "s1").values()) == {0}
+    assert set(_study_rows(engine, "s0").values()) != {0}
+    engine.dispose()

@@ -24,6 +24,18 @@ from clinieval.cli.common import (
 study_app = typer.Typer(no_args_is_help=True, help="Studies on the clinician platform.")
 
 BaseUrl = Annotated[str, typer.Option(help="Public address of the platform, for printed links.")]
+# How a study assigns: `study create` and `study assignment` take the same options
+# (None: not given), checked by platform.config.check_assignment.
+AssignmentMode = Annotated[str | None, typer.Option(
+    "--assignment", help="even (the fewest raters first) or targeted (where a decision is"
+                         " still open, randomised with recorded probabilities).")]
+MonitorShare = Annotated[float | None, typer.Option(
+    help="Share of a specialty's picks kept on settled cells, 0 <= share < 1.")]
+EscalationStep = Annotated[int | None, typer.Option(
+    help="Raters added to an answer per clinician who scores a safety-critical"
+         " criterion <= -1, 0..20.")]
+EscalationCap = Annotated[int | None, typer.Option(
+    help="The most raters escalation adds to one answer, 0..50.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -98,14 +110,21 @@ def study_create(
         help="Decision gates file (TOML [[gates]] tables or a JSON list) of criterion (or"
              " dangerous), threshold 0..1, scope model|model_specialty, alpha (default: each"
              " safety-critical criterion at 0.10 per model x specialty, alpha 0.05).")] = None,
+    assignment: AssignmentMode = None,
+    monitor_share: MonitorShare = None,
+    escalation_step: EscalationStep = None,
+    escalation_cap: EscalationCap = None,
 ) -> None:
     """Create a study from a source's cases and answers; the leak guard screens every answer.
+    The assignment options are `study assignment`'s (default: even, 0.1, 2, 4); a
+    targeted study gets its first priorities before the command ends.
 
     Example: `clinieval study create cardio --source demo --specialties "Cardiology ECG"`
     """
-    from clinieval.platform.config import read_gates_file
+    from clinieval.platform.config import read_gates_file, study_config
     from clinieval.platform.demo import demo_source
     from clinieval.platform.studies import StudyPlan, create_study
+    from clinieval.platform.targeting import refresh_now
     from clinieval.rubric import load_rubric
     from clinieval.sources import read_source
 
@@ -113,10 +132,18 @@ def study_create(
     plan = StudyPlan(study_id, name or study_id, load_rubric(rubric), overlap_target=overlap,
                      pairwise_share=pairwise_share, lease_minutes=lease_minutes,
                      specialties=offered, max_cases=max_cases,
-                     gates=None if gates is None else read_gates_file(gates))
+                     gates=None if gates is None else read_gates_file(gates),
+                     assignment={"assignment": assignment, "monitor_share": monitor_share,
+                                 "escalation_step": escalation_step,
+                                 "escalation_cap": escalation_cap})
+    plan.check()  # before the source is read: a bad option costs nothing
     demo = str(source) == "demo" and not source.exists()
-    counts = create_study(open_engine(database_url), plan,
-                          demo_source(study_id) if demo else read_source(source)[0])
+    engine = open_engine(database_url)
+    counts = create_study(engine, plan, demo_source(study_id) if demo else read_source(source)[0])
+    with engine.connect() as conn:
+        cfg = study_config(conn, study_id)
+    if cfg.targeted:
+        refresh_now(engine, cfg)
     print_counts(counts, f"study {study_id}")
 
 
@@ -166,16 +193,10 @@ def study_rubric(
 @handle_errors
 def study_assignment(
     study_id: Annotated[str, typer.Argument(help="Study id.")],
-    assignment: Annotated[str | None, typer.Option(
-        help="even (the fewest raters first) or targeted (where a decision is still open,"
-             " randomised with recorded probabilities).")] = None,
-    monitor_share: Annotated[float | None, typer.Option(
-        help="Share of a specialty's picks kept on settled cells, 0 <= share < 1.")] = None,
-    escalation_step: Annotated[int | None, typer.Option(
-        help="Raters added to an answer per clinician who scores a safety-critical"
-             " criterion <= -1, 0..20.")] = None,
-    escalation_cap: Annotated[int | None, typer.Option(
-        help="The most raters escalation adds to one answer, 0..50.")] = None,
+    assignment: AssignmentMode = None,
+    monitor_share: MonitorShare = None,
+    escalation_step: EscalationStep = None,
+    escalation_cap: EscalationCap = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Change how the study assigns its next tasks (only the settings given;

@@ -34,6 +34,27 @@ DEFAULT_ESCALATION_STEP = 2
 DEFAULT_ESCALATION_CAP = 4
 
 
+def check_assignment(where: str = "study assignment", **given: object) -> dict:
+    """The assignment settings given (None: not given), each checked: an
+    :class:`~clinieval.errors.InputError` naming the first that is unknown or
+    out of range. The one check of these settings, for changing a study's
+    (:func:`~clinieval.platform.targeting.set_assignment`) and for creating
+    one with them (``clinieval study create``)."""
+    checks = {"assignment": (lambda v: v in ASSIGNMENTS, " | ".join(ASSIGNMENTS)),
+              "monitor_share": (lambda v: 0 <= v < 1, "0 <= share < 1"),
+              "escalation_step": (lambda v: 0 <= v <= 20, "0..20"),
+              "escalation_cap": (lambda v: 0 <= v <= 50, "0..50")}
+    values = {k: v for k, v in given.items() if v is not None}
+    for name, value in values.items():
+        if name not in checks:
+            raise InputError(where, "not an assignment setting", field=name,
+                             expected=", ".join(checks))
+        if not checks[name][0](value):
+            raise InputError(where, "out of range", field=name, expected=checks[name][1],
+                             got=str(value))
+    return values
+
+
 class Gate(BaseModel):
     """A decision: the cell's Fail % (answers failing ``criterion`` by the
     response rule, or dangerous answers) is at most ``threshold``, judged per

@@ -25,7 +25,14 @@ from clinieval.contract import tabular
 from clinieval.contract.validate import check_no_nul, has_nul
 from clinieval.errors import InputError
 from clinieval.io.importer import import_into
-from clinieval.platform.config import Gate, default_gates, gates_json, parse_gates, study_config
+from clinieval.platform.config import (
+    Gate,
+    check_assignment,
+    default_gates,
+    gates_json,
+    parse_gates,
+    study_config,
+)
 from clinieval.platform.events import now, record
 from clinieval.platform.leakguard import LeakGuard
 from clinieval.platform.uploads import Upload, read_rubric, read_upload
@@ -61,6 +68,10 @@ class StudyPlan:
     gates: object = None
     """The study's gates as given (JSON text or a list of mappings); None: the
     defaults (:func:`~clinieval.platform.config.default_gates`), [] none."""
+    assignment: dict = field(default_factory=dict)
+    """How it assigns, by :func:`~clinieval.platform.targeting.set_assignment`'s
+    names (``assignment``, ``monitor_share``, ``escalation_step``,
+    ``escalation_cap``; one missing or None: the default), checked as there."""
 
     def study_gates(self) -> tuple[Gate, ...]:
         """The gates checked against the rubric's criteria (an InputError
@@ -106,6 +117,7 @@ class StudyPlan:
             if has_nul(value):
                 raise InputError("study create", "contains a NUL character", field=name)
         self.study_gates()
+        check_assignment("study create", **self.assignment)
 
 
 MAX_OVERLAP = 1000
@@ -169,6 +181,7 @@ def _create(conn: sa.Connection, plan: StudyPlan, snap: Snapshot,
             criteria=json.dumps([c.criterion_id for c in plan.rubric.criteria]),
             consent_text=plan.consent_text,
             gates=gates_json(plan.study_gates()),
+            **check_assignment("study create", **plan.assignment),
         )
     )
     conn.execute(platform_tables.answer_screens.insert(), screens)

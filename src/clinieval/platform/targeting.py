@@ -457,7 +457,7 @@ def set_assignment(engine: sa.Engine, user_id: str | None, study_id: str, *,
     writes, requests spread evenly, recording one over the answers with room
     (:func:`clinieval.platform.assignment._even_probability`)."""
     from clinieval.errors import InputError
-    from clinieval.platform.config import study_config
+    from clinieval.platform.config import check_assignment, study_config
     from clinieval.platform.events import record
 
     values = check_assignment(assignment=assignment, monitor_share=monitor_share,
@@ -475,28 +475,17 @@ def set_assignment(engine: sa.Engine, user_id: str | None, study_id: str, *,
     if cfg.targeted and background:
         schedule_refresh(engine, cfg)
     elif cfg.targeted:
-        import secrets
-
-        refresh_priorities(engine, cfg, np.random.default_rng(secrets.randbits(64)))
+        refresh_now(engine, cfg)
     return cfg
 
 
-def check_assignment(**given: object) -> dict:
-    """The assignment settings given (None: not given), each checked: an
-    :class:`~clinieval.errors.InputError` naming the first out of range."""
-    from clinieval.errors import InputError
-    from clinieval.platform.config import ASSIGNMENTS
+def refresh_now(engine: sa.Engine, cfg: StudyConfig) -> int:
+    """:func:`refresh_priorities` here and now, with fresh randomness (a
+    command's first priorities: it is not a request, and its process would
+    end before a background pass)."""
+    import secrets
 
-    checks = {"assignment": (lambda v: v in ASSIGNMENTS, " | ".join(ASSIGNMENTS)),
-              "monitor_share": (lambda v: 0 <= v < 1, "0 <= share < 1"),
-              "escalation_step": (lambda v: 0 <= v <= 20, "0..20"),
-              "escalation_cap": (lambda v: 0 <= v <= 50, "0..50")}
-    values = {k: v for k, v in given.items() if v is not None}
-    for name, value in values.items():
-        if not checks[name][0](value):
-            raise InputError("study assignment", "out of range", field=name,
-                             expected=checks[name][1], got=str(value))
-    return values
+    return refresh_priorities(engine, cfg, np.random.default_rng(secrets.randbits(64)))
 
 
 def _drop_keys(conn: sa.Connection, study_id: str) -> None:

@@ -79,13 +79,18 @@ class ConfidenceSequence(NamedTuple):
 
 
 class _Process(NamedTuple):
-    """One capital process: data, bets, sign (+1 for K+, -1 for K-) and the
-    log of the capital at which it excludes a candidate mean."""
+    """One capital process: data, bets, sign (+1 for K+, -1 for K-), the
+    log of the capital at which it excludes a candidate mean, and a shift
+    of the candidates (per observation) the capital is computed at: the
+    process for candidate ``m`` is :func:`log_capital` at ``m + offset``
+    (0 for a plain stream; the prediction-powered sequences move each
+    step's truncation with it, :mod:`clinieval.stats.pp_sequences`)."""
 
     x: np.ndarray
     bets: np.ndarray
     sign: int
     log_threshold: float
+    offset: np.ndarray | float = 0.0
 
 
 # --- bets --------------------------------------------------------------------
@@ -151,7 +156,7 @@ def _grid_bounds(processes, breaks: int, running_intersection: bool) -> Confiden
         m = grid[start : start + chunk].reshape((-1,) + (1,) * len(shape))
         kept = np.ones((m.shape[0],) + shape, dtype=bool)
         for p in processes:
-            kept &= log_capital(p.x, p.bets, m, p.sign) <= p.log_threshold
+            kept &= log_capital(p.x, p.bets, m + p.offset, p.sign) <= p.log_threshold
         any_kept = kept.any(axis=0)
         first = np.where((first == grid.size) & any_kept, start + kept.argmax(axis=0), first)
         last = np.where(any_kept, start + m.shape[0] - 1 - kept[::-1].argmax(axis=0), last)

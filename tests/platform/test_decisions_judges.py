@@ -138,3 +138,17 @@ def test_a_study_without_judgments_decides_as_before():
         cs = betting_cs(stream.x, 0.025)
         margin = rater_margin(stream.position, stream.rater, stream.x, 0.025)[-1]
         assert row["upper"] == pytest.approx(min(1, cs.upper[-1] + margin))
+
+
+def test_the_audit_section_says_which_cells_the_judge_powered():
+    from clinieval.audit.sections import decisions as section
+
+    snap, ctx, _, judge, rows = _study()
+    ctx = Context(ctx.data, AuditSettings(gates="default"))
+    result = section.section(ctx)
+    table = result.tables["decisions"]
+    powered = int(table["judge_lambda"].notna().sum())
+    assert powered == sum(r["judge_lambda"] is not None and r["scope"] == "model_specialty"
+                          for r in rows)
+    assert result.values["methods"][f"judge-powered: {judge.label} (licensed)"] == powered
+    assert f"In {powered} of {len(table)} cells the study's judge is licensed" in result.summary

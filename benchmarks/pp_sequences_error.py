@@ -30,7 +30,7 @@ clinician answers to settle (mean with unsettled studies counted at
 ``--max-answers``, and the median), with the answer-level correlation
 ``rho`` of each judge's ``f`` with the value.
 
-    python benchmarks/pp_sequences_error.py [--studies 200] [--rule mean]
+    python benchmarks/pp_sequences_error.py [--studies 200] [--rule mean] [--rates 0.1 0.11]
         [--answer-sd 1.2 --rater-sd 0.3 --noise-sd 0.5 --per-answer 5 --raters 200]
 """
 
@@ -184,14 +184,16 @@ def main() -> None:
                             default=getattr(defaults, field))
     parser.add_argument("--rule", choices=("mean", "any"), default=defaults.rule)
     parser.add_argument("--seed", type=int, default=33)
+    parser.add_argument("--rates", type=float, nargs="+", default=list(RATES))
     args = parser.parse_args()
     design = Design(args.answer_sd, args.rater_sd, args.noise_sd, args.per_answer, args.raters,
                     args.rule, args.judged, args.max_answers)
     start = time.perf_counter()
-    out = simulate(design, args.studies, np.random.default_rng(args.seed))
+    rates = tuple(args.rates)
+    out = simulate(design, args.studies, np.random.default_rng(args.seed), rates=rates)
     print(f"{args.studies} studies; {design}; gate {GATE:.0%}, alpha {ALPHA}, seed {args.seed};"
           " looks after every answer")
-    print("\n".join(table(out, args.studies)))
+    print("\n".join(table(out, args.studies, rates)))
     print(f"({time.perf_counter() - start:.0f} s)")
 
 

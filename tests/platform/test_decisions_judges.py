@@ -152,3 +152,20 @@ def test_the_audit_section_says_which_cells_the_judge_powered():
                           for r in rows)
     assert result.values["methods"][f"judge-powered: {judge.label} (licensed)"] == powered
     assert f"In {powered} of {len(table)} cells the study's judge is licensed" in result.summary
+
+
+def test_a_targeted_study_uses_the_licensed_judge_as_an_even_one_does():
+    """Targeted assignment spreads each pick evenly within a cell, so its
+    rated answers are a uniform sample of the cell and the judge powers the
+    same cells (on the same ratings, the same rows) as in an even study."""
+    from clinieval.snapshot import Snapshot
+
+    snap, _, gates, judge, rows = _study()
+    rated = sorted(set(snap["ratings"].column("answer_id").to_pylist()))
+    targeted = Snapshot.from_tables(dict(snap.tables), snap.meta | {
+        "assignment": {"mode": "targeted", "probability": {a: 0.01 for a in rated}}})
+    ctx = Context(from_snapshot(targeted), AuditSettings())
+    assert ctx.data.assignment == "targeted"
+    again = decision_judge(ctx)
+    assert again is not None and not again.why_not and again.licensed == judge.licensed
+    assert decisions.decision_rows(ctx, gates, certify=False, judge=again) == rows

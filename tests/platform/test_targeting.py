@@ -60,13 +60,14 @@ def test_shares_spread_cells_over_their_answers_and_keep_the_monitoring_share():
     assert share[10] == pytest.approx(0.9 * FRESH_WEIGHT / total)
 
 
-def test_everything_settled_offers_the_monitoring_share_and_the_judge_tilts_in_a_cell():
+def test_everything_settled_offers_the_monitoring_share_and_a_cell_spreads_evenly():
     cells = [[("s",)]] * 4
     # all settled: a clinician gets a task with probability 0.1, spread evenly
     assert np.allclose(answer_shares(cells, np.ones(4, bool), {("s",): None}, 0.1), 0.025)
-    share = answer_shares([[("a",)]] * 2, np.ones(2, bool), {("a",): 0.5}, 0.1,
-                          uncertainty=np.array([1.0, 0.0]))
-    assert share == pytest.approx([2 / 3, 1 / 3])  # tilt 1 + u: 2 against 1
+    # within an open cell every answer with room has the same share, so the
+    # cell's rated answers are a uniform sample of it (the sequences need it)
+    share = answer_shares([[("a",)]] * 3, np.array([True, False, True]), {("a",): 0.5}, 0.1)
+    assert share == pytest.approx([0.5, 0.0, 0.5])
 
 
 def test_an_answer_belongs_to_its_heaviest_open_cell():

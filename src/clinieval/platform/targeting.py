@@ -22,11 +22,18 @@ The shares (:func:`answer_shares`, pure):
   its sequence, relative to how far the sequence still has to move before
   it clears the threshold (:func:`cell_weight`); a cell with no rated
   answer yet counts as the most urgent (weight 1);
-- a cell's weight is spread over its answers with room (the cell, not its
-  size, is what the weight is about), tilted with judge predictions
-  towards answers the judge is least certain about or where it holds no
-  licence (``1 + u``, ``u`` in ``[0, 1]``; active inference: Zrnic &
-  Candes, 2024, arXiv:2403.03208);
+- a cell's weight is spread evenly over its answers with room (the cell,
+  not its size, is what the weight is about). Evenly, not tilted towards
+  answers a judge is unsure of (active inference: Zrnic & Candes, 2024,
+  arXiv:2403.03208): the decisions read each cell's rated answers as a
+  uniform sample of it, unweighted (the clinicians' betting sequence, and
+  the prediction-powered one where a licensed judge scored every answer),
+  and a tilt would make both overstate the rate of the answers they
+  favour; within a cell the order of the picks then does not depend on any
+  value, so both sequences stay exact under targeting. The judge helps
+  where it is licensed through the prediction-powered sequence instead (a
+  licensed cell settles on fewer ratings, and the weights move the
+  clinicians to the cells still open);
 - settled cells keep ``monitor_share`` of each specialty's picks (drift and
   rater calibration stay visible), spread evenly over their answers; where
   every cell of a specialty is settled, a clinician of it is offered a task
@@ -55,7 +62,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import sqlalchemy as sa
 
-from clinieval.platform.config import DANGEROUS, StudyConfig
+from clinieval.platform.config import StudyConfig
 from clinieval.storage import db
 from clinieval.storage.prepared import Prepared, run
 from clinieval.storage.schema import platform as platform_tables
@@ -90,7 +97,7 @@ def cell_weight(lower: float, upper: float, estimate: float, threshold: float, n
 
 
 def answer_shares(cell_of: list[tuple], room: np.ndarray, weights: Mapping[tuple, float | None],
-                  monitor_share: float, uncertainty: np.ndarray | None = None) -> np.ndarray:
+                  monitor_share: float) -> np.ndarray:
     """Each answer's probability of being the next pick for a clinician of one
     specialty (0 without room); they sum to 1 when a cell is open, else to
     ``monitor_share`` (the rest: no task is offered).
@@ -98,11 +105,10 @@ def answer_shares(cell_of: list[tuple], room: np.ndarray, weights: Mapping[tuple
     ``cell_of[i]`` is answer ``i``'s cells (one per gate); ``weights[cell]``
     is an open cell's weight, None for a settled one, a missing cell is
     fresh (:data:`FRESH_WEIGHT`). An answer belongs to its heaviest open
-    cell; settled in every gate, to the monitoring pool. ``uncertainty``
-    (``u`` in ``[0, 1]``) tilts answers within a cell by ``1 + u``."""
+    cell; settled in every gate, to the monitoring pool. Within its home an
+    open answer's share is its home's over the home's answers with room."""
     n = len(cell_of)
     room = np.asarray(room, dtype=bool)
-    tilt = np.ones(n) if uncertainty is None else 1.0 + np.clip(uncertainty, 0.0, 1.0)
     home: list[tuple | None] = []
     score = np.zeros(n)
     for i, cells in enumerate(cell_of):
@@ -117,11 +123,11 @@ def answer_shares(cell_of: list[tuple], room: np.ndarray, weights: Mapping[tuple
     open_ = room & (score > 0)
     settled = room & (score == 0)
     if open_.any():
-        totals: dict[tuple, float] = {}
+        totals: dict[tuple, int] = {}
         for i in np.flatnonzero(open_):
-            totals[home[i]] = totals.get(home[i], 0.0) + tilt[i]
+            totals[home[i]] = totals.get(home[i], 0) + 1
         for i in np.flatnonzero(open_):
-            share[i] = score[i] * tilt[i] / totals[home[i]]
+            share[i] = score[i] / totals[home[i]]
         share[open_] *= (1 - monitor_share if settled.any() else 1.0) / share[open_].sum()
     if settled.any():
         share[settled] = monitor_share / settled.sum()
@@ -157,23 +163,19 @@ def answer_cells(cfg: StudyConfig, model: str, specialty: str) -> list[tuple]:
 
 # --- the background pass ----------------------------------------------------------------
 
-def refresh_priorities(engine: sa.Engine, cfg: StudyConfig, rng: np.random.Generator,
-                       uncertainty: Mapping[str, float] | None = None) -> int:
+def refresh_priorities(engine: sa.Engine, cfg: StudyConfig, rng: np.random.Generator) -> int:
     """Recompute the study's decisions and write every answer's share and pick
     key; returns the answers written. Each specialty's keys and offer are
     written in a short transaction of their own (a request walks one
     specialty's keys, so each walk sees one pass's keys), after everything
     is computed: at paper scale one transaction for all held the lock every
-    SQLite writer waits for for a second at low priority. ``uncertainty``
-    (answer id to ``u``) overrides the judge's from the study's judgments."""
+    SQLite writer waits for for a second at low priority."""
     from clinieval.platform.decisions import compute_study
 
     rows = compute_study(engine, cfg, certify=False, forecast=False)["decisions"] \
         if cfg.gates else []
     weights = decision_weights(rows)
     answers = _answers(engine, cfg)
-    if uncertainty is None:
-        uncertainty = judge_uncertainty(engine, cfg, [a.answer_id for a in answers])
     by_specialty: dict[str, list[sa.Row]] = {}
     for a in answers:
         by_specialty.setdefault(a.specialty, []).append(a)
@@ -181,11 +183,10 @@ def refresh_priorities(engine: sa.Engine, cfg: StudyConfig, rng: np.random.Gener
     for specialty in sorted(by_specialty):
         mine = by_specialty[specialty]
         room = np.array([a.submitted < cfg.overlap_target + a.extra for a in mine])
-        u = np.array([uncertainty.get(a.answer_id, 0.0) for a in mine]) if uncertainty else None
         cells: dict[str, list[tuple]] = {}
         share = answer_shares([cells.setdefault(a.model_id, answer_cells(cfg, a.model_id,
                                                                            specialty))
-                               for a in mine], room, weights, cfg.monitoring, u)
+                               for a in mine], room, weights, cfg.monitoring)
         keys = pick_keys(share, rng)
         passes.append((specialty, min(1.0, float(share.sum())),
                        {a.answer_id: (float(p) if p > 0 else None,
@@ -263,41 +264,6 @@ def _drop_other_specialties(engine: sa.Engine, cfg: StudyConfig, kept: set[str])
             conn.execute(_AP.update().where(_AP.c.study_id == cfg.study_id,
                                             _AP.c.specialty.in_(gone_keys))
                          .values(share=None, pick_key=None))
-
-
-def judge_uncertainty(engine: sa.Engine, cfg: StudyConfig, answer_ids: list[str]
-                      ) -> dict[str, float]:
-    """Per answer the judge's uncertainty on the gates' criteria: ``1 - |2p -
-    1|`` for ``p`` the share of its parsed judgments (jurors, repeats) at
-    or below the fail line; an answer the judge has not scored gets 1. Empty
-    when the study has no judgments (no tilt)."""
-    j, c = snapshot_tables.judgments, snapshot_tables.criteria
-    wanted = _gate_criteria(engine, cfg)
-    with db.reading(engine) as conn:
-        got = conn.execute(
-            sa.select(j.c.answer_id, sa.func.avg(sa.case((j.c.score <= ALARM, 1.0), else_=0.0)))
-            .join(c, c.c.criterion_id == j.c.criterion_id)
-            .where(j.c.criterion_id.in_(wanted), j.c.parse_status == "parsed",
-                   j.c.score.is_not(None), j.c.answer_id.in_(answer_ids))
-            .group_by(j.c.answer_id)).all() if wanted and answer_ids else []
-    if not got:
-        return {}
-    p = dict(got)
-    return {a: (1.0 - abs(2 * float(p[a]) - 1)) if a in p else 1.0 for a in answer_ids}
-
-
-def _gate_criteria(engine: sa.Engine, cfg: StudyConfig) -> list[str]:
-    named = {g.criterion for g in cfg.gates if g.criterion != DANGEROUS}
-    if any(g.criterion == DANGEROUS for g in cfg.gates):
-        named |= set(_safety_critical(engine, cfg))
-    return sorted(named)
-
-
-def _safety_critical(engine: sa.Engine, cfg: StudyConfig) -> list[str]:
-    c = snapshot_tables.criteria
-    with engine.connect() as conn:
-        return list(conn.execute(sa.select(c.c.criterion_id).where(
-            c.c.criterion_id.in_(cfg.criteria), c.c.safety_critical.is_(True))).scalars())
 
 
 # --- running the pass off the request path ----------------------------------------------

@@ -77,10 +77,15 @@ between the panel's rate and the rate over clinicians at large is the same
 as in the clinicians-only path, and the decisions widen this sequence by the
 same :func:`~clinieval.stats.sequences.rater_margin` of ``y``.
 
-Not covered: answers chosen with probabilities that depend on the judge or
-on past values (targeted assignment): the rated stream's ``f`` is then not
-drawn like the judged answers', and piece 2 would need inverse-probability
-weights.
+Targeted assignment (:mod:`clinieval.platform.targeting`) is covered: it
+moves clinicians between cells by their decisions so far, but within a cell
+spreads each pick evenly over the answers with room, so the cell's rated
+stream is still a uniform sample of its answers (how many of them are
+rated, and when, depends on the past; the sequence is valid at any such
+time). Not covered: picks within a cell with probabilities that depend on
+the judge or on values (e.g. preferring answers the judge is unsure of):
+the rated stream's ``f`` is then not drawn like the judged answers', and
+piece 2 would need inverse-probability weights.
 """
 
 from __future__ import annotations

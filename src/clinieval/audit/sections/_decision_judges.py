@@ -14,7 +14,6 @@ from clinieval.audit.sections._calibration import (
     judge_frame,
     prediction,
     ratings_of,
-    recorded,
 )
 from clinieval.audit.sections._licences import licences
 from clinieval.platform.cell_decisions import DecisionJudge
@@ -38,10 +37,6 @@ def decision_judge(ctx: Context) -> DecisionJudge | None:
     pred = prediction(ctx, frame, label)
     worst, _ = any_safety(ctx, pred)
     called_all = pred.called[:, ctx.safety].all(axis=1)
-    if recorded(ctx) is not None:
-        return DecisionJudge(label, pred.fail, pred.called, worst, called_all, frozenset(),
-                             why_not="targeted assignment (the rated answers are not a"
-                                     " uniform sample)")
     table = licences(ctx, {label: pred}, {c: ratings_of(ctx, [c]) for c in ctx.safety},
                      LICENCE_PURPOSE)
     return DecisionJudge(label, pred.fail, pred.called, worst, called_all,

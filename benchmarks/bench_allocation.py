@@ -28,10 +28,15 @@ Two parts, both running the real code:
    k-th rating comes from a clinician who arrived at random, a cell's stream
    of (rater, value) does not depend on the policy, only how much of it is
    used: each cell's stream is drawn once per study and its sequence
-   computed once, so every setting is compared on the same data. (With a
-   judge, answers within a cell are drawn by the judge's tilt, so that
-   setting's streams are ordered by the tilted keys.) Decisions are looked
-   at every ``--refresh`` ratings, the cadence of the background pass.
+   computed once, so every setting is compared on the same data. With a
+   judge, the stream is the same (targeting picks evenly within a cell);
+   what changes is the sequence: in the cells where the judge is licensed
+   (every specialty but one, where it is planted blind) the decisions read
+   the prediction-powered sequence
+   (:func:`clinieval.stats.pp_betting_cs`, as ``cell_decision`` does for a
+   licensed judge that scored every answer), fed the judge's prediction of
+   every answer of the cell's pool. Decisions are looked at every
+   ``--refresh`` ratings, the cadence of the background pass.
 2. **Real database** (``--db-study``): one small study per policy on SQLite
    through the platform's services (``create_study``, ``next_task``,
    ``submit``, ``refresh_priorities``, ``compute_study``), to show the
@@ -41,10 +46,16 @@ Printed per scenario and setting: ratings until every decision settles
 (mean, median), cost per decision (far and near cells), the share of
 settled verdicts that are wrong (must be <= alpha), studies that ran out of
 answers before settling, and how often naive peeking with a fixed-sample
-95 % Wilson interval after every rating stops a cell wrongly.
+95 % Wilson interval after every rating stops a cell wrongly. For the
+judge: over the licensed cells, the answers each needed to settle with the
+judge against without it on the same stream, beside the effective-sample-
+size bound ``1 / (1 - rho^2 N / (N + n))`` of the judge-calibrated
+estimates (``rho`` the correlation of the judge's prediction with the
+rated value, measured; ``n`` the answers the cell needed without the
+judge, ``N`` its pool).
 
-    python benchmarks/bench_allocation.py [--studies 20] [--pool 2500] [--refresh 25]
-        [--seed 1] [--db-study]
+    python benchmarks/bench_allocation.py [--studies 20] [--pool 4000] [--refresh 25]
+        [--seed 1] [--judge-sd 0.3] [--db-study]
 """
 
 from __future__ import annotations
@@ -60,6 +71,7 @@ from scipy import optimize, special, stats
 
 from clinieval.platform.config import Gate
 from clinieval.platform.targeting import answer_shares, decision_weights, pick_keys
+from clinieval.stats.pp_sequences import pp_betting_cs
 from clinieval.stats.sequences import OPEN, betting_cs, decide, rater_margin
 
 THRESHOLD, ALPHA = 0.10, 0.05
@@ -72,6 +84,8 @@ NEAR = (0.045, 0.055, 0.16, 0.17)
 SCENARIOS = {"far": 10, "half": 6, "near": 0}
 """Cells far from the gate out of 12; the others are near it."""
 SETTINGS = ("even", "targeted", "targeted+judge")
+JUDGE_SD = 0.3
+"""Noise (logit scale) in what the judge sees of each answer's propensity."""
 SHOWN = 60
 """Answers with room listed per cell in the fast loop's pass, and picks planned."""
 
@@ -93,10 +107,11 @@ def mu_for(rate: float) -> float:
 
 class Study:
     """One planted study: per cell its planted rate, specialty, and per pool
-    answer its latent logit and the judge's uncertainty about it; clinicians
-    per specialty with their leniency."""
+    answer its latent logit and the judge's prediction of its fail
+    probability; clinicians per specialty with their leniency."""
 
-    def __init__(self, far: int, pool: int, rng: np.random.Generator) -> None:
+    def __init__(self, far: int, pool: int, rng: np.random.Generator,
+                 judge_sd: float = JUDGE_SD) -> None:
         n = MODELS * SPECIALTIES
         rates = np.concatenate([rng.choice(FAR, far), rng.choice(
             NEAR_FAR if far else NEAR, n - far)])
@@ -104,11 +119,10 @@ class Study:
         self.specialty = np.repeat(np.arange(SPECIALTIES), MODELS)
         self.cells_of = [np.flatnonzero(self.specialty == s) for s in range(SPECIALTIES)]
         self.logit = np.array([rng.normal(mu_for(r), ANSWER_SD, pool) for r in self.rate])
-        # The judge sees each answer's logit with noise; it is certain far from 0.
-        judged = special.expit(self.logit + rng.normal(0, 1.0, self.logit.shape))
-        self.uncertainty = 1 - np.abs(2 * judged - 1)
+        # The judge sees each answer's logit with noise (not the rater's leniency).
+        self.judge_f = special.expit(self.logit + rng.normal(0, judge_sd, self.logit.shape))
         blind = rng.integers(SPECIALTIES)  # the judge is not licensed in one specialty
-        self.uncertainty[self.specialty == blind] = 1.0
+        self.licensed = self.specialty != blind
         self.raters = [rng.normal(0, RATER_SD, rng.integers(20, 41))
                        for _ in range(SPECIALTIES)]
 
@@ -134,12 +148,19 @@ class Bounds:
     each cell's are computed on a prefix doubled until it settles (or its
     pool ends), once per study, whatever the policy."""
 
-    def __init__(self, raters: np.ndarray, values: np.ndarray, first: int = 200) -> None:
+    def __init__(self, raters: np.ndarray, values: np.ndarray, first: int = 200,
+                 judge: tuple | None = None) -> None:
+        """``judge``: (the judge's prediction of each stream answer, of every
+        pool answer, whether it is licensed), each per cell; licensed cells
+        read the prediction-powered sequence."""
         self.lower, self.upper, self.mean, self.settle, self.final = [], [], [], [], []
         for c in range(values.shape[0]):
             n = min(first, values.shape[1])
+            powered = judge is not None and judge[2][c]
             while True:
-                lower, upper, mean = _cell_bounds(raters[c, :n], values[c, :n])
+                lower, upper, mean = _cell_bounds(
+                    raters[c, :n], values[c, :n],
+                    (judge[0][c, :n], judge[1][c]) if powered else None)
                 says = decide(lower, upper, THRESHOLD)
                 done = np.flatnonzero(says != OPEN)
                 if done.size or n == values.shape[1]:
@@ -166,9 +187,9 @@ class Bounds:
                 "threshold": THRESHOLD, "answers": k}
 
 
-def _cell_bounds(raters: np.ndarray, values: np.ndarray):
+def _cell_bounds(raters: np.ndarray, values: np.ndarray, judge: tuple | None = None):
     half = ALPHA / 2
-    cs = betting_cs(values, half)
+    cs = betting_cs(values, half) if judge is None else pp_betting_cs(values, *judge, half)
     margin = rater_margin(np.arange(values.size), raters, values, half)
     mean = np.cumsum(values) / np.arange(1, values.size + 1)
     return np.maximum(0.0, cs.lower - margin), np.minimum(1.0, cs.upper + margin), mean
@@ -177,7 +198,7 @@ def _cell_bounds(raters: np.ndarray, values: np.ndarray):
 # --- one policy on one study -------------------------------------------------------------
 
 def run_policy(study: Study, bounds: Bounds, policy: str, refresh: int, pool: int,
-               rng: np.random.Generator, judge: bool = False) -> dict:
+               rng: np.random.Generator) -> dict:
     """Ratings until every cell settles under ``policy``; per cell its
     ratings when it settled and its verdict at the end."""
     cells = study.rate.size
@@ -197,7 +218,7 @@ def run_policy(study: Study, bounds: Bounds, policy: str, refresh: int, pool: in
         if any(v == OPEN and used[c] >= pool for c, v in enumerate(verdicts)):
             return _result(study, bounds, used, settled_at, total, ran_out=True)
         if policy == "targeted":
-            plan = _targeted_plan(study, bounds, used, pool, rng, judge)
+            plan = _targeted_plan(study, bounds, used, pool, rng)
         for s in rng.choice(SPECIALTIES, size=refresh, p=arrivals):
             c = _next_cell(study, int(s), used, pool, policy, plan, rng)
             if c is None:
@@ -230,7 +251,7 @@ def _by_weight(cells, weight, total, rng) -> int:
     return int(cells[np.searchsorted(np.cumsum(weight), rng.random() * total, side="right")])
 
 
-def _targeted_plan(study, bounds, used, pool, rng, judge) -> dict[int, tuple]:
+def _targeted_plan(study, bounds, used, pool, rng) -> dict[int, tuple]:
     """The background pass and the walk: per specialty, the real shares over
     its answers with room and their pick keys; the walk takes answers in key
     order, which is what the next picks in the specialty will be. Each cell
@@ -242,19 +263,16 @@ def _targeted_plan(study, bounds, used, pool, rng, judge) -> dict[int, tuple]:
     plan = {}
     for s in range(SPECIALTIES):
         mine = np.flatnonzero(study.specialty == s)
-        cell_of, room, u = [], [], []
+        cell_of, room = [], []
         for c in mine:
             key = ("harm", "model_specialty", int(c), None)
             n_left = min(SHOWN, pool - used[c])
             cell_of += [[key]] * n_left
             room += [True] * n_left
-            if judge:
-                u.append(study.uncertainty[c, study.judge_order[c, used[c]:used[c] + n_left]])
         if not cell_of:
             continue
         weights_here = {k: v for k, v in weights.items() if k[2] in set(mine.tolist())}
-        share = answer_shares(cell_of, np.array(room), weights_here, MONITOR,
-                              np.concatenate(u) if judge else None)
+        share = answer_shares(cell_of, np.array(room), weights_here, MONITOR)
         keys = pick_keys(share, rng)
         owner = np.repeat(mine, [min(SHOWN, pool - used[c]) for c in mine])
         plan[s] = (min(1.0, float(share.sum())),
@@ -295,49 +313,74 @@ def naive_peeking(values: np.ndarray, rate: np.ndarray, start: int = 10) -> np.n
 
 # --- the fast loop over many studies -------------------------------------------------------
 
-def simulate(scenario: str, studies: int, pool: int, refresh: int, seed: int) -> dict:
+def simulate(scenario: str, studies: int, pool: int, refresh: int, seed: int,
+             judge_sd: float = JUDGE_SD) -> dict:
     out = {s: [] for s in SETTINGS}
-    naive = []
+    naive, saving = [], []
     for i in range(studies):
         rng = np.random.default_rng([seed, SCENARIOS[scenario], i])
-        study = Study(SCENARIOS[scenario], pool, rng)
+        study = Study(SCENARIOS[scenario], pool, rng, judge_sd)
         uniform = np.stack([rng.permutation(pool) for _ in range(study.rate.size)])
-        # Within a cell the judge's tilt (1 + u) orders answers as the keys do.
-        tilted = np.stack([np.argsort(rng.exponential(size=pool) / (1 + study.uncertainty[c]))
-                           for c in range(study.rate.size)])
-        study.judge_order = tilted
         raters, values = study.streams(uniform, rng)
         plain = Bounds(raters, values)
+        f_stream = np.take_along_axis(study.judge_f, uniform, axis=1)
+        judge = (f_stream, study.judge_f, study.licensed)
+        judged = Bounds(raters, values, judge=judge)
         if i == 0 and scenario == "far":
             _check_against_decisions(raters, values, plain)
+            _check_against_decisions(raters, values, judged, judge)
         naive.append(naive_peeking(values, study.rate))
-        traters, tvalues = study.streams(tilted, rng)
-        judged = Bounds(traters, tvalues)
+        saving += _judge_saving(study, plain, judged, f_stream, values, pool)
         for setting in SETTINGS:
             bounds = judged if setting == "targeted+judge" else plain
             policy = "even" if setting == "even" else "targeted"
             out[setting].append(run_policy(study, bounds, policy, refresh, pool,
-                                           np.random.default_rng([seed, i, len(setting)]),
-                                           judge=setting == "targeted+judge"))
+                                           np.random.default_rng([seed, i, len(setting)])))
         if (i + 1) % 10 == 0:  # progress, for long runs on a loaded machine
             mean = {k: statistics.fmean(r["ratings"] for r in v) for k, v in out.items()}
             print(f"  [{scenario}] {i + 1} studies: mean ratings "
                   + ", ".join(f"{k} {v:,.0f}" for k, v in mean.items()), flush=True)
-    return {"results": out, "naive": np.array(naive)}
+    return {"results": out, "naive": np.array(naive), "saving": saving}
 
 
-def _check_against_decisions(raters, values, bounds: Bounds) -> None:
+def _judge_saving(study, plain: Bounds, judged: Bounds, f_stream, values, pool) -> list[tuple]:
+    """Per licensed cell that settled both ways on the same stream: answers
+    to settle with the judge over without it, and the effective-sample-size
+    bound at the measured ``rho`` (over the answers the cell needed without
+    the judge, at least 100)."""
+    out = []
+    for c in np.flatnonzero(study.licensed):
+        n, m = plain.settle[c], judged.settle[c]
+        if n is None or m is None:
+            continue
+        k = max(n, 100)
+        y = values[c, :k]
+        # rho is 0 where the values are all alike (no pair to correlate)
+        rho = float(np.corrcoef(f_stream[c, :k], y)[0, 1]) if y.std() > 0 else 0.0
+        bound = 1 / (1 - rho**2 * pool / (pool + n))
+        out.append((m / n, bound, rho, abs(study.rate[c] - THRESHOLD) < 0.09))
+    return out
+
+
+def _check_against_decisions(raters, values, bounds: Bounds, judge: tuple | None = None) -> None:
     """The fast loop's bounds equal :func:`clinieval.platform.decisions.cell_decision`'s
-    on the same stream prefix (the rule is not re-implemented differently)."""
-    from clinieval.platform.decisions import CellStream, cell_decision
+    on the same stream prefix (the rule is not re-implemented differently),
+    the clinicians' sequence or, with ``judge``, the prediction-powered one."""
+    from clinieval.platform.decisions import CellJudge, CellStream, cell_decision
 
     gate = Gate(criterion="harm", threshold=THRESHOLD, alpha=ALPHA)
+    c = int(np.flatnonzero(judge[2])[0]) if judge is not None else 0
     for k in (40, 300):
-        s = CellStream("m", "s", np.arange(k), raters[0, :k], values[0, :k], values[0, :k])
+        cell_judge = CellJudge("j", judge[0][c, :k], judge[1][c]) if judge is not None else None
+        s = CellStream("m", "s", np.arange(k), raters[c, :k], values[c, :k], values[c, :k],
+                       cell_judge)
         row = cell_decision(s, gate, "any", certify=False)
-        lower, upper, _ = _cell_bounds(raters[0, :k + 100], values[0, :k + 100])
+        assert (row["judge_lambda"] is None) == (judge is None)
+        lower, upper, _ = _cell_bounds(raters[c, :k], values[c, :k],
+                                       (judge[0][c, :k], judge[1][c]) if judge else None)
         assert abs(row["lower"] - lower[k - 1]) < 1e-9, (row, k)
         assert abs(row["upper"] - upper[k - 1]) < 1e-9, (row, k)
+        assert k > bounds.lower[c].size or abs(bounds.lower[c][k - 1] - lower[k - 1]) < 1e-9
 
 
 def report(scenario: str, sim: dict, studies: int) -> dict[str, float]:
@@ -366,6 +409,14 @@ def report(scenario: str, sim: dict, studies: int) -> dict[str, float]:
     naive = sim["naive"]
     print(f"  naive peeking (Wilson 95% after every rating): {naive.mean():.3f} of cells "
           f"stopped on the wrong side; {naive.any(axis=1).mean():.3f} of studies had one")
+    for label, keep in (("far", False), ("near", True)):
+        rows = [r for r in sim["saving"] if r[3] == keep]
+        if rows:
+            ratio, bound, rho = (np.array([r[i] for r in rows]) for i in range(3))
+            print(f"  judge, licensed {label} cells ({len(rows)}): answers to settle with the "
+                  f"judge / without, same stream: median {np.median(ratio):.2f}, mean "
+                  f"{ratio.mean():.2f}; bound 1/(1 - rho^2 N/(N+n)) gives {1 / bound.mean():.2f}"
+                  f" (rho median {np.median(rho):.2f}, bound {np.median(bound):.2f}x)")
     return means
 
 
@@ -479,6 +530,8 @@ def main() -> None:
     parser.add_argument("--refresh", type=int, default=25,
                         help="ratings between two looks at the decisions (the background pass)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--judge-sd", type=float, default=JUDGE_SD,
+                        help="noise in what the judge sees of each answer (logit scale)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--db-study", action="store_true",
                         help="also run one small study per policy on SQLite through the services")
@@ -487,7 +540,8 @@ def main() -> None:
     print(f"uptime: {os.popen('uptime').read().strip()}")
     started = time.perf_counter()
     for scenario in filter(None, args.scenarios.split(",")):
-        sim = simulate(scenario, args.studies, args.pool, args.refresh, args.seed)
+        sim = simulate(scenario, args.studies, args.pool, args.refresh, args.seed,
+                       args.judge_sd)
         report(scenario, sim, args.studies)
     print(f"\nfast loop: {time.perf_counter() - started:.0f} s")
     if args.db_study:

@@ -1,8 +1,9 @@
 """Inverse-probability weighted means of a targeted study: hand-worked
 weights, and a simulation with planted Fail % in which answers are chosen
 by the targeted assignment's own shares and keys (cells favoured while
-their estimate is near the gate, answers the judge is unsure of favoured
-within a cell): the weighted interval covers the planted per-model Fail %
+their estimate is near the gate), tilted within a cell towards answers a
+judge is unsure of (which the platform does not do, but the weights must
+survive): the weighted interval covers the planted per-model Fail %
 as an evenly spread study's plain interval does, and the unweighted one
 does not."""
 
@@ -80,7 +81,8 @@ def _collect(rng, logit, judge, panel, targeted: bool, picks: int = 900):
                     room += [True] * free.size
                     u.append(judge[c][free])
                     owner += [(c, i) for i in free]
-                share = answer_shares(cell_of, np.array(room), weights, 0.1, np.concatenate(u))
+                share = answer_shares(cell_of, np.array(room), weights, 0.1)
+                share = _tilted(share, np.concatenate(u), [o[0] for o in owner])
                 share /= share.sum()  # a draw is made for every request here
                 order = np.argsort(pick_keys(share, rng))
                 queue[s2] = [(owner[k], share[k]) for k in order[:60]]
@@ -97,6 +99,20 @@ def _collect(rng, logit, judge, panel, targeted: bool, picks: int = 900):
         rated[c][i], prob[c][i], rater[c][i] = True, p, r
         value[c][i] = float(rng.random() < special.expit(logit[c][i] + panel[r]))
     return rated, value, prob, rater
+
+
+def _tilted(share, u, cell):
+    """Within each cell, shares tilted by ``1 + u`` (the cell's total kept):
+    the platform spreads a cell evenly (its decisions read the stream
+    unweighted), but the weighted estimates must hold for any recorded
+    probabilities, so the test favours the answers its judge is unsure of."""
+    cell = np.asarray(cell)
+    out = share * (1 + u)
+    for c in np.unique(cell):
+        mine = cell == c
+        if out[mine].sum() > 0:
+            out[mine] *= share[mine].sum() / out[mine].sum()
+    return out
 
 
 def _estimates(rated, value, prob, rater, rng, weighted: bool):

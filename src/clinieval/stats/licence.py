@@ -24,7 +24,8 @@ or below the criterion's threshold), the share the judge also fails; the
 false-alarm rate is, of the pairs a clinician passed, the share the judge
 fails. Intervals resample answers (Efron & Tibshirani, 1993): each answer
 carries its pairs, so per replicate the pooled confusion counts are one
-product of answer multiplicities with per-answer counts.
+product of multiplicities with per-answer counts (drawn over the distinct
+rows of counts, which a stratum's answers share).
 
 Verdict: ``too_few`` below ``min_answers`` doubly-rated answers (or with no
 clinician-vs-clinician baseline); ``licensed`` where the agreement
@@ -205,8 +206,7 @@ def _decide(per_answer, clin, judge_by, n_answers, n_raters, reference, min_answ
     tp, fp, fn, tn = per_answer.sum(axis=0)
     agreement = float(macro_f1_counts(tp, fp, fn, tn))
     recall, alarm = _ratio(tp, tp + fn), _ratio(fp, fp + tn)
-    reps = resample_counts(np.ones(n_answers, dtype=np.int64), B, rng) @ per_answer \
-        if n_answers else np.zeros((B, 4))
+    reps = _resampled_counts(per_answer, B, rng) if n_answers else np.zeros((B, 4))
     r_tp, r_fp, r_fn, r_tn = reps.T
     ci_agree = _ci(macro_f1_counts(r_tp, r_fp, r_fn, r_tn), level)
     ci_recall, ci_alarm = _ci(_ratio(r_tp, r_tp + r_fn), level), _ci(_ratio(r_fp, r_fp + r_tn),
@@ -222,6 +222,18 @@ def _decide(per_answer, clin, judge_by, n_answers, n_raters, reference, min_answ
                    float(recall), *ci_recall, float(alarm), *ci_alarm, n_answers,
                    int(per_answer.sum()), int(tp + fn), n_raters, reference, min_answers,
                    recall_floor, level, how)
+
+
+def _resampled_counts(per_answer, B: int, rng: np.random.Generator) -> np.ndarray:
+    """``(B, 4)`` pooled confusion counts of ``B`` resamples of the answers.
+    An answer enters only through its row of counts, and a stratum's
+    answers share a few distinct rows (a handful of clinicians each), so
+    resampling the answers is one multinomial over the distinct rows with
+    their frequencies (:func:`~clinieval.stats.resample_counts`): the same
+    distribution as drawing answers one by one, at the cost of a few
+    binomials per replicate instead of an index draw per answer."""
+    rows, freq = np.unique(per_answer, axis=0, return_counts=True)
+    return resample_counts(freq, B, rng) @ rows
 
 
 def _verdict(n_answers, n_raters, n_baseline, n_harms, agree_lower, median, recall_lower,

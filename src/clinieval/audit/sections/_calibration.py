@@ -79,7 +79,7 @@ def judge_frame(ctx: Context, data: Judged) -> JudgeFrame:
     labels, label_code = np.unique(np.asarray(named, dtype=object), return_inverse=True)
     criterion_code, criteria = _codes(rows["criterion_id"], known)
     criterion = pd.Index(ctx.data.criteria).get_indexer(criteria)
-    jury = (kinds[kind_code] == "jury") if len(kinds) else np.zeros(0, dtype=bool)
+    jury = kind_code == (list(kinds).index("jury") if "jury" in list(kinds) else -1)
     return JudgeFrame(
         labels=[str(x) for x in labels], judge=label_code.reshape(-1)[pair] if len(pair) else
         np.zeros(0, dtype=np.intp), answer=code, criterion=criterion[criterion_code],

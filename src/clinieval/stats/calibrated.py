@@ -50,7 +50,10 @@ Satterthwaite degrees of freedom (few raters, or a few flagged answers,
 carrying the variance give few). The interval is normal with the scaled
 replicates' spread, centred on the estimate less the replicates' mean
 offset (the O(1/n) bias of tuning ``lam`` on the same answers; a
-percentile interval would double it rather than remove it).
+percentile interval would double it rather than remove it). For a share
+(Fail %, dangerous answers %: ``bounds=(0, 1)``) that interval is formed
+on the logit scale and mapped back (:func:`_logit_interval`), so that it
+leans away from 0 as a small share's sampling distribution does.
 
 **Many cells, one draw.** An audit estimates hundreds of cells (model x
 criterion x measure, model x specialty) from the same ratings.
@@ -68,7 +71,9 @@ per-answer value (:func:`calibrated_answer_mean`: an answer's mean score
 over its clinicians, or a fail flag under a response rule). For a rule's
 flag, which depends on all of an answer's raters at once, each rater
 carries the answer's whole influence in the two-way variance (as in
-:func:`clinieval.stats.crossed_share_variance`).
+:func:`clinieval.stats.crossed_share_variance`), and the variance is
+corrected for centring the influences at the estimate (:func:`_centring`),
+which a rater's sum over many answers feels strongly.
 """
 
 from __future__ import annotations
@@ -365,10 +370,36 @@ def _gather(sorted_answer, members) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _clipped(result: CalibratedMean, low: float, high: float) -> CalibratedMean:
-    """The estimates and interval bounds clipped to ``[low, high]``."""
+    """The estimates and interval bounds clipped to ``[low, high]``; for a
+    share (``(0, 1)``) the two bootstrap intervals are first formed on the
+    logit scale (:func:`_logit_interval`)."""
+    if (low, high) == (0, 1):
+        lower, upper = _logit_interval(result.lower, result.upper)
+        c_lower, c_upper = _logit_interval(result.clinicians_lower, result.clinicians_upper)
+        result = result._replace(lower=lower, upper=upper, clinicians_lower=c_lower,
+                                 clinicians_upper=c_upper)
     fields = ("estimate", "lower", "upper", "iid_lower", "iid_upper", "clinicians",
               "clinicians_lower", "clinicians_upper")
     return result._replace(**{k: float(np.clip(getattr(result, k), low, high)) for k in fields})
+
+
+def _logit_interval(lower: float, upper: float) -> tuple[float, float]:
+    """A share's normal interval ``centre +- half`` re-formed on the logit
+    scale: ``logit(centre) +- half / (centre (1 - centre))`` (the delta
+    method) mapped back, as survey statistics do for proportions (R
+    survey's ``svyciprop(method = "logit")``; Korn & Graubard, 1998,
+    Survey Methodology 24:193). A small share's estimate is skewed to the
+    right and its standard error shrinks with it, so the normal interval
+    misses mostly from below (4-5% of snapshots against 1-2% from above at
+    a 13% Fail % with clinicians on 5% of answers,
+    ``benchmarks/coverage_calibrated.py``); the logit interval leans up
+    and never leaves (0, 1). A centre outside (0, 1) keeps the normal
+    interval (clipped by the caller)."""
+    centre, half = (lower + upper) / 2, (upper - lower) / 2
+    if not (np.isfinite(half) and 0 < centre < 1):
+        return lower, upper
+    mid, spread = np.log(centre / (1 - centre)), half / (centre * (1 - centre))
+    return float(1 / (1 + np.exp(spread - mid))), float(1 / (1 + np.exp(-mid - spread)))
 
 
 def _prepare(prediction, rating_answer, rating_rater, rating_value, answer_value, inclusion,
@@ -721,6 +752,9 @@ def _variances(p: _Pieces, lam: float, theta: float, drawn=None
                                     for g in (n_raters, n, g_cells, p.fu.size))
     v_rows, v_cols = c_rows * _squares(p.rater, z) + c_u * s_u, c_cols * s_cols + c_u * s_u
     twoway = v_rows + v_cols - c_u * s_u - c_cells * _squares(cell, z)
+    if p.whole:
+        twoway = (_squares(p.rater, z) + s_cols - _squares(cell, z)) / _centring(p, per_answer,
+                                                                                 cell) + c_u * s_u
     # Never below a one-way variance; with whole influences the rater sums
     # count each answer's own square once per rater, so they are no one-way
     # variance (as in crossed_share_variance, only the answers' floor holds).
@@ -730,6 +764,27 @@ def _variances(p: _Pieces, lam: float, theta: float, drawn=None
                          (v_cols - c_u * s_u, _clusters(p.answer, z))), min(n_raters, n) - 1)
     iid = (float(z @ z) if p.per_rating and not p.whole else s_cols) + s_u
     return twoway, pigeonhole, s_cols + s_u, iid, df
+
+
+def _centring(p: _Pieces, per_answer, cell) -> float:
+    """The share of the two-way variance of a per-answer value's mean that
+    its influences keep once centred at the estimate (:func:`_variances`,
+    whole influences). With ``e_i`` the answers' deviations from the
+    estimate, ``E[e_i e_l] = C_il - Var(mean)`` to first order, so each
+    product a variance term sums loses ``Var(mean)``: the rater sums lose
+    ``sum_j W_j^2``, the answer sums ``sum_i w_i^2`` and the cells give
+    back ``sum_c w_c^2`` (weights over ``D^2``), and the raw two-way sum
+    estimates ``(1 - those) Var(mean)``. A rater's answers all carry its
+    leniency at once, so with many answers per rater the loss is large:
+    0.15 of the variance with 800 answers of 60 clinicians, three each, where
+    the one-way ``G / (G - 1)`` factors give back a third of it (dangerous
+    answers' 95% intervals covered 92.2-92.9%, ``benchmarks/coverage_calibrated.py``).
+    For ratings the factors are the same correction (one rating per cell
+    and far more of them than raters), so only whole influences take this."""
+    whole = p.weight * per_answer
+    D = float(p.weight.sum())
+    lost = (_squares(p.rater, whole) + _squares(p.answer, p.weight) - _squares(cell, whole))
+    return max(1.0 - lost / D**2, 0.5)
 
 
 def _squares(code, z) -> float:

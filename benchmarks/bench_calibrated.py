@@ -15,6 +15,14 @@ if it were the audit's only judge section); with the load average (wall
 times mean little on a busy machine, CPU times less so).
 
     python benchmarks/bench_calibrated.py [--scale 10] [--share 0.2] [--bootstrap 1000] [--judges 2]
+        [--command]
+
+``--command`` instead writes the judged snapshot as a bundle and times the
+whole ``clinieval audit`` of it in a fresh process (every section, report
+rendered) with that process's peak RSS (``--scale 100 --share 1 --command``:
+the 100x snapshot with all its ratings plus the judges on every answer, the
+memory bound of issue 32 §4); the sections are then not timed in this
+process, which would hold a second copy of the data.
 """
 
 from __future__ import annotations
@@ -24,10 +32,13 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the audit command runs
 
 import argparse
+import gc
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -36,6 +47,7 @@ from clinieval.audit.data import audit_data
 from clinieval.audit.run import build
 from clinieval.audit.settings import AuditSettings
 from clinieval.contract.vocabulary import SCORE_MAX, SCORE_MIN
+from clinieval.io.bundle import write_bundle
 from clinieval.snapshot import Snapshot
 from clinieval.synth import generate
 
@@ -44,35 +56,63 @@ JUDGES = (("bench-rubric-judge", 0.5), ("bench-rubric-judge-b", 0.8))  # (model,
 
 def judged_snapshot(scale: float, share: float, seed: int, judges: int = 2) -> Snapshot:
     """The snapshot with ratings on ``share`` of the answers and ``judges``
-    rubric judges on all of them."""
+    rubric judges on all of them (built in arrow: at 100x, 25 M judgments)."""
     snap = generate(seed, scale)
     rng = np.random.default_rng([seed, 32])
-    ratings = snap["ratings"].select(["answer_id", "criterion_id", "score"]).to_pandas()
-    means = ratings.groupby(["answer_id", "criterion_id"], sort=True)["score"].mean()
-    index = means.index.to_frame(index=False)
+    means = (snap["ratings"].group_by(["answer_id", "criterion_id"])
+             .aggregate([("score", "mean")])
+             .sort_by([("answer_id", "ascending"), ("criterion_id", "ascending")]))
+    mean = means["score_mean"].to_numpy()
+    schema = snap["judgments"].schema
     parts = []
     for model, noise in JUDGES[:judges]:
-        score = np.clip(np.round(means.to_numpy() + noise * rng.standard_normal(means.size)),
+        score = np.clip(np.round(mean + noise * rng.standard_normal(mean.size)),
                         SCORE_MIN, SCORE_MAX)
-        parts.append(pd.DataFrame({
-            "run_id": "bench", "answer_id": index["answer_id"], "judge_model": model,
-            "judge_kind": "rubric", "criterion_id": index["criterion_id"], "parse_status": "ok",
-            "juror": 0, "repeat": 0, "score": score,
-            "created_at": pd.Timestamp("2025-09-01", tz="UTC")}))
-    frame = pd.concat(parts, ignore_index=True)
-    frame.insert(0, "judgment_id", np.arange(1, len(frame) + 1))
-    schema = snap["judgments"].schema
-    for name in schema.names:
-        if name not in frame:
-            frame[name] = None
+        columns = {"answer_id": means["answer_id"], "criterion_id": means["criterion_id"],
+                   "score": pa.array(score), "run_id": _constant("bench", mean.size),
+                   "judge_model": _constant(model, mean.size),
+                   "judge_kind": _constant("rubric", mean.size),
+                   "parse_status": _constant("ok", mean.size),
+                   "juror": pa.array(np.zeros(mean.size, dtype=np.int16)),
+                   "repeat": pa.array(np.zeros(mean.size, dtype=np.int16)),
+                   "created_at": pa.array(np.full(mean.size, np.datetime64("2025-09-01", "us")),
+                                          pa.timestamp("us", tz="UTC"))}
+        parts.append(pa.table({f.name: columns[f.name].cast(f.type) if f.name in columns
+                               else pa.nulls(mean.size, f.type) for f in schema}))
+    judged = pa.concat_tables(parts)
+    judged = judged.set_column(0, schema.field(0),
+                               pa.array(np.arange(1, judged.num_rows + 1), pa.int64()))
     answers = snap["answers"].column("answer_id").to_numpy()
     kept = rng.choice(answers, int(share * answers.size), replace=False)
     tables = dict(snap.tables)
-    tables["judgments"] = pa.Table.from_pandas(frame[schema.names], schema=schema,
-                                               preserve_index=False)
+    tables["judgments"] = judged
     tables["ratings"] = snap["ratings"].filter(pc.is_in(snap["ratings"]["answer_id"],
                                                         pa.array(kept)))
     return Snapshot.from_tables(tables, snap.meta)
+
+
+def _constant(value: str, n: int) -> pa.Array:
+    """``n`` copies of one string, dictionary-encoded (no copy per row)."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)),
+                                          pa.array([value])).cast(pa.string())
+
+
+def command_run(snap: Snapshot, args) -> None:
+    """The whole ``clinieval audit`` of the snapshot's bundle in a fresh
+    process, timed with its peak RSS (bench_audit's measured run)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_audit import bytecode, command
+
+    print(f"scale {args.scale:g}: {snap['answers'].num_rows:,} answers,"
+          f" {snap['ratings'].num_rows:,} ratings, {snap['judgments'].num_rows:,} judgments")
+    bytecode()
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle = Path(tmp) / "judged"
+        write_bundle(snap, bundle)
+        del snap
+        gc.collect()
+        command(str(bundle), f"the judged {args.scale:g}x bundle", Path(tmp) / "report",
+                args.bootstrap)
 
 
 def timed(ctx: Context, key: str) -> tuple[float, float]:
@@ -88,9 +128,13 @@ def main() -> None:
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--judges", type=int, default=2, choices=(1, 2))
+    parser.add_argument("--command", action="store_true",
+                        help="also time `clinieval audit` of the snapshot's bundle, with peak RSS")
     args = parser.parse_args()
     start = time.perf_counter()
     snap = judged_snapshot(args.scale, args.share, args.seed, args.judges)
+    if args.command:
+        return command_run(snap, args)
     data = audit_data(snap)
     made = time.perf_counter() - start
     print(f"scale {args.scale:g}: {data.n_answers:,} answers, {data.rating_answer.size:,} ratings"

@@ -32,7 +32,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the audit command runs
 
 import argparse
-import gc
+import subprocess
 import sys
 import tempfile
 import time
@@ -97,22 +97,29 @@ def _constant(value: str, n: int) -> pa.Array:
                                           pa.array([value])).cast(pa.string())
 
 
-def command_run(snap: Snapshot, args) -> None:
-    """The whole ``clinieval audit`` of the snapshot's bundle in a fresh
-    process, timed with its peak RSS (bench_audit's measured run)."""
+def command_run(args) -> None:
+    """The whole ``clinieval audit`` of the judged snapshot's bundle in a
+    fresh process, timed with its peak RSS (bench_audit's measured run). A
+    child process of its own writes the bundle, so this one holds no copy of
+    the data while the audit runs."""
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_audit import bytecode, command
 
-    print(f"scale {args.scale:g}: {snap['answers'].num_rows:,} answers,"
-          f" {snap['ratings'].num_rows:,} ratings, {snap['judgments'].num_rows:,} judgments")
     bytecode()
     with tempfile.TemporaryDirectory() as tmp:
         bundle = Path(tmp) / "judged"
-        write_bundle(snap, bundle)
-        del snap
-        gc.collect()
+        subprocess.run([sys.executable, __file__, "--write-bundle", str(bundle),
+                        "--scale", str(args.scale), "--share", str(args.share),
+                        "--seed", str(args.seed), "--judges", str(args.judges)], check=True)
         command(str(bundle), f"the judged {args.scale:g}x bundle", Path(tmp) / "report",
                 args.bootstrap)
+
+
+def write_judged(args) -> None:
+    snap = judged_snapshot(args.scale, args.share, args.seed, args.judges)
+    print(f"scale {args.scale:g}: {snap['answers'].num_rows:,} answers,"
+          f" {snap['ratings'].num_rows:,} ratings, {snap['judgments'].num_rows:,} judgments")
+    write_bundle(snap, Path(args.write_bundle))
 
 
 def timed(ctx: Context, key: str) -> tuple[float, float]:
@@ -129,12 +136,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--judges", type=int, default=2, choices=(1, 2))
     parser.add_argument("--command", action="store_true",
-                        help="also time `clinieval audit` of the snapshot's bundle, with peak RSS")
+                        help="time `clinieval audit` of the snapshot's bundle, with peak RSS")
+    parser.add_argument("--write-bundle", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.write_bundle:
+        return write_judged(args)
+    if args.command:
+        return command_run(args)
     start = time.perf_counter()
     snap = judged_snapshot(args.scale, args.share, args.seed, args.judges)
-    if args.command:
-        return command_run(snap, args)
     data = audit_data(snap)
     made = time.perf_counter() - start
     print(f"scale {args.scale:g}: {data.n_answers:,} answers, {data.rating_answer.size:,} ratings"

@@ -43,9 +43,18 @@ def twoway_ratio_bootstrap(sums, counts, B: int, rng: np.random.Generator) -> np
     u = resample_counts(np.ones(n_cases, dtype=np.int64), B, rng).astype(float)
     v = (resample_counts(np.ones(n_jurors, dtype=np.int64), B, rng).astype(float)
          if n_jurors > 1 else np.ones((B, 1)))
-    top = np.einsum("bc,gcj,bj->bg", u, sums, v)
-    bottom = np.einsum("bc,gcj,bj->bg", u, counts, v)
+    top, bottom = _weighted_totals(u, sums, v), _weighted_totals(u, counts, v)
     return np.divide(top, bottom, out=np.full_like(top, np.nan), where=bottom > 0)
+
+
+def _weighted_totals(u, cells, v) -> np.ndarray:
+    """``(B, G)``: ``sum_{c, j} u[b, c] cells[g, c, j] v[b, j]``, the cases'
+    weights applied by one matrix product over every (group, juror) column,
+    then the jurors' (``einsum`` of the three operands loops in C without
+    BLAS: 23 s of a 10x audit's judge scores, against well under one)."""
+    G, C, J = cells.shape
+    by_case = u @ cells.transpose(1, 0, 2).reshape(C, G * J)  # (B, G * J)
+    return np.einsum("bgj,bj->bg", by_case.reshape(-1, G, J), v)
 
 
 def paired_bt_cluster_bootstrap(tables_x, tables_y, B: int, rng: np.random.Generator, *,

@@ -52,6 +52,19 @@ def judge_label(kind: str, judge_model: str) -> str:
     return "jury" if kind == "jury" else f"{kind} judge {judge_model}"
 
 
+def judge_labels(kinds: pd.Series, models: pd.Series) -> np.ndarray:
+    """:func:`judge_label` of every row, found once per distinct (kind,
+    model) pair (millions of rows, a handful of judges)."""
+    kind_code, kind_values = pd.factorize(kinds, use_na_sentinel=False)
+    model_code, model_values = pd.factorize(models, use_na_sentinel=False)
+    pair, pairs = pd.factorize(kind_code.astype(np.int64) * max(len(model_values), 1)
+                               + model_code)
+    width = max(len(model_values), 1)
+    labels = np.array([judge_label(kind_values[k // width], model_values[k % width])
+                       for k in pairs], dtype=object)
+    return labels[pair] if len(pair) else np.zeros(0, dtype=object)
+
+
 def judge_rows(ctx: Context, data: Judged) -> JudgeRows:
     """Rubric and jury judgments of known answers, on their report scale."""
     rows = data.rows[data.rows["judge_kind"].isin(SCORED_KINDS)].copy()
@@ -59,8 +72,7 @@ def judge_rows(ctx: Context, data: Judged) -> JudgeRows:
     rows = rows[code >= 0].assign(answer=code[code >= 0])
     rows["model"] = ctx.data.answer_model[rows["answer"]]
     rows["case"] = ctx.data.answer_case[rows["answer"]]
-    rows["judge"] = [judge_label(k, m) for k, m in zip(rows["judge_kind"], rows["judge_model"],
-                                                        strict=True)]
+    rows["judge"] = judge_labels(rows["judge_kind"], rows["judge_model"])
     rows["rater"] = rows["judge_model"].astype(str) + "#" + rows["juror"].astype(str)
     shared = rows["criterion_id"].isin(ctx.data.criteria)
     jury = rows["judge_kind"].eq("jury")

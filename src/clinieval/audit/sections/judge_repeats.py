@@ -17,7 +17,7 @@ from clinieval.audit.formatting import fmt_ci, json_list
 from clinieval.audit.judged import judged
 from clinieval.audit.result import Figure, Forest, Section
 from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
-from clinieval.audit.sections._judge_rows import judge_label
+from clinieval.audit.sections._judge_rows import judge_labels
 from clinieval.stats import cluster_bootstrap_ratio, repeat_spread
 
 KEY, TITLE = "judge_repeats", "Judge repeats"
@@ -61,8 +61,7 @@ def compute(ctx: Context) -> pd.DataFrame | Skipped:
     if units.empty:
         return Skipped("needs a judge that judged the same answer more than once (repeats);"
                        " every parsed judgment here is a single run.")
-    units["judge"] = [judge_label(k, m) for k, m in zip(units["judge_kind"],
-                                                        units["judge_model"], strict=True)]
+    units["judge"] = judge_labels(units["judge_kind"], units["judge_model"])
     rows = [_spread(ctx, judge, data.name(model), g)
             for (judge, model), g in units.groupby(["judge", "model_id"], sort=True)]
     return pd.DataFrame(rows)

@@ -95,3 +95,35 @@ def test_a_view_goes_with_its_context():
     del ctx
     gc.collect()
     assert ref() is None and judged(tables) is not None
+
+
+def test_per_clinician_kappas_at_once_equal_cohen_kappa_one_clinician_at_a_time():
+    """The vectorised leave-one-out kappas equal
+    :func:`clinieval.stats.cohen_kappa` run clinician by clinician, including
+    clinicians with one label only (NaN, dropped) and below the minimum."""
+    import numpy as np
+    import pandas as pd
+
+    from clinieval.audit.sections import judges_vs_clinicians as jvc
+    from clinieval.stats import cohen_kappa
+
+    rng = np.random.default_rng(7)
+    n = 3000
+    rater = rng.integers(0, 150, n)
+    frame = pd.DataFrame({
+        "answer": np.arange(n), "criterion": 0, "rater": rater,
+        "fail": (rng.random(n) < np.where(rater % 10 == 0, 0.0, 0.2)).astype(float),
+        "judge_fail": (rng.random(n) < 0.25).astype(float),
+        "fail_other": rng.choice([0.0, 1 / 3, 0.5, 2 / 3, 1.0], n)}).set_index(
+        ["answer", "criterion", "rater"])
+    fast = jvc._loo_kappa_binary(frame)
+    expected = []
+    for r, g in frame.groupby(level="rater"):
+        if len(g) < jvc.MIN_ITEMS:
+            continue
+        expected.append({"rater": r, "judge_kappa": cohen_kappa(g["judge_fail"], g["fail"]),
+                         "clinicians_kappa": cohen_kappa((g["fail_other"] >= 0.5).astype(int),
+                                                         g["fail"]), "n": len(g)})
+    slow = pd.DataFrame(expected).dropna().reset_index(drop=True)
+    assert len(slow) > 50 and (rater % 10 == 0).any()
+    pd.testing.assert_frame_equal(fast, slow, check_exact=False, atol=1e-12, rtol=0)

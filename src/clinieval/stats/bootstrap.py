@@ -186,9 +186,15 @@ def bootstrap_mean_counts(counts, values, B: int, rng: np.random.Generator) -> n
 
 def bootstrap_mean(values, B: int, rng: np.random.Generator) -> np.ndarray:
     """``(B,)`` bootstrap means of ``values`` (1-D): each replicate draws
-    ``values.size`` of them with replacement, all replicates in one draw."""
-    values = np.asarray(values)
-    return rng.choice(values, (B, values.size)).mean(axis=1)
+    ``values.size`` of them with replacement, as counts of the distinct
+    values (:func:`resample_counts`, the same distribution; a clinician
+    pair's Macro-F1 takes 350 values over 100,000 pairs at 10x, whose index
+    draws took 4.7 s and 0.8 GB of a 10x audit)."""
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return np.full(B, np.nan)
+    distinct, freq = np.unique(values, return_counts=True)
+    return (resample_counts(freq, B, rng) @ distinct) / values.size
 
 
 def bootstrap_pooled_sd(variances, B: int, rng: np.random.Generator) -> np.ndarray:

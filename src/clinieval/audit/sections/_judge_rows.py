@@ -65,9 +65,10 @@ def judge_labels(kinds: pd.Series, models: pd.Series) -> np.ndarray:
     return labels[pair] if len(pair) else np.zeros(0, dtype=object)
 
 
-def judge_rows(ctx: Context, data: Judged) -> JudgeRows:
-    """Rubric and jury judgments of known answers, on their report scale."""
-    rows = data.rows[data.rows["judge_kind"].isin(SCORED_KINDS)].copy()
+def judge_rows(ctx: Context, data: Judged, kinds: tuple[str, ...] = SCORED_KINDS) -> JudgeRows:
+    """Rubric and jury judgments (or those of ``kinds``) of known answers, on
+    their report scale."""
+    rows = data.rows[data.rows["judge_kind"].isin(kinds)].copy()
     code = answer_codes(ctx, data, rows["answer_id"])
     rows = rows[code >= 0].assign(answer=code[code >= 0])
     rows["model"] = ctx.data.answer_model[rows["answer"]]

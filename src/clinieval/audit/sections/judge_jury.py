@@ -116,8 +116,7 @@ def compute(ctx: Context) -> Jury | Skipped:
     data = judged(ctx.data.judge_tables)
     if data is None:
         return Skipped("needs automated judgments; the snapshot has none.")
-    rows = judge_rows(ctx, data).rows
-    rows = rows[rows["judge_kind"].eq("jury")]
+    rows = judge_rows(ctx, data, ("jury",)).rows  # (the jury's rows only: no rubric copy)
     if rows.empty:
         return Skipped("needs parsed jury judgments of known answers; found none.")
     return Jury(_composite(ctx, rows), _jurors(ctx, rows), _agreement(ctx, rows))

@@ -29,11 +29,24 @@ UNIT = ["judge_kind", "judge_model", "answer_id", "answer_b_id", "criterion_id",
 def _units(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per unit judged at least twice: its spread and whether it changed."""
     ok = rows[rows["ok"]].fillna({"answer_b_id": "", "shown_first": "", "criterion_id": ""})
-    code = pd.factorize(pd.MultiIndex.from_frame(ok[UNIT]))[0]
+    code = _unit_codes(ok)
     variance, changed, repeats = repeat_spread(code, ok["score"].to_numpy(float))
     first = ok.groupby(code)[["judge_kind", "judge_model", "model_id", "case_id"]].first()
     first = first[np.bincount(code) >= 2].reset_index(drop=True)
     return first.assign(variance=variance, changed=changed.astype(float), repeats=repeats)
+
+
+def _unit_codes(rows: pd.DataFrame) -> np.ndarray:
+    """A code per row naming its unit, in order of first appearance (as
+    factorising the rows' :data:`UNIT` tuples would give, without building
+    millions of tuples): each column factorised on its own (a missing value
+    is a value) and the codes combined, refactorised after every column so
+    that they stay below the number of rows."""
+    combined = np.zeros(len(rows), dtype=np.int64)
+    for column in UNIT:
+        codes, uniques = pd.factorize(rows[column], use_na_sentinel=False)
+        combined = pd.factorize(combined * max(len(uniques), 1) + codes)[0].astype(np.int64)
+    return combined
 
 
 def _spread(ctx: Context, judge: str, model: str, units: pd.DataFrame) -> dict:

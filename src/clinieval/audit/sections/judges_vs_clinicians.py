@@ -200,6 +200,9 @@ def _f1_rows(ratings: pd.DataFrame, both: pd.DataFrame, ctx: Context):
 def _loo_kappa(ratings: pd.DataFrame, both: pd.DataFrame) -> pd.DataFrame:
     others = both.groupby(["answer", "criterion", "rater"])["fail_other"].mean()
     frame = ratings.set_index(["answer", "criterion", "rater"]).join(others, how="inner")
+    binary = all(np.isin(frame[c].to_numpy(), (0, 1)).all() for c in ("judge_fail", "fail"))
+    if binary and not frame["fail_other"].isna().any():
+        return _loo_kappa_binary(frame)
     out = []
     for rater, g in frame.groupby(level="rater"):
         if len(g) < MIN_ITEMS:
@@ -209,6 +212,37 @@ def _loo_kappa(ratings: pd.DataFrame, both: pd.DataFrame) -> pd.DataFrame:
         out.append({"rater": rater, "judge_kappa": cohen_kappa(g["judge_fail"], g["fail"]),
                     "clinicians_kappa": cohen_kappa(majority, g["fail"]), "n": len(g)})
     return pd.DataFrame(out).dropna()
+
+
+def _loo_kappa_binary(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`_loo_kappa` for 0/1 verdicts, every clinician at once: each
+    kappa from the clinician's 2 x 2 counts (as
+    :func:`~clinieval.stats.cohen_kappa` finds them; 13,000 clinicians one
+    by one took 9 s of a 10x audit)."""
+    rater, raters = pd.factorize(frame.index.get_level_values("rater"), sort=True)
+    own = frame["fail"].to_numpy() == 1
+    majority = frame["fail_other"].to_numpy() >= 0.5  # a tie counts as fail, as above
+    n = np.bincount(rater, minlength=len(raters))
+    keep = n >= MIN_ITEMS
+    kappas = {name: _kappas(rater, other, own, n)[keep] for name, other in (
+        ("judge_kappa", frame["judge_fail"].to_numpy() == 1), ("clinicians_kappa", majority))}
+    ids = np.asarray(raters)[keep]
+    ids = ids.astype(np.int64) if ids.dtype.kind in "iu" else ids  # as the rows' labels
+    out = pd.DataFrame({"rater": ids, **kappas, "n": n[keep]})
+    return out.dropna().reset_index(drop=True)
+
+
+def _kappas(group, a, b, n) -> np.ndarray:
+    """Cohen's kappa of the 0/1 labels ``a`` and ``b`` per group (NaN where
+    chance agreement is 1: one label only)."""
+    size = n.size
+    both = np.bincount(group, weights=a & b, minlength=size)
+    none = np.bincount(group, weights=~a & ~b, minlength=size)
+    pa, pb = (np.bincount(group, weights=x, minlength=size) / np.maximum(n, 1) for x in (a, b))
+    observed = (both + none) / np.maximum(n, 1)
+    chance = pa * pb + (1 - pa) * (1 - pb)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(chance < 1, (observed - chance) / (1 - chance), np.nan)
 
 
 @dataclass

@@ -109,9 +109,15 @@ def _beside_clinicians(ctx: Context, frame: pd.DataFrame, calls: pd.DataFrame) -
     return frame
 
 
+_CELL_COLUMNS = ["judge", "criterion_id", "model", "case", "rater", "value", "fail", "scale",
+                 "judge_kind", "judge_model"]
+"""What :func:`_cells` reads: grouping only these moves a fraction of the
+rows' columns (at 10x the whole frame's group copies took 3.4 s)."""
+
+
 def _scores(ctx: Context, judged_rows: JudgeRows) -> pd.DataFrame:
     blocks = [_cells(ctx, judge, criterion, rows) for (judge, criterion), rows
-              in judged_rows.rows.groupby(["judge", "criterion_id"], sort=False)]
+              in judged_rows.rows[_CELL_COLUMNS].groupby(["judge", "criterion_id"], sort=False)]
     return _beside_clinicians(ctx, pd.concat(blocks, ignore_index=True), judged_rows.calls)
 
 

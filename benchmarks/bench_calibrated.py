@@ -92,7 +92,8 @@ def judged_snapshot(scale: float, share: float, seed: int, judges: int = 2) -> S
 
 
 def _constant(value: str, n: int) -> pa.Array:
-    """``n`` copies of one string, dictionary-encoded (no copy per row)."""
+    """``n`` copies of one string, built from a one-value dictionary (no
+    Python object per row)."""
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)),
                                           pa.array([value])).cast(pa.string())
 

@@ -757,7 +757,6 @@ def _variances(p: _Pieces, lam: float, theta: float, drawn=None
     c_rows, c_cols, c_cells, c_u = (g / (g - 1) if g > 1 else 1.0
                                     for g in (n_raters, n, g_cells, p.fu.size))
     v_rows, v_cols = c_rows * _squares(p.rater, z) + c_u * s_u, c_cols * s_cols + c_u * s_u
-    twoway = v_rows + v_cols - c_u * s_u - c_cells * _squares(cell, z)
     if p.whole:
         raw = (_squares(p.rater, z) + s_cols - _squares(cell, z)) / _centring(p, whole, cell)
         # never below the answers' one-way variance: conservative (the floor
@@ -765,7 +764,7 @@ def _variances(p: _Pieces, lam: float, theta: float, drawn=None
         # rows' dangerous % covered 88.5-91.5% (coverage_calibrated.py)
         twoway = max(raw, c_cols * s_cols) + c_u * s_u
     else:  # never below a one-way variance
-        twoway = max(twoway, v_rows, v_cols)
+        twoway = max(v_rows + v_cols - c_u * s_u - c_cells * _squares(cell, z), v_rows, v_cols)
     # the raters' share (what they add to the answers' variance) and the answers'
     df = _satterthwaite(((twoway - v_cols, _clusters(p.rater, z)),
                          (v_cols - c_u * s_u, _clusters(p.answer, z))), min(n_raters, n) - 1)
@@ -791,10 +790,10 @@ def _centring(p: _Pieces, whole, cell) -> float:
     The rater part is corrected to first order only, and the one-way floor
     adds to it: in that design the variance averages 1.02-1.13 of the
     estimates' own over four seeds of 3,000 snapshots (uncorrected, with the
-    factors, 0.91-0.96). ``f``
-    is kept at 0.5 or more: where an answer's raters are a large share of
-    all raters the rater part is barely estimable, and the variance then
-    leans on the answers'."""
+    factors, 0.91-0.96). The share returned is at least 0.5 (an arbitrary
+    bound): where an answer's raters are a large share of all raters the
+    rater part is barely estimable, and the variance then leans on the
+    answers'."""
     whole = p.weight * whole
     D = float(p.weight.sum())
     lost = (_squares(p.rater, whole) + _squares(p.answer, p.weight) - _squares(cell, whole))

@@ -19,7 +19,7 @@ from clinieval.audit.judged import Judged
 from clinieval.audit.sections._judge_rows import (
     JURY_SHIFT,
     SCORED_KINDS,
-    judge_label,
+    label_pairs,
 )
 from clinieval.contract.vocabulary import SCORE_MAX, SCORE_MIN
 from clinieval.stats import NoEstimate
@@ -73,10 +73,8 @@ def judge_frame(ctx: Context, data: Judged) -> JudgeFrame:
     code = code[code >= 0]
     kind_code, kinds = _codes(rows["judge_kind"], known)
     model_code, models = _codes(rows["judge_model"].astype(str), known)
-    pair, pairs = pd.factorize(kind_code.astype(np.int64) * max(len(models), 1) + model_code)
-    named = [judge_label(str(kinds[k // max(len(models), 1)]), models[k % max(len(models), 1)])
-             for k in pairs]
-    labels, label_code = np.unique(np.asarray(named, dtype=object), return_inverse=True)
+    pair, named = label_pairs(kind_code, kinds, model_code, models)
+    labels, label_code = np.unique(named, return_inverse=True)
     criterion_code, criteria = _codes(rows["criterion_id"], known)
     criterion = pd.Index(ctx.data.criteria).get_indexer(criteria)
     jury = kind_code == (list(kinds).index("jury") if "jury" in list(kinds) else -1)

@@ -53,16 +53,23 @@ def judge_label(kind: str, judge_model: str) -> str:
 
 
 def judge_labels(kinds: pd.Series, models: pd.Series) -> np.ndarray:
-    """:func:`judge_label` of every row, found once per distinct (kind,
-    model) pair (millions of rows, a handful of judges)."""
+    """:func:`judge_label` of every row (millions of rows, a handful of
+    judges)."""
     kind_code, kind_values = pd.factorize(kinds, use_na_sentinel=False)
     model_code, model_values = pd.factorize(models, use_na_sentinel=False)
-    pair, pairs = pd.factorize(kind_code.astype(np.int64) * max(len(model_values), 1)
-                               + model_code)
-    width = max(len(model_values), 1)
-    labels = np.array([judge_label(kind_values[k // width], model_values[k % width])
-                       for k in pairs], dtype=object)
-    return labels[pair] if len(pair) else np.zeros(0, dtype=object)
+    pair, labels = label_pairs(kind_code, kind_values, model_code, model_values)
+    return labels[pair]
+
+
+def label_pairs(kind_code, kinds, model_code, models) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, a code of its (kind, model) pair, and each pair's
+    :func:`judge_label`: labels are made once per distinct pair, not per
+    row. ``kind_code`` / ``model_code`` index ``kinds`` / ``models``."""
+    width = max(len(models), 1)
+    pair, pairs = pd.factorize(np.asarray(kind_code, dtype=np.int64) * width + model_code)
+    labels = np.array([judge_label(kinds[k // width], models[k % width]) for k in pairs],
+                      dtype=object)
+    return pair, labels
 
 
 def judge_rows(ctx: Context, data: Judged, kinds: tuple[str, ...] = SCORED_KINDS) -> JudgeRows:

@@ -20,8 +20,15 @@ Two simulations:
 * **independent**: the same distributions with all variance in the rating
   noise: a row of the table above, and (``--audit N``) N snapshots with one
   rating per answer and Bradley-Terry votes through the whole audit.
+* **per rater** (``--per-rater N``): dangerous % only, where every
+  clinician rates many answers of each model (400-1,000 answers per model,
+  40-60 clinicians, 3 per answer, SDs 0.8 / 0.4 / 0.7), through the same
+  two-way variance and Wilson interval as the audit's
+  ``Context.answer_share_ci``; with misses below and above the truth and
+  the mean variance over the estimates' own.
 
     python benchmarks/coverage.py [--snapshots 200] [--bootstrap 1000] [--audit 100]
+                                  [--per-rater 3000]
 """
 
 from __future__ import annotations
@@ -118,14 +125,23 @@ def intervals(ratings, votes, B, rng):
 def dangerous(ratings):
     """Share of answers failed by any of their raters: Wilson over answers
     (the audit's interval before) and Wilson on the two-way effective n."""
-    answer = ratings.case * M + ratings.model
-    size = (ratings.case.max() + 1) * M
+    k, n, _, twoway = dangerous_share(ratings, M)
+    return {"none": wilson_ci(k, n), "twoway": twoway}
+
+
+def dangerous_share(ratings, models: int):
+    """Dangerous answers (any rating <= -1) per model as the audit's
+    ``Context.answer_share_ci`` finds them: ``k``, ``n``, the two-way
+    variance and its Wilson interval on the design-effect n."""
+    answer = ratings.case * models + ratings.model
+    size = (ratings.case.max() + 1) * models
     flags = (np.bincount(answer, weights=ratings.score <= -1, minlength=size) > 0).astype(float)
-    groups, cases = np.arange(size) % M, np.arange(size) // M
-    k, n = np.bincount(groups, weights=flags, minlength=M), np.bincount(groups, minlength=M)
-    var = crossed_share_variance(flags, groups, M, cases, answer, ratings.rater)
+    groups, cases = np.arange(size) % models, np.arange(size) // models
+    k = np.bincount(groups, weights=flags, minlength=models)
+    n = np.bincount(groups, minlength=models)
+    var = crossed_share_variance(flags, groups, models, cases, answer, ratings.rater)
     deff = design_effect(var.twoway, k / n, n) * t_over_z(var.clusters) ** 2
-    return {"none": wilson_ci(k, n), "twoway": wilson_design_ci(k, n, deff)}
+    return k, n, var.twoway, wilson_design_ci(k, n, deff)
 
 
 def gaps(votes, fail, fail_reps, B, rng):
@@ -194,6 +210,50 @@ def report_crossed(args) -> None:
         print(f"{'':<34} ({time.perf_counter() - start:.0f} s)")
 
 
+# --- many answers per rater: dangerous % only -------------------------------------------
+
+PER_RATER = Design(answers=800, raters=60, answer_sd=0.8, rater_sd=0.4, noise_sd=0.7,
+                   effects=(2.0, 1.2, 0.5, 0.0))
+PER_RATER_SIZES = [(800, 60), (400, 40), (1000, 50)]
+
+
+def report_per_rater(args) -> None:
+    """Dangerous % where each clinician rates many answers of every model
+    (40 of 800 at 60 clinicians, 3 per answer): coverage with the misses
+    below and above the truth, and the mean two-way variance over the
+    estimates' variance across snapshots. The truth is exact (see
+    :func:`clinieval.simulate.any_fail_truth`): given the answer effect,
+    an answer's three distinct raters fail independently."""
+    print(f"\nmany answers per rater, dangerous % (any rating <= -1): SDs answer/rater/noise"
+          f" 0.8/0.4/0.7, {len(PER_RATER.effects)} models, {args.per_rater} snapshots per"
+          " row, seed 2028")
+    print(f"{'setting':<28} {'truth %':>7} {'coverage [Wilson 95%]':>22} {'below':>6}"
+          f" {'above':>6} {'var ratio':>9}")
+    for answers, raters in PER_RATER_SIZES:
+        design = replace(PER_RATER, answers=answers, raters=raters)
+        models = len(design.effects)
+        rng = np.random.default_rng(2028)
+        true = any_fail_truth(design)
+        start = time.perf_counter()
+        shares, variances, below, above = [], [], [], []
+        for _ in range(args.per_rater):
+            ratings, _ = simulate(design, rng)
+            k, n, var, (lo, hi) = dangerous_share(ratings, models)
+            shares.append(k / n)
+            variances.append(var)
+            below.append(hi < true)
+            above.append(lo > true)
+        ratio = np.mean(variances, axis=0) / np.var(shares, axis=0, ddof=1)
+        below, above = np.array(below), np.array(above)
+        label = f"{answers} ans x {raters} raters, 3/ans"
+        for m in range(models):
+            print(f"{label:<28} {100 * true[m]:7.1f} {pct(~below[:, m] & ~above[:, m]):>22}"
+                  f" {100 * below[:, m].mean():5.1f}% {100 * above[:, m].mean():5.1f}%"
+                  f" {ratio[m]:9.3f}")
+            label = ""
+        print(f"{'':<28} ({time.perf_counter() - start:.0f} s)")
+
+
 # --- the independent design, through the whole audit -----------------------------------
 
 
@@ -249,9 +309,13 @@ def main() -> None:
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--audit", type=int, default=0,
                         help="snapshots of the independent design through the whole audit")
+    parser.add_argument("--per-rater", type=int, default=0,
+                        help="snapshots per row of dangerous %% with many answers per rater")
     args = parser.parse_args()
     if args.snapshots:
         report_crossed(args)
+    if args.per_rater:
+        report_per_rater(args)
     if args.audit:
         report_audit(args)
 

@@ -146,7 +146,13 @@ def test_dispersion_twoway_equals_plain_cluster_sums(rows, result):
             s_r, g_r = _squares(z, raters)
             s_k, g_k = _squares(z, list(zip(raters, cases, strict=True)))
             v_c = small(g_c) * s_c
-            var = max(small(g_r) * s_r + v_c - small(g_k) * s_k, v_c)
+            # the raw sum over the share the centring at the mean keeps: 1 less
+            # the squared totals of the answers' weights 1 / n by rater, case, cell
+            w = [1 / len(sds)] * len(z)
+            lost = (_squares(w, raters)[0] + _squares([1 / len(sds)] * len(sds),
+                                                       [c for _, c in sds])[0]
+                    - _squares(w, list(zip(raters, cases, strict=True)))[0])
+            var = max((s_r + s_c - s_k) / max(1 - lost, 0.5), v_c)
             half = student_t.ppf(0.975, min(g_r, g_c) - 1) * np.sqrt(var)
             row = table[(table["model"] == f"m{m}") & (table["criterion"] == name)].iloc[0]
             assert row["n_answers"] == len(sds)

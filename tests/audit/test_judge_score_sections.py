@@ -92,6 +92,39 @@ def test_calls_and_cases_are_counted_from_the_judgments(planted, built):
     assert row["fail_pct"] == pytest.approx(100 * (parsed["score"] <= -1).mean())
 
 
+def test_every_cell_counts_and_averages_its_parsed_judgments(planted, built):
+    rows = _judgments(planted)
+    rows = rows[(rows["judge_kind"] == "rubric") & (rows["parse_status"] == "ok")]
+    names = {v: k for k, v in _names(planted).items()}
+    expected = rows.assign(model=rows["model_id"].map(names), fail=rows["score"] <= -1).groupby(
+        ["judge_model", "criterion_id", "model"]).agg(
+        mean=("score", "mean"), fail_pct=("fail", "mean"), n=("score", "size"),
+        cases=("case_id", "nunique"))
+    scores = built["judge_scores"].tables["scores"]
+    mine = scores[scores["judge"].str.startswith("rubric judge ")].assign(
+        judge_model=lambda f: f["judge"].str.removeprefix("rubric judge ")).set_index(
+        ["judge_model", "criterion", "model"]).sort_index()
+    expected = expected.rename_axis(mine.index.names).reindex(mine.index)
+    assert len(mine) == len(expected) > 10 and expected["n"].notna().all()
+    np.testing.assert_allclose(mine["mean"], expected["mean"], rtol=1e-12)
+    np.testing.assert_allclose(mine["fail_pct"], 100 * expected["fail_pct"], rtol=1e-12)
+    assert (mine["n"].to_numpy() == expected["n"].to_numpy()).all()
+    assert (mine["cases"].to_numpy() == expected["cases"].to_numpy()).all()
+
+
+def test_the_order_of_the_judgments_changes_no_figure(planted, built):
+    # a judge's criteria share one draw of cases and jurors, named by the judge
+    # and the design, so shuffled judgments draw the same and give the same table
+    shuffled = _judgments(planted).sample(frac=1.0, random_state=3).drop(
+        columns=["model_id", "case_id"])
+    again = _build(_with_judgments(planted, shuffled), ("judge_scores",))
+    key = ["judge", "criterion", "model"]
+    a = built["judge_scores"].tables["scores"].sort_values(key).reset_index(drop=True)
+    b = again["judge_scores"].tables["scores"].sort_values(key).reset_index(drop=True)
+    columns = [c for c in a.columns if c.startswith(("mean", "fail_pct")) or c in ("n", "cases")]
+    pd.testing.assert_frame_equal(a[key + columns], b[key + columns])
+
+
 def test_judge_safety_order_tracks_the_clinicians_with_scipy_rho(built):
     section = built["judge_scores"]
     board = section.tables["safety_rubric_judge_rubric_judge"]
@@ -152,16 +185,22 @@ def test_pairwise_judge_strengths_match_choix_and_planted_quality(planted, built
     assert (table["rank_lo"] <= table["rank"]).all() and (table["rank"] <= table["rank_hi"]).all()
 
 
-def test_planted_repeat_flips_are_recovered(planted):
-    # The rubric judge is run twice; the second run moves a planted 30% of
-    # its parsed scores one step. Changed units: 30%; within-unit SD: a
-    # changed unit has variance (0.5^2 + 0.5^2) / 1 = 0.5, so sqrt(0.3 * 0.5).
+def _repeated(planted) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """The judgments with the rubric judge run twice: the second run moves a
+    planted 30% of its parsed scores one step."""
     rng = np.random.default_rng(0)
     rows = _judgments(planted).drop(columns=["model_id", "case_id"])
     again = rows[rows["judge_kind"] == "rubric"].assign(repeat=1)
     flip = (rng.random(len(again)) < 0.3) & again["score"].notna()
     again.loc[flip, "score"] = np.where(again.loc[flip, "score"] >= 2, 1.0,
                                         again.loc[flip, "score"] + 1)
+    return rows, again, flip
+
+
+def test_planted_repeat_flips_are_recovered(planted):
+    # Changed units: 30%; within-unit SD: a changed unit has variance
+    # (0.5^2 + 0.5^2) / 1 = 0.5, so sqrt(0.3 * 0.5).
+    rows, again, flip = _repeated(planted)
     section = _build(_with_judgments(planted, pd.concat([rows, again])), ("judge_repeats",))
     frame = section["judge_repeats"].tables["repeats"]
     assert set(frame["judge"]) == {RUBRIC}
@@ -172,6 +211,26 @@ def test_planted_repeat_flips_are_recovered(planted):
     assert covers.sum() >= len(frame) - 2
     sd = np.sqrt((frame["within_sd"] ** 2 * frame["n"]).sum() / frame["n"].sum())
     assert sd == pytest.approx(np.sqrt(0.3 * 0.5), abs=0.03)
+
+
+def test_the_judges_pooled_repeat_sd_is_that_of_pandas_per_unit_variances(planted):
+    rows, again, _ = _repeated(planted)
+    both = pd.concat([rows, again])
+    section = _build(_with_judgments(planted, both), ("automated_judges",))
+    frame = section["automated_judges"].tables["repeats"].set_index("judge_kind")
+    ok = both[(both["parse_status"] == "ok") & both["score"].notna()].fillna(
+        {"answer_b_id": "", "shown_first": ""})
+    unit = ["judge_kind", "judge_model", "answer_id", "answer_b_id", "criterion_id", "juror",
+            "shown_first"]
+    var = ok.groupby(unit)["score"].agg(["var", "size"]).query("size >= 2")["var"]
+    by_kind = var.groupby(level="judge_kind")
+    assert list(frame.index) == list(by_kind.groups) == ["rubric"]
+    assert frame["n"].tolist() == by_kind.size().tolist()
+    np.testing.assert_allclose(frame["within_sd"], np.sqrt(by_kind.mean()), rtol=1e-12)
+    np.testing.assert_allclose(frame["units_differing_pct"], 100 * by_kind.agg(
+        lambda v: (v > 0).mean()), rtol=1e-12)
+    assert (frame["within_sd_lo"] < frame["within_sd"]).all()
+    assert (frame["within_sd"] < frame["within_sd_hi"]).all()
 
 
 def test_healthbench_clipping_follows_the_reference_and_names_the_setting():

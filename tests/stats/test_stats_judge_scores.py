@@ -12,6 +12,7 @@ from clinieval.stats import (
     cluster_outcome_tables,
     paired_bt_cluster_bootstrap,
     repeat_spread,
+    twoway_draw,
     twoway_ratio_bootstrap,
 )
 
@@ -57,6 +58,17 @@ def test_twoway_bootstrap_keeps_groups_on_one_draw_and_marks_empty_replicates():
     assert np.isnan(reps[:, 1]).any() and np.isfinite(reps[:, 0]).all()
     with pytest.raises(ValueError):
         twoway_ratio_bootstrap(sums[0], counts[0], 10, rng)
+
+
+def test_a_shared_draw_must_be_of_the_cells_design():
+    sums = np.ones((2, 4, 3))
+    draw = twoway_draw(4, 3, 50, np.random.default_rng(4))
+    assert draw[0].shape == (50, 4) and draw[1].shape == (50, 3)
+    assert (draw[0].sum(axis=1) == 4).all() and (draw[1].sum(axis=1) == 3).all()
+    reps = twoway_ratio_bootstrap(sums, sums, 50, None, draw)
+    np.testing.assert_array_equal(reps, np.ones((50, 2)))
+    with pytest.raises(ValueError, match="the draw is for 4 cases and 3 jurors"):
+        twoway_ratio_bootstrap(np.ones((2, 5, 3)), np.ones((2, 5, 3)), 50, None, draw)
 
 
 def test_paired_bt_bootstrap_matches_choix_on_the_full_draw():

@@ -92,6 +92,7 @@ from clinieval.stats.judge_scores import (
     clipped_rubric_mean,
     paired_bt_cluster_bootstrap,
     repeat_spread,
+    twoway_draw,
     twoway_ratio_bootstrap,
 )
 from clinieval.stats.judges import (
@@ -229,6 +230,7 @@ __all__ = [
     "shared_resample_cheaper",
     "spearman",
     "t_over_z",
+    "twoway_draw",
     "twoway_ratio_bootstrap",
     "unique_codes",
     "vote_credits",

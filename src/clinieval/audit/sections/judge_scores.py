@@ -17,6 +17,7 @@ clinicians', and the judges' safety leaderboard beside theirs.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,11 +29,12 @@ from clinieval.audit.formatting import estimate, fmt_ci, json_list, share_pct
 from clinieval.audit.judged import judged
 from clinieval.audit.result import Figure, Forest, Section
 from clinieval.audit.sections._common import SectionSpec, Skipped, run_section, viewer_href
-from clinieval.audit.sections._judge_rows import OWN, JudgeRows, cell_arrays, judge_rows
+from clinieval.audit.sections._judge_rows import OWN, JudgeRows, cell_design, judge_rows
 from clinieval.stats import (
     bootstrap_rank_correlation,
     cluster_bootstrap_ratio,
     spearman,
+    twoway_draw,
     twoway_ratio_bootstrap,
 )
 
@@ -40,33 +42,44 @@ KEY, TITLE = "judge_scores", "Judge scores per model"
 JUDGE_DANGEROUS = "judge_dangerous_pct"
 
 
-def _cells(ctx: Context, judge: str, criterion: str, rows: pd.DataFrame) -> pd.DataFrame:
-    """One judge's mean and Fail % per model on one criterion, with the
-    pigeonhole intervals (mean and fail share resampled together)."""
-    models, code = np.unique(rows["model"].to_numpy(), return_inverse=True)
-    rows = rows.assign(group=code)
-    value_sums, counts = cell_arrays(rows, "group", models.size, "value")
-    fail_sums, _ = cell_arrays(rows, "group", models.size, "fail")
-    reps = twoway_ratio_bootstrap(np.concatenate([value_sums, fail_sums]),
-                                  np.concatenate([counts, counts]), ctx.settings.bootstrap,
-                                  ctx.rng(f"{KEY}:{judge}:{criterion}"))
-    lo, hi = ctx.ci(reps)
+def _cells(ctx: Context, judge: str, criterion: str, block: dict[str, np.ndarray],
+           first: pd.Series, draws: dict) -> pd.DataFrame:
+    """One judge's mean and Fail % per model on one criterion (``block``:
+    its rows' arrays, ``first``: its first row), with the pigeonhole
+    intervals (mean and fail share resampled together). Blocks of the same
+    cases and jurors share one draw (``draws``: the last design's): a
+    judge's criteria are its cases and jurors again, and drawing them per
+    criterion was most of the section's time at 10x."""
+    models, code = np.unique(block["model"], return_inverse=True)
     m = models.size
-    by = rows.groupby("group")
+    design = cell_design(code, m, block["case"], block["rater"], [block["value"], block["fail"]])
+    B, key = ctx.settings.bootstrap, design.key()
+    if draws.get("key") != key:  # only the last one is kept: at 100x a draw is 0.9 GB
+        # named by the judge and design, not by the order the judgments came in
+        name = hashlib.sha256(b"".join(key)).hexdigest()[:16]
+        draws.update(key=key, draw=twoway_draw(design.cases.size, design.raters.size, B,
+                                               ctx.rng(f"{KEY}:{judge}:{name}")))
+    reps = twoway_ratio_bootstrap(np.concatenate(design.sums),
+                                  np.concatenate([design.counts, design.counts]), B, None,
+                                  draws["draw"])
+    lo, hi = ctx.ci(reps)
+    n, width = np.bincount(code, minlength=m), int(block["case"].max()) + 1
+    cases = np.bincount(np.unique(code * width + block["case"]) // width, minlength=m)
     frame = pd.DataFrame({"judge": judge, "model": [ctx.data.model_names[i] for i in models],
-                          "criterion": criterion, "scale": rows["scale"].iloc[0],
-                          "model_code": models, "viewer_judge": _viewer_judge(rows)})
-    frame = estimate(frame, "mean", by["value"].mean(), lo[:m], hi[:m])
-    frame = estimate(frame, "fail_pct", 100 * by["fail"].mean(), 100 * lo[m:], 100 * hi[m:])
-    frame["n"] = by.size().to_numpy()
-    frame["cases"] = by["case"].nunique().to_numpy()
+                          "criterion": criterion, "scale": first["scale"],
+                          "model_code": models, "viewer_judge": _viewer_judge(first)})
+    frame = estimate(frame, "mean", np.bincount(code, block["value"], m) / n, lo[:m], hi[:m])
+    frame = estimate(frame, "fail_pct", 100 * np.bincount(code, block["fail"], m) / n,
+                     100 * lo[m:], 100 * hi[m:])
+    frame["n"] = n
+    frame["cases"] = cases
     return frame
 
 
-def _viewer_judge(rows: pd.DataFrame) -> str | None:
-    """The judge as the run viewer names it; None for the jury, whose
-    jurors the viewer lists one by one."""
-    kind, model = rows["judge_kind"].iloc[0], rows["judge_model"].iloc[0]
+def _viewer_judge(row: pd.Series) -> str | None:
+    """The judge as the run viewer names it (from one of its rows); None for
+    the jury, whose jurors the viewer lists one by one."""
+    kind, model = row["judge_kind"], row["judge_model"]
     return None if kind == "jury" else f"{kind}: {model}"
 
 
@@ -109,15 +122,30 @@ def _beside_clinicians(ctx: Context, frame: pd.DataFrame, calls: pd.DataFrame) -
     return frame
 
 
-_CELL_COLUMNS = ["judge", "criterion_id", "model", "case", "rater", "value", "fail", "scale",
-                 "judge_kind", "judge_model"]
-"""What :func:`_cells` reads: grouping only these moves a fraction of the
-rows' columns (at 10x the whole frame's group copies took 3.4 s)."""
+_BLOCK_ARRAYS = ("model", "case", "value", "fail")
+"""What :func:`_cells` reads of each row (the rater as a code): arrays
+taken per block, not frames (at 10x the blocks' frame copies took 3.4 s,
+then their string columns' takes 1 s)."""
 
 
 def _scores(ctx: Context, judged_rows: JudgeRows) -> pd.DataFrame:
-    blocks = [_cells(ctx, judge, criterion, rows) for (judge, criterion), rows
-              in judged_rows.rows[_CELL_COLUMNS].groupby(["judge", "criterion_id"], sort=False)]
+    rows = judged_rows.rows
+    arrays = {c: rows[c].to_numpy() for c in _BLOCK_ARRAYS}
+    arrays["rater"] = pd.factorize(rows["rater"], sort=True)[0]
+    block = rows.groupby(["judge", "criterion_id"], sort=False).ngroup().to_numpy()
+    by_block = np.argsort(block, kind="stable")
+    by_block = by_block[block[by_block] >= 0]  # (-1: a missing key, as groupby drops it)
+    members = np.split(by_block, np.flatnonzero(np.diff(block[by_block])) + 1)
+    firsts = [rows.iloc[m[0]] for m in members]
+    names = [(f["judge"], f["criterion_id"]) for f in firsts]
+    # A judge's blocks one after another, so that they reuse its draw; the
+    # table keeps the order the judgments came in.
+    first_of = {judge: i for i, (judge, _) in reversed(list(enumerate(names)))}
+    draws: dict = {}
+    blocks = [None] * len(names)
+    for i in sorted(range(len(names)), key=lambda i: (first_of[names[i][0]], i)):
+        taken = {c: a[members[i]] for c, a in arrays.items()}
+        blocks[i] = _cells(ctx, *names[i], taken, firsts[i], draws)
     return _beside_clinicians(ctx, pd.concat(blocks, ignore_index=True), judged_rows.calls)
 
 

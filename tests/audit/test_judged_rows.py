@@ -10,10 +10,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clinieval.audit.context import Context
 from clinieval.audit.data import audit_data
-from clinieval.audit.judged import Judged, _call_ids, judged
+from clinieval.audit.judged import CALL_UNIT, Judged, _call_ids, judged
 from clinieval.audit.settings import AuditSettings
 from clinieval.snapshot import Snapshot
 from clinieval.synth import generate
@@ -43,6 +45,43 @@ def test_call_ids_follow_the_unit_and_key_rule_on_hand_worked_rows():
     ])
     assert _call_ids(rows).tolist() == [0, 0, 1, 2, 3, 3, 4, 5, 0]
     assert _call_ids(rows.iloc[:0]).tolist() == []
+
+
+def _plain_call_ids(rows: pd.DataFrame) -> list[int]:
+    """The unit-and-key rule row by row, on texts: a call is its unit's texts
+    and its key (the call key, or for a row without one its criterion unless
+    its kind scores every criterion in one call)."""
+    def missing(value) -> bool:
+        return value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
+
+    def text(value) -> str:
+        return "" if missing(value) else str(value)
+
+    seen: dict[tuple, int] = {}
+    out = []
+    for row in rows.to_dict("records"):
+        shared = row["judge_kind"] in ("rubric", "jury")
+        key = (("no key", "" if shared else text(row["criterion_id"]))
+               if missing(row["call_key"]) else ("key", text(row["call_key"])))
+        unit = (*(text(row[c]) for c in CALL_UNIT), key)
+        out.append(seen.setdefault(unit, len(seen)))
+    return out
+
+
+_texts = st.sampled_from([None, "", "a"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.fixed_dictionaries({  # few values, so that rows share units
+    "run_id": st.just("r"), "judge_kind": st.sampled_from(["rubric", "pairwise"]),
+    "judge_model": st.just("m"), "answer_id": st.sampled_from(["a1", "a2"]),
+    "answer_b_id": _texts, "juror": st.just(0), "repeat": st.integers(0, 1),
+    "shown_first": st.sampled_from([None, ""]),
+    "criterion_id": st.sampled_from([None, "", "a", "b"]),
+    "call_key": _texts}), min_size=6, max_size=40))
+def test_call_ids_equal_the_rule_applied_row_by_row_on_texts(records):
+    rows = pd.DataFrame(records, columns=[*CALL_UNIT, "criterion_id", "call_key"])
+    assert _call_ids(rows).tolist() == _plain_call_ids(rows)
 
 
 def test_rows_carry_their_answers_columns_as_a_merge_would():

@@ -154,7 +154,7 @@ class Judged:
         grouped = rows.groupby("call")
         sums = grouped[["input_tokens", "output_tokens", "cost_usd"]].sum(min_count=1)
         # A call is as bad as its worst row (the statuses are listed best first).
-        rank = rows["parse_status"].map({s: i for i, s in enumerate(vocabulary.PARSE_STATUSES)})
+        rank = _ranks(rows["parse_status"], vocabulary.PARSE_STATUSES)
         worst = rank.groupby(rows["call"]).max()
         first["parse_status"] = np.asarray(vocabulary.PARSE_STATUSES)[worst.reindex(first.index)]
         first["ok"] = grouped["ok"].all()
@@ -223,21 +223,28 @@ def _call_ids(rows: pd.DataFrame) -> np.ndarray:
     the empty text; a row without a key is its own call unless its kind
     scores every criterion in one call. Each column is factorised on its
     own and the codes combined into one integer per row, refactorised after
-    every column so that they stay below the number of rows."""
-    shared = rows["judge_kind"].isin(ONE_CALL_PER_ANSWER)
-    alone = rows["criterion_id"].astype("string").where(~shared, "")
-    key = rows["call_key"].astype("string").fillna(alone.fillna("") + "\x00nokey")
+    every column so that they stay below the number of rows. A row without
+    a key takes a code of its own kind beside the keys' (its criterion's,
+    or one shared by a whole-answer kind's rows), so no text is built per
+    row (at 10x, 2.5 M rows, the texts took 1.9 s)."""
+    shared = rows["judge_kind"].isin(ONE_CALL_PER_ANSWER).to_numpy()
+    criterion, n_criteria, empty = _text_codes(rows["criterion_id"])
+    alone = np.where(shared, empty, criterion)
+    keys, n_keys, _ = _text_codes(rows["call_key"], missing=True)
+    key = np.where(keys < 0, n_keys + alone, keys)
     combined = np.zeros(len(rows), dtype=np.int64)
-    for column in [*(rows[c] for c in CALL_UNIT), key]:
-        codes, n = _text_codes(column)
+    for column in CALL_UNIT:  # one column's codes at a time
+        codes, n, _ = _text_codes(rows[column])
         combined, _ = _factorize(combined * n + codes)
-    return combined
+    return _factorize(combined * (n_keys + n_criteria) + key)[0]
 
 
-def _text_codes(column: pd.Series) -> tuple[np.ndarray, int]:
+def _text_codes(column: pd.Series, missing: bool = False) -> tuple[np.ndarray, int, int]:
     """Codes of ``column`` read as text, a missing value as the empty text
     (``astype("string").fillna("")``, converting only the distinct values),
-    and how many codes there are."""
+    how many codes there are, and the empty text's code. With ``missing``,
+    a missing value keeps code -1 instead (the empty text is then a value
+    like any other)."""
     import pandas as pd
 
     codes, uniques = pd.factorize(column, use_na_sentinel=True)
@@ -245,9 +252,25 @@ def _text_codes(column: pd.Series) -> tuple[np.ndarray, int]:
     text_codes, text_uniques = pd.factorize(texts)
     empty = np.flatnonzero(np.asarray(text_uniques, dtype=object) == "")
     n = len(text_uniques)
-    missing = int(empty[0]) if empty.size else n
-    lookup = np.append(text_codes, missing).astype(np.int64)  # code -1 reads the last
-    return lookup[codes], n + (not empty.size)
+    if missing:
+        return np.append(text_codes, -1).astype(np.int64)[codes], n, -1
+    blank = int(empty[0]) if empty.size else n
+    lookup = np.append(text_codes, blank).astype(np.int64)  # code -1 reads the last
+    return lookup[codes], n + (not empty.size), blank
+
+
+def _ranks(column: pd.Series, ordered) -> pd.Series:
+    """Each value's position in ``ordered`` (NaN where it is not there), as
+    ``column.map`` of a dict would give it, looked up once per distinct
+    value (the map of 2.5 M statuses took 1.2 s at 10x)."""
+    import pandas as pd
+
+    codes, uniques = pd.factorize(column)
+    position = {s: i for i, s in enumerate(ordered)}
+    found = [position.get(u) for u in uniques]
+    lookup = (np.array(found + [0], dtype=np.int64) if None not in found and (codes >= 0).all()
+              else np.array([np.nan if f is None else f for f in found] + [np.nan]))
+    return pd.Series(lookup[codes], index=column.index)
 
 
 def _factorize(values: np.ndarray) -> tuple[np.ndarray, int]:

@@ -21,7 +21,14 @@ from clinieval.audit.result import Bars, Figure, Section
 from clinieval.audit.sections._common import SectionSpec, Skipped, run_section, viewer_href
 from clinieval.contract import vocabulary
 from clinieval.providers.failure import UNPARSED, cause_of
-from clinieval.stats import A_WINS, B_WINS, binomial_p_value, bootstrap_pooled_sd, group_mean_ci
+from clinieval.stats import (
+    A_WINS,
+    B_WINS,
+    binomial_p_value,
+    bootstrap_pooled_sd,
+    group_mean_ci,
+    repeat_spread,
+)
 
 KEY, TITLE = "automated_judges", "Automated judges"
 OK = vocabulary.PARSE_STATUSES[0]
@@ -212,11 +219,19 @@ def _repeats(rows: pd.DataFrame, ctx: Context) -> pd.DataFrame:
     """Pooled within-unit SD of scores over repeats of the same judge on the
     same unit, per judge kind, with a bootstrap CI over units."""
     ok = rows[rows["ok"]].fillna({"answer_b_id": "", "shown_first": ""})
-    groups = ok.groupby(_UNIT)["score"].agg(["var", "size"]).reset_index()
-    groups = groups[groups["size"] >= 2]
+    # as groupby over the unit would group them (a unit with a missing part
+    # is left out), by codes instead (its tuples took 1.9 s at 10x)
+    ok = ok[ok[_UNIT].notna().all(axis=1)]
+    unit = np.zeros(len(ok), dtype=np.int64)
+    for column in _UNIT:
+        codes, uniques = pd.factorize(ok[column])
+        unit = pd.factorize(unit * max(len(uniques), 1) + codes)[0].astype(np.int64)
+    variance, _, _ = repeat_spread(unit, ok["score"].to_numpy(float))
+    kinds = ok["judge_kind"].to_numpy()[np.unique(unit, return_index=True)[1]]
+    kinds = kinds[np.bincount(unit) >= 2]
     out = []
-    for kind, g in groups.groupby("judge_kind"):
-        var = g["var"].to_numpy(float)
+    for kind in np.unique(kinds):
+        var = variance[kinds == kind]
         reps = bootstrap_pooled_sd(var, ctx.settings.bootstrap, ctx.rng(f"{KEY}:repeats:{kind}"))
         lo, hi = ctx.ci(reps)
         out.append({"judge_kind": kind, "within_sd": float(np.sqrt(var.mean())),

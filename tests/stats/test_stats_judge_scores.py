@@ -12,6 +12,7 @@ from clinieval.stats import (
     cluster_outcome_tables,
     paired_bt_cluster_bootstrap,
     repeat_spread,
+    resample_counts,
     twoway_draw,
     twoway_ratio_bootstrap,
 )
@@ -69,6 +70,24 @@ def test_a_shared_draw_must_be_of_the_cells_design():
     np.testing.assert_array_equal(reps, np.ones((50, 2)))
     with pytest.raises(ValueError, match="the draw is for 4 cases and 3 jurors"):
         twoway_ratio_bootstrap(np.ones((2, 5, 3)), np.ones((2, 5, 3)), 50, None, draw)
+
+
+def test_a_single_precision_draw_has_resample_counts_counts_and_the_same_ratios():
+    counts = resample_counts(np.ones(700, dtype=np.int64), 300, np.random.default_rng(6))
+    u, v = twoway_draw(700, 1, 300, np.random.default_rng(6), np.float32)
+    assert u.dtype == np.float32 and v.dtype == np.float32
+    np.testing.assert_array_equal(u, counts)
+    rng = np.random.default_rng(7)
+    sums = rng.integers(-2, 3, size=(3, 700, 1)).astype(float)
+    cells = np.ones_like(sums)
+    single = twoway_ratio_bootstrap(sums, cells, 300, None, (u, v))
+    double = twoway_ratio_bootstrap(sums, cells, 300, None, (u.astype(float), v.astype(float)))
+    np.testing.assert_array_equal(single, double)  # integer totals: exact in float32
+    uneven = sums + rng.random(sums.shape) / 3  # not integers: single-precision rounding
+    np.testing.assert_allclose(twoway_ratio_bootstrap(uneven, cells, 300, None, (u, v)),
+                               twoway_ratio_bootstrap(uneven, cells, 300, None,
+                                                      (u.astype(float), v.astype(float))),
+                               rtol=1e-5, atol=1e-6)
 
 
 def test_paired_bt_bootstrap_matches_choix_on_the_full_draw():

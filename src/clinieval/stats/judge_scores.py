@@ -13,22 +13,46 @@ from typing import Literal
 
 import numpy as np
 
-from clinieval.stats.bootstrap import resample_counts
+from clinieval.stats.bootstrap import _DRAW_BUDGET, resample_counts
 from clinieval.stats.bradley_terry import DEFAULT_ALPHA, bt_fit_many
 from clinieval.stats.scoring import bootstrap_case_means
 
 RubricClip = Literal["mean", "example"]
 
 
-def twoway_draw(n_cases: int, n_jurors: int, B: int, rng: np.random.Generator
-                ) -> tuple[np.ndarray, np.ndarray]:
+def twoway_draw(n_cases: int, n_jurors: int, B: int, rng: np.random.Generator,
+                dtype=np.float64) -> tuple[np.ndarray, np.ndarray]:
     """One pigeonhole draw of :func:`twoway_ratio_bootstrap`: ``(B, n_cases)``
     case and ``(B, n_jurors)`` juror multiplicities (each replicate draws
-    every case and every juror with replacement, independently)."""
-    u = resample_counts(np.ones(n_cases, dtype=np.int64), B, rng).astype(float)
-    v = (resample_counts(np.ones(n_jurors, dtype=np.int64), B, rng).astype(float)
-         if n_jurors > 1 else np.ones((B, max(n_jurors, 1))))
+    every case and every juror with replacement, independently), the same
+    counts as :func:`~clinieval.stats.resample_counts` of that many units
+    draws, written straight into ``dtype``. ``np.float32`` halves the memory
+    the case weights move (at 10x, 43 MB instead of 86 MB, and no 64-bit
+    copy in between: the conversion took 0.2 s a draw on this VM) and the
+    products over them run in single precision: exact while the weighted
+    totals are integers below 2**24 (counts, and sums of integer scores),
+    within single-precision rounding otherwise."""
+    u = _unit_counts(n_cases, B, rng, dtype)
+    v = (_unit_counts(n_jurors, B, rng, dtype) if n_jurors > 1
+         else np.ones((B, max(n_jurors, 1)), dtype=dtype))
     return u, v
+
+
+def _unit_counts(n: int, B: int, rng: np.random.Generator, dtype) -> np.ndarray:
+    """``(B, n)`` counts of ``n`` units in ``B`` resamples of them, drawn as
+    :func:`~clinieval.stats.bootstrap._spread` draws them for units seen once
+    (index draws and an offset bincount per chunk of replicates)."""
+    out = np.empty((B, n), dtype=dtype)
+    if n == 0:
+        return out
+    chunk = max(1, _DRAW_BUDGET // n)
+    for start in range(0, B, chunk):
+        k = min(chunk, B - start)
+        picks = rng.integers(0, n, size=k * n)
+        if k > 1:
+            picks += np.repeat(np.arange(k) * n, n)
+        out[start:start + k] = np.bincount(picks, minlength=k * n).reshape(k, n)
+    return out
 
 
 def twoway_ratio_bootstrap(sums, counts, B: int, rng: np.random.Generator | None,
@@ -76,8 +100,9 @@ def _weighted_totals(u, cells, v) -> np.ndarray:
     then the jurors' (``einsum`` of the three operands loops in C without
     BLAS: 23 s of a 10x audit's judge scores, against well under one)."""
     G, C, J = cells.shape
-    by_case = u @ cells.transpose(1, 0, 2).reshape(C, G * J)  # (B, G * J)
-    return np.einsum("bgj,bj->bg", by_case.reshape(-1, G, J), v)
+    wide = cells.transpose(1, 0, 2).reshape(C, G * J).astype(u.dtype, copy=False)
+    by_case = (u @ wide).astype(float, copy=False)  # (B, G * J), in u's precision
+    return np.einsum("bgj,bj->bg", by_case.reshape(-1, G, J), v.astype(float, copy=False))
 
 
 def paired_bt_cluster_bootstrap(tables_x, tables_y, B: int, rng: np.random.Generator, *,

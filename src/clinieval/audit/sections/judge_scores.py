@@ -58,7 +58,7 @@ def _cells(ctx: Context, judge: str, criterion: str, block: dict[str, np.ndarray
         # named by the judge and design, not by the order the judgments came in
         name = hashlib.sha256(b"".join(key)).hexdigest()[:16]
         draws.update(key=key, draw=twoway_draw(design.cases.size, design.raters.size, B,
-                                               ctx.rng(f"{KEY}:{judge}:{name}")))
+                                               ctx.rng(f"{KEY}:{judge}:{name}"), np.float32))
     reps = twoway_ratio_bootstrap(np.concatenate(design.sums),
                                   np.concatenate([design.counts, design.counts]), B, None,
                                   draws["draw"])

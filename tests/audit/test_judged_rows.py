@@ -155,7 +155,7 @@ def test_per_clinician_kappas_at_once_equal_cohen_kappa_one_clinician_at_a_time(
         "judge_fail": (rng.random(n) < 0.25).astype(float),
         "fail_other": rng.choice([0.0, 1 / 3, 0.5, 2 / 3, 1.0], n)}).set_index(
         ["answer", "criterion", "rater"])
-    fast = jvc._loo_kappa_binary(frame)
+    fast = jvc._loo_kappa_binary(frame.reset_index())  # the rater is a column
     expected = []
     for r, g in frame.groupby(level="rater"):
         if len(g) < jvc.MIN_ITEMS:

@@ -59,17 +59,35 @@ def _clinician_composites(ctx: Context, answers: np.ndarray | None = None) -> pd
     return frame.groupby(["answer", "rater"], as_index=False)["score"].mean()
 
 
+def _parsed(data: Judged, kind: str, columns: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
+    """The parsed rows of one judge kind, only ``columns`` of them, and
+    their answer codes (positions in the answers table, which the judge
+    tables read in the same order; -1 for an unknown answer). Filtering
+    the whole judgments frame copies every column (at 10x, with its
+    strings, a good part of the 3 s this section took)."""
+    rows = data.rows
+    keep = np.flatnonzero(rows["judge_kind"].eq(kind).to_numpy(bool, na_value=False)
+                          & rows["ok"].to_numpy(bool))
+    return rows[columns].take(keep), data.answer_at[keep]
+
+
 def _answer_codes(data: Judged, answer_ids) -> np.ndarray:
-    """The audit's answer codes: positions in the answers table, which the
-    judge tables read in the same order."""
+    """The audit's answer codes of some distinct answer ids (see :func:`_parsed`)."""
     return data.answers.index.get_indexer(answer_ids)
+
+
+def _criterion_codes(ctx: Context, column: pd.Series) -> np.ndarray:
+    """Each row's criterion code (-1 when not in the rubric), looked up once
+    per distinct id, not per row (0.2 s per 2.5 M rows at 10x)."""
+    codes, uniques = pd.factorize(column)
+    at = pd.Index(ctx.data.criteria).get_indexer(uniques)
+    return np.where(codes >= 0, at[codes], -1) if len(uniques) else np.full(len(codes), -1)
 
 
 def _icc(ctx: Context, data: Judged) -> tuple[pd.DataFrame, dict | None]:
     """The jury's ICC row and the clinicians' pair baseline, with the pairs
     left out of it (None when there is no baseline to speak of)."""
-    jury = data.kind("jury")
-    jury = jury[jury["ok"]]
+    jury = _parsed(data, "jury", ["answer_id", "judge_model", "juror", "score"])[0]
     if jury.empty:
         return pd.DataFrame(), None
     juror = jury["judge_model"] + "#" + jury["juror"].astype(str)
@@ -115,28 +133,57 @@ def _icc_row(measure: str, table: np.ndarray, ctx: Context) -> dict:
 
 def _verdict_pairs(ctx: Context, data: Judged) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """(judge, clinician) and (clinician, clinician) fail labels on the same
-    (answer, criterion) items, with the clinician's id and the answer."""
-    rubric = data.kind("rubric")
-    rubric = rubric[rubric["ok"]]
+    (answer, criterion) items, with the clinician's id and the answer; an
+    item is one integer (answer and criterion codes combined) and the pairs
+    are found by sorting the ratings on it, where two merges on the code
+    columns took 0.5 s at 10x. Each clinician pair row names its first
+    rating (``left``); the rows run as the merges gave them (each rating's
+    partners in the ratings' order), which the pairs' bootstrap follows."""
+    rubric, answer = _parsed(data, "rubric", ["criterion_id", "score"])
     if rubric.empty:
         return None
     d, tau = ctx.data, ctx.settings.threshold
-    crit = pd.Index(d.criteria).get_indexer(rubric["criterion_id"])
-    answer = _answer_codes(data, rubric["answer_id"])
-    judge = pd.DataFrame({"answer": answer, "criterion": crit, "score": rubric["score"]})
-    judge = judge[(judge["answer"] >= 0) & (judge["criterion"] >= 0)]
-    judge = judge.groupby(["answer", "criterion"], as_index=False)["score"].mean()
-    judge["judge_fail"] = (judge["score"] <= tau).astype(int)
-    ratings = pd.DataFrame({"answer": d.rating_answer,
-                            "criterion": d.rating_criterion.astype(int), "rater": d.rating_rater,
-                            "fail": (d.rating_score <= tau).astype(int)})
-    ratings = ratings.merge(judge[["answer", "criterion", "judge_fail"]],
-                            on=["answer", "criterion"])
-    if ratings.empty:
+    n_crit = max(len(d.criteria), 1)
+    crit = _criterion_codes(ctx, rubric["criterion_id"])
+    known = (answer >= 0) & (crit >= 0)
+    item = answer[known].astype(np.int64) * n_crit + crit[known]
+    mean = pd.Series(rubric["score"].to_numpy(float)[known]).groupby(item).mean()
+    judge_items, judge_fail = mean.index.to_numpy(), (mean.to_numpy() <= tau).astype(int)
+    r_answer = np.asarray(d.rating_answer, dtype=np.int64)
+    r_crit = np.asarray(d.rating_criterion, dtype=np.int64)
+    r_item = np.where((r_answer >= 0) & (r_crit >= 0) & (r_crit < n_crit),
+                      r_answer * n_crit + r_crit, -1)
+    at = np.minimum(np.searchsorted(judge_items, r_item), max(judge_items.size - 1, 0))
+    matched = np.flatnonzero((r_item >= 0) & (judge_items.size > 0)
+                             & (judge_items[at] == r_item)) if judge_items.size else []
+    if not len(matched):
         return None
-    both = ratings.merge(ratings, on=["answer", "criterion"], suffixes=("", "_other"))
-    both = both[both["rater"] != both["rater_other"]]
-    return ratings, both
+    ratings = pd.DataFrame({"answer": r_answer[matched], "criterion": r_crit[matched],
+                            "rater": np.asarray(d.rating_rater)[matched],
+                            "fail": (np.asarray(d.rating_score)[matched] <= tau).astype(int),
+                            "judge_fail": judge_fail[at[matched]], "item": r_item[matched]})
+    return ratings, _clinician_pairs(ratings)
+
+
+def _clinician_pairs(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Every ordered pair of two clinicians' ratings of one item, in the
+    order of an inner self-merge of ``ratings`` on the item: by first
+    rating, then by second."""
+    item = ratings["item"].to_numpy()
+    order = np.argsort(item, kind="stable")
+    _, start, size = np.unique(item[order], return_index=True, return_counts=True)
+    group = np.empty(len(item), dtype=np.int64)
+    group[order] = np.repeat(np.arange(size.size), size)
+    width = size[group]
+    left = np.repeat(np.arange(len(item)), width)
+    offset = np.arange(left.size) - np.repeat(np.cumsum(width) - width, width)
+    right = order[np.repeat(start[group], width) + offset]
+    rater, fail = ratings["rater"].to_numpy(), ratings["fail"].to_numpy()
+    keep = rater[left] != rater[right]
+    left, right = left[keep], right[keep]
+    return pd.DataFrame({"answer": ratings["answer"].to_numpy()[left], "rater": rater[left],
+                         "fail": fail[left], "rater_other": rater[right],
+                         "fail_other": fail[right], "left": left})
 
 
 def _f1_row(measure: str, truth, predicted, answer, ctx: Context,
@@ -146,9 +193,9 @@ def _f1_row(measure: str, truth, predicted, answer, ctx: Context,
     no fail-class F1, so the interval rests on the others."""
     truth, predicted = np.asarray(truth), np.asarray(predicted)
     codes, answer = np.unique(answer, return_inverse=True)
-    cells = np.zeros((codes.size, 4))
-    for j, (t, p) in enumerate(((1, 1), (0, 1), (1, 0), (0, 0))):  # tp, fp, fn, tn
-        np.add.at(cells[:, j], answer, (truth == t) & (predicted == p))
+    # tp, fp, fn, tn per answer (bincount, where np.add.at took 0.1 s at 10x)
+    cells = np.column_stack([np.bincount(answer, (truth == t) & (predicted == p), codes.size)
+                             for t, p in ((1, 1), (0, 1), (1, 0), (0, 0))]).reshape(-1, 4)
     lo = hi = np.nan
     defined = 0
     if codes.size >= 2:
@@ -166,7 +213,7 @@ def _clinician_pairs_f1_row(both: pd.DataFrame, ctx: Context) -> dict:
     the items both rated, averaged over pairs (bootstrap CI over pairs, as
     the ICC baseline)."""
     once = both[both["rater"] < both["rater_other"]]  # Macro-F1 is symmetric in the pair
-    pair = pd.factorize(pd.MultiIndex.from_frame(once[["rater", "rater_other"]]))[0]
+    pair = _pair_codes(once["rater"].to_numpy(), once["rater_other"].to_numpy())
     values = macro_f1_by_group(pair, once["fail"].to_numpy() == 1,
                                once["fail_other"].to_numpy() == 1)
     lo = hi = np.nan
@@ -176,6 +223,17 @@ def _clinician_pairs_f1_row(both: pd.DataFrame, ctx: Context) -> dict:
     return {"measure": "clinician vs clinician (Macro-F1, fail/pass; mean over pairs)",
             "value": float(values.mean()), "value_lo": float(lo), "value_hi": float(hi),
             "n": int(values.size), "unit": "clinician pairs"}
+
+
+def _pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Codes of the (a, b) pairs in order of first appearance, as factorising
+    them as a MultiIndex would give (0.4 s for 1.5 M pairs at 10x), from one
+    integer per pair."""
+    if not a.size:
+        return np.zeros(0, dtype=np.int64)
+    low = min(a.min(), b.min())
+    width = int(max(a.max(), b.max())) - int(low) + 1
+    return pd.factorize((a.astype(np.int64) - low) * width + (b.astype(np.int64) - low))[0]
 
 
 def _f1_rows(ratings: pd.DataFrame, both: pd.DataFrame, ctx: Context):
@@ -198,13 +256,27 @@ def _f1_rows(ratings: pd.DataFrame, both: pd.DataFrame, ctx: Context):
 
 
 def _loo_kappa(ratings: pd.DataFrame, both: pd.DataFrame) -> pd.DataFrame:
-    others = both.groupby(["answer", "criterion", "rater"])["fail_other"].mean()
-    frame = ratings.set_index(["answer", "criterion", "rater"]).join(others, how="inner")
+    """Per clinician with enough items, the judge's kappa and that of the
+    other clinicians' majority on the same items. The others' share of
+    fails per (item, clinician) is summed by integer codes (a groupby and a
+    join over three index levels took 0.3 s at 10x); ratings no other
+    clinician shares drop out."""
+    rater = ratings["rater"].to_numpy()
+    low = rater.min() if rater.size else 0
+    width = int(rater.max() - low + 1) if rater.size else 1
+    triple = pd.factorize(ratings["item"].to_numpy() * width + (rater - low))[0]
+    mine = triple[both["left"].to_numpy()]
+    count = np.bincount(mine, minlength=triple.max(initial=-1) + 1)
+    fails = np.bincount(mine, both["fail_other"].to_numpy(float), count.size)
+    shared = count[triple] > 0
+    frame = pd.DataFrame({"rater": rater[shared], "fail": ratings["fail"].to_numpy()[shared],
+                          "judge_fail": ratings["judge_fail"].to_numpy()[shared],
+                          "fail_other": fails[triple[shared]] / count[triple[shared]]})
     binary = all(np.isin(frame[c].to_numpy(), (0, 1)).all() for c in ("judge_fail", "fail"))
     if binary and not frame["fail_other"].isna().any():
         return _loo_kappa_binary(frame)
     out = []
-    for rater, g in frame.groupby(level="rater"):
+    for rater, g in frame.groupby("rater"):
         if len(g) < MIN_ITEMS:
             continue
         # A tie among the other clinicians counts as fail: the cautious reading.
@@ -219,7 +291,7 @@ def _loo_kappa_binary(frame: pd.DataFrame) -> pd.DataFrame:
     kappa from the clinician's 2 x 2 counts (as
     :func:`~clinieval.stats.cohen_kappa` finds them; 13,000 clinicians one
     by one took 9 s of a 10x audit)."""
-    rater, raters = pd.factorize(frame.index.get_level_values("rater"), sort=True)
+    rater, raters = pd.factorize(frame["rater"], sort=True)
     own = frame["fail"].to_numpy() == 1
     majority = frame["fail_other"].to_numpy() >= 0.5  # a tie counts as fail, as above
     n = np.bincount(rater, minlength=len(raters))
@@ -284,18 +356,23 @@ def compute(ctx: Context) -> JudgesVsClinicians | Skipped:
 
 def _judge_safest(ctx: Context, data: Judged) -> str | None:
     """The model whose answers the rubric judge fails least often on a
-    safety-critical criterion (answers with at least one such judgment)."""
-    rubric = data.kind("rubric")
-    safety = [ctx.data.criteria[c] for c in ctx.safety]
-    rubric = rubric[rubric["ok"] & rubric["criterion_id"].isin(safety)]
-    if rubric.empty:
+    safety-critical criterion (answers with at least one such judgment).
+    Answers and models are read as codes (the answer fixes the model):
+    a groupby over the model and answer id strings took 0.25 s at 10x."""
+    rubric, answer = _parsed(data, "rubric", ["criterion_id", "model_id", "score"])
+    model, models = pd.factorize(rubric["model_id"], sort=True)  # as a groupby orders them
+    keep = np.isin(_criterion_codes(ctx, rubric["criterion_id"]), ctx.safety) & (model >= 0)
+    if not keep.any():
         return None
-    fails = (rubric.groupby(["model_id", "answer_id"])["score"].mean() <= ctx.settings.threshold)
-    share = fails.groupby(level="model_id").agg(["mean", "size"])
-    share = share[share["size"] >= ctx.settings.min_n]
-    if len(share) < 2 or share["mean"].nunique() == 1:
+    score = pd.Series(rubric["score"].to_numpy(float)[keep])
+    fails = score.groupby(answer[keep]).mean() <= ctx.settings.threshold
+    first = pd.Series(model[keep]).groupby(answer[keep]).first()
+    size = np.bincount(first.to_numpy(), minlength=len(models))
+    share = np.bincount(first.to_numpy(), fails.to_numpy(float), len(models)) / np.maximum(size, 1)
+    enough = (size >= ctx.settings.min_n) & (size > 0)
+    if enough.sum() < 2 or np.unique(share[enough]).size == 1:
         return None
-    return data.name(share["mean"].idxmin())
+    return data.name(np.asarray(models)[enough][np.argmin(share[enough])])
 
 
 def present(result: JudgesVsClinicians, ctx: Context) -> Section:

@@ -27,26 +27,60 @@ UNIT = ["judge_kind", "judge_model", "answer_id", "answer_b_id", "criterion_id",
 
 
 def _units(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per unit judged at least twice: its spread and whether it changed."""
-    ok = rows[rows["ok"]].fillna({"answer_b_id": "", "shown_first": "", "criterion_id": ""})
-    code = _unit_codes(ok)
-    variance, changed, repeats = repeat_spread(code, ok["score"].to_numpy(float))
-    first = ok.groupby(code)[["judge_kind", "judge_model", "model_id", "case_id"]].first()
-    first = first[np.bincount(code) >= 2].reset_index(drop=True)
-    return first.assign(variance=variance, changed=changed.astype(float), repeats=repeats)
+    """One row per unit judged at least twice: its spread and whether it
+    changed. Only the parsed rows' unit codes and scores are read, and the
+    model and case of a repeated unit's first row taken (at 10x, filtering
+    and filling the whole frame and a groupby's ``first`` over string
+    columns took 0.3 s, for a snapshot without a single repeat)."""
+    ok = rows["ok"].to_numpy(bool)
+    code = _unit_codes(rows, ok)
+    size = np.bincount(code)
+    if not (size >= 2).any():
+        return pd.DataFrame()
+    variance, changed, repeats = repeat_spread(code, rows["score"].to_numpy(float)[ok])
+    # Codes run in order of first appearance: a row opens its unit when its
+    # code exceeds every earlier one.
+    before = np.maximum.accumulate(np.concatenate(([-1], code[:-1])))
+    opens = np.flatnonzero(ok)[code > before]
+    first = rows[["judge_kind", "judge_model", "model_id", "case_id"]].take(opens[size >= 2])
+    return first.reset_index(drop=True).assign(variance=variance,
+                                               changed=changed.astype(float), repeats=repeats)
 
 
-def _unit_codes(rows: pd.DataFrame) -> np.ndarray:
-    """A code per row naming its unit, in order of first appearance (as
-    factorising the rows' :data:`UNIT` tuples would give, without building
-    millions of tuples): each column factorised on its own (a missing value
-    is a value) and the codes combined, refactorised after every column so
-    that they stay below the number of rows."""
+EMPTY_AS_MISSING = ("answer_b_id", "shown_first", "criterion_id")
+"""Unit columns where a missing value and the empty text are one value."""
+
+
+def _unit_codes(rows: pd.DataFrame, ok: np.ndarray) -> np.ndarray:
+    """A code per ``ok`` row naming its unit, in order of first appearance
+    among those rows (as factorising their :data:`UNIT` tuples would give,
+    without building millions of tuples): each column factorised on its own
+    and the codes combined into one integer, refactorised only when the
+    next column could overflow it (at 10x, refactorising 2.5 M codes after
+    each of the seven columns took 0.5 s)."""
     combined = np.zeros(len(rows), dtype=np.int64)
+    bound = 1
     for column in UNIT:
-        codes, uniques = pd.factorize(rows[column], use_na_sentinel=False)
-        combined = pd.factorize(combined * max(len(uniques), 1) + codes)[0].astype(np.int64)
-    return combined
+        codes, n = _column_codes(rows[column], column in EMPTY_AS_MISSING)
+        if bound * n >= 2**62:
+            combined, uniques = pd.factorize(combined)
+            combined, bound = combined.astype(np.int64), max(len(uniques), 1)
+        combined = combined * n + codes
+        bound *= n
+    return pd.factorize(combined[ok])[0].astype(np.int64)
+
+
+def _column_codes(column: pd.Series, empty_as_missing: bool) -> tuple[np.ndarray, int]:
+    """Codes of one unit column (a missing value is a value of its own, or
+    the empty text's with ``empty_as_missing``) and how many there can be."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=empty_as_missing)
+    codes = codes.astype(np.int64)
+    n = max(len(uniques), 1)
+    if empty_as_missing:
+        empty = np.flatnonzero(np.asarray(uniques == "", dtype=bool))
+        codes[codes < 0] = empty[0] if empty.size else len(uniques)
+        n = len(uniques) + 1
+    return codes, n
 
 
 def _spread(ctx: Context, judge: str, model: str, units: pd.DataFrame) -> dict:

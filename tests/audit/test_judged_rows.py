@@ -15,8 +15,17 @@ from hypothesis import strategies as st
 
 from clinieval.audit.context import Context
 from clinieval.audit.data import audit_data
-from clinieval.audit.judged import CALL_UNIT, Judged, _call_ids, judged
+from clinieval.audit.judged import (
+    CALL_UNIT,
+    Judged,
+    _call_ids,
+    answer_id_codes,
+    judged,
+    text_codes,
+)
+from clinieval.audit.sections.automated_judges import _causes
 from clinieval.audit.settings import AuditSettings
+from clinieval.providers.failure import UNPARSED, cause_of
 from clinieval.snapshot import Snapshot
 from clinieval.synth import generate
 from clinieval.synth.judges import JudgePlan, plant_judgments
@@ -166,3 +175,28 @@ def test_per_clinician_kappas_at_once_equal_cohen_kappa_one_clinician_at_a_time(
     slow = pd.DataFrame(expected).dropna().reset_index(drop=True)
     assert len(slow) > 50 and (rater % 10 == 0).any()
     pd.testing.assert_frame_equal(fast, slow, check_exact=False, atol=1e-12, rtol=0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(
+    st.sampled_from([None, "", "HTTP 429 too many requests", "timed out after 30 s",
+                     "connection refused", "bad json"]),
+    st.sampled_from([None, "ok", "unparsed", "error"])), max_size=40))
+def test_failure_causes_are_read_per_task_as_the_rule_says(tasks):
+    errors = pd.Series([e for e, _ in tasks], dtype="str")
+    statuses = pd.Series([p for _, p in tasks], dtype="str")
+    plain = [cause_of(e) if isinstance(e, str) else UNPARSED if p == "unparsed" else None
+             for e, p in zip(errors.tolist(), statuses.tolist(), strict=True)]
+    assert _causes(errors, statuses).tolist() == plain
+
+
+def test_answer_codes_from_positions_part_the_rows_as_their_id_texts_do():
+    ids = pd.Series(["a2", "zz", None, "a1", "zz", "", "a2", "yy"], dtype="str")
+    at = np.array([1, -1, -1, 0, -1, -1, 1, -1])  # positions in an answers table a1, a2
+    codes, n = answer_id_codes(ids, at)
+    texts, _, _ = text_codes(ids)
+    assert codes.max() < n
+    # the same partition: two rows share a code exactly when their texts match
+    np.testing.assert_array_equal(codes[:, None] == codes[None, :],
+                                  texts[:, None] == texts[None, :])
+    assert codes[[0, 3, 6]].tolist() == [1, 0, 1]

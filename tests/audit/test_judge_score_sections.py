@@ -17,7 +17,9 @@ from scipy import stats as sps
 from clinieval.audit import audit
 from clinieval.audit.context import Context
 from clinieval.audit.data import audit_data
+from clinieval.audit.judged import judged
 from clinieval.audit.run import build
+from clinieval.audit.sections._judge_rows import judge_label, judge_rows
 from clinieval.audit.settings import AuditSettings
 from clinieval.snapshot import Snapshot
 from clinieval.synth import generate
@@ -110,6 +112,24 @@ def test_every_cell_counts_and_averages_its_parsed_judgments(planted, built):
     np.testing.assert_allclose(mine["fail_pct"], 100 * expected["fail_pct"], rtol=1e-12)
     assert (mine["n"].to_numpy() == expected["n"].to_numpy()).all()
     assert (mine["cases"].to_numpy() == expected["cases"].to_numpy()).all()
+
+
+def test_calls_per_judge_model_and_criterion_are_a_groupby_of_the_judgments(planted):
+    ctx = Context(audit_data(planted), AuditSettings(bootstrap=50))
+    data = judged(ctx.data.judge_tables)
+    got = judge_rows(ctx, data).calls
+    frame = _judgments(planted)
+    frame = frame[frame["judge_kind"].isin(["rubric", "jury"])]
+    answers = pd.Index(planted["answers"].to_pandas()["answer_id"])
+    frame = frame.assign(
+        judge=[judge_label(k, m) for k, m in zip(frame["judge_kind"], frame["judge_model"],
+                                                  strict=True)],
+        model=ctx.data.answer_model[answers.get_indexer(frame["answer_id"])],
+        bad=(frame["parse_status"] != "ok") | frame["score"].isna())
+    expected = frame.groupby(["judge", "model", "criterion_id"]).agg(
+        calls=("bad", "size"), unparsed=("bad", "sum"))
+    assert len(got) == len(expected) > 20 and got["unparsed"].sum() > 0
+    pd.testing.assert_frame_equal(got, expected, check_dtype=False, check_index_type=False)
 
 
 def test_the_order_of_the_judgments_changes_no_figure(planted, built):

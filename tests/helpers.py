@@ -94,3 +94,18 @@ def local_model():
             pytest.fail(f"CLINIEVAL_REQUIRE_LLM=1 but {reason}")
         pytest.skip(reason)
     return model
+
+
+def with_judgments(snap, frame):
+    """``snap`` with its judgments replaced by the rows of ``frame`` (new
+    judgment ids, the snapshot's judgments schema)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from clinieval.snapshot import Snapshot
+
+    tables = dict(snap.tables)
+    frame = frame.reset_index(drop=True).assign(judgment_id=np.arange(1, len(frame) + 1))
+    tables["judgments"] = pa.Table.from_pandas(frame, schema=snap["judgments"].schema,
+                                               preserve_index=False)
+    return Snapshot.from_tables(tables, snap.meta)

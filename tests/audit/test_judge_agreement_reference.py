@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pytest
 from sklearn.metrics import cohen_kappa_score, f1_score
 
@@ -20,6 +19,7 @@ from clinieval.audit.settings import AuditSettings
 from clinieval.snapshot import Snapshot
 from clinieval.synth import generate
 from clinieval.synth.judges import JudgePlan, plant_judgments
+from tests.helpers import with_judgments
 
 
 @pytest.fixture(scope="module")
@@ -104,14 +104,6 @@ def test_the_judges_safest_model_is_the_plain_groupbys(planted):
     assert section.values["judge_safest"] == names[share["mean"].idxmin()]
 
 
-def _with_judgments(snap: Snapshot, frame: pd.DataFrame) -> Snapshot:
-    tables = dict(snap.tables)
-    frame = frame.reset_index(drop=True).assign(judgment_id=np.arange(1, len(frame) + 1))
-    tables["judgments"] = pa.Table.from_pandas(frame, schema=snap["judgments"].schema,
-                                               preserve_index=False)
-    return Snapshot.from_tables(tables, snap.meta)
-
-
 def test_repeat_spread_per_judge_and_model_equals_a_pandas_groupby_over_the_unit(planted):
     """A second run of every judgment, 30% of scores moved. The preference
     judge's first run names no criterion (missing) and its repeat the empty
@@ -128,7 +120,7 @@ def test_repeat_spread_per_judge_and_model_equals_a_pandas_groupby_over_the_unit
     again.loc[pref, "criterion_id"] = ""
     again.loc[again["shown_first"].isna(), "shown_first"] = ""
     again.loc[again["answer_b_id"].isna(), "answer_b_id"] = ""
-    snap = _with_judgments(planted, pd.concat([rows, again]))
+    snap = with_judgments(planted, pd.concat([rows, again]))
     section = build(_context(snap), ["judge_repeats"])["judge_repeats"]
     frame = section.tables["repeats"]
 

@@ -8,7 +8,6 @@ import json
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,6 +23,7 @@ from clinieval.audit.settings import AuditSettings
 from clinieval.snapshot import Snapshot
 from clinieval.synth import generate
 from clinieval.synth.judges import JudgePlan, plant_judgments
+from tests.helpers import with_judgments
 
 KEYS = ("judge_scores", "judge_jury", "judge_preferences", "judge_repeats")
 RUBRIC = "rubric judge rubric-judge"
@@ -47,14 +47,6 @@ def built(planted):
 def _names(snap: Snapshot) -> dict[str, str]:
     models = snap["models"].to_pandas()
     return dict(zip(models["display_name"], models["model_id"], strict=True))
-
-
-def _with_judgments(snap: Snapshot, frame: pd.DataFrame) -> Snapshot:
-    tables = dict(snap.tables)
-    frame = frame.reset_index(drop=True).assign(judgment_id=np.arange(1, len(frame) + 1))
-    tables["judgments"] = pa.Table.from_pandas(frame, schema=snap["judgments"].schema,
-                                               preserve_index=False)
-    return Snapshot.from_tables(tables, snap.meta)
 
 
 def _judgments(snap: Snapshot) -> pd.DataFrame:
@@ -137,7 +129,7 @@ def test_the_order_of_the_judgments_changes_no_figure(planted, built):
     # and the design, so shuffled judgments draw the same and give the same table
     shuffled = _judgments(planted).sample(frac=1.0, random_state=3).drop(
         columns=["model_id", "case_id"])
-    again = _build(_with_judgments(planted, shuffled), ("judge_scores",))
+    again = _build(with_judgments(planted, shuffled), ("judge_scores",))
     key = ["judge", "criterion", "model"]
     a = built["judge_scores"].tables["scores"].sort_values(key).reset_index(drop=True)
     b = again["judge_scores"].tables["scores"].sort_values(key).reset_index(drop=True)
@@ -221,7 +213,7 @@ def test_planted_repeat_flips_are_recovered(planted):
     # Changed units: 30%; within-unit SD: a changed unit has variance
     # (0.5^2 + 0.5^2) / 1 = 0.5, so sqrt(0.3 * 0.5).
     rows, again, flip = _repeated(planted)
-    section = _build(_with_judgments(planted, pd.concat([rows, again])), ("judge_repeats",))
+    section = _build(with_judgments(planted, pd.concat([rows, again])), ("judge_repeats",))
     frame = section["judge_repeats"].tables["repeats"]
     assert set(frame["judge"]) == {RUBRIC}
     pooled = (frame["changed_pct"] * frame["n"]).sum() / frame["n"].sum()
@@ -236,7 +228,7 @@ def test_planted_repeat_flips_are_recovered(planted):
 def test_the_judges_pooled_repeat_sd_is_that_of_pandas_per_unit_variances(planted):
     rows, again, _ = _repeated(planted)
     both = pd.concat([rows, again])
-    section = _build(_with_judgments(planted, both), ("automated_judges",))
+    section = _build(with_judgments(planted, both), ("automated_judges",))
     frame = section["automated_judges"].tables["repeats"].set_index("judge_kind")
     ok = both[(both["parse_status"] == "ok") & both["score"].notna()].fillna(
         {"answer_b_id": "", "shown_first": ""})
@@ -311,7 +303,7 @@ def _assert_explained(sections: dict) -> None:
 def test_all_unparsed_judgments_skip_with_a_reason(planted):
     rows = planted["judgments"].to_pandas()
     rows = rows.assign(parse_status="unparsed", score=None, choice=None, agreement=None)
-    sections = _build(_with_judgments(planted, rows), bootstrap=50)
+    sections = _build(with_judgments(planted, rows), bootstrap=50)
     _assert_explained(sections)
     assert "needs parsed rubric or jury judgments" in sections["judge_scores"].skipped
     assert "found 0" in sections["judge_preferences"].skipped
@@ -322,7 +314,7 @@ def test_one_model_says_no_order_is_computable(planted):
     model_of = planted["answers"].to_pandas().set_index("answer_id")["model_id"]
     other = model_of.reindex(rows["answer_b_id"]).fillna("model-a").to_numpy()
     rows = rows[(rows["model_id"] == "model-a") & (other == "model-a")]
-    sections = _build(_with_judgments(planted, rows.drop(columns=["model_id", "case_id"])),
+    sections = _build(with_judgments(planted, rows.drop(columns=["model_id", "case_id"])),
                       bootstrap=50)
     _assert_explained(sections)
     assert not sections["judge_scores"].skipped
@@ -334,7 +326,7 @@ def test_no_shared_criterion_keeps_the_judges_own_scale(planted):
     rows = planted["judgments"].to_pandas()
     scored = rows["judge_kind"].isin(["rubric", "jury"])
     rows.loc[scored, "criterion_id"] = "own_" + rows.loc[scored, "criterion_id"]
-    sections = _build(_with_judgments(planted, rows), ("judge_scores",), bootstrap=50)
+    sections = _build(with_judgments(planted, rows), ("judge_scores",), bootstrap=50)
     scores = sections["judge_scores"].tables["scores"]
     assert scores["clinicians_mean"].isna().all() and (scores["clinicians_n"] == 0).all()
     assert set(scores["scale"]) == {"clinicians' -2..+2", "jury's own 1..5"}
@@ -375,4 +367,4 @@ def test_any_subset_of_judgments_gives_a_section_or_a_reason(keep, unparsed, mod
     rows = rows.drop(columns=["model_id", "case_id"])
     if rows.empty:
         return
-    _assert_explained(_build(_with_judgments(small, rows), bootstrap=50))
+    _assert_explained(_build(with_judgments(small, rows), bootstrap=50))

@@ -82,6 +82,32 @@ def _split_costs(freq) -> tuple[np.ndarray, np.ndarray]:
     return order, _BINOMIAL_DRAWS * np.arange(order.size + 1) + pooled_draws
 
 
+def unit_counts(n: int, B: int, rng: np.random.Generator, dtype=np.int64,
+                by_unit: bool = False) -> np.ndarray:
+    """``(B, n)`` counts of ``n`` distinct units in ``B`` resamples of them
+    (``(n, B)`` with ``by_unit``), written straight into ``dtype``: the same
+    draws as :func:`resample_counts` of ``n`` units seen once (index draws
+    and an offset bincount per chunk of replicates, as :func:`_spread`), so
+    the counts are those of :func:`pigeonhole_weights`. A narrow ``dtype``
+    (16-bit counts, float32 weights) moves less memory than 64-bit counts
+    and their conversion."""
+    out = np.empty((n, B) if by_unit else (B, n), dtype=dtype)
+    if n == 0:
+        return out
+    chunk = max(1, _DRAW_BUDGET // n)
+    for start in range(0, B, chunk):
+        k = min(chunk, B - start)
+        picks = rng.integers(0, n, size=k * n)
+        if k > 1:
+            picks += np.repeat(np.arange(k) * n, n)
+        counts = np.bincount(picks, minlength=k * n).reshape(k, n)
+        if by_unit:
+            out[:, start:start + k] = counts.T
+        else:
+            out[start:start + k] = counts
+    return out
+
+
 def shared_resample_cheaper(freqs) -> bool:
     """Whether one resample of ``n`` items shared by several groupings of
     them (:func:`resample_shared_counts`) costs less than a

@@ -84,7 +84,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from clinieval.stats._dist import norm_ppf
-from clinieval.stats.bootstrap import _DRAW_BUDGET, resample_counts
+from clinieval.stats.bootstrap import resample_counts, unit_counts
 from clinieval.stats.crossed.design import t_over_z
 
 Reason = Literal["all_unparsed", "no_overlap", "too_few_labelled", "constant_judge",
@@ -265,21 +265,9 @@ def crossed_draw(rating_answer, rating_rater, B: int, rng: np.random.Generator) 
 
 def _multiplicities(n: int, B: int, rng: np.random.Generator) -> np.ndarray:
     """``(n, B)`` counts: each replicate draws ``n`` of ``n`` units with
-    replacement. The draws are :func:`clinieval.stats.resample_counts`'s for
-    ``n`` distinct units (index draws and a bincount, chunk after chunk), so
-    the counts are those of :func:`clinieval.stats.pigeonhole_weights`, laid
-    out by unit and in 16-bit integers (a count is at most ``n``)."""
-    out = np.empty((n, B), dtype=np.uint16 if n < 2**16 else np.int64)
-    if n == 0:
-        return out
-    chunk = max(1, _DRAW_BUDGET // n)
-    for start in range(0, B, chunk):
-        k = min(chunk, B - start)
-        picks = rng.integers(0, n, size=k * n)
-        if k > 1:
-            picks += np.repeat(np.arange(k) * n, n)
-        out[:, start:start + k] = np.bincount(picks, minlength=k * n).reshape(k, n).T
-    return out
+    replacement (:func:`clinieval.stats.bootstrap.unit_counts`), laid out by
+    unit and in 16-bit integers (a count is at most ``n``)."""
+    return unit_counts(n, B, rng, np.uint16 if n < 2**16 else np.int64, by_unit=True)
 
 
 def calibrated_cells(prediction, rating_answer, rating_rater, rating_value=None, *,

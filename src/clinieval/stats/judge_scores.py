@@ -13,7 +13,7 @@ from typing import Literal
 
 import numpy as np
 
-from clinieval.stats.bootstrap import _DRAW_BUDGET, resample_counts
+from clinieval.stats.bootstrap import resample_counts, unit_counts
 from clinieval.stats.bradley_terry import DEFAULT_ALPHA, bt_fit_many
 from clinieval.stats.scoring import bootstrap_case_means
 
@@ -32,27 +32,10 @@ def twoway_draw(n_cases: int, n_jurors: int, B: int, rng: np.random.Generator,
     products over them run in single precision: exact while the weighted
     totals are integers below 2**24 (counts, and sums of integer scores),
     within single-precision rounding otherwise."""
-    u = _unit_counts(n_cases, B, rng, dtype)
-    v = (_unit_counts(n_jurors, B, rng, dtype) if n_jurors > 1
+    u = unit_counts(n_cases, B, rng, dtype)
+    v = (unit_counts(n_jurors, B, rng, dtype) if n_jurors > 1
          else np.ones((B, max(n_jurors, 1)), dtype=dtype))
     return u, v
-
-
-def _unit_counts(n: int, B: int, rng: np.random.Generator, dtype) -> np.ndarray:
-    """``(B, n)`` counts of ``n`` units in ``B`` resamples of them, drawn as
-    :func:`~clinieval.stats.bootstrap._spread` draws them for units seen once
-    (index draws and an offset bincount per chunk of replicates)."""
-    out = np.empty((B, n), dtype=dtype)
-    if n == 0:
-        return out
-    chunk = max(1, _DRAW_BUDGET // n)
-    for start in range(0, B, chunk):
-        k = min(chunk, B - start)
-        picks = rng.integers(0, n, size=k * n)
-        if k > 1:
-            picks += np.repeat(np.arange(k) * n, n)
-        out[start:start + k] = np.bincount(picks, minlength=k * n).reshape(k, n)
-    return out
 
 
 def twoway_ratio_bootstrap(sums, counts, B: int, rng: np.random.Generator | None,

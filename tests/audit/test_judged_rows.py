@@ -17,6 +17,7 @@ from clinieval.audit.context import Context
 from clinieval.audit.data import audit_data
 from clinieval.audit.judged import (
     CALL_UNIT,
+    UNREAD,
     Judged,
     _call_ids,
     answer_id_codes,
@@ -200,3 +201,12 @@ def test_answer_codes_from_positions_part_the_rows_as_their_id_texts_do():
     np.testing.assert_array_equal(codes[:, None] == codes[None, :],
                                   texts[:, None] == texts[None, :])
     assert codes[[0, 3, 6]].tolist() == [1, 0, 1]
+
+
+def test_the_audit_judge_tables_leave_out_the_columns_no_section_reads():
+    snap = _snap()
+    assert pc.sum(pc.is_valid(snap["judgments"]["raw_output"])).as_py() > 0  # unparsed outputs
+    tables = audit_data(snap).judge_tables
+    assert not set(UNREAD) & set(tables["judgments"].column_names)
+    assert tables["judgments"].num_rows == snap["judgments"].num_rows
+    assert not set(UNREAD) & set(judged(tables).rows.columns)

@@ -64,10 +64,20 @@ def from_bundle(folder: Path, manifest: dict) -> dict[str, pa.Table]:
     return out
 
 
+UNREAD = ("raw_output", "created_at")
+"""Judgment columns no judge section reads. The audit's judge tables leave
+them out: a judge's raw outputs can be most of a judgments table's bytes,
+and every judge section's rows were built from every column."""
+
+
 def from_snapshot(snap: Snapshot) -> dict[str, pa.Table]:
     if snap["judgments"].num_rows == 0:
         return {}
-    return {name: snap[name] for name in TABLES}
+    tables = {name: snap[name] for name in TABLES}
+    judgments = tables["judgments"]
+    tables["judgments"] = judgments.drop_columns([c for c in UNREAD
+                                                  if c in judgments.column_names])
+    return tables
 
 
 def _frame(table: pa.Table, columns: list[str]) -> pd.DataFrame:

@@ -153,29 +153,32 @@ def _unit_variance(z, counted, groups, n_groups: int, unit_case, piece_unit, pie
     """The two-way variance from per-unit influences ``z``; clusters are
     counted over the units where ``counted`` holds.
 
-    ``twoway`` is ``(S_R + S_C - S_K) / keep`` (the raw sums of squared
-    rater, case and cell totals, no ``G / (G - 1)`` factors), never below
-    the one-way case variance ``v_cols``. ``keep`` undoes the centring of
-    the influences at the estimate rather than at the truth. Write a unit's
-    deviation as ``e_i = (y_i - mu) - (mean - mu)``; to first order
-    ``E[e_i e_l] = C_il - Var(mean)``, so every product a sum adds is short
-    of its covariance by ``Var(mean)``. With ``w_i = 1 / n`` a unit's weight,
-    a rater's sum of squares lacks ``W_j^2 Var(mean)`` (``W_j`` the weights
-    of the units it rated, each unit once per distinct rater), a case's
-    ``w_c^2 Var(mean)`` and a cell's ``w_k^2 Var(mean)``, so the raw two-way
-    sum estimates ``keep * Var(mean)`` with ``keep = 1 - (sum_j W_j^2 +
-    sum_c w_c^2 - sum_k w_k^2)``. With one rater per unit and one unit per
-    case this is ``(n - 1) / n``, the usual factor. But a rater's units
-    all carry its leniency, so when each rater judges many units of a group
-    the loss is large: with 800 answers of a model shared by 60 raters, three
-    each, ``sum_j W_j^2`` is 0.15, of which the raters' ``G / (G - 1)``
-    gives back only about a third (1 / per-unit raters); the variance
-    averaged 0.89-0.96 of the estimates' own and 95% intervals of dangerous
-    answers covered 92-93% (``benchmarks/coverage.py --per-rater``).
-    ``keep`` is at least 0.5 (an arbitrary bound): where a unit's raters are
-    a large share of all raters the rater part is barely estimable and the
-    one-way floor carries the variance. The one-way fields keep their
-    ``G / (G - 1)`` factors."""
+    ``twoway`` is ``(S_R + S_C - S_K) / keep`` (the raw sums of squared rater,
+    case and cell totals, no ``G / (G - 1)`` factors), never below the one-way
+    case variance ``v_cols``. ``keep`` undoes the centring of the influences
+    at the estimate rather than at the truth. Write a unit's deviation as
+    ``e_i = (y_i - mu) - (mean - mu)``; to first order ``E[e_i e_l] = C_il -
+    Var(mean)``, so every product a sum adds is short of its covariance by
+    ``Var(mean)``. With ``w_i = 1 / n`` a unit's weight, a rater's sum of
+    squares lacks ``W_j^2 Var(mean)`` (``W_j`` the weights of the units it
+    rated, each unit once per distinct rater), a case's ``w_c^2 Var(mean)``
+    and a cell's ``w_k^2 Var(mean)``, so the raw two-way sum estimates ``keep
+    * Var(mean)`` with ``keep = 1 - (sum_j W_j^2 + sum_c w_c^2 - sum_k
+    w_k^2)``. With one rater per unit and one unit per case the case and cell
+    terms cancel and ``keep`` is ``1 - sum_j (n_j / n)^2`` for raters with
+    ``n_j`` units each: ``1 / keep`` is the old ``R / (R - 1)`` exactly when
+    every rater has as many units (one each, say), and a little more otherwise
+    (raters with 12, 10 and 8 of 30 units: 1.520 against 1.5). But a rater's
+    units all carry its leniency, so when each rater judges many units of a
+    group the loss is large: with 800 answers of a model shared by 60 raters,
+    three each, ``sum_j W_j^2`` is 0.15, of which the raters' ``G / (G - 1)``
+    gives back only about a third (1 / per-unit raters); the variance averaged
+    0.89-0.96 of the estimates' own and 95% intervals of dangerous answers
+    covered 92-93% (``benchmarks/coverage.py --per-rater``). ``keep`` is at
+    least 0.5 (an arbitrary bound): where a unit's raters are a large share of
+    all raters the rater part is barely estimable and the one-way floor
+    carries the variance. The one-way fields keep their ``G / (G - 1)``
+    factors."""
     groups = np.asarray(groups, dtype=np.int64)
     units = np.flatnonzero(counted)
     piece_unit = np.asarray(piece_unit, dtype=np.int64)

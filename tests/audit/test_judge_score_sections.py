@@ -18,7 +18,7 @@ from clinieval.audit.context import Context
 from clinieval.audit.data import audit_data
 from clinieval.audit.judged import judged
 from clinieval.audit.run import build
-from clinieval.audit.sections._judge_rows import judge_label, judge_rows
+from clinieval.audit.sections._judge_rows import cell_arrays, judge_label, judge_rows
 from clinieval.audit.settings import AuditSettings
 from clinieval.snapshot import Snapshot
 from clinieval.synth import generate
@@ -122,6 +122,16 @@ def test_calls_per_judge_model_and_criterion_are_a_groupby_of_the_judgments(plan
         calls=("bad", "size"), unparsed=("bad", "sum"))
     assert len(got) == len(expected) > 20 and got["unparsed"].sum() > 0
     pd.testing.assert_frame_equal(got, expected, check_dtype=False, check_index_type=False)
+
+
+def test_cell_arrays_lay_cases_and_raters_out_in_order_of_first_appearance():
+    rows = pd.DataFrame({"group": [0, 1, 0, 1], "case": [30, 10, 10, 20],
+                         "rater": ["b", "a", "b", "b"], "score": [1.0, 2.0, 3.0, 4.0]})
+    sums, counts = cell_arrays(rows, "group", 2, "score")
+    expected = np.zeros((2, 3, 2))  # cases 30, 10, 20 -> 0, 1, 2; raters b, a -> 0, 1
+    expected[0, 0, 0], expected[1, 1, 1], expected[0, 1, 0], expected[1, 2, 0] = 1, 2, 3, 4
+    np.testing.assert_array_equal(sums, expected)
+    np.testing.assert_array_equal(counts, (expected > 0).astype(float))
 
 
 def test_the_order_of_the_judgments_changes_no_figure(planted, built):

@@ -144,7 +144,9 @@ def cell_arrays(rows: pd.DataFrame, group: str, n_groups: int, column: str
     """``(G, C, J)`` sums of ``column`` and counts per group code ``group``,
     case and rater (codes local to ``rows``), for
     :func:`~clinieval.stats.twoway_ratio_bootstrap`."""
-    design = cell_design(rows[group].to_numpy(), n_groups, rows["case"].to_numpy(),
+    # codes in order of first appearance (sorted by cell_design, they keep
+    # it): the draw's columns fall on the cases and raters as they always did
+    design = cell_design(rows[group].to_numpy(), n_groups, pd.factorize(rows["case"])[0],
                          pd.factorize(rows["rater"])[0], [rows[column].to_numpy(float)])
     return design.sums[0], design.counts
 

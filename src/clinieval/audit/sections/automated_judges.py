@@ -249,17 +249,20 @@ def _repeats(data: Judged, ctx: Context) -> pd.DataFrame:
         unit, bound = combine_codes(unit, bound, codes, n)
     unit = pd.factorize(unit)[0].astype(np.int64)
     ok = rows[["judge_kind", "score"]].iloc[keep]
-    variance, _, _ = repeat_spread(unit, ok["score"].to_numpy(float))
+    variance, changed, _ = repeat_spread(unit, ok["score"].to_numpy(float))
     kinds = ok["judge_kind"].to_numpy()[np.unique(unit, return_index=True)[1]]
     kinds = kinds[np.bincount(unit) >= 2]
     out = []
     for kind in np.unique(kinds):
         var = variance[kinds == kind]
+        # whether the repeats differ, not var > 0: equal non-integer scores
+        # can leave a variance of 1e-16 by rounding
+        differ = changed[kinds == kind]
         reps = bootstrap_pooled_sd(var, ctx.settings.bootstrap, ctx.rng(f"{KEY}:repeats:{kind}"))
         lo, hi = ctx.ci(reps)
         out.append({"judge_kind": kind, "within_sd": float(np.sqrt(var.mean())),
                     "within_sd_lo": float(lo), "within_sd_hi": float(hi),
-                    "units_differing_pct": float(100 * np.mean(var > 0)), "n": int(var.size)})
+                    "units_differing_pct": float(100 * np.mean(differ)), "n": int(var.size)})
     return pd.DataFrame(out)
 
 

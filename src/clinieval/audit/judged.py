@@ -13,15 +13,13 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from clinieval.contract import tabular, vocabulary
-from clinieval.snapshot import Snapshot, conform
+from clinieval.contract import vocabulary
+from clinieval.snapshot import Snapshot
 
 if TYPE_CHECKING:  # reading the tables needs no pandas (the audit command reads ahead without)
     import pandas as pd
@@ -47,21 +45,6 @@ ONE_CALL_PER_ANSWER = ("rubric", "jury")
 without a call key are grouped into calls by their unit alone."""
 HIGH_RISK = 4
 """Risk levels 4-5 are high risk, 1-3 ordinary (CSEDB)."""
-
-
-def from_bundle(folder: Path, manifest: dict) -> dict[str, pa.Table]:
-    """The judge tables of a bundle; empty when it holds no judgments (older
-    bundles lack the later judgment columns, which are filled with nulls)."""
-    entry = manifest["tables"].get("judgments")
-    if not entry or not entry["rows"]:
-        return {}
-    out = {"judgments": conform(pq.read_table(Path(folder) / entry["file"]),
-                                tabular.JUDGMENTS)}
-    for name, columns in _COLUMNS.items():
-        path = Path(folder) / manifest["tables"][name]["file"]
-        present = [c for c in columns if c in pq.read_schema(path).names]
-        out[name] = pq.read_table(path, columns=present)
-    return out
 
 
 UNREAD = ("raw_output", "created_at")

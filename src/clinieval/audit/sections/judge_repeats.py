@@ -14,7 +14,7 @@ import pandas as pd
 
 from clinieval.audit.context import Context
 from clinieval.audit.formatting import fmt_ci, json_list
-from clinieval.audit.judged import judged
+from clinieval.audit.judged import combine_codes, judged
 from clinieval.audit.result import Figure, Forest, Section
 from clinieval.audit.sections._common import SectionSpec, Skipped, run_section
 from clinieval.audit.sections._judge_rows import judge_labels
@@ -58,15 +58,10 @@ def _unit_codes(rows: pd.DataFrame, ok: np.ndarray) -> np.ndarray:
     and the codes combined into one integer, refactorised only when the
     next column could overflow it (at 10x, refactorising 2.5 M codes after
     each of the seven columns took 0.5 s)."""
-    combined = np.zeros(len(rows), dtype=np.int64)
-    bound = 1
+    combined, bound = np.zeros(len(rows), dtype=np.int64), 1
     for column in UNIT:
         codes, n = _column_codes(rows[column], column in EMPTY_AS_MISSING)
-        if bound * n >= 2**62:
-            combined, uniques = pd.factorize(combined)
-            combined, bound = combined.astype(np.int64), max(len(uniques), 1)
-        combined = combined * n + codes
-        bound *= n
+        combined, bound = combine_codes(combined, bound, codes, n)
     return pd.factorize(combined[ok])[0].astype(np.int64)
 
 

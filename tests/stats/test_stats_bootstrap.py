@@ -219,3 +219,33 @@ def test_shared_resample_counts_are_the_counts_of_the_index_draws(monkeypatch, b
     for j, counts in enumerate(got):
         want = np.stack([np.bincount(codes[row, j], minlength=4) for row in picks])
         assert np.array_equal(counts, want)
+
+
+def test_unit_counts_in_narrow_integers_equal_the_wide_draw():
+    # the same rng stream in 8-bit counts as in 64-bit ones, laid out either way
+    wide = bootstrap_module.unit_counts(700, 40, np.random.default_rng(3))
+    narrow = bootstrap_module.unit_counts(700, 40, np.random.default_rng(3), np.uint8,
+                                          by_unit=True)
+    assert narrow.dtype == np.uint8
+    np.testing.assert_array_equal(narrow.T, wide)
+    assert (wide.sum(axis=1) == 700).all()
+
+
+class _Always:
+    """A generator whose index draws all name unit 0: every count of a
+    replicate falls on one unit (n of n)."""
+
+    def integers(self, low, high, size):
+        return np.zeros(size, dtype=np.int64)
+
+
+@pytest.mark.parametrize("n, widened", [(300, np.uint16), (70_000, np.int64)])
+def test_unit_counts_widen_a_narrow_dtype_instead_of_wrapping(n, widened):
+    counts = bootstrap_module.unit_counts(n, 3, _Always(), np.uint8, by_unit=True)
+    assert counts.dtype == widened
+    assert (counts[0] == n).all() and (counts[1:] == 0).all()
+
+
+def test_unit_counts_keep_a_narrow_dtype_the_counts_fit():
+    counts = bootstrap_module.unit_counts(255, 3, _Always(), np.uint8)
+    assert counts.dtype == np.uint8 and (counts[:, 0] == 255).all()

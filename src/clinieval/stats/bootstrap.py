@@ -89,8 +89,11 @@ def unit_counts(n: int, B: int, rng: np.random.Generator, dtype=np.int64,
     draws as :func:`resample_counts` of ``n`` units seen once (index draws
     and an offset bincount per chunk of replicates, as :func:`_spread`), so
     the counts are those of :func:`pigeonhole_weights`. A narrow ``dtype``
-    (16-bit counts, float32 weights) moves less memory than 64-bit counts
-    and their conversion."""
+    (8- or 16-bit counts, float32 weights) moves less memory than 64-bit
+    counts and their conversion; an integer ``dtype`` too narrow for a count
+    drawn is widened (to 16, then 64 bits) before it is written, so no count
+    wraps (a unit drawn 256 times of ``n`` is all but impossible for large
+    ``n``, but not for small)."""
     out = np.empty((n, B) if by_unit else (B, n), dtype=dtype)
     if n == 0:
         return out
@@ -101,6 +104,8 @@ def unit_counts(n: int, B: int, rng: np.random.Generator, dtype=np.int64,
         if k > 1:
             picks += np.repeat(np.arange(k) * n, n)
         counts = np.bincount(picks, minlength=k * n).reshape(k, n)
+        if out.dtype.kind in "iu" and counts.max() > np.iinfo(out.dtype).max:
+            out = out.astype(np.uint16 if counts.max() < 2**16 else np.int64)
         if by_unit:
             out[:, start:start + k] = counts.T
         else:

@@ -266,8 +266,10 @@ def crossed_draw(rating_answer, rating_rater, B: int, rng: np.random.Generator) 
 def _multiplicities(n: int, B: int, rng: np.random.Generator) -> np.ndarray:
     """``(n, B)`` counts: each replicate draws ``n`` of ``n`` units with
     replacement (:func:`clinieval.stats.bootstrap.unit_counts`), laid out by
-    unit and in 16-bit integers (a count is at most ``n``)."""
-    return unit_counts(n, B, rng, np.uint16 if n < 2**16 else np.int64, by_unit=True)
+    unit and in 8-bit integers, widened only if a count ever passes 255 (at
+    100x, 1.4 M answers by 1,000 replicates: 1.4 GB, where 64-bit counts
+    took 11 GB and ended the audit)."""
+    return unit_counts(n, B, rng, np.uint8, by_unit=True)
 
 
 def calibrated_cells(prediction, rating_answer, rating_rater, rating_value=None, *,

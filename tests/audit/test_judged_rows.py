@@ -22,6 +22,7 @@ from clinieval.audit.judged import (
     _call_ids,
     answer_id_codes,
     judged,
+    lean,
     text_codes,
 )
 from clinieval.audit.sections.automated_judges import _causes
@@ -210,3 +211,31 @@ def test_the_audit_judge_tables_leave_out_the_columns_no_section_reads():
     assert not set(UNREAD) & set(tables["judgments"].column_names)
     assert tables["judgments"].num_rows == snap["judgments"].num_rows
     assert not set(UNREAD) & set(judged(tables).rows.columns)
+
+
+def test_lean_judgments_keep_every_value_and_sort_as_the_texts():
+    # dictionary-coded texts and empty columns read back as the plain table
+    # does, and the rows' categories are in text order (sorting by a
+    # dictionary would otherwise follow first appearance)
+    snap = _snap()
+    plain = snap["judgments"].drop_columns([c for c in UNREAD
+                                            if c in snap["judgments"].column_names])
+    plain = plain.append_column("empty_text", pa.nulls(plain.num_rows, pa.string()))
+    plain = plain.append_column("empty_number", pa.nulls(plain.num_rows, pa.int32()))
+    coded = lean(plain)
+    assert coded.column_names == plain.column_names
+    assert pa.types.is_dictionary(coded["judge_model"].type)
+    assert coded["empty_text"].type.index_type == pa.int8()
+    assert coded["empty_number"].type == pa.float32()
+    for name in plain.column_names:
+        ours = coded[name].to_pandas().astype(object)
+        theirs = plain[name].to_pandas().astype(object)
+        assert ours.where(ours.notna(), None).tolist() \
+            == theirs.where(theirs.notna(), None).tolist(), name
+    tables = {name: snap[name] for name in ("judgments", "cases", "answers", "models")}
+    rows = Judged(tables).rows
+    for name in ("judge_model", "criterion_id", "parse_status", "model_id", "case_id"):
+        assert isinstance(rows[name].dtype, pd.CategoricalDtype), name
+        assert rows[name].cat.categories.is_monotonic_increasing, name
+        assert rows.sort_values(name, kind="stable")[name].astype(object).dropna().tolist() \
+            == sorted(rows[name].astype(object).dropna().tolist()), name

@@ -90,7 +90,7 @@ def _icc(ctx: Context, data: Judged) -> tuple[pd.DataFrame, dict | None]:
     jury = _parsed(data, "jury", ["answer_id", "judge_model", "juror", "score"])[0]
     if jury.empty:
         return pd.DataFrame(), None
-    juror = jury["judge_model"] + "#" + jury["juror"].astype(str)
+    juror = jury["judge_model"].astype(str) + "#" + jury["juror"].astype(str)
     comp = jury.assign(rater=juror).groupby(["answer_id", "rater"], as_index=False)["score"].mean()
     comp["z"] = _zscored(comp, "rater")
     jury_mean = comp.groupby("answer_id")["z"].mean()

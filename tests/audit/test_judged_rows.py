@@ -227,6 +227,7 @@ def test_lean_judgments_keep_every_value_and_sort_as_the_texts():
     assert pa.types.is_dictionary(coded["judge_model"].type)
     assert coded["empty_text"].type.index_type == pa.int8()
     assert coded["empty_number"].type == pa.float32()
+    assert lean(coded).schema == coded.schema  # a lean table is left as it is
     for name in plain.column_names:
         ours = coded[name].to_pandas().astype(object)
         theirs = plain[name].to_pandas().astype(object)

@@ -69,11 +69,13 @@ def lean(table: pa.Table) -> pa.Table:
     answer ids, millions of times) and a column with no value at all as
     8-bit codes of nothing (text) or single-precision NaN (numbers, not
     booleans). The values are the same; at 100x, 25 M judgments took 3.6 GB
-    as texts and as many again as the pandas rows built from them."""
+    as texts and as many again as the pandas rows built from them. A lean
+    table is returned as it is (:attr:`Judged.rows` leans any table it is
+    given, so every judge section sees one form)."""
     columns = []
     for name in table.column_names:
         column = table[name]
-        if pa.types.is_dictionary(column.type):
+        if pa.types.is_dictionary(column.type) or pa.types.is_float32(column.type):
             pass
         elif column.null_count == len(column) and (pa.types.is_string(column.type)
                                                    or pa.types.is_large_string(column.type)
@@ -148,12 +150,13 @@ class Judged:
         rows["length"] = _take(answers["length_chars"], at).to_numpy(float)
         at_b = _positions(judgments["answer_b_id"], self.tables["answers"]["answer_id"])
         rows["length_b"] = _take(answers["length_chars"], at_b).to_numpy(float)
-        if rows["judge_kind"].isna().any():
-            rows["judge_kind"] = rows["judge_kind"].cat.add_categories(
-                [c for c in ["unknown"] if c not in rows["judge_kind"].cat.categories]
-            ).fillna("unknown")
+        kind = rows["judge_kind"]
+        if kind.isna().any():
+            if "unknown" not in kind.cat.categories:
+                kind = kind.cat.add_categories(["unknown"])
+            rows["judge_kind"] = kind.fillna("unknown")
         for name in ("repeat", "juror"):  # 16-bit as stored (64-bit took 400 MB at 100x)
-            if rows[name].isna().any() or rows[name].dtype.kind not in "iu":
+            if rows[name].dtype.kind not in "iu":  # (a column with a missing value is float)
                 rows[name] = rows[name].fillna(0).astype(np.int32)
         rows["ok"] = (rows["parse_status"].eq(vocabulary.PARSE_STATUSES[0])
                       & rows["score"].notna())
@@ -240,19 +243,15 @@ def _sorted_categories(frame: pd.DataFrame) -> pd.DataFrame:
     """Every categorical column of ``frame`` with its categories in text
     order, so that sorting and grouping by it order rows as the texts would
     (a dictionary lists its values in order of first appearance)."""
+    import pandas as pd
+
     for name in frame.columns:
         column = frame[name]
-        if isinstance(column.dtype, _categorical()):
+        if isinstance(column.dtype, pd.CategoricalDtype):
             categories = column.cat.categories
             if not categories.is_monotonic_increasing:
                 frame[name] = column.cat.reorder_categories(categories.sort_values())
     return frame
-
-
-def _categorical():
-    import pandas as pd
-
-    return pd.CategoricalDtype
 
 
 def _take_categorical(column: pd.Series, at: np.ndarray) -> pd.Series:

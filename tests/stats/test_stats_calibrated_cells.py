@@ -2,14 +2,19 @@
 interval against the one-cell functions, and nested cells against their
 leaves added up."""
 
+import copy
+
 import numpy as np
 import pytest
 
+from clinieval.stats import calibrated
 from clinieval.stats.calibrated import (
     CalibratedMean,
+    CellMeasure,
     NoEstimate,
     calibrated_answer_mean,
     calibrated_cells,
+    calibrated_measures,
     calibrated_rating_mean,
     crossed_draw,
 )
@@ -86,3 +91,78 @@ def test_a_draw_that_misses_the_cells_ratings_is_refused():
     with pytest.raises(ValueError, match="draw does not cover"):
         calibrated_cells(prediction, answer, rater, score, leaf=np.zeros(prediction.size),
                          cells=[[0]], draw=draw, rng=np.random.default_rng(1))
+
+
+@pytest.mark.parametrize("inclusion", [False, True])
+def test_measures_found_together_are_each_one_cell_function(inclusion, monkeypatch):
+    # A criterion's mean score, Fail % and answers failing %, and an
+    # any-criterion flag over two criteria's ratings (each clinician's rating
+    # twice), label the same answers with the same raters: their replicate
+    # sums come from one pass (the per-answer ones scaled from the per-rating
+    # totals). Each must still be its one-cell function: the same rater and
+    # answer draws, and its own generator for the unlabelled resample.
+    prediction, answer, rater, score = crossed(5)
+    A = prediction.size
+    fail = (score <= -1) * 1.0
+    rated = np.bincount(answer, minlength=A) > 0
+    flag = np.where(rated, np.bincount(answer, weights=fail, minlength=A) >= 2, np.nan) * 1.0
+    other = np.where(rated, np.bincount(answer, weights=fail, minlength=A) >= 1, np.nan) * 1.0
+    judge_fail = (prediction <= -1) * 1.0
+    pi = np.random.default_rng(9).uniform(0.05, 0.3, A) if inclusion else None
+    twice = (np.concatenate([answer, answer]), np.concatenate([rater, rater]))
+    cases = [(prediction, answer, rater, score, None, calibrated_rating_mean),
+             (judge_fail, answer, rater, fail, None, calibrated_rating_mean),
+             (judge_fail, answer, rater, None, flag, calibrated_answer_mean),
+             (judge_fail, *twice, None, other, calibrated_answer_mean)]
+    rng = np.random.default_rng(4)
+    draw = crossed_draw(answer, rater, 300, rng)
+    passes = []
+    real = calibrated._group_sums
+    monkeypatch.setattr(calibrated, "_group_sums",
+                        lambda *a: passes.append(len(a[2])) or real(*a))
+    found = calibrated_measures(
+        [CellMeasure(f, a, r, y, g, np.zeros(A), [[0]], copy.deepcopy(rng), pi)
+         for f, a, r, y, g, _ in cases], draw=draw)
+    assert passes == [4]  # one pass for all four
+    for (f, a, r, y, g, alone), [ours] in zip(cases, found, strict=True):
+        kwargs = {"rating_value": y} if g is None else {"answer_value": g}
+        if g is None:
+            theirs = alone(f, a, r, y, inclusion=pi, rng=np.random.default_rng(4), B=300)
+        else:
+            theirs = alone(f, a, r, answer_value=g, inclusion=pi,
+                           rng=np.random.default_rng(4), B=300)
+        assert isinstance(ours, CalibratedMean), kwargs
+        for x, z in zip(ours, theirs, strict=True):
+            assert x == pytest.approx(z, rel=1e-6, abs=1e-12)
+
+
+def test_measures_of_other_answers_get_their_own_pass(monkeypatch):
+    prediction, answer, rater, score = crossed(6)
+    A = prediction.size
+    half = answer % 2 == 0  # another measure's ratings: half the answers
+    rng = np.random.default_rng(1)
+    draw = crossed_draw(answer, rater, 100, rng)
+    passes = []
+    real = calibrated._group_sums
+    monkeypatch.setattr(calibrated, "_group_sums",
+                        lambda *a: passes.append(len(a[2])) or real(*a))
+    # and a per-answer measure on the same answers and raters whose first
+    # rating of each answer counts twice: its raters weigh 2/4, 1/4, 1/4 of
+    # the answer, not in proportion to the first measure's ratings
+    first = np.flatnonzero(np.r_[True, answer[1:] != answer[:-1]])
+    extra = (np.concatenate([answer, answer[first]]), np.concatenate([rater, rater[first]]))
+    flag = np.where(np.bincount(answer, minlength=A) > 0, prediction > 0, np.nan) * 1.0
+    together = calibrated_measures(
+        [CellMeasure(prediction, answer, rater, score, None, np.zeros(A), [[0]],
+                     copy.deepcopy(rng)),
+         CellMeasure(prediction, answer[half], rater[half], score[half], None, np.zeros(A),
+                     [[0]], copy.deepcopy(rng)),
+         CellMeasure(prediction, *extra, None, flag, np.zeros(A), [[0]], copy.deepcopy(rng))],
+        draw=draw)
+    assert passes == [1, 1, 1]
+    alone = calibrated_cells(prediction, answer[half], rater[half], score[half],
+                             leaf=np.zeros(A), cells=[[0]], draw=draw, rng=copy.deepcopy(rng))
+    assert together[1] == alone
+    alone = calibrated_cells(prediction, *extra, answer_value=flag, leaf=np.zeros(A),
+                             cells=[[0]], draw=draw, rng=copy.deepcopy(rng))
+    assert together[2] == alone

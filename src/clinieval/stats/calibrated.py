@@ -63,6 +63,9 @@ it is that cell's pigeonhole bootstrap with a random number of answers,
 and the scaling to the two-way variance uses the draw's sizes. Every
 labelled sum is additive over answers, so each (model, specialty) leaf's
 replicates are summed once and a model's are its specialties' added up.
+:func:`calibrated_measures` does that for several measures at once: where
+they label the same answers with the same raters (a criterion's mean, Fail %
+and failing answers), one pass over the answers serves them all.
 
 The estimand is what the clinicians would report over all the answers: the
 mean of ratings (:func:`calibrated_rating_mean`, e.g. mean score, or Fail %
@@ -272,6 +275,26 @@ def _multiplicities(n: int, B: int, rng: np.random.Generator) -> np.ndarray:
     return unit_counts(n, B, rng, np.uint8, by_unit=True)
 
 
+class CellMeasure(NamedTuple):
+    """One measure of many cells for :func:`calibrated_measures`: the judge's
+    ``prediction`` ``(A,)``, its ratings (answer, rater and ``rating_value``,
+    or a per-answer ``answer_value``), each answer's ``leaf`` (``-1``: none),
+    the ``cells`` (lists of leaves), the generator of its unlabelled
+    resamples, the inclusion probabilities and the clipping ``bounds``, as
+    :func:`calibrated_cells` takes them."""
+
+    prediction: np.ndarray
+    rating_answer: np.ndarray
+    rating_rater: np.ndarray
+    rating_value: np.ndarray | None
+    answer_value: np.ndarray | None
+    leaf: np.ndarray
+    cells: list
+    rng: np.random.Generator
+    inclusion: np.ndarray | None = None
+    bounds: tuple[float, float] | None = None
+
+
 def calibrated_cells(prediction, rating_answer, rating_rater, rating_value=None, *,
                      answer_value=None, leaf, cells, draw: CrossedDraw,
                      rng: np.random.Generator, inclusion=None, level: float = 0.95,
@@ -292,22 +315,68 @@ def calibrated_cells(prediction, rating_answer, rating_rater, rating_value=None,
     estimates are exactly those of the one-cell functions."""
     if (rating_value is None) == (answer_value is None):
         raise ValueError("give exactly one of rating_value and answer_value")
-    per = "rating" if rating_value is not None else "answer"
-    f_all = np.asarray(prediction, dtype=float)
-    leaf = np.asarray(leaf, dtype=np.int64)
-    answer = np.asarray(rating_answer, dtype=np.int64)
+    measure = CellMeasure(prediction, rating_answer, rating_rater, rating_value, answer_value,
+                          leaf, cells, rng, inclusion, bounds)
+    return calibrated_measures([measure], draw=draw, level=level, min_labelled=min_labelled)[0]
+
+
+def calibrated_measures(measures, *, draw: CrossedDraw, level: float = 0.95,
+                        min_labelled: int = 30) -> list[list[CalibratedMean | NoEstimate]]:
+    """:func:`calibrated_cells` of several measures (:class:`CellMeasure`)
+    sharing one draw, each measure's cells in its order. The measures'
+    replicate sums are found together: where two measures label the same
+    answers with the same raters (a criterion's mean score, Fail % and
+    answers failing %, and any-safety's failing answers, when every
+    clinician scores every criterion), the answers' weight totals under the
+    rater multiplicities and their products with the answer multiplicities
+    are formed once for all of them, and a per-answer measure's sums are
+    those totals scaled by each answer's share of its ratings. The results
+    are those of :func:`calibrated_cells` of each measure alone, to the
+    float32 rounding of the block sums."""
+    staged = [_stage(m, min_labelled) for m in measures]
+    needed = np.unique(np.concatenate([np.zeros(0, dtype=np.int64)] + [
+        chosen for s in staged for chosen, prepared in s.cells
+        if not isinstance(prepared, NoEstimate)]))
+    sinks = [_Sink(s, needed, draw, level) for s in staged]
+    _measures_leaves(needed, staged, draw, sinks)
+    if any(r is None for sink in sinks for r in sink.results):
+        raise ValueError("the draw does not cover every labelled answer of the cell")
+    return [sink.results for sink in sinks]
+
+
+class _Staged(NamedTuple):
+    """A measure's ratings sorted by answer, and its cells prepared."""
+
+    per: str  # "rating" or "answer"
+    f_all: np.ndarray
+    leaf: np.ndarray
+    answer: np.ndarray  # sorted
+    rater: np.ndarray
+    value: np.ndarray  # per sorted rating (a per-answer value at its ratings)
+    pi_all: np.ndarray | None
+    cells: list  # (chosen leaves, _prepare's pieces or NoEstimate)
+    rng: np.random.Generator
+    bounds: tuple[float, float] | None
+
+
+def _stage(m: CellMeasure, min_labelled: int) -> _Staged:
+    if (m.rating_value is None) == (m.answer_value is None):
+        raise ValueError("give exactly one of rating_value and answer_value")
+    per = "rating" if m.rating_value is not None else "answer"
+    f_all = np.asarray(m.prediction, dtype=float)
+    leaf = np.asarray(m.leaf, dtype=np.int64)
+    answer = np.asarray(m.rating_answer, dtype=np.int64)
     order = np.argsort(answer, kind="stable")
-    answer, rater = answer[order], np.asarray(rating_rater)[order]
-    value = (np.asarray(rating_value, dtype=float)[order] if rating_value is not None
-             else np.asarray(answer_value, dtype=float)[answer])
-    pi_all = None if inclusion is None else np.asarray(inclusion, dtype=float)
-    B = draw.V.shape[1]
-    drawn = (draw.answers.size, draw.raters.size)
+    answer, rater = answer[order], np.asarray(m.rating_rater)[order]
+    answer_value = None if per == "rating" else np.asarray(m.answer_value, dtype=float)
+    value = (np.asarray(m.rating_value, dtype=float)[order] if per == "rating"
+             else answer_value[answer])
+    pi_all = None if m.inclusion is None else np.asarray(m.inclusion, dtype=float)
     # answers by leaf once: a cell's answers are its leaves' runs, not a scan per cell
     by_leaf = np.argsort(leaf, kind="stable")
     leaf_codes, first, size = np.unique(leaf[by_leaf], return_index=True, return_counts=True)
     prepared_cells = []
-    for chosen in cells:
+    for chosen in m.cells:
         chosen = np.unique(np.asarray(chosen, dtype=np.int64))
         chosen = chosen[chosen >= 0]  # (-1: in no cell)
         at = np.searchsorted(leaf_codes, chosen)
@@ -318,35 +387,73 @@ def calibrated_cells(prediction, rating_answer, rating_rater, rating_value=None,
         code, index = _gather(answer, members)
         prepared_cells.append((chosen, _prepare(
             f_all[members], code, rater[index], value[index] if per == "rating" else None,
-            None if per == "rating" else np.asarray(answer_value, dtype=float)[members],
+            None if per == "rating" else answer_value[members],
             None if pi_all is None else pi_all[members], per, min_labelled)))
-    needed = np.unique(np.concatenate([np.zeros(0, dtype=np.int64)] + [
-        chosen for chosen, prepared in prepared_cells if not isinstance(prepared, NoEstimate)]))
-    leaves = _leaves_sums(needed, leaf, answer, rater, value, f_all, pi_all, per, draw)
-    out: list[CalibratedMean | NoEstimate] = []
-    for chosen, prepared in prepared_cells:
-        if isinstance(prepared, NoEstimate):
-            out.append(prepared)
-            continue
-        p, n_unparsed = prepared
+    return _Staged(per, f_all, leaf, answer, rater, value, pi_all, prepared_cells, m.rng,
+                   m.bounds)
+
+
+class _Sink:
+    """A measure's cells, each finished as soon as the pass over the
+    leaves (:func:`_group_sums`) has summed all of its leaves: a cell's
+    labelled replicate sums are added up from the blocks it spans (in
+    float64), so no leaf's sums outlive its block (at 10x, seven measures'
+    sums of a thousand leaves were 0.28 GB of fresh pages, which this
+    machine fills at 0.5 GB/s). Each cell's unlabelled resample is drawn
+    before the pass, in the cells' order, from the measure's generator:
+    the draws are those of one cell after another."""
+
+    def __init__(self, s: _Staged, needed, draw: CrossedDraw, level: float) -> None:
+        self.staged, self.level, self.B = s, level, draw.V.shape[1]
+        self.drawn = (draw.answers.size, draw.raters.size)
+        self.results: list[CalibratedMean | NoEstimate | None] = []
+        self.open: list[tuple] = []  # (result slot, leaf positions, pieces, unparsed, sums)
+        for chosen, prepared in s.cells:
+            if isinstance(prepared, NoEstimate):
+                self.results.append(prepared)
+                continue
+            p, n_unparsed = prepared
+            pairs, freq = _distinct_pairs(p.u, p.fu)
+            counts = resample_counts(freq, self.B, s.rng).astype(float)
+            self.open.append((len(self.results), np.searchsorted(needed, chosen), p, n_unparsed,
+                              _unlabelled_sums(counts, *pairs)))
+            self.results.append(None)
+        self.first = np.array([o[1].min() for o in self.open], dtype=np.int64)
+        self.last = np.array([o[1].max() for o in self.open], dtype=np.int64)
+        self.sums = [np.zeros((10, self.B)) for _ in self.open]
+        self.weight = self.count = None
+
+    def leaves(self, weight, count) -> None:
+        """Each leaf's total raw weight and number of labelled answers."""
+        self.weight, self.count = weight, count
+
+    def add(self, start: int, stop: int, block) -> None:
+        """Leaves ``start:stop``'s sums ``(10, stop - start, B)`` (float32)."""
+        for c in np.flatnonzero((self.first < stop) & (self.last >= start)).tolist():
+            at = self.open[c][1]
+            at = at[(at >= start) & (at < stop)] - start
+            self.sums[c] += (block[:, at[0]] if at.size == 1
+                             else block[:, at].sum(axis=1, dtype=np.float64))
+            if self.last[c] < stop:
+                self._finish(c)
+
+    def _finish(self, c: int) -> None:
+        slot, at, p, n_unparsed, unlabelled = self.open[c]
+        labelled, self.sums[c] = self.sums[c], None
+        if int(self.count[at].sum()) != p.f.size:
+            raise ValueError("the draw does not cover every labelled answer of the cell")
+        labelled[7:10] *= p.f.size / self.weight[at].sum()  # pooled-variance weights: mean 1
         sums = _observed_sums(p)
         theta, lam = _fit(sums, None)
         theta0, _ = _fit(sums, 0.0)
-        at = np.searchsorted(needed, chosen)
-        labelled = leaves.sums[at].sum(axis=0)
-        if int(leaves.count[at].sum()) != p.f.size:
-            raise ValueError("the draw does not cover every labelled answer of the cell")
-        labelled[7:10] *= p.f.size / leaves.weight[at].sum()  # pooled-variance weights: mean 1
-        pairs, freq = _distinct_pairs(p.u, p.fu)
-        counts = resample_counts(freq, B, rng).astype(float)
-        boot = _Sums(*labelled, *_unlabelled_sums(counts, *pairs))
+        boot = _Sums(*labelled, *unlabelled)
         reps, reps0 = _fit(boot, None)[0], _fit(boot, 0.0)[0]
-        ci, ci0, variances = _intervals(p, float(lam[0]), theta[0], theta0[0], reps, reps0, level,
-                                        drawn)
-        result = _result(p, theta[0], float(lam[0]), theta0[0], ci, ci0, variances, n_unparsed, B,
-                         level)
-        out.append(result if bounds is None else _clipped(result, *bounds))
-    return out
+        ci, ci0, variances = _intervals(p, float(lam[0]), theta[0], theta0[0], reps, reps0,
+                                        self.level, self.drawn)
+        result = _result(p, theta[0], float(lam[0]), theta0[0], ci, ci0, variances, n_unparsed,
+                         self.B, self.level)
+        bounds = self.staged.bounds
+        self.results[slot] = result if bounds is None else _clipped(result, *bounds)
 
 
 def _gather(sorted_answer, members) -> tuple[np.ndarray, np.ndarray]:
@@ -541,98 +648,225 @@ def _fit(s: _Sums, lam: float | None) -> tuple[np.ndarray, np.ndarray]:
         return lam_hat * mu + ybar - lam_hat * fbar, lam_hat
 
 
-class _Leaves(NamedTuple):
-    sums: np.ndarray  # (leaves, 10, B) labelled sums per replicate, raw weights
-    weight: np.ndarray  # (leaves,) total raw weight of the labelled answers
-    count: np.ndarray  # (leaves,) labelled answers
-
-
 _BLOCK = 2048  # labelled answers per pass: a pass's (answers x B) arrays stay small
 
 
-def _leaves_sums(needed, leaf, answer, rater, value, f_all, pi_all, per, draw: CrossedDraw
-                 ) -> _Leaves:
-    """The labelled sums per replicate of each leaf in ``needed`` (sorted),
-    with the raw inverse-probability weights (the estimator does not depend
-    on their scale but through the pooled variance, rescaled per cell). All
-    leaves' labelled answers in leaf order, a block of them at a time: one
-    sparse product over their ratings for the answers' totals under the
-    rater multiplicities, then one sparse segment product per sum."""
-    B = draw.V.shape[1]
-    members = np.flatnonzero(np.isin(leaf, needed))
-    code, index = _gather(answer, members)
-    keep = np.isfinite(f_all[members])[code] & np.isfinite(value[index])
+class _Layout(NamedTuple):
+    """A measure's labelled answers in leaf order and its kept ratings as
+    (answer, rater) cells, each with its number of ratings (and, per
+    rating, the sum of their values)."""
+
+    ids: np.ndarray  # labelled answers in leaf order
+    group: np.ndarray  # each one's leaf, as a position in ``needed``
+    rows: np.ndarray  # each one's row of the draw's answer multiplicities
+    w: np.ndarray  # each one's inverse-probability weight (raw)
+    f: np.ndarray  # each one's prediction
+    flag: np.ndarray | None  # each one's value (per-answer measures)
+    cell_row: np.ndarray  # per (answer, rater) cell, sorted: its answer's position
+    cell_col: np.ndarray  # and its rater's column of the draw
+    n_cell: np.ndarray  # ratings per cell
+    v_cell: np.ndarray | None  # the sum of their values (per-rating measures)
+
+
+def _measures_leaves(needed, staged: list[_Staged], draw: CrossedDraw, sinks: list[_Sink]
+                     ) -> None:
+    """Each measure's labelled sums per replicate of every leaf in
+    ``needed`` (sorted), with the raw inverse-probability weights (the
+    estimator does not depend on their scale but through the pooled
+    variance, rescaled per cell). Measures whose ratings make the same
+    (answer, rater) cells in proportion share one pass (:func:`_scale_on`)."""
+    layouts = [_layout(s, needed, draw) for s in staged]
+    groups: list[list[tuple[int, np.ndarray]]] = []  # (measure, its factor on the first's)
+    for j, lay in enumerate(layouts):
+        for g in groups:
+            k = _scale_on(layouts[g[0][0]], lay)
+            if k is not None:
+                g.append((j, k))
+                break
+        else:
+            groups.append([(j, _scale_on(lay, lay))])
+    for g in groups:
+        _group_sums(needed, layouts[g[0][0]], [(layouts[j], k) for j, k in g], draw,
+                    [sinks[j] for j, _ in g])
+
+
+def _layout(s: _Staged, needed, draw: CrossedDraw) -> _Layout:
+    members = np.flatnonzero(np.isin(s.leaf, needed))
+    code, index = _gather(s.answer, members)
+    keep = np.isfinite(s.f_all[members])[code] & np.isfinite(s.value[index])
     code, index = code[keep], index[keep]
     labelled, piece = np.unique(code, return_inverse=True)
     piece = piece.ravel()
     ids = members[labelled]
-    order = np.argsort(leaf[ids], kind="stable")  # answers by leaf
+    order = np.argsort(s.leaf[ids], kind="stable")  # answers by leaf
     ids, position = ids[order], np.empty(order.size, dtype=np.int64)
     position[order] = np.arange(order.size)
     piece = position[piece]
-    w = np.ones(ids.size) if pi_all is None else 1.0 / pi_all[ids]
-    weight = w[piece]
-    if per == "answer":
-        weight = weight / np.bincount(piece, minlength=ids.size)[piece]
     rows = np.searchsorted(draw.answers, ids)
-    cols = np.searchsorted(draw.raters, rater[index])
+    cols = np.searchsorted(draw.raters, s.rater[index])
     if ids.size and (np.any(rows >= draw.answers.size)
                      or np.any(draw.answers[np.minimum(rows, draw.answers.size - 1)] != ids)
                      or np.any(cols >= draw.raters.size)
                      or np.any(draw.raters[np.minimum(cols, draw.raters.size - 1)]
-                               != rater[index])):
+                               != s.rater[index])):
         raise ValueError("the draw does not cover every labelled answer and rater of the cells")
-    n, R = ids.size, draw.raters.size
-    # float32: the totals are sums of a few weights times integer counts, and
-    # every segment sum below accumulates in float64; half the memory traffic
-    by_value = sp.csr_matrix((weight * value[index], (piece, cols)), shape=(n, R),
-                             dtype=np.float32)
-    by_value.eliminate_zeros()  # (a Fail %'s passes are mostly zeros)
-    by_weight = sp.csr_matrix((weight, (piece, cols)), shape=(n, R), dtype=np.float32)
+    R = draw.raters.size
+    key, cell = np.unique(piece * R + cols, return_inverse=True)
+    cell = cell.ravel()
+    value = s.value[index]
+    flag = None
+    if s.per == "answer":
+        flag = np.zeros(ids.size)
+        flag[piece] = value
+    return _Layout(ids, np.searchsorted(needed, s.leaf[ids]), rows,
+                   np.ones(ids.size) if s.pi_all is None else 1.0 / s.pi_all[ids], s.f_all[ids],
+                   flag, key // R, key % R, np.bincount(cell, minlength=key.size).astype(float),
+                   np.bincount(cell, value, key.size) if s.per == "rating" else None)
+
+
+def _scale_on(base: _Layout, other: _Layout) -> np.ndarray | None:
+    """Per labelled answer, the factor turning ``base``'s weight totals
+    under the rater multiplicities into ``other``'s: 1 for a per-rating
+    measure with the same ratings per cell; for a per-answer measure (each
+    rating weighs one over its answer's ratings) its cells' ratings over
+    the answer's, over ``base``'s ratings in the cell, which must be one
+    value per answer. None where the two do not label the same answers
+    with the same raters in proportion (then each has its own pass)."""
+    if not (np.array_equal(base.ids, other.ids) and np.array_equal(base.group, other.group)
+            and np.array_equal(base.w, other.w) and np.array_equal(base.cell_row, other.cell_row)
+            and np.array_equal(base.cell_col, other.cell_col)):
+        return None
+    n = base.ids.size
+    if other.v_cell is not None:
+        return np.ones(n) if np.array_equal(base.n_cell, other.n_cell) else None
+    row = base.cell_row
+    ratio = other.n_cell / (np.bincount(row, other.n_cell, n)[row] * base.n_cell)
+    first = np.zeros(n, dtype=np.int64)
+    first[1:] = np.cumsum(np.bincount(row, minlength=n))[:-1]  # every answer has a cell
+    k = ratio[first]
+    return k if np.array_equal(ratio, k[row]) else None
+
+
+class _Coefficients:
+    """Distinct per-answer coefficient vectors of one base array, each
+    registered once under a key (a sum two measures share is taken once)."""
+
+    def __init__(self) -> None:
+        self.vectors: list[np.ndarray] = []
+        self.at: dict[tuple, int] = {}
+
+    def add(self, key: tuple, vector) -> int:
+        if key not in self.at:
+            self.at[key] = len(self.vectors)
+            self.vectors.append(np.asarray(vector, dtype=float))
+        return self.at[key]
+
+
+def _group_sums(needed, base: _Layout, members: list[tuple[_Layout, np.ndarray]],
+                draw: CrossedDraw, sinks: list[_Sink]) -> None:
+    """One pass over the base layout's labelled answers, a block of whole
+    leaves of about :data:`_BLOCK` answers at a time: the answers' weight
+    totals ``d`` under the rater multiplicities by one sparse product over
+    the (answer, rater) cells (and the value totals ``a`` of each per-rating
+    measure), times the answer multiplicities, then every measure's ten sums
+    as sparse segment products of a few arrays with rows of coefficients
+    per leaf: ``m d``, ``m d^2`` (a per-answer measure's ``d`` is the base's
+    scaled by ``k``, its ``a`` that times its flag ``g``), ``m`` (the
+    pooled-variance weights) and a per-rating measure's ``m a``, ``m a d``.
+    In float32 within a block (counts are exact), added over blocks in
+    float64."""
+    B, R = draw.V.shape[1], draw.raters.size
+    n = base.ids.size
+    shape = (n, R)
+    pattern = (base.cell_row, base.cell_col)
+    by_weight = sp.csr_matrix((base.w[base.cell_row] * base.n_cell, pattern), shape=shape,
+                              dtype=np.float32)
     U = draw.U.astype(np.float32)
-    f = f_all[ids]
-    group = np.searchsorted(needed, leaf[ids])
-    count = np.bincount(group, minlength=needed.size)
-    out = np.zeros((needed.size, 10, B))
+    md, mdd, m = _Coefficients(), _Coefficients(), _Coefficients()
+    plans, by_value = [], []
+    f_ids: list[np.ndarray] = []
+
+    def f_id(f) -> int:  # identical predictions share their sums' coefficients
+        for i, known in enumerate(f_ids):
+            if np.array_equal(known, f, equal_nan=True):
+                return i
+        f_ids.append(f)
+        return len(f_ids) - 1
+
+    one = np.ones(n)
+    for j, (lay, k) in enumerate(members):
+        f, v, i = lay.f, lay.w, f_id(lay.f)
+        V = [m.add(("v", i), v), m.add(("vf", i), v * f), m.add(("vff", i), v * f * f)]
+        if lay.v_cell is not None:  # per rating: D, Y, F, ADF, AD, DDF, DD from its a
+            values = sp.csr_matrix((base.w[base.cell_row] * lay.v_cell, pattern), shape=shape,
+                                   dtype=np.float32)
+            values.eliminate_zeros()  # (a Fail %'s passes are mostly zeros)
+            by_value.append(values)
+            plans.append(("rating", len(by_value) - 1,
+                          [md.add(("1",), one), md.add(("f", i), f)],
+                          [mdd.add(("1",), one), mdd.add(("f", i), f)], V))
+        else:  # per answer: a = g d k
+            g = lay.flag
+            plans.append(("answer", None,
+                          [md.add(("k", j), k), md.add(("gk", j), g * k),
+                           md.add(("fk", j, i), f * k)],
+                          [mdd.add(("kk", j), k * k), mdd.add(("gkk", j), g * k * k),
+                           mdd.add(("gfkk", j, i), g * f * k * k),
+                           mdd.add(("fkk", j, i), f * k * k)], V))
+    group, count = base.group, np.bincount(base.group, minlength=needed.size)
+    weight = np.bincount(group, weights=base.w, minlength=needed.size)
+    for sink in sinks:
+        sink.leaves(weight, count)
     bounds = np.concatenate([[0], np.cumsum(count)])
-    start = 0
+    blocks, start = [], 0
     while start < needed.size:  # blocks of whole leaves of about _BLOCK answers
         stop = max(start + 1, int(np.searchsorted(bounds, bounds[start] + _BLOCK, "right")) - 1)
-        stop = min(stop, needed.size)
-        lo, hi = bounds[start], bounds[stop]
-        if hi > lo:
-            nonempty = np.flatnonzero(count[start:stop]) + start
-            out[nonempty] = _block_sums(by_value[lo:hi] @ U, by_weight[lo:hi] @ U,
-                                        draw.V[rows[lo:hi]].astype(np.float32), f[lo:hi],
-                                        w[lo:hi], bounds[nonempty] - lo)
-        start = stop
-    return _Leaves(out, np.bincount(group, weights=w, minlength=needed.size), count)
+        blocks.append((start, min(stop, needed.size)))
+        start = blocks[-1][1]
+    # one block's sums of one measure at a time, in one buffer (float32: each
+    # leaf's sums come whole from its block)
+    block = np.empty((10, max((b - a for a, b in blocks), default=0), B), dtype=np.float32)
+    for start, stop in blocks:
+        lo, hi, L = bounds[start], bounds[stop], stop - start
+        if hi == lo:  # (no labelled answer: a cell ending here still finishes)
+            block[:, :L] = 0
+            for sink in sinks:
+                sink.add(start, stop, block[:, :L])
+            continue
+        local = group[lo:hi] - start  # each answer's leaf in the block
+        d = by_weight[lo:hi] @ U
+        mult = draw.V[base.rows[lo:hi]].astype(np.float32)
+        w_md = mult * d
+        S_md = _segments(w_md, md.vectors, lo, hi, local, L)
+        S_mdd = _segments(w_md * d, mdd.vectors, lo, hi, local, L)
+        S_m = _segments(mult, m.vectors, lo, hi, local, L)
+        del w_md
+        for j, (kind, v_at, at_md, at_mdd, at_m) in enumerate(plans):
+            V0, V1, V2 = (S_m[t] for t in at_m)
+            if kind == "rating":
+                ma = mult * (by_value[v_at][lo:hi] @ U)
+                (Y,) = _segments(ma, [one], lo, hi, local, L)
+                AD, ADF = _segments(ma * d, [one, members[j][0].f], lo, hi, local, L)
+                (D, F), (DD, DDF) = (S_md[t] for t in at_md), (S_mdd[t] for t in at_mdd)
+            else:
+                D, Y, F = (S_md[t] for t in at_md)
+                DD, AD, ADF, DDF = (S_mdd[t] for t in at_mdd)
+            for t, x in enumerate((D, Y, F, ADF, AD, DDF, DD, V0, V1, V2)):
+                block[t, :L] = x  # (an empty leaf's rows are zeros)
+            sinks[j].add(start, stop, block[:, :L])
 
 
-def _block_sums(a, d, mult, f, v, starts) -> np.ndarray:
-    """``(groups, 10, B)`` the sums of :func:`_answer_sums` per group of
-    consecutive answers (``starts``: each group's first) by sparse segment
-    products: rows of ones and of ``f`` per group (and of ``v``, ``v f``,
-    ``v f^2``), in float32 within the block (a few thousand answers; counts
-    are exact), added over blocks in float64. Several times faster than
-    ``np.add.reduceat`` along the answers."""
-    n, L = f.size, starts.size
-    group = np.repeat(np.arange(L), np.diff(np.append(starts, n)))
-    cols = np.arange(n)
-    one_f = sp.csr_matrix((np.concatenate([np.ones(n), f]).astype(np.float32),
-                           (np.concatenate([2 * group, 2 * group + 1]), np.tile(cols, 2))),
-                          shape=(2 * L, n))
-    vs = sp.csr_matrix((np.concatenate([v, v * f, v * f * f]).astype(np.float32),
-                        (np.concatenate([3 * group, 3 * group + 1, 3 * group + 2]),
-                         np.tile(cols, 3))), shape=(3 * L, n))
-    md, ma = mult * d, mult * a
-    B = mult.shape[1]
-    D, F = (one_f @ md).reshape(L, 2, B).transpose(1, 0, 2)
-    Y = (one_f[0::2] @ ma)
-    DD, DDF = (one_f @ (md * d)).reshape(L, 2, B).transpose(1, 0, 2)
-    AD, ADF = (one_f @ (ma * d)).reshape(L, 2, B).transpose(1, 0, 2)
-    V = (vs @ mult).reshape(L, 3, B)
-    return np.stack([D, Y, F, ADF, AD, DDF, DD, V[:, 0], V[:, 1], V[:, 2]], axis=1)
+def _segments(base, vectors, lo, hi, local, L) -> np.ndarray:
+    """``(len(vectors), L, B)``: per coefficient vector (over all answers;
+    its ``lo:hi`` slice is the block's) and leaf of the block, the sum over
+    the leaf's answers of the coefficient times ``base``'s row, by one
+    sparse segment product (several times faster than ``np.add.reduceat``
+    along the answers)."""
+    K, n = len(vectors), hi - lo
+    data = np.concatenate([v[lo:hi] for v in vectors]).astype(np.float32)
+    rows = np.concatenate([K * local + t for t in range(K)])
+    segment = sp.csr_matrix((data, (rows, np.tile(np.arange(n), K))), shape=(K * L, n))
+    return (segment @ base).reshape(L, K, -1).transpose(1, 0, 2)
 
 
 def _bootstrap(p: _Pieces, B: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

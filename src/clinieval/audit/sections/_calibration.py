@@ -23,7 +23,12 @@ from clinieval.audit.sections._judge_rows import (
 )
 from clinieval.contract.vocabulary import SCORE_MAX, SCORE_MIN
 from clinieval.stats import NoEstimate
-from clinieval.stats.calibrated import CrossedDraw, calibrated_cells, crossed_draw
+from clinieval.stats.calibrated import (
+    CellMeasure,
+    CrossedDraw,
+    calibrated_measures,
+    crossed_draw,
+)
 
 MEASURES = {"mean_score": "mean score", "fail_pct": "Fail % of ratings",
             "failing_pct": "answers failing %"}
@@ -205,26 +210,33 @@ def inclusion(ctx: Context, ratings: Ratings) -> np.ndarray | None:
     return pi
 
 
-def cells(ctx: Context, measure: str, predicted: np.ndarray, ratings: Ratings, leaf: np.ndarray,
-          chosen: list[list[int]], draw: CrossedDraw, answer_value: np.ndarray | None,
-          purpose: str) -> list[dict]:
-    """One measure of several cells (lists of leaves of ``leaf``, one per
-    answer) sharing the two-way ``draw`` of ``ratings``: each calibrated
-    estimate beside the clinicians' alone, or why there is none."""
+def measure(ctx: Context, measure: str, predicted: np.ndarray, ratings: Ratings, leaf: np.ndarray,
+            chosen: list[list[int]], answer_value: np.ndarray | None, purpose: str
+            ) -> CellMeasure:
+    """One measure (a key of :data:`MEASURES`) of several cells (lists of
+    leaves of ``leaf``, one per answer), for :func:`estimates`."""
     s = ctx.settings
-    common = dict(leaf=leaf, cells=chosen, draw=draw, rng=ctx.rng(purpose), level=s.level,
-                  min_labelled=s.calibration_min_answers, inclusion=inclusion(ctx, ratings))
     score = ratings.score.astype(float)
-    if measure == "mean_score":
-        out = calibrated_cells(predicted, ratings.answer, ratings.rater, score,
-                               bounds=(SCORE_MIN, SCORE_MAX), **common)
-    elif measure == "fail_pct":
-        out = calibrated_cells(predicted, ratings.answer, ratings.rater,
-                               (score <= s.threshold).astype(float), bounds=(0, 1), **common)
-    else:
-        out = calibrated_cells(predicted, ratings.answer, ratings.rater,
-                               answer_value=answer_value, bounds=(0, 1), **common)
-    return [_row(o, 1.0 if measure == "mean_score" else 100.0) for o in out]
+    values = {"mean_score": (score, None), "fail_pct": ((score <= s.threshold) * 1.0, None),
+              "failing_pct": (None, answer_value)}[measure]
+    return CellMeasure(predicted, ratings.answer, ratings.rater, *values, leaf, chosen,
+                       ctx.rng(purpose), inclusion(ctx, ratings),
+                       (SCORE_MIN, SCORE_MAX) if measure == "mean_score" else (0, 1))
+
+
+def estimates(ctx: Context, measures: dict[str, CellMeasure], draw: CrossedDraw
+              ) -> dict[str, list[dict]]:
+    """Every measure's cells sharing the two-way ``draw`` (their replicate
+    sums found together where their ratings allow:
+    :func:`~clinieval.stats.calibrated.calibrated_measures`): each
+    calibrated estimate beside the clinicians' alone, or why there is none,
+    per measure (keyed as given; a key starts with its :data:`MEASURES`
+    key)."""
+    s = ctx.settings
+    out = calibrated_measures(list(measures.values()), draw=draw, level=s.level,
+                              min_labelled=s.calibration_min_answers)
+    return {key: [_row(o, 1.0 if key.startswith("mean_score") else 100.0) for o in found]
+            for key, found in zip(measures, out, strict=True)}
 
 
 def ratings_draw(ctx: Context, ratings: Ratings, purpose: str) -> CrossedDraw:

@@ -27,9 +27,10 @@ from clinieval.audit.sections._calibration import (
     JudgeFrame,
     Prediction,
     any_safety,
-    cells,
     choose_judge,
+    estimates,
     judge_frame,
+    measure,
     prediction,
     ratings_draw,
     ratings_of,
@@ -128,22 +129,30 @@ def _tables(ctx: Context, pred: Prediction, ratings: _Ratings
     specs = [(m, int(g)) for m in range(d.n_models)
              for g in np.unique(d.answer_specialty[(d.answer_model == m) & any_called])]
     per_spec = [[m * n_spec + g] for m, g in specs]
-    found: dict[tuple, dict] = {}
     draw = ratings_draw(ctx, ratings.any, f"{KEY}:draw")
-    for c in (c for c in ctx.safety if _usable(pred, c)):
+    usable = [c for c in ctx.safety if _usable(pred, c)]
+    measures = {}
+    for c in usable:
         leaf = np.where(pred.called[:, c], leaf_of, -1)
-        for measure in MEASURES:
-            predicted = (pred.mean if measure == "mean_score" else pred.fail)[:, c]
-            chosen = models + (per_spec if measure == "fail_pct" else [])
-            rows = cells(ctx, measure, predicted, ratings.one[c], leaf, chosen, draw,
-                         ctx.answer_fail[:, c], f"{KEY}:{measure}:{c}")
-            found.update({(measure, c, m): r for m, r in enumerate(rows[:d.n_models])})
-            found.update({(measure, c, *k): r for k, r in zip(specs, rows[d.n_models:],
-                                                               strict=False)})
-    rows = cells(ctx, "failing_pct", worst, ratings.any, np.where(any_called, leaf_of, -1),
-                 models + per_spec, draw, ctx.answer_dangerous, f"{KEY}:dangerous")
-    found.update({("any", m): r for m, r in enumerate(rows[:d.n_models])})
-    found.update({("any", *k): r for k, r in zip(specs, rows[d.n_models:], strict=True)})
+        for key in MEASURES:
+            predicted = (pred.mean if key == "mean_score" else pred.fail)[:, c]
+            chosen = models + (per_spec if key == "fail_pct" else [])
+            measures[f"{key}:{c}"] = measure(ctx, key, predicted, ratings.one[c], leaf, chosen,
+                                             ctx.answer_fail[:, c], f"{KEY}:{key}:{c}")
+    measures["failing_pct:any"] = measure(
+        ctx, "failing_pct", worst, ratings.any, np.where(any_called, leaf_of, -1),
+        models + per_spec, ctx.answer_dangerous, f"{KEY}:dangerous")
+    rows = estimates(ctx, measures, draw)
+    found: dict[tuple, dict] = {}
+    for c in usable:
+        for key in MEASURES:
+            got = rows[f"{key}:{c}"]
+            found.update({(key, c, m): r for m, r in enumerate(got[:d.n_models])})
+            found.update({(key, c, *k): r for k, r in zip(specs, got[d.n_models:],
+                                                           strict=False)})
+    got = rows["failing_pct:any"]
+    found.update({("any", m): r for m, r in enumerate(got[:d.n_models])})
+    found.update({("any", *k): r for k, r in zip(specs, got[d.n_models:], strict=True)})
     by_criterion, by_specialty = [], []
     for m in range(d.n_models):
         name = d.model_names[m]

@@ -80,6 +80,12 @@ def test_cells_without_estimate_say_why_and_others_still_come():
     out = calibrated_cells(prediction, answer, rater, score, leaf=leaf, cells=[[1], [0], [7]],
                            draw=draw, rng=np.random.default_rng(1))
     assert isinstance(out[0], NoEstimate) and out[0].reason in ("too_few_labelled", "no_overlap")
+    # with the counts the one-cell function gives on the leaf's answers alone
+    mine = np.flatnonzero(leaf == 1)
+    of = np.isin(answer, mine)
+    alone = calibrated_rating_mean(prediction[mine], np.searchsorted(mine, answer[of]),
+                                   rater[of], score[of], rng=np.random.default_rng(1), B=10)
+    assert out[0] == alone
     assert isinstance(out[1], CalibratedMean)
     assert isinstance(out[2], NoEstimate) and out[2].reason == "all_unparsed"
 

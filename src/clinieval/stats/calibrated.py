@@ -375,6 +375,7 @@ def _stage(m: CellMeasure, min_labelled: int) -> _Staged:
     # answers by leaf once: a cell's answers are its leaves' runs, not a scan per cell
     by_leaf = np.argsort(leaf, kind="stable")
     leaf_codes, first, size = np.unique(leaf[by_leaf], return_index=True, return_counts=True)
+    few = _few_labelled(leaf_codes, leaf, f_all, answer, rater, value, min_labelled)
     prepared_cells = []
     for chosen in m.cells:
         chosen = np.unique(np.asarray(chosen, dtype=np.int64))
@@ -382,6 +383,10 @@ def _stage(m: CellMeasure, min_labelled: int) -> _Staged:
         at = np.searchsorted(leaf_codes, chosen)
         at = at[(at < leaf_codes.size) & (leaf_codes[np.minimum(at, leaf_codes.size - 1)]
                                           == chosen)]
+        short = few(at)
+        if short is not None:
+            prepared_cells.append((chosen, short))
+            continue
         members = np.sort(np.concatenate([np.zeros(0, dtype=np.int64)] + [
             by_leaf[first[k]:first[k] + size[k]] for k in at.tolist()]))
         code, index = _gather(answer, members)
@@ -391,6 +396,44 @@ def _stage(m: CellMeasure, min_labelled: int) -> _Staged:
             None if pi_all is None else pi_all[members], per, min_labelled)))
     return _Staged(per, f_all, leaf, answer, rater, value, pi_all, prepared_cells, m.rng,
                    m.bounds)
+
+
+def _few_labelled(leaf_codes, leaf, f_all, answer, rater, value, min_labelled):
+    """A function of a cell (its leaves' positions in ``leaf_codes``)
+    giving the :class:`NoEstimate` that :func:`_prepare` would for a cell
+    with no parsed prediction, no doubly-rated answer or fewer than
+    ``min_labelled``, from counts per leaf made once (most of an audit's
+    specialty cells are such, and preparing each took as long as a cell
+    with an estimate), or None to prepare the cell. A cell of several
+    leaves with too few answers is prepared too: its clinicians are not the
+    sum of its leaves'."""
+    where = np.searchsorted(leaf_codes, leaf)  # each answer's leaf
+    parsed = np.isfinite(f_all)
+    kept = parsed[answer] & np.isfinite(value)
+    rated = np.zeros(f_all.size, dtype=bool)
+    rated[answer[kept]] = True
+    L = leaf_codes.size
+    n_parsed, n_labelled, n_unlabelled = (np.bincount(where, x, L) for x in (
+        parsed, rated, parsed & ~rated))
+    n_unparsed = np.bincount(where, ~parsed, L)
+    raters, rater_code = np.unique(rater[kept], return_inverse=True)
+    pairs = np.unique(where[answer[kept]] * max(raters.size, 1) + rater_code.ravel())
+    n_raters = np.bincount(pairs // max(raters.size, 1), minlength=L)
+
+    def few(at) -> NoEstimate | None:
+        labelled = int(n_labelled[at].sum())
+        if n_parsed[at].sum() == 0:
+            reason = "all_unparsed"
+        elif labelled == 0:
+            reason = "no_overlap"
+        elif labelled < min_labelled and at.size == 1:
+            reason = "too_few_labelled"
+        else:
+            return None
+        return NoEstimate(reason, REASONS[reason], labelled,
+                          int(n_raters[at].sum()) if at.size == 1 else 0,
+                          int(n_unlabelled[at].sum()), int(n_unparsed[at].sum()))
+    return few
 
 
 class _Sink:

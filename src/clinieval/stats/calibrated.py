@@ -960,8 +960,9 @@ class _Parts(NamedTuple):
 
 
 def _intervals(p: _Pieces, lam, theta, theta0, reps, reps0, level, drawn):
-    parts = _Parts(*zip(_variances(p, lam, theta, drawn), _variances(p, 0.0, theta0, drawn),
-                        strict=True))
+    cells = _cells(p)  # (the same for both estimators)
+    parts = _Parts(*zip(_variances(p, lam, theta, drawn, cells),
+                        _variances(p, 0.0, theta0, drawn, cells), strict=True))
     t, t0 = (float(t_over_z(df + 1, level)) for df in parts.df)
     ci = _calibrated_ci(reps, theta, parts.twoway[0], parts.pigeonhole[0], t, level)
     ci0 = _calibrated_ci(reps0, theta0, parts.twoway[1], parts.pigeonhole[1], t0, level)
@@ -987,7 +988,15 @@ def _calibrated_ci(reps, estimate, twoway, pigeonhole, t, level) -> tuple[float,
     return float(centre - half), float(centre + half)
 
 
-def _variances(p: _Pieces, lam: float, theta: float, drawn=None
+def _cells(p: _Pieces) -> tuple[np.ndarray, np.ndarray]:
+    """The (rater, answer) cells of the pieces as compact codes (rater * n +
+    answer spans R x n, which every bincount would allocate): how many
+    there are, and each piece's."""
+    cells, cell = np.unique(p.rater * p.f.size + p.answer, return_inverse=True)
+    return cells, cell.ravel()
+
+
+def _variances(p: _Pieces, lam: float, theta: float, drawn=None, cells=None
                ) -> tuple[float, float, float, float, float]:
     """Two-way, pigeonhole-expected, answer-clustered and iid variances of
     the estimator at ``lam`` from its linearisation (a piece's influence is
@@ -1006,10 +1015,7 @@ def _variances(p: _Pieces, lam: float, theta: float, drawn=None
     rbar = theta - lam * np.average(p.fu, weights=p.u)
     z = p.weight * (p.value - lam * p.f[p.answer] - rbar) / D
     zu = lam * p.u * (p.fu - np.average(p.fu, weights=p.u)) / p.u.sum()
-    # (rater, answer) cells as compact codes: rater * n + answer spans R x n,
-    # which every bincount would allocate
-    cells, cell = np.unique(p.rater * n + p.answer, return_inverse=True)
-    cell = cell.ravel()
+    cells, cell = _cells(p) if cells is None else cells
     s_cols, s_u = _squares(p.answer, z), float(zu @ zu)
     boot = (_squares(p.rater, z), _squares(cell, z))
     pigeonhole = ((1 - 1 / n_drawn) * boot[0] + (1 - 1 / raters_drawn) * s_cols + boot[1]

@@ -92,9 +92,16 @@ def judge_frame(ctx: Context, data: Judged) -> JudgeFrame:
 
 def _codes(column: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Codes of ``column`` at ``rows`` and the distinct values they index
-    (factorised on the whole column: a categorical's codes, so no text is
-    made per row; converting the judge names to text first took 0.6 s of
-    the section at 10x)."""
+    (a missing value among them): a categorical's own codes (the judged
+    rows' texts are categoricals: factorising 2.5 M of them by hash took
+    0.15 s at 10x), else factorised on the whole column."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()[rows]
+        values = np.asarray(column.cat.categories, dtype=object)
+        if (codes < 0).any():
+            codes = np.where(codes < 0, values.size, codes)
+            values = np.append(values, np.nan)
+        return codes, values
     codes, uniques = pd.factorize(column, use_na_sentinel=False)
     return codes[rows], np.asarray(uniques, dtype=object)
 

@@ -103,18 +103,81 @@ def licence_stratum(judge_fail, rating_answer, rating_rater, rating_fail, *,
     e.g. ``score <= -1``). See the module docstring for the rules.
     """
     judge = np.asarray(judge_fail, dtype=float)
+    return licence_strata(judge, rating_answer, rating_rater, rating_fail,
+                          np.zeros(judge.size, dtype=np.int64), [rng], reference=reference,
+                          min_answers=min_answers, recall_floor=recall_floor, B=B,
+                          level=level)[0]
+
+
+def licence_strata(judge_fail, rating_answer, rating_rater, rating_fail, answer_stratum,
+                   rngs: list[np.random.Generator], *, reference: Reference = "pairwise",
+                   min_answers: int = 30, recall_floor: float = 0.8, B: int = 1000,
+                   level: float = 0.95) -> list[Licence]:
+    """The licences of one judge in several strata at once, one per
+    generator in ``rngs``: answer ``a`` lies in stratum ``answer_stratum[a]``
+    (``(A,)``, as ``judge_fail``) and a stratum's resamples come from its own
+    generator.
+
+    Each licence is :func:`licence_stratum`'s of its stratum's answers and
+    ratings alone, the same figures from the same draws: the tables below
+    hold every stratum side by side, a stratum's answers, clinicians and
+    cells a run of codes in the order its own would have (every sum over a
+    run in that order, so in the same floating-point order). A stratum has
+    a few hundred ratings, so one numpy call over all strata costs what its
+    call overhead alone costs per stratum.
+    """
+    judge = np.asarray(judge_fail, dtype=float)
     answer = np.asarray(rating_answer, dtype=np.int64)
     fail = np.asarray(rating_fail, dtype=float)
     keep = np.isfinite(fail) & np.isfinite(judge[answer])
-    answers, a_code = np.unique(answer[keep], return_inverse=True)
-    raters, r_code = np.unique(np.asarray(rating_rater)[keep], return_inverse=True)
-    fail, verdict = fail[keep] > 0, judge[answers] > 0
-    table = _table(a_code.ravel(), r_code.ravel(), fail, answers.size, raters.size)
+    answer, fail = answer[keep], fail[keep] > 0
+    stratum = np.asarray(answer_stratum, dtype=np.int64)
+    answers, a_stratum, a_code = _answer_runs(answer, stratum)
+    raters, r_stratum, r_code = _runs(stratum[answer], np.asarray(rating_rater)[keep])
+    verdict = judge[answers] > 0
+    table = _table(a_code, r_code, fail, answers.size, raters.size)
     per_answer = _answer_counts(table, verdict, reference)
-    clin = _clinician_agreements(table, reference)
+    r_edges = np.searchsorted(r_stratum, np.arange(len(rngs) + 1))
+    clin = _clinician_agreements(table, reference, r_edges)
     judge_by = _judge_by_clinician(verdict, a_code, r_code, fail, raters.size)
-    return _decide(per_answer, clin, judge_by, answers.size, raters.size, reference,
-                   min_answers, recall_floor, B, level, rng)
+    reps = _replicates(per_answer, a_stratum, B, rngs)
+    return _decide(per_answer, a_stratum, clin, judge_by, r_edges, reps, reference,
+                   min_answers, recall_floor, level)
+
+
+def _runs(group, value) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (stratum, value) pairs by stratum and then value, as
+    each one's value and stratum, and each item's code: a stratum's codes
+    are a run in the order of ``np.unique`` of its values alone. Integer
+    values in a range not much wider than their number (clinician codes)
+    are marked in a table of every (stratum, value) pair instead of sorted
+    twice."""
+    value = np.asarray(value)
+    if value.dtype.kind in "iu" and value.size:
+        low = int(value.min())
+        span, strata = int(value.max()) - low + 1, int(group.max()) + 1
+        if span * strata <= 8 * value.size + 2**20:
+            key = group * span + (value.astype(np.int64) - low)
+            seen = np.zeros(span * strata, dtype=bool)
+            seen[key] = True
+            pairs = np.flatnonzero(seen)
+            return pairs % span + low, pairs // span, (np.cumsum(seen) - 1)[key]
+    distinct, code = np.unique(value, return_inverse=True)
+    width = max(distinct.size, 1)
+    pairs, inverse = np.unique(group * width + code.ravel(), return_inverse=True)
+    return distinct[pairs % width], pairs // width, inverse.ravel()
+
+
+def _answer_runs(answer, answer_stratum) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_runs` of the rated answers, each in its one stratum: the
+    answers marked in a table of all of them, then (stably) by stratum."""
+    seen = np.zeros(answer_stratum.size, dtype=bool)
+    seen[answer] = True
+    answers = np.flatnonzero(seen)
+    answers = answers[np.argsort(answer_stratum[answers], kind="stable")]
+    code = np.empty(answer_stratum.size, dtype=np.int64)
+    code[answers] = np.arange(answers.size)
+    return answers, answer_stratum[answers], code[answer]
 
 
 def _bar(clin, pairs, pooled) -> tuple[float, str, int]:
@@ -174,11 +237,12 @@ def _answer_counts(table: _Table, verdict, reference) -> np.ndarray:
     return np.column_stack([v * fails, v * passes, (1 - v) * fails, (1 - v) * passes])
 
 
-def _clinician_agreements(table, reference) -> np.ndarray:
+def _clinician_agreements(table, reference, edges) -> np.ndarray:
     """Each clinician's Macro-F1 against the other clinicians on the answers
     they share (pairs pooled, a rating's others weighing one unit together),
     or against the others' majority; NaN for a clinician who shares no
-    answer; with each clinician's shared ratings and the Macro-F1 of all
+    answer; with each clinician's shared ratings and, per stratum (its
+    clinicians ``edges[s]:edges[s + 1]``), the Macro-F1 of all its
     clinicians' counts pooled. Vectorised over the rated cells: each cell's
     others are its answer's totals minus itself."""
     answer, rater, own = table.answer, table.rater, table.fail
@@ -197,43 +261,95 @@ def _clinician_agreements(table, reference) -> np.ndarray:
     fp, tn = (np.bincount(rater, weights=w * others_pass, minlength=size) for w in (own, ~own))
     out = np.asarray(macro_f1_counts(tp, fp, fn, tn), dtype=float)
     pairs = tp + fp + fn + tn
-    pooled = float(macro_f1_counts(tp.sum(), fp.sum(), fn.sum(), tn.sum()))
+    # a stratum's sums over its own run: numpy's pairwise sums, as over its own table
+    runs = list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
+    pooled = macro_f1_counts(*([x[lo:hi].sum() for lo, hi in runs] for x in (tp, fp, fn, tn)))
     return np.where(pairs > 0, out, np.nan), pairs, pooled
 
 
-def _decide(per_answer, clin, judge_by, n_answers, n_raters, reference, min_answers,
-            recall_floor, B, level, rng) -> Licence:
-    tp, fp, fn, tn = per_answer.sum(axis=0)
-    agreement = float(macro_f1_counts(tp, fp, fn, tn))
+def _decide(per_answer, a_stratum, clin, judge_by, r_edges, reps, reference, min_answers,
+            recall_floor, level) -> list[Licence]:
+    """Each stratum's licence from its runs of the tables and its
+    replicates ``reps`` ``(B, S, 4)``: the counts and their intervals for all
+    strata at once (elementwise, or integer sums, so each stratum's figures
+    are its own), the bar and the verdict stratum by stratum."""
+    S = reps.shape[1]
+    # integer counts: their sums are exact in any order
+    tp, fp, fn, tn = (np.bincount(a_stratum, weights=per_answer[:, k], minlength=S)
+                      for k in range(4))
+    agreement = macro_f1_counts(tp, fp, fn, tn)
     recall, alarm = _ratio(tp, tp + fn), _ratio(fp, fp + tn)
-    reps = _resampled_counts(per_answer, B, rng) if n_answers else np.zeros((B, 4))
-    r_tp, r_fp, r_fn, r_tn = reps.T
-    ci_agree = _ci(macro_f1_counts(r_tp, r_fp, r_fn, r_tn), level)
-    ci_recall, ci_alarm = _ci(_ratio(r_tp, r_tp + r_fn), level), _ci(_ratio(r_fp, r_fp + r_tn),
-                                                                        level)
+    r_tp, r_fp, r_fn, r_tn = (reps[..., k] for k in range(4))
+    cis = _cis(np.concatenate([macro_f1_counts(r_tp, r_fp, r_fn, r_tn), _ratio(r_tp, r_tp + r_fn),
+                               _ratio(r_fp, r_fp + r_tn)], axis=1), level)
+    n_answers = np.bincount(a_stratum, minlength=S).tolist()
     clin, pairs, pooled = clin
-    median, how, n_baseline = _bar(clin, pairs, pooled) if np.isfinite(clin).any() \
-        else (np.nan, "median", 0)
-    verdict, reason = _verdict(n_answers, n_raters, n_baseline, tp + fn, ci_agree[0], median,
-                               ci_recall[0], min_answers, recall_floor, how)
-    baseline = clin[np.isfinite(clin)]
-    percentile = float(np.mean(baseline <= agreement)) if baseline.size else np.nan
-    return Licence(verdict, reason, agreement, *ci_agree, median, clin, judge_by, percentile,
-                   float(recall), *ci_recall, float(alarm), *ci_alarm, n_answers,
-                   int(per_answer.sum()), int(tp + fn), n_raters, reference, min_answers,
-                   recall_floor, level, how)
+    out = []
+    for s in range(S):
+        lo, hi = int(r_edges[s]), int(r_edges[s + 1])
+        mine, ci_agree, ci_recall, ci_alarm = clin[lo:hi], cis[s], cis[S + s], cis[2 * S + s]
+        median, how, n_baseline = _bar(mine, pairs[lo:hi], float(pooled[s])) \
+            if np.isfinite(mine).any() else (np.nan, "median", 0)
+        verdict, reason = _verdict(n_answers[s], hi - lo, n_baseline, tp[s] + fn[s], ci_agree[0],
+                                   median, ci_recall[0], min_answers, recall_floor, how)
+        baseline = mine[np.isfinite(mine)]
+        percentile = float(np.mean(baseline <= agreement[s])) if baseline.size else np.nan
+        out.append(Licence(verdict, reason, float(agreement[s]), *ci_agree, median, mine,
+                           judge_by[lo:hi], percentile, float(recall[s]), *ci_recall,
+                           float(alarm[s]), *ci_alarm, n_answers[s],
+                           int(tp[s] + fp[s] + fn[s] + tn[s]), int(tp[s] + fn[s]), hi - lo,
+                           reference, min_answers, recall_floor, level, how))
+    return out
 
 
-def _resampled_counts(per_answer, B: int, rng: np.random.Generator) -> np.ndarray:
-    """``(B, 4)`` pooled confusion counts of ``B`` resamples of the answers.
-    An answer enters only through its row of counts, and a stratum's
-    answers share a few distinct rows (a handful of clinicians each), so
-    resampling the answers is one multinomial over the distinct rows with
-    their frequencies (:func:`~clinieval.stats.resample_counts`): the same
-    distribution as drawing answers one by one, at the cost of a few
-    binomials per replicate instead of an index draw per answer."""
-    rows, freq = np.unique(per_answer, axis=0, return_counts=True)
-    return resample_counts(freq, B, rng) @ rows
+def _replicates(per_answer, a_stratum, B: int, rngs) -> np.ndarray:
+    """``(B, S, 4)`` pooled confusion counts of ``B`` resamples of each
+    stratum's answers (zeros for a stratum without any), stratum ``s``
+    drawing from ``rngs[s]``. An answer enters only through its row of
+    counts, and a stratum's answers share a few distinct rows (a handful of
+    clinicians each), so resampling the answers is one multinomial over the
+    distinct rows with their frequencies
+    (:func:`~clinieval.stats.resample_counts`): the same distribution as
+    drawing answers one by one, at the cost of a few binomials per
+    replicate instead of an index draw per answer."""
+    out = np.zeros((B, len(rngs), 4))
+    rows, freq, row_stratum = _distinct_rows(per_answer, a_stratum)
+    edges = np.searchsorted(row_stratum, np.arange(len(rngs) + 1)).tolist()
+    for s, rng in enumerate(rngs):
+        if edges[s + 1] > edges[s]:
+            mine = slice(edges[s], edges[s + 1])
+            out[:, s] = resample_counts(freq[mine], B, rng) @ rows[mine]
+    return out
+
+
+def _distinct_rows(per_answer, group) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct rows of counts in each group with their frequencies and
+    groups, by group and then in ``np.unique(axis=0)``'s order
+    (lexicographic), which the resampling's draws follow. The counts are
+    small integers, so a row is read as the digits of one integer after its
+    group's, and the rows are counted by a bincount of those (a sort, for a
+    wide range): ``np.unique`` over rows compares them as records, a sort
+    that cost as much as the draws."""
+    counts = np.asarray(per_answer, dtype=float)
+    group = np.asarray(group, dtype=np.int64)
+    width = counts.shape[1]
+    base = int(counts.max()) + 1 if counts.size else 1
+    span = base ** width
+    if counts.size and (counts.min() < 0 or not np.array_equal(counts, np.floor(counts))
+                        or span * (int(group.max()) + 1) >= 2**62):
+        distinct, freq = np.unique(np.column_stack([group, counts]), axis=0, return_counts=True)
+        return distinct[:, 1:], freq, distinct[:, 0].astype(np.int64)
+    key = group.copy()
+    for k in range(width):
+        key = key * base + counts[:, k].astype(np.int64)
+    if key.size and int(key.max()) <= 4 * key.size + 2**16:
+        tally = np.bincount(key)
+        keys = np.flatnonzero(tally)
+        freq = tally[keys]
+    else:
+        keys, freq = np.unique(key, return_counts=True)
+    place = base ** np.arange(width - 1, -1, -1, dtype=np.int64)
+    return (keys[:, None] // place % base).astype(float), freq, keys // span
 
 
 def _verdict(n_answers, n_raters, n_baseline, n_harms, agree_lower, median, recall_lower,
@@ -258,6 +374,20 @@ def _verdict(n_answers, n_raters, n_baseline, n_harms, agree_lower, median, reca
 def _ratio(num, den):
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(np.asarray(den) > 0, np.asarray(num) / np.asarray(den), np.nan)
+
+
+def _cis(reps, level) -> list[tuple[float, float]]:
+    """:func:`_ci` of each column of ``reps`` ``(B, m)``: the columns with
+    no NaN replicate in one quantile call (a column's quantiles are its own
+    order statistics, so the same bounds), the others one by one."""
+    reps = np.asarray(reps, dtype=float)
+    whole = np.isfinite(reps).all(axis=0) if reps.shape[0] else np.zeros(reps.shape[1], bool)
+    out = [_ci(reps[:, j], level) if not whole[j] else None for j in range(reps.shape[1])]
+    if whole.any():
+        lo, hi = percentile_ci(reps[:, whole], level)
+        for j, a, b in zip(np.flatnonzero(whole).tolist(), lo.tolist(), hi.tolist(), strict=True):
+            out[j] = (a, b)
+    return out
 
 
 def _ci(reps, level) -> tuple[float, float]:

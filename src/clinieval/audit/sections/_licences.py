@@ -1,6 +1,7 @@
 """Licences per judge x safety-critical criterion x specialty (issue 32 §2):
 the stats core's :func:`~clinieval.stats.licence_stratum` on the audit's
-codes, one row per stratum, and what they mean for a safety verdict."""
+codes (a criterion's specialties at once), one row per stratum, and what
+they mean for a safety verdict."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pandas as pd
 
 from clinieval.audit.context import Context
 from clinieval.audit.sections._calibration import Prediction, Ratings
-from clinieval.stats import licence_stratum
+from clinieval.stats.licence import licence_strata
 
 VERDICT_VALUE = {"licensed": 1.0, "clinicians_only": 0.0}
 """Heatmap value of a verdict (too few: no value, hatched)."""
@@ -29,23 +30,25 @@ def licences(ctx: Context, judges: dict[str, Prediction], ratings: dict[int, Rat
 
 def _criterion_rows(ctx: Context, judge: str, pred: Prediction, c: int, ratings: Ratings,
                     purpose: str) -> list[dict]:
+    """The judge's licences on criterion ``c``, every specialty in one
+    :func:`~clinieval.stats.licence.licence_strata` (a specialty's own
+    generator each, so the same draws as a licence per specialty)."""
     d, s = ctx.data, ctx.settings
     verdict = np.where(np.isnan(pred.fail[:, c]), np.nan, (pred.fail[:, c] >= 0.5) * 1.0)
-    out = []
-    # the called answers by specialty once (sorted within each), not a scan per specialty
+    # the called answers' ratings in one bisection of sorted answers (the
+    # strata need them in no order: a cell's ratings keep theirs)
     called = np.flatnonzero(pred.called[:, c])
-    called = called[np.argsort(d.answer_specialty[called], kind="stable")]
-    specs, first, size = np.unique(d.answer_specialty[called], return_index=True,
-                                   return_counts=True)
-    for spec, lo, n in zip(specs.tolist(), first.tolist(), size.tolist(), strict=True):
-        answers = called[lo:lo + n]
-        code, rater, score = ratings.of(answers)
-        lic = licence_stratum(verdict[answers], code, rater, (score <= s.threshold) * 1.0,
-                              rng=ctx.rng(f"{purpose}:{judge}:{c}:{spec}"),
-                              reference=s.licence_reference, min_answers=s.calibration_min_answers,
-                              recall_floor=s.licence_recall_floor, B=s.bootstrap, level=s.level)
-        out.append(_row(judge, ctx.name(c), d.specialties[spec], lic))
-    return out
+    specs = np.unique(d.answer_specialty[called])
+    stratum = np.zeros(len(d.specialties), dtype=np.int64)
+    stratum[specs] = np.arange(specs.size)
+    position, rater, score = ratings.of(called)
+    lics = licence_strata(verdict, called[position], rater, (score <= s.threshold) * 1.0,
+                          stratum[d.answer_specialty],
+                          [ctx.rng(f"{purpose}:{judge}:{c}:{spec}") for spec in specs.tolist()],
+                          reference=s.licence_reference, min_answers=s.calibration_min_answers,
+                          recall_floor=s.licence_recall_floor, B=s.bootstrap, level=s.level)
+    return [_row(judge, ctx.name(c), d.specialties[spec], lic)
+            for spec, lic in zip(specs.tolist(), lics, strict=True)]
 
 
 def _row(judge: str, criterion: str, specialty: str, lic) -> dict:

@@ -942,7 +942,11 @@ def _labelled_sums(answer, rater, weight, value, f, v, U, mult) -> np.ndarray:
 
 def _distinct_pairs(u, fu) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
     """The distinct ``(u, fu)`` pairs and how often each occurs (1-D sorts:
-    ``np.unique(axis=0)`` sorts rows as records, several times slower)."""
+    ``np.unique(axis=0)`` sorts rows as records, several times slower; with
+    equal weights, as without targeted assignment, one sort)."""
+    if u.size and (u == u[0]).all():
+        f_values, freq = np.unique(fu, return_counts=True)
+        return (np.full(f_values.size, u[0]), f_values), freq
     u_values, u_code = np.unique(u, return_inverse=True)
     f_values, f_code = np.unique(fu, return_inverse=True)
     key, freq = np.unique(u_code * f_values.size + f_code, return_counts=True)
@@ -960,9 +964,9 @@ class _Parts(NamedTuple):
 
 
 def _intervals(p: _Pieces, lam, theta, theta0, reps, reps0, level, drawn):
-    cells = _cells(p)  # (the same for both estimators)
-    parts = _Parts(*zip(_variances(p, lam, theta, drawn, cells),
-                        _variances(p, 0.0, theta0, drawn, cells), strict=True))
+    shared = _cells(p), np.average(p.fu, weights=p.u)  # (the same for both estimators)
+    parts = _Parts(*zip(_variances(p, lam, theta, drawn, shared),
+                        _variances(p, 0.0, theta0, drawn, shared), strict=True))
     t, t0 = (float(t_over_z(df + 1, level)) for df in parts.df)
     ci = _calibrated_ci(reps, theta, parts.twoway[0], parts.pigeonhole[0], t, level)
     ci0 = _calibrated_ci(reps0, theta0, parts.twoway[1], parts.pigeonhole[1], t0, level)
@@ -996,7 +1000,7 @@ def _cells(p: _Pieces) -> tuple[np.ndarray, np.ndarray]:
     return cells, cell.ravel()
 
 
-def _variances(p: _Pieces, lam: float, theta: float, drawn=None, cells=None
+def _variances(p: _Pieces, lam: float, theta: float, drawn=None, shared=None
                ) -> tuple[float, float, float, float, float]:
     """Two-way, pigeonhole-expected, answer-clustered and iid variances of
     the estimator at ``lam`` from its linearisation (a piece's influence is
@@ -1008,14 +1012,16 @@ def _variances(p: _Pieces, lam: float, theta: float, drawn=None, cells=None
     Stat. 99:698): a few raters with large totals give few degrees of
     freedom, as min(raters, answers) would not. ``drawn`` is the numbers of
     answers and raters the pigeonhole drew from (the cell's own by default;
-    a draw shared by several cells draws from all of theirs)."""
+    a draw shared by several cells draws from all of theirs). ``shared``:
+    :func:`_cells` and the unlabelled predictions' mean, if known."""
     n, n_raters = p.f.size, int(p.rater.max()) + 1
     n_drawn, raters_drawn = drawn if drawn is not None else (n, n_raters)
     D = p.weight.sum()
-    rbar = theta - lam * np.average(p.fu, weights=p.u)
+    (cells, cell), mean_u = shared if shared is not None else (
+        _cells(p), np.average(p.fu, weights=p.u))
+    rbar = theta - lam * mean_u
     z = p.weight * (p.value - lam * p.f[p.answer] - rbar) / D
-    zu = lam * p.u * (p.fu - np.average(p.fu, weights=p.u)) / p.u.sum()
-    cells, cell = _cells(p) if cells is None else cells
+    zu = lam * p.u * (p.fu - mean_u) / p.u.sum()
     s_cols, s_u = _squares(p.answer, z), float(zu @ zu)
     boot = (_squares(p.rater, z), _squares(cell, z))
     pigeonhole = ((1 - 1 / n_drawn) * boot[0] + (1 - 1 / raters_drawn) * s_cols + boot[1]

@@ -72,8 +72,11 @@ def test_a_cell_of_several_leaves_is_the_cell_of_one_leaf():
         assert parts[1].lower < parts[1].estimate < parts[1].upper
 
 
-def test_cells_without_estimate_say_why_and_others_still_come():
+@pytest.mark.parametrize("named", [False, True])
+def test_cells_without_estimate_say_why_and_others_still_come(named):
     prediction, answer, rater, score = crossed(3)
+    if named:  # raters by name: their counts are found by a sort, not a table of codes
+        rater = np.char.add("clinician-", rater.astype(str))
     A = prediction.size
     leaf = np.where(np.arange(A) < 20, 1, 0)  # leaf 1: a handful of answers
     draw = crossed_draw(answer, rater, 100, np.random.default_rng(0))

@@ -416,9 +416,7 @@ def _few_labelled(leaf_codes, leaf, f_all, answer, rater, value, min_labelled):
     n_parsed, n_labelled, n_unlabelled = (np.bincount(where, x, L) for x in (
         parsed, rated, parsed & ~rated))
     n_unparsed = np.bincount(where, ~parsed, L)
-    raters, rater_code = np.unique(rater[kept], return_inverse=True)
-    pairs = np.unique(where[answer[kept]] * max(raters.size, 1) + rater_code.ravel())
-    n_raters = np.bincount(pairs // max(raters.size, 1), minlength=L)
+    n_raters = _distinct_per_group(where[answer[kept]], rater[kept], L)
 
     def few(at) -> NoEstimate | None:
         labelled = int(n_labelled[at].sum())
@@ -434,6 +432,25 @@ def _few_labelled(leaf_codes, leaf, f_all, answer, rater, value, min_labelled):
                           int(n_raters[at].sum()) if at.size == 1 else 0,
                           int(n_unlabelled[at].sum()), int(n_unparsed[at].sum()))
     return few
+
+
+def _distinct_per_group(group, value, size: int) -> np.ndarray:
+    """``(size,)`` how many distinct values each group has: integer values
+    of a range not much wider than their number (rater codes) marked in a
+    table of every (group, value) pair, others by a sort."""
+    value = np.asarray(value)
+    if value.size == 0:
+        return np.zeros(size, dtype=np.int64)
+    if value.dtype.kind in "iu":
+        low = int(value.min())
+        span = int(value.max()) - low + 1
+        if span * size <= 8 * value.size + 2**20:
+            seen = np.zeros(size * span, dtype=bool)
+            seen[group * span + (value.astype(np.int64) - low)] = True
+            return seen.reshape(size, span).sum(axis=1)
+    values, code = np.unique(value, return_inverse=True)
+    pairs = np.unique(group * values.size + code.ravel())
+    return np.bincount(pairs // values.size, minlength=size)
 
 
 class _Sink:

@@ -333,11 +333,11 @@ def calibrated_measures(measures, *, draw: CrossedDraw, level: float = 0.95,
     those totals scaled by each answer's share of its ratings. The results
     are those of :func:`calibrated_cells` of each measure alone, to the
     float32 rounding of the block sums."""
-    staged = [_stage(m, min_labelled) for m in measures]
+    B, drawn = draw.V.shape[1], (draw.answers.size, draw.raters.size)
+    staged = [_stage(m, min_labelled, B, drawn) for m in measures]
     needed = np.unique(np.concatenate([np.zeros(0, dtype=np.int64)] + [
-        chosen for s in staged for chosen, prepared in s.cells
-        if not isinstance(prepared, NoEstimate)]))
-    sinks = [_Sink(s, needed, draw, level) for s in staged]
+        c.chosen for s in staged for c in s.cells if isinstance(c, _Ready)]))
+    sinks = [_Sink(s, needed, level, B) for s in staged]
     _measures_leaves(needed, staged, draw, sinks)
     if any(r is None for sink in sinks for r in sink.results):
         raise ValueError("the draw does not cover every labelled answer of the cell")
@@ -354,23 +354,25 @@ class _Staged(NamedTuple):
     rater: np.ndarray
     value: np.ndarray  # per sorted rating (a per-answer value at its ratings)
     pi_all: np.ndarray | None
-    cells: list  # (chosen leaves, _prepare's pieces or NoEstimate)
+    cells: list  # per cell a NoEstimate or a _Ready
     rng: np.random.Generator
     bounds: tuple[float, float] | None
 
 
-def _stage(m: CellMeasure, min_labelled: int) -> _Staged:
+def _stage(m: CellMeasure, min_labelled: int, B: int, drawn) -> _Staged:
     if (m.rating_value is None) == (m.answer_value is None):
         raise ValueError("give exactly one of rating_value and answer_value")
     per = "rating" if m.rating_value is not None else "answer"
     f_all = np.asarray(m.prediction, dtype=float)
     leaf = np.asarray(m.leaf, dtype=np.int64)
-    answer = np.asarray(m.rating_answer, dtype=np.int64)
-    order = np.argsort(answer, kind="stable")
-    answer, rater = answer[order], np.asarray(m.rating_rater)[order]
+    answer, rater = np.asarray(m.rating_answer, dtype=np.int64), np.asarray(m.rating_rater)
+    value = None if per == "answer" else np.asarray(m.rating_value, dtype=float)
+    if np.any(answer[1:] < answer[:-1]):  # (the audit's ratings come sorted: no copies)
+        order = np.argsort(answer, kind="stable")
+        answer, rater = answer[order], rater[order]
+        value = None if value is None else value[order]
     answer_value = None if per == "rating" else np.asarray(m.answer_value, dtype=float)
-    value = (np.asarray(m.rating_value, dtype=float)[order] if per == "rating"
-             else answer_value[answer])
+    value = answer_value[answer] if value is None else value
     pi_all = None if m.inclusion is None else np.asarray(m.inclusion, dtype=float)
     # answers by leaf once: a cell's answers are its leaves' runs, not a scan per cell
     by_leaf = np.argsort(leaf, kind="stable")
@@ -385,15 +387,17 @@ def _stage(m: CellMeasure, min_labelled: int) -> _Staged:
                                           == chosen)]
         short = few(at)
         if short is not None:
-            prepared_cells.append((chosen, short))
+            prepared_cells.append(short)
             continue
         members = np.sort(np.concatenate([np.zeros(0, dtype=np.int64)] + [
             by_leaf[first[k]:first[k] + size[k]] for k in at.tolist()]))
         code, index = _gather(answer, members)
-        prepared_cells.append((chosen, _prepare(
+        prepared = _prepare(
             f_all[members], code, rater[index], value[index] if per == "rating" else None,
             None if per == "rating" else answer_value[members],
-            None if pi_all is None else pi_all[members], per, min_labelled)))
+            None if pi_all is None else pi_all[members], per, min_labelled)
+        prepared_cells.append(prepared if isinstance(prepared, NoEstimate) else _ready(
+            len(prepared_cells), chosen, *prepared, B, m.rng, drawn))
     return _Staged(per, f_all, leaf, answer, rater, value, pi_all, prepared_cells, m.rng,
                    m.bounds)
 
@@ -453,34 +457,56 @@ def _distinct_per_group(group, value, size: int) -> np.ndarray:
     return np.bincount(pairs // values.size, minlength=size)
 
 
+class _Ready(NamedTuple):
+    """A cell with an estimate, all but its labelled replicate sums: what
+    the estimate needs of its pieces, found when the cell is prepared, so
+    that no cell's pieces (a model's every rating) outlive its preparation
+    while the pass over the leaves runs (at 100x, seven measures' pieces
+    held at once were gigabytes)."""
+
+    slot: int  # its place among the measure's cells
+    at: np.ndarray  # its leaves' positions in ``needed`` (set by :class:`_Sink`)
+    chosen: np.ndarray
+    n_unparsed: int
+    shape: _Shape
+    theta: float
+    lam: float
+    theta0: float
+    parts: _Parts
+    unlabelled: list  # the unlabelled sums per replicate (:func:`_unlabelled_sums`)
+
+
+def _ready(slot, chosen, p: _Pieces, n_unparsed, B, rng, drawn) -> _Ready:
+    """The cell's observed fit, variances and shape, and its unlabelled
+    resample drawn from ``rng`` (cells drawn in their order)."""
+    sums = _observed_sums(p)
+    theta, lam = _fit(sums, None)
+    theta0, _ = _fit(sums, 0.0)
+    pairs, freq = _distinct_pairs(p.u, p.fu)
+    counts = resample_counts(freq, B, rng).astype(float)
+    return _Ready(slot, np.zeros(0, dtype=np.int64), chosen, n_unparsed, _shape(p),
+                  float(theta[0]), float(lam[0]), float(theta0[0]),
+                  _parts(p, float(lam[0]), theta[0], theta0[0], drawn),
+                  _unlabelled_sums(counts, *pairs))
+
+
 class _Sink:
     """A measure's cells, each finished as soon as the pass over the
     leaves (:func:`_group_sums`) has summed all of its leaves: a cell's
     labelled replicate sums are added up from the blocks it spans (in
     float64), so no leaf's sums outlive its block (at 10x, seven measures'
     sums of a thousand leaves were 0.28 GB of fresh pages, which this
-    machine fills at 0.5 GB/s). Each cell's unlabelled resample is drawn
-    before the pass, in the cells' order, from the measure's generator:
-    the draws are those of one cell after another."""
+    machine fills at 0.5 GB/s)."""
 
-    def __init__(self, s: _Staged, needed, draw: CrossedDraw, level: float) -> None:
-        self.staged, self.level, self.B = s, level, draw.V.shape[1]
-        self.drawn = (draw.answers.size, draw.raters.size)
-        self.results: list[CalibratedMean | NoEstimate | None] = []
-        self.open: list[tuple] = []  # (result slot, leaf positions, pieces, unparsed, sums)
-        for chosen, prepared in s.cells:
-            if isinstance(prepared, NoEstimate):
-                self.results.append(prepared)
-                continue
-            p, n_unparsed = prepared
-            pairs, freq = _distinct_pairs(p.u, p.fu)
-            counts = resample_counts(freq, self.B, s.rng).astype(float)
-            self.open.append((len(self.results), np.searchsorted(needed, chosen), p, n_unparsed,
-                              _unlabelled_sums(counts, *pairs)))
-            self.results.append(None)
-        self.first = np.array([o[1].min() for o in self.open], dtype=np.int64)
-        self.last = np.array([o[1].max() for o in self.open], dtype=np.int64)
-        self.sums = [np.zeros((10, self.B)) for _ in self.open]
+    def __init__(self, s: _Staged, needed, level: float, B: int) -> None:
+        self.staged, self.level, self.B = s, level, B
+        self.results: list[CalibratedMean | NoEstimate | None] = [
+            c if isinstance(c, NoEstimate) else None for c in s.cells]
+        self.open = [c._replace(at=np.searchsorted(needed, c.chosen)) for c in s.cells
+                     if isinstance(c, _Ready)]
+        self.first = np.array([o.at.min() for o in self.open], dtype=np.int64)
+        self.last = np.array([o.at.max() for o in self.open], dtype=np.int64)
+        self.sums: dict[int, np.ndarray] = {}  # a cell's, from its first block to its last
         self.weight = self.count = None
 
     def leaves(self, weight, count) -> None:
@@ -490,30 +516,30 @@ class _Sink:
     def add(self, start: int, stop: int, block) -> None:
         """Leaves ``start:stop``'s sums ``(10, stop - start, B)`` (float32)."""
         for c in np.flatnonzero((self.first < stop) & (self.last >= start)).tolist():
-            at = self.open[c][1]
+            at = self.open[c].at
             at = at[(at >= start) & (at < stop)] - start
-            self.sums[c] += (block[:, at[0]] if at.size == 1
-                             else block[:, at].sum(axis=1, dtype=np.float64))
+            part = (block[:, at[0]].astype(np.float64) if at.size == 1
+                    else block[:, at].sum(axis=1, dtype=np.float64))
+            if c in self.sums:
+                self.sums[c] += part
+            else:
+                self.sums[c] = part
             if self.last[c] < stop:
                 self._finish(c)
 
     def _finish(self, c: int) -> None:
-        slot, at, p, n_unparsed, unlabelled = self.open[c]
-        labelled, self.sums[c] = self.sums[c], None
-        if int(self.count[at].sum()) != p.f.size:
+        r = self.open[c]
+        labelled = self.sums.pop(c)
+        if int(self.count[r.at].sum()) != r.shape.n:
             raise ValueError("the draw does not cover every labelled answer of the cell")
-        labelled[7:10] *= p.f.size / self.weight[at].sum()  # pooled-variance weights: mean 1
-        sums = _observed_sums(p)
-        theta, lam = _fit(sums, None)
-        theta0, _ = _fit(sums, 0.0)
-        boot = _Sums(*labelled, *unlabelled)
+        labelled[7:10] *= r.shape.n / self.weight[r.at].sum()  # pooled-variance weights: mean 1
+        boot = _Sums(*labelled, *r.unlabelled)
         reps, reps0 = _fit(boot, None)[0], _fit(boot, 0.0)[0]
-        ci, ci0, variances = _intervals(p, float(lam[0]), theta[0], theta0[0], reps, reps0,
-                                        self.level, self.drawn)
-        result = _result(p, theta[0], float(lam[0]), theta0[0], ci, ci0, variances, n_unparsed,
-                         self.B, self.level)
+        ci, ci0 = _parts_intervals(r.parts, r.theta, r.theta0, reps, reps0, self.level)
+        result = _result(r.shape, np.float64(r.theta), r.lam, np.float64(r.theta0), ci, ci0,
+                         r.parts, r.n_unparsed, self.B, self.level)
         bounds = self.staged.bounds
-        self.results[slot] = result if bounds is None else _clipped(result, *bounds)
+        self.results[r.slot] = result if bounds is None else _clipped(result, *bounds)
 
 
 def _gather(sorted_answer, members) -> tuple[np.ndarray, np.ndarray]:
@@ -735,16 +761,21 @@ def _measures_leaves(needed, staged: list[_Staged], draw: CrossedDraw, sinks: li
     estimator does not depend on their scale but through the pooled
     variance, rescaled per cell). Measures whose ratings make the same
     (answer, rater) cells in proportion share one pass (:func:`_scale_on`)."""
-    layouts = [_layout(s, needed, draw) for s in staged]
+    layouts: list[_Layout] = []
     groups: list[list[tuple[int, np.ndarray]]] = []  # (measure, its factor on the first's)
-    for j, lay in enumerate(layouts):
+    for j, s in enumerate(staged):
+        lay = _layout(s, needed, draw)
         for g in groups:
             k = _scale_on(layouts[g[0][0]], lay)
             if k is not None:
                 g.append((j, k))
+                # its cells are the first's: only its values stay (at 100x, seven
+                # measures' cells of millions of ratings each)
+                lay = lay._replace(cell_row=None, cell_col=None, n_cell=None)
                 break
         else:
             groups.append([(j, _scale_on(lay, lay))])
+        layouts.append(lay)
     for g in groups:
         _group_sums(needed, layouts[g[0][0]], [(layouts[j], k) for j, k in g], draw,
                     [sinks[j] for j, _ in g])
@@ -981,13 +1012,21 @@ class _Parts(NamedTuple):
 
 
 def _intervals(p: _Pieces, lam, theta, theta0, reps, reps0, level, drawn):
+    parts = _parts(p, lam, theta, theta0, drawn)
+    return (*_parts_intervals(parts, theta, theta0, reps, reps0, level), parts)
+
+
+def _parts(p: _Pieces, lam, theta, theta0, drawn) -> _Parts:
     shared = _cells(p), np.average(p.fu, weights=p.u)  # (the same for both estimators)
-    parts = _Parts(*zip(_variances(p, lam, theta, drawn, shared),
-                        _variances(p, 0.0, theta0, drawn, shared), strict=True))
+    return _Parts(*zip(_variances(p, lam, theta, drawn, shared),
+                       _variances(p, 0.0, theta0, drawn, shared), strict=True))
+
+
+def _parts_intervals(parts: _Parts, theta, theta0, reps, reps0, level):
     t, t0 = (float(t_over_z(df + 1, level)) for df in parts.df)
     ci = _calibrated_ci(reps, theta, parts.twoway[0], parts.pigeonhole[0], t, level)
     ci0 = _calibrated_ci(reps0, theta0, parts.twoway[1], parts.pigeonhole[1], t0, level)
-    return ci, ci0, parts
+    return ci, ci0
 
 
 def _calibrated_ci(reps, estimate, twoway, pigeonhole, t, level) -> tuple[float, float]:
@@ -1121,22 +1160,37 @@ def _iid_variance(p: _Pieces, lam: float, theta: float) -> float:
     return _variances(p, lam, theta)[3]
 
 
-def _result(p: _Pieces, theta, lam, theta0, ci, ci0, parts: _Parts, n_unparsed, B, level
-            ) -> CalibratedMean:
+class _Shape(NamedTuple):
+    """What a cell's result reads of its pieces besides the sums."""
+
+    n: int  # labelled answers
+    N: int  # unlabelled
+    n_ratings: int
+    n_raters: int
+    rho: float  # :func:`_answer_correlation`
+
+
+def _shape(p: _Pieces) -> _Shape:
+    return _Shape(p.f.size, p.fu.size, p.answer.size, int(p.rater.max()) + 1,
+                  _answer_correlation(p))
+
+
+def _result(p: _Pieces | _Shape, theta, lam, theta0, ci, ci0, parts: _Parts, n_unparsed, B,
+            level) -> CalibratedMean:
+    shape = p if isinstance(p, _Shape) else _shape(p)
     z = norm_ppf((1 + level) / 2)
     iid_se = np.sqrt(parts.iid[0])
     with np.errstate(invalid="ignore", divide="ignore"):
         gain = (np.float64(ci0[1] - ci0[0]) / np.float64(ci[1] - ci[0])) ** 2
         answer_gain = np.float64(parts.answers[1]) / np.float64(parts.answers[0])
-    n, N = p.f.size, p.fu.size
-    rho = _answer_correlation(p)
+    n, N, rho = shape.n, shape.N, shape.rho
     share = max(rho, 0.0) ** 2 * N / (N + n)  # lam >= 0 cannot use a negative rho
     answer_share = min(parts.answers[1] / parts.twoway[1], 1.0) if parts.twoway[1] > 0 else 1.0
     return CalibratedMean(
         float(theta), ci[0], ci[1], float(theta - z * iid_se), float(theta + z * iid_se), lam,
-        float(theta0), ci0[0], ci0[1], float(gain), float(n * gain), float(p.answer.size * gain),
+        float(theta0), ci0[0], ci0[1], float(gain), float(n * gain), float(shape.n_ratings * gain),
         rho, float(1 / (1 - share)), float(1 / (1 - share * answer_share)), float(answer_gain), n,
-        p.answer.size, int(p.rater.max()) + 1, N, n_unparsed, B)
+        shape.n_ratings, shape.n_raters, N, n_unparsed, B)
 
 
 def _answer_correlation(p: _Pieces) -> float:

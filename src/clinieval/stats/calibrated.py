@@ -378,6 +378,7 @@ def _stage(m: CellMeasure, min_labelled: int, B: int, drawn) -> _Staged:
     by_leaf = np.argsort(leaf, kind="stable")
     leaf_codes, first, size = np.unique(leaf[by_leaf], return_index=True, return_counts=True)
     few = _few_labelled(leaf_codes, leaf, f_all, answer, rater, value, min_labelled)
+    starts = np.searchsorted(answer, np.arange(f_all.size + 1))  # each answer's first rating
     prepared_cells = []
     for chosen in m.cells:
         chosen = np.unique(np.asarray(chosen, dtype=np.int64))
@@ -391,7 +392,7 @@ def _stage(m: CellMeasure, min_labelled: int, B: int, drawn) -> _Staged:
             continue
         members = np.sort(np.concatenate([np.zeros(0, dtype=np.int64)] + [
             by_leaf[first[k]:first[k] + size[k]] for k in at.tolist()]))
-        code, index = _gather(answer, members)
+        code, index = _gather(answer, members, starts)
         prepared = _prepare(
             f_all[members], code, rater[index], value[index] if per == "rating" else None,
             None if per == "rating" else answer_value[members],
@@ -542,11 +543,17 @@ class _Sink:
         self.results[r.slot] = result if bounds is None else _clipped(result, *bounds)
 
 
-def _gather(sorted_answer, members) -> tuple[np.ndarray, np.ndarray]:
+def _gather(sorted_answer, members, starts=None) -> tuple[np.ndarray, np.ndarray]:
     """Of ratings sorted by answer, those of the sorted ``members``: each
-    one's position in ``members`` and its index among the ratings."""
-    lo = np.searchsorted(sorted_answer, members, "left")
-    count = np.searchsorted(sorted_answer, members, "right") - lo
+    one's position in ``members`` and its index among the ratings.
+    ``starts[a]``, if given, is where answer ``a``'s ratings start (``A + 1``
+    values): a cell's answers then find theirs without a binary search."""
+    if starts is None:
+        lo = np.searchsorted(sorted_answer, members, "left")
+        count = np.searchsorted(sorted_answer, members, "right") - lo
+    else:
+        lo = starts[members]
+        count = starts[members + 1] - lo
     start = np.cumsum(count) - count
     index = np.arange(count.sum()) - np.repeat(start - lo, count)
     return np.repeat(np.arange(members.size), count), index

@@ -377,8 +377,9 @@ def _stage(m: CellMeasure, min_labelled: int, B: int, drawn) -> _Staged:
     # answers by leaf once: a cell's answers are its leaves' runs, not a scan per cell
     by_leaf = np.argsort(leaf, kind="stable")
     leaf_codes, first, size = np.unique(leaf[by_leaf], return_index=True, return_counts=True)
-    few = _few_labelled(leaf_codes, leaf, f_all, answer, rater, value, min_labelled)
     starts = np.searchsorted(answer, np.arange(f_all.size + 1))  # each answer's first rating
+    few = _few_labelled(leaf_codes, leaf, lambda k: np.sort(by_leaf[first[k]:first[k] + size[k]]),
+                        f_all, answer, rater, value, min_labelled, starts)
     prepared_cells = []
     for chosen in m.cells:
         chosen = np.unique(np.asarray(chosen, dtype=np.int64))
@@ -403,15 +404,18 @@ def _stage(m: CellMeasure, min_labelled: int, B: int, drawn) -> _Staged:
                    m.bounds)
 
 
-def _few_labelled(leaf_codes, leaf, f_all, answer, rater, value, min_labelled):
+def _few_labelled(leaf_codes, leaf, members_of, f_all, answer, rater, value, min_labelled,
+                  starts):
     """A function of a cell (its leaves' positions in ``leaf_codes``)
     giving the :class:`NoEstimate` that :func:`_prepare` would for a cell
     with no parsed prediction, no doubly-rated answer or fewer than
     ``min_labelled``, from counts per leaf made once (most of an audit's
     specialty cells are such, and preparing each took as long as a cell
-    with an estimate), or None to prepare the cell. A cell of several
-    leaves with too few answers is prepared too: its clinicians are not the
-    sum of its leaves'."""
+    with an estimate), or None to prepare the cell; ``members_of(k)`` is
+    leaf ``k``'s answers. A cell of several leaves with too few answers is
+    prepared too: its clinicians are not the sum of its leaves'. A too-few
+    cell's clinicians are counted from its own ratings (counting every
+    leaf's took 4 s per measure at 100x, where few cells have too few)."""
     where = np.searchsorted(leaf_codes, leaf)  # each answer's leaf
     parsed = np.isfinite(f_all)
     kept = parsed[answer] & np.isfinite(value)
@@ -421,41 +425,23 @@ def _few_labelled(leaf_codes, leaf, f_all, answer, rater, value, min_labelled):
     n_parsed, n_labelled, n_unlabelled = (np.bincount(where, x, L) for x in (
         parsed, rated, parsed & ~rated))
     n_unparsed = np.bincount(where, ~parsed, L)
-    n_raters = _distinct_per_group(where[answer[kept]], rater[kept], L)
 
     def few(at) -> NoEstimate | None:
         labelled = int(n_labelled[at].sum())
+        n_raters = 0  # (no parsed prediction or no labelled answer: no kept rating)
         if n_parsed[at].sum() == 0:
             reason = "all_unparsed"
         elif labelled == 0:
             reason = "no_overlap"
         elif labelled < min_labelled and at.size == 1:
             reason = "too_few_labelled"
+            _, index = _gather(answer, members_of(int(at[0])), starts)
+            n_raters = np.unique(rater[index[kept[index]]]).size
         else:
             return None
-        return NoEstimate(reason, REASONS[reason], labelled,
-                          int(n_raters[at].sum()) if at.size == 1 else 0,
+        return NoEstimate(reason, REASONS[reason], labelled, n_raters,
                           int(n_unlabelled[at].sum()), int(n_unparsed[at].sum()))
     return few
-
-
-def _distinct_per_group(group, value, size: int) -> np.ndarray:
-    """``(size,)`` how many distinct values each group has: integer values
-    of a range not much wider than their number (rater codes) marked in a
-    table of every (group, value) pair, others by a sort."""
-    value = np.asarray(value)
-    if value.size == 0:
-        return np.zeros(size, dtype=np.int64)
-    if value.dtype.kind in "iu":
-        low = int(value.min())
-        span = int(value.max()) - low + 1
-        if span * size <= 8 * value.size + 2**20:
-            seen = np.zeros(size * span, dtype=bool)
-            seen[group * span + (value.astype(np.int64) - low)] = True
-            return seen.reshape(size, span).sum(axis=1)
-    values, code = np.unique(value, return_inverse=True)
-    pairs = np.unique(group * values.size + code.ravel())
-    return np.bincount(pairs // values.size, minlength=size)
 
 
 class _Ready(NamedTuple):

@@ -231,6 +231,19 @@ def test_unit_counts_in_narrow_integers_equal_the_wide_draw():
     assert (wide.sum(axis=1) == 700).all()
 
 
+@pytest.mark.parametrize("stage", [700, 700 * 7, 2**25])
+def test_unit_counts_by_unit_staged_in_blocks_equal_the_draw(stage, monkeypatch):
+    # by unit, replicates are staged and written a block of columns at a time:
+    # stages of one, of seven (the last one short) and of all replicates give
+    # the draws laid out by replicate
+    monkeypatch.setattr(bootstrap_module, "_STAGE_BYTES", stage)
+    monkeypatch.setattr(bootstrap_module, "_DRAW_BUDGET", 700 * 3)  # three replicates a draw
+    wide = bootstrap_module.unit_counts(700, 40, np.random.default_rng(4))
+    narrow = bootstrap_module.unit_counts(700, 40, np.random.default_rng(4), np.uint8,
+                                          by_unit=True)
+    np.testing.assert_array_equal(narrow.T, wide)
+
+
 class _Always:
     """A generator whose index draws all name unit 0: every count of a
     replicate falls on one unit (n of n)."""

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 _ELEMENT_BUDGET = 2**22  # integers per chunk of draws (32 MB as int64)
 _DRAW_BUDGET = 2**18  # index draws per chunk: small arrays are reused instead of freshly paged in
+_STAGE_BYTES = 2**25  # counts staged before a block of columns is written (unit_counts by unit)
 _BINOMIAL_DRAWS = 30  # a binomial of a multinomial draw costs about this many index draws
 _SHARED_ENTRY = 0.1  # an item's weight added into one grouping's counts, in index draws
 _SHARED_PASS = 4  # chunks of draws per product pass of a shared resample
@@ -98,6 +99,11 @@ def unit_counts(n: int, B: int, rng: np.random.Generator, dtype=np.int64,
     if n == 0:
         return out
     chunk = max(1, _DRAW_BUDGET // n)
+    # by unit, replicates are staged as rows and written a block of columns at
+    # a time: a column alone is a write per unit a row apart (at 100x, 1.4 M
+    # answers x 1,000 replicates of such writes took 15 s)
+    stage = np.empty((min(B, max(chunk, _STAGE_BYTES // n)), n), dtype=dtype) if by_unit else None
+    staged = 0
     for start in range(0, B, chunk):
         k = min(chunk, B - start)
         picks = rng.integers(0, n, size=k * n)
@@ -106,10 +112,17 @@ def unit_counts(n: int, B: int, rng: np.random.Generator, dtype=np.int64,
         counts = np.bincount(picks, minlength=k * n).reshape(k, n)
         if out.dtype.kind in "iu" and counts.max() > np.iinfo(out.dtype).max:
             out = out.astype(np.uint16 if counts.max() < 2**16 else np.int64)
-        if by_unit:
-            out[:, start:start + k] = counts.T
-        else:
+            stage = None if stage is None else stage.astype(out.dtype)
+        if not by_unit:
             out[start:start + k] = counts
+            continue
+        if staged + k > stage.shape[0]:
+            out[:, start - staged:start] = stage[:staged].T
+            staged = 0
+        stage[staged:staged + k] = counts
+        staged += k
+    if by_unit and staged:
+        out[:, B - staged:] = stage[:staged].T
     return out
 
 

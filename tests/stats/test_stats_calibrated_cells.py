@@ -102,8 +102,18 @@ def test_a_draw_that_misses_the_cells_ratings_is_refused():
                          cells=[[0]], draw=draw, rng=np.random.default_rng(1))
 
 
+@pytest.fixture
+def passes(monkeypatch) -> list[int]:
+    """The number of measures of each pass over the labelled answers."""
+    seen: list[int] = []
+    real = calibrated._group_sums
+    monkeypatch.setattr(calibrated, "_group_sums",
+                        lambda *a: seen.append(len(a[2])) or real(*a))
+    return seen
+
+
 @pytest.mark.parametrize("inclusion", [False, True])
-def test_measures_found_together_are_each_one_cell_function(inclusion, monkeypatch):
+def test_measures_found_together_are_each_one_cell_function(inclusion, passes):
     # A criterion's mean score, Fail % and answers failing %, and an
     # any-criterion flag over two criteria's ratings (each clinician's rating
     # twice), label the same answers with the same raters: their replicate
@@ -125,10 +135,6 @@ def test_measures_found_together_are_each_one_cell_function(inclusion, monkeypat
              (judge_fail, *twice, None, other, calibrated_answer_mean)]
     rng = np.random.default_rng(4)
     draw = crossed_draw(answer, rater, 300, rng)
-    passes = []
-    real = calibrated._group_sums
-    monkeypatch.setattr(calibrated, "_group_sums",
-                        lambda *a: passes.append(len(a[2])) or real(*a))
     found = calibrated_measures(
         [CellMeasure(f, a, r, y, g, np.zeros(A), [[0]], copy.deepcopy(rng), pi)
          for f, a, r, y, g, _ in cases], draw=draw)
@@ -145,16 +151,12 @@ def test_measures_found_together_are_each_one_cell_function(inclusion, monkeypat
             assert x == pytest.approx(z, rel=1e-6, abs=1e-12)
 
 
-def test_measures_of_other_answers_get_their_own_pass(monkeypatch):
+def test_measures_of_other_answers_get_their_own_pass(passes):
     prediction, answer, rater, score = crossed(6)
     A = prediction.size
     half = answer % 2 == 0  # another measure's ratings: half the answers
     rng = np.random.default_rng(1)
     draw = crossed_draw(answer, rater, 100, rng)
-    passes = []
-    real = calibrated._group_sums
-    monkeypatch.setattr(calibrated, "_group_sums",
-                        lambda *a: passes.append(len(a[2])) or real(*a))
     # and a per-answer measure on the same answers and raters whose first
     # rating of each answer counts twice: its raters weigh 2/4, 1/4, 1/4 of
     # the answer, not in proportion to the first measure's ratings

@@ -313,8 +313,6 @@ def calibrated_cells(prediction, rating_answer, rating_rater, rating_value=None,
     each interval's scaling to the two-way variance uses the draw's sizes.
     The unlabelled answers are resampled per cell with ``rng``. Point
     estimates are exactly those of the one-cell functions."""
-    if (rating_value is None) == (answer_value is None):
-        raise ValueError("give exactly one of rating_value and answer_value")
     measure = CellMeasure(prediction, rating_answer, rating_rater, rating_value, answer_value,
                           leaf, cells, rng, inclusion, bounds)
     return calibrated_measures([measure], draw=draw, level=level, min_labelled=min_labelled)[0]
@@ -353,9 +351,9 @@ class _Staged(NamedTuple):
     answer: np.ndarray  # sorted
     rater: np.ndarray
     value: np.ndarray  # per sorted rating (a per-answer value at its ratings)
+    starts: np.ndarray  # where each answer's ratings start (A + 1)
     pi_all: np.ndarray | None
     cells: list  # per cell a NoEstimate or a _Ready
-    rng: np.random.Generator
     bounds: tuple[float, float] | None
 
 
@@ -378,7 +376,8 @@ def _stage(m: CellMeasure, min_labelled: int, B: int, drawn) -> _Staged:
     by_leaf = np.argsort(leaf, kind="stable")
     leaf_codes, first, size = np.unique(leaf[by_leaf], return_index=True, return_counts=True)
     starts = np.searchsorted(answer, np.arange(f_all.size + 1))  # each answer's first rating
-    few = _few_labelled(leaf_codes, leaf, lambda k: np.sort(by_leaf[first[k]:first[k] + size[k]]),
+    # (a leaf's answers are sorted: the argsort is stable)
+    few = _few_labelled(leaf_codes, leaf, lambda k: by_leaf[first[k]:first[k] + size[k]],
                         f_all, answer, rater, value, min_labelled, starts)
     prepared_cells = []
     for chosen in m.cells:
@@ -400,7 +399,7 @@ def _stage(m: CellMeasure, min_labelled: int, B: int, drawn) -> _Staged:
             None if pi_all is None else pi_all[members], per, min_labelled)
         prepared_cells.append(prepared if isinstance(prepared, NoEstimate) else _ready(
             len(prepared_cells), chosen, *prepared, B, m.rng, drawn))
-    return _Staged(per, f_all, leaf, answer, rater, value, pi_all, prepared_cells, m.rng,
+    return _Staged(per, f_all, leaf, answer, rater, value, starts, pi_all, prepared_cells,
                    m.bounds)
 
 
@@ -452,7 +451,6 @@ class _Ready(NamedTuple):
     held at once were gigabytes)."""
 
     slot: int  # its place among the measure's cells
-    at: np.ndarray  # its leaves' positions in ``needed`` (set by :class:`_Sink`)
     chosen: np.ndarray
     n_unparsed: int
     shape: _Shape
@@ -471,7 +469,7 @@ def _ready(slot, chosen, p: _Pieces, n_unparsed, B, rng, drawn) -> _Ready:
     theta0, _ = _fit(sums, 0.0)
     pairs, freq = _distinct_pairs(p.u, p.fu)
     counts = resample_counts(freq, B, rng).astype(float)
-    return _Ready(slot, np.zeros(0, dtype=np.int64), chosen, n_unparsed, _shape(p),
+    return _Ready(slot, chosen, n_unparsed, _shape(p),
                   float(theta[0]), float(lam[0]), float(theta0[0]),
                   _parts(p, float(lam[0]), theta[0], theta0[0], drawn),
                   _unlabelled_sums(counts, *pairs))
@@ -489,10 +487,10 @@ class _Sink:
         self.staged, self.level, self.B = s, level, B
         self.results: list[CalibratedMean | NoEstimate | None] = [
             c if isinstance(c, NoEstimate) else None for c in s.cells]
-        self.open = [c._replace(at=np.searchsorted(needed, c.chosen)) for c in s.cells
-                     if isinstance(c, _Ready)]
-        self.first = np.array([o.at.min() for o in self.open], dtype=np.int64)
-        self.last = np.array([o.at.max() for o in self.open], dtype=np.int64)
+        self.open = [c for c in s.cells if isinstance(c, _Ready)]
+        self.at = [np.searchsorted(needed, c.chosen) for c in self.open]  # leaves in ``needed``
+        self.first = np.array([at.min() for at in self.at], dtype=np.int64)
+        self.last = np.array([at.max() for at in self.at], dtype=np.int64)
         self.sums: dict[int, np.ndarray] = {}  # a cell's, from its first block to its last
         self.weight = self.count = None
 
@@ -503,7 +501,7 @@ class _Sink:
     def add(self, start: int, stop: int, block) -> None:
         """Leaves ``start:stop``'s sums ``(10, stop - start, B)`` (float32)."""
         for c in np.flatnonzero((self.first < stop) & (self.last >= start)).tolist():
-            at = self.open[c].at
+            at = self.at[c]
             at = at[(at >= start) & (at < stop)] - start
             part = (block[:, at[0]].astype(np.float64) if at.size == 1
                     else block[:, at].sum(axis=1, dtype=np.float64))
@@ -515,11 +513,11 @@ class _Sink:
                 self._finish(c)
 
     def _finish(self, c: int) -> None:
-        r = self.open[c]
+        r, at = self.open[c], self.at[c]
         labelled = self.sums.pop(c)
-        if int(self.count[r.at].sum()) != r.shape.n:
+        if int(self.count[at].sum()) != r.shape.n:
             raise ValueError("the draw does not cover every labelled answer of the cell")
-        labelled[7:10] *= r.shape.n / self.weight[r.at].sum()  # pooled-variance weights: mean 1
+        labelled[7:10] *= r.shape.n / self.weight[at].sum()  # pooled-variance weights: mean 1
         boot = _Sums(*labelled, *r.unlabelled)
         reps, reps0 = _fit(boot, None)[0], _fit(boot, 0.0)[0]
         ci, ci0 = _parts_intervals(r.parts, r.theta, r.theta0, reps, reps0, self.level)
@@ -776,7 +774,7 @@ def _measures_leaves(needed, staged: list[_Staged], draw: CrossedDraw, sinks: li
 
 def _layout(s: _Staged, needed, draw: CrossedDraw) -> _Layout:
     members = np.flatnonzero(np.isin(s.leaf, needed))
-    code, index = _gather(s.answer, members)
+    code, index = _gather(s.answer, members, s.starts)
     keep = np.isfinite(s.f_all[members])[code] & np.isfinite(s.value[index])
     code, index = code[keep], index[keep]
     labelled, piece = np.unique(code, return_inverse=True)

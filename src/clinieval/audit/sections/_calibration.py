@@ -222,7 +222,7 @@ def inclusion(ctx: Context, ratings: Ratings) -> np.ndarray | None:
     return pi
 
 
-def measure(ctx: Context, measure: str, predicted: np.ndarray, ratings: Ratings, leaf: np.ndarray,
+def measure(ctx: Context, key: str, predicted: np.ndarray, ratings: Ratings, leaf: np.ndarray,
             chosen: list[list[int]], answer_value: np.ndarray | None, purpose: str
             ) -> CellMeasure:
     """One measure (a key of :data:`MEASURES`) of several cells (lists of
@@ -230,10 +230,10 @@ def measure(ctx: Context, measure: str, predicted: np.ndarray, ratings: Ratings,
     s = ctx.settings
     score = ratings.score.astype(float)
     values = {"mean_score": (score, None), "fail_pct": ((score <= s.threshold) * 1.0, None),
-              "failing_pct": (None, answer_value)}[measure]
+              "failing_pct": (None, answer_value)}[key]
     return CellMeasure(predicted, ratings.answer, ratings.rater, *values, leaf, chosen,
                        ctx.rng(purpose), inclusion(ctx, ratings),
-                       (SCORE_MIN, SCORE_MAX) if measure == "mean_score" else (0, 1))
+                       (SCORE_MIN, SCORE_MAX) if key == "mean_score" else (0, 1))
 
 
 def estimates(ctx: Context, measures: dict[str, CellMeasure], draw: CrossedDraw
@@ -242,13 +242,12 @@ def estimates(ctx: Context, measures: dict[str, CellMeasure], draw: CrossedDraw
     sums found together where their ratings allow:
     :func:`~clinieval.stats.calibrated.calibrated_measures`): each
     calibrated estimate beside the clinicians' alone, or why there is none,
-    per measure (keyed as given; a key starts with its :data:`MEASURES`
-    key)."""
+    per measure (keyed as given; a share's in percent)."""
     s = ctx.settings
     out = calibrated_measures(list(measures.values()), draw=draw, level=s.level,
                               min_labelled=s.calibration_min_answers)
-    return {key: [_row(o, 1.0 if key.startswith("mean_score") else 100.0) for o in found]
-            for key, found in zip(measures, out, strict=True)}
+    return {key: [_row(o, 100.0 if m.bounds == (0, 1) else 1.0) for o in found]
+            for (key, m), found in zip(measures.items(), out, strict=True)}
 
 
 def ratings_draw(ctx: Context, ratings: Ratings, purpose: str) -> CrossedDraw:

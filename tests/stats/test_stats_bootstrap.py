@@ -234,8 +234,8 @@ def test_unit_counts_in_narrow_integers_equal_the_wide_draw():
 @pytest.mark.parametrize("stage", [700, 700 * 7, 2**25])
 def test_unit_counts_by_unit_staged_in_blocks_equal_the_draw(stage, monkeypatch):
     # by unit, replicates are staged and written a block of columns at a time:
-    # stages of one, of seven (the last one short) and of all replicates give
-    # the draws laid out by replicate
+    # stages of one draw (three replicates), of seven (the last one short) and
+    # of all replicates give the draws laid out by replicate
     monkeypatch.setattr(bootstrap_module, "_STAGE_BYTES", stage)
     monkeypatch.setattr(bootstrap_module, "_DRAW_BUDGET", 700 * 3)  # three replicates a draw
     wide = bootstrap_module.unit_counts(700, 40, np.random.default_rng(4))

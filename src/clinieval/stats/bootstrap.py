@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 _ELEMENT_BUDGET = 2**22  # integers per chunk of draws (32 MB as int64)
 _DRAW_BUDGET = 2**18  # index draws per chunk: small arrays are reused instead of freshly paged in
-_STAGE_BYTES = 2**25  # counts staged before a block of columns is written (unit_counts by unit)
+_STAGE_BYTES = 2**25  # bytes of counts staged before a block of columns is written (by unit)
 _BINOMIAL_DRAWS = 30  # a binomial of a multinomial draw costs about this many index draws
 _SHARED_ENTRY = 0.1  # an item's weight added into one grouping's counts, in index draws
 _SHARED_PASS = 4  # chunks of draws per product pass of a shared resample
@@ -102,7 +102,8 @@ def unit_counts(n: int, B: int, rng: np.random.Generator, dtype=np.int64,
     # by unit, replicates are staged as rows and written a block of columns at
     # a time: a column alone is a write per unit a row apart (at 100x, 1.4 M
     # answers x 1,000 replicates of such writes took 15 s)
-    stage = np.empty((min(B, max(chunk, _STAGE_BYTES // n)), n), dtype=dtype) if by_unit else None
+    rows = _STAGE_BYTES // (n * np.dtype(dtype).itemsize)
+    stage = np.empty((min(B, max(chunk, rows)), n), dtype=dtype) if by_unit else None
     staged = 0
     for start in range(0, B, chunk):
         k = min(chunk, B - start)

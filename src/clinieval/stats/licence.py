@@ -237,7 +237,8 @@ def _answer_counts(table: _Table, verdict, reference) -> np.ndarray:
     return np.column_stack([v * fails, v * passes, (1 - v) * fails, (1 - v) * passes])
 
 
-def _clinician_agreements(table, reference, edges) -> np.ndarray:
+def _clinician_agreements(table, reference, edges
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each clinician's Macro-F1 against the other clinicians on the answers
     they share (pairs pooled, a rating's others weighing one unit together),
     or against the others' majority; NaN for a clinician who shares no
@@ -377,17 +378,16 @@ def _ratio(num, den):
 
 
 def _cis(reps, level) -> list[tuple[float, float]]:
-    """:func:`_ci` of each column of ``reps`` ``(B, m)``: the columns with
-    no NaN replicate in one quantile call (a column's quantiles are its own
-    order statistics, so the same bounds), the others one by one."""
+    """:func:`_ci` of each column of ``reps`` ``(B, m)``: every column's
+    quantiles in one call (a column's are its own order statistics, so the
+    same bounds), a column with a NaN replicate then on its own."""
     reps = np.asarray(reps, dtype=float)
-    whole = np.isfinite(reps).all(axis=0) if reps.shape[0] else np.zeros(reps.shape[1], bool)
-    out = [_ci(reps[:, j], level) if not whole[j] else None for j in range(reps.shape[1])]
-    if whole.any():
-        lo, hi = percentile_ci(reps[:, whole], level)
-        for j, a, b in zip(np.flatnonzero(whole).tolist(), lo.tolist(), hi.tolist(), strict=True):
-            out[j] = (a, b)
-    return out
+    if reps.shape[0] == 0:
+        return [_ci(reps[:, j], level) for j in range(reps.shape[1])]
+    lo, hi = percentile_ci(reps, level)
+    whole = np.isfinite(reps).all(axis=0).tolist()
+    return [(a, b) if ok else _ci(reps[:, j], level)
+            for j, (a, b, ok) in enumerate(zip(lo.tolist(), hi.tolist(), whole, strict=True))]
 
 
 def _ci(reps, level) -> tuple[float, float]:
